@@ -1,0 +1,154 @@
+# hora -- build, test, install.
+#   make            horarun, horad, libhora.so/.a, hora.pc
+#   make check      build and run every test
+#   make asan       the same under AddressSanitizer + UBSan (in build-asan/)
+#   make bench      allreduce_perf beside OpenMPI's MPI_Allreduce
+#   make install PREFIX=/usr/local [DESTDIR=...]
+
+VERSION    := 0.1.0
+PREFIX     ?= /usr/local
+BUILD      ?= build
+PYTHON     ?= /usr/bin/python3
+CUDA_HOME  ?= /usr/local/cuda
+CC         ?= cc
+GIT_SHA    := $(shell git rev-parse --short HEAD 2>/dev/null)
+
+PKGS       := libuv yaml-0.1
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+OPT        ?= -O2
+CFLAGS     ?= $(OPT) -g
+WARN       := -Wall -Wextra -Wshadow -Wno-unused-parameter
+DEFS       := -D_GNU_SOURCE -DHORA_VERSION_STRING='"$(VERSION)"'
+ifneq ($(GIT_SHA),)
+DEFS       += -DHORA_GIT_SHA='"$(GIT_SHA)"'
+endif
+ifeq ($(SAN),1)
+CFLAGS     += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS    += -fsanitize=address,undefined
+endif
+
+# CUDA and NCCL are optional: found here, they enable the GPU engine.
+HAVE_CUDA  := $(shell test -f $(CUDA_HOME)/include/cuda_runtime.h && echo 1)
+HAVE_NCCL  := $(shell test -f $(CUDA_HOME)/include/nccl.h -o -f /usr/include/nccl.h && echo 1)
+
+ALL_CFLAGS := -std=c11 $(WARN) $(DEFS) -pthread -fPIC -Iinclude -Icommon -Iproto $(PKG_CFLAGS) $(CFLAGS)
+
+COMMON_SRC   := common/log.c common/err.c common/params.c proto/msg.c
+DAEMON_SRC   := $(wildcard daemon/*.c)
+LAUNCHER_SRC := $(wildcard launcher/*.c)
+CLIENT_SRC   := $(wildcard libclient/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+BIN     := $(BUILD)/bin
+LIB     := $(BUILD)/lib
+HORARUN := $(BIN)/horarun
+HORAD   := $(BIN)/horad
+LIBSO   := $(LIB)/libhora.so
+LIBA    := $(LIB)/libhora.a
+PC      := $(LIB)/pkgconfig/hora.pc
+
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+ITEST_SRC := $(wildcard tests/integration/*.c)
+ITEST_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(ITEST_SRC))
+EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+BENCH     := $(BUILD)/benchmarks/allreduce_perf
+
+.PHONY: all check asan bench install uninstall clean deps format
+all: $(HORARUN) $(HORAD) $(LIBSO) $(LIBA) $(PC) $(EXAMPLES) $(BENCH)
+
+deps:
+	@sh tests/deps.sh
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(HORAD): $(call obj,$(DAEMON_SRC) $(COMMON_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $^ -o $@ $(LDFLAGS) $(PKG_LIBS) -lm
+
+$(HORARUN): $(call obj,$(LAUNCHER_SRC) $(COMMON_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $^ -o $@ $(LDFLAGS) $(PKG_LIBS)
+
+$(LIBSO): $(call obj,$(CLIENT_SRC) $(COMMON_SRC)) libclient/libhora.map
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -shared -Wl,--version-script=libclient/libhora.map \
+	  -Wl,-soname,libhora.so.0 $(call obj,$(CLIENT_SRC) $(COMMON_SRC)) -o $@ $(LDFLAGS)
+	ln -sf libhora.so $(LIB)/libhora.so.0
+
+$(LIBA): $(call obj,$(CLIENT_SRC) $(COMMON_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(PC): Makefile
+	@mkdir -p $(dir $@)
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: hora\nDescription: distributed training runtime (client library)\nVersion: %s\nLibs: -L$${libdir} -lhora\nLibs.private: -pthread\nCflags: -I$${includedir}\n' \
+	  '$(PREFIX)' '$(VERSION)' > $@
+
+# Programs that link libhora: examples, benchmarks, integration tests.
+LINK_HORA = -L$(LIB) -lhora -Wl,-rpath,'$$ORIGIN/../lib' -lm
+
+$(BUILD)/examples/%: examples/%.c $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_HORA)
+
+$(BENCH): benchmarks/allreduce_perf.c $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_HORA)
+
+$(BUILD)/benchmarks/mpi_allreduce_perf: benchmarks/peers/mpi_allreduce_perf.c
+	@mkdir -p $(dir $@)
+	mpicc -O2 -std=c11 -D_GNU_SOURCE $< -o $@
+
+# Unit tests link the objects they test directly.
+UNIT_OBJS := $(call obj,$(COMMON_SRC) $(filter-out daemon/main.c,$(DAEMON_SRC)))
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(UNIT_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Idaemon -Ilibclient -Itests/unit $^ -o $@ $(LDFLAGS) $(PKG_LIBS) -lm
+
+$(BUILD)/tests/%: tests/integration/%.c $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_HORA)
+
+check: all $(UNIT_BIN) $(ITEST_BIN)
+	@BUILD=$(BUILD) sh tests/run.sh
+
+asan:
+	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 check
+
+bench: all $(BUILD)/benchmarks/mpi_allreduce_perf
+	@BUILD=$(BUILD) sh benchmarks/run.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 755 $(HORARUN) $(HORAD) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libhora.so.0
+	ln -sf libhora.so.0 $(DESTDIR)$(PREFIX)/lib/libhora.so
+	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 include/hora.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 man/horarun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 644 man/hora.3 $(DESTDIR)$(PREFIX)/share/man/man3/
+	install -m 644 man/horad.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/horarun $(DESTDIR)$(PREFIX)/bin/horad \
+	  $(DESTDIR)$(PREFIX)/lib/libhora.so* $(DESTDIR)$(PREFIX)/lib/libhora.a \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/hora.pc $(DESTDIR)$(PREFIX)/include/hora.h \
+	  $(DESTDIR)$(PREFIX)/share/man/man1/horarun.1 $(DESTDIR)$(PREFIX)/share/man/man3/hora.3 \
+	  $(DESTDIR)$(PREFIX)/share/man/man8/horad.8
+
+format:
+	clang-format -i $(shell git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,83 @@
+/* common.h -- helpers every hora component shares: logging, time, the table
+ * of parameters, small string utilities. Not protocol (that is proto/). */
+#ifndef HORA_COMMON_H
+#define HORA_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hora.h"
+
+#define HC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define HC_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define HC_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define HC_CACHELINE 64
+
+/* ---- logging ---------------------------------------------------------- */
+enum hc_level { HC_TRACE, HC_DEBUG, HC_INFO, HC_WARNING, HC_ERROR, HC_FATAL };
+
+/* Sets the component name printed in front of each line ("horad") and the
+ * level from HORA_LOG_LEVEL / HOROVOD_LOG_LEVEL (default `deflevel`). */
+void hc_log_init(const char *component, enum hc_level deflevel);
+void hc_log_set_level(enum hc_level level);
+enum hc_level hc_log_level(void);
+/* Parses "trace".."fatal" (any case, also "warn"); -1 when unknown. */
+int hc_parse_level(const char *s);
+void hc_log(enum hc_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define HC_LOG(lvl, ...)                                                       \
+  do {                                                                         \
+    if ((lvl) >= hc_log_level()) hc_log((lvl), __VA_ARGS__);                   \
+  } while (0)
+#define hc_debug(...) HC_LOG(HC_DEBUG, __VA_ARGS__)
+#define hc_info(...) HC_LOG(HC_INFO, __VA_ARGS__)
+#define hc_warn(...) HC_LOG(HC_WARNING, __VA_ARGS__)
+#define hc_error(...) HC_LOG(HC_ERROR, __VA_ARGS__)
+
+/* Returns the code and, at debug level, leaves a file:line breadcrumb. */
+#define HC_CHECK(call)                                                         \
+  do {                                                                         \
+    int hc_rc_ = (call);                                                       \
+    if (hc_rc_ < 0) {                                                          \
+      hc_debug("%s:%d: %s -> %s", __FILE__, __LINE__, #call,                   \
+               hora_err_name(hc_rc_));                                         \
+      return hc_rc_;                                                           \
+    }                                                                          \
+  } while (0)
+
+/* ---- time ------------------------------------------------------------- */
+uint64_t hc_now_ns(void); /* CLOCK_MONOTONIC */
+
+/* ---- parameters ------------------------------------------------------- */
+enum hc_ptype { HC_P_INT, HC_P_SIZE, HC_P_DOUBLE, HC_P_STRING, HC_P_BOOL };
+
+struct hc_param {
+  const char *name;    /* key used in code and YAML */
+  const char *env;     /* HORA_* variable */
+  const char *hvd_env; /* Horovod alias, or NULL */
+  const char *flag;    /* horarun flag, or NULL */
+  enum hc_ptype type;
+  const char *def;  /* default, as text */
+  const char *help; /* one line */
+};
+
+extern const struct hc_param hc_params[];
+extern const size_t hc_nparams;
+
+const struct hc_param *hc_param_find(const char *name);
+/* The value from the environment (HORA_*, then the Horovod alias) or the
+ * default. */
+const char *hc_param_str(const char *name);
+long long hc_param_int(const char *name);
+double hc_param_double(const char *name);
+/* Parses "64M", "1G", "4096" into bytes; -1 when malformed. */
+long long hc_parse_size(const char *s);
+
+/* ---- strings ---------------------------------------------------------- */
+/* snprintf into a fixed buffer; never overflows, always terminated. */
+void hc_fmt(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *hc_signal_name(int sig); /* "SIGKILL" */
+
+#endif

@@ -1,0 +1,70 @@
+/* log.c -- leveled logging to stderr, one whole line per write. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static const char *log_component = "hora";
+static enum hc_level log_level = HC_WARNING;
+
+int hc_parse_level(const char *s) {
+  static const char *const names[] = {"trace", "debug", "info",
+                                      "warning", "error", "fatal"};
+  if (!s) return -1;
+  for (size_t i = 0; i < HC_ARRAY_SIZE(names); i++)
+    if (!strcasecmp(s, names[i])) return (int)i;
+  if (!strcasecmp(s, "warn")) return HC_WARNING;
+  return -1;
+}
+
+void hc_log_init(const char *component, enum hc_level deflevel) {
+  log_component = component;
+  log_level = deflevel;
+  const char *s = getenv("HORA_LOG_LEVEL");
+  if (!s || !*s) s = getenv("HOROVOD_LOG_LEVEL");
+  int l = hc_parse_level(s);
+  if (l >= 0) log_level = (enum hc_level)l;
+}
+
+void hc_log_set_level(enum hc_level level) { log_level = level; }
+enum hc_level hc_log_level(void) { return log_level; }
+
+void hc_log(enum hc_level level, const char *fmt, ...) {
+  static const char *const tag[] = {"TRACE", "DEBUG", "INFO",
+                                    "WARNING", "ERROR", "FATAL"};
+  int saved = errno;
+  char line[2048];
+  int n = snprintf(line, sizeof line, "%s[%d] %s: ", log_component,
+                   (int)getpid(), tag[level]);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n > 0 && (size_t)n < sizeof line)
+    n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  va_end(ap);
+  if (n < 0) n = 0;
+  if ((size_t)n >= sizeof line - 1) n = (int)sizeof line - 2;
+  line[n++] = '\n';
+  ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+  (void)w;
+  errno = saved;
+}
+
+void hc_fmt(char *buf, size_t len, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf, len, fmt, ap);
+  va_end(ap);
+  if (n < 0 && len) buf[0] = '\0';
+}
+
+uint64_t hc_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}

@@ -1,0 +1,175 @@
+/* daemon.h -- horad's shared state: the job, its local ranks, the
+ * negotiation table and the operation being executed. */
+#ifndef HORA_DAEMON_H
+#define HORA_DAEMON_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "common.h"
+#include "msg.h"
+#include "shm.h"
+
+struct hd_daemon;
+struct hd_tensor;
+
+/* One local rank: its process, its output pipes, its connection and its
+ * shared-memory segment. */
+struct hd_rank {
+  struct hd_daemon *d;
+  int idx; /* index among local ranks == local_rank */
+  struct hp_job_rank info;
+  char token[HP_TOKEN_LEN + 1];
+
+  /* process */
+  pid_t pid; /* 0 before spawn / after reaping */
+  int spawned, reaped, reported;
+  int exit_how, exit_code;
+  char *spawn_msg;
+  uv_pipe_t out[2];
+  int out_open[2];
+  uv_timer_t report_timer; /* reports the exit even if a pipe stays open */
+
+  /* connection */
+  uv_pipe_t *conn;
+  struct hp_decoder dec;
+  int connected, said_bye;
+
+  /* shared memory: daemon consumes sq, produces cq */
+  int memfd;
+  unsigned char *shm;
+  uint64_t shm_size;
+  struct hp_shm_hdr *hdr;
+  struct hp_ring_cursor sq, cq;
+  struct hp_cqe *backlog; /* completions waiting for room in cq */
+  size_t nbacklog, capbacklog;
+  int wake_rank, wake_prog; /* pending wake-ups after a batch of pushes */
+
+  int gone; /* no longer takes part in collectives */
+};
+
+/* A participant's view of one operation. */
+struct hd_part {
+  uint64_t id;
+  int submitted;
+  int resident;     /* data in the arena at offset */
+  uint64_t offset;  /* from the segment start */
+  uint64_t ready;   /* chunks copied into staging (streamed) */
+  uint64_t done;    /* chunks copied out of staging (streamed) */
+  uint64_t issued;  /* chunks whose COPY_IN was sent */
+};
+
+/* A named operation, from the first submission until it completes. */
+struct hd_tensor {
+  struct hd_tensor *next_hash, *next_ready;
+  char name[HP_NAME_MAX + 1];
+  uint8_t coll, dtype, op;
+  int32_t root;
+  uint64_t count;
+  double prescale, postscale;
+  int first; /* local index of the first submitter: the metadata reference */
+  int nsubmitted;
+  int failed;
+  /* execution of a streamed operation */
+  uint64_t nchunks, chunk_elems, reduced;
+  struct hd_part part[]; /* one per local rank */
+};
+
+/* An engine executes ready operations (habit 6: a named struct of function
+ * pointers). The CPU engine serves tensors in host memory; a GPU engine
+ * (NCCL) takes its place for device tensors, registered beside it. */
+struct hd_engine {
+  const char *name;
+  int (*init)(struct hd_daemon *d);
+  void (*fini)(struct hd_daemon *d);
+  /* Advances the operation; returns 1 when it completed (every participant
+   * was sent its DONE), 0 when it waits for ranks. */
+  int (*step)(struct hd_daemon *d, struct hd_tensor *t);
+};
+
+extern const struct hd_engine hd_engine_cpu;
+
+struct hd_daemon {
+  uv_loop_t *loop;
+  struct hp_job job;
+  int have_job;
+  int nlocal;
+  struct hd_rank *ranks;
+  char hostname[256];
+
+  /* launcher connection */
+  uv_pipe_t ctl;
+  int ctl_open;
+  struct hp_decoder ctl_dec;
+
+  /* job-private unix socket */
+  uv_pipe_t listener;
+  char sock_dir[256], sock_path[300];
+
+  /* wake-ups and polling */
+  int efd;
+  uv_poll_t efd_poll;
+  uv_idle_t spin;
+  int spinning;
+  uint64_t last_activity;
+  uint64_t spin_ns;
+  uint64_t chunk_size, arena_size;
+
+  uv_signal_t sigchld;
+  uv_timer_t term_timer, kill_timer;
+  int aborting, term_sent, kill_sent, done_sent;
+  int nexited;
+
+  /* negotiation */
+  struct hd_tensor **table;
+  size_t table_size, ntensors;
+  struct hd_tensor *ready_head, *ready_tail;
+  const struct hd_engine *engine;
+
+  /* first rank that left the job, and why: later operations fail with it */
+  int gone_rank;
+  char gone_msg[HP_MSG_MAX + 1];
+};
+
+/* control.c */
+int hd_control_open(struct hd_daemon *d, int fd);
+void hd_control_send(struct hd_daemon *d, struct hp_wbuf *w);
+void hd_send_exit(struct hd_daemon *d, struct hd_rank *r);
+void hd_maybe_done(struct hd_daemon *d);
+
+/* spawn.c */
+int hd_spawn_all(struct hd_daemon *d);
+void hd_teardown(struct hd_daemon *d, const char *reason, int delay_ms);
+void hd_spawn_close(struct hd_daemon *d);
+
+/* local.c: the unix socket, hello and shared memory */
+int hd_local_listen(struct hd_daemon *d);
+void hd_local_close(struct hd_daemon *d);
+void hd_rank_left(struct hd_rank *r, const char *why);
+
+/* rings.c: polling, completions and wake-ups */
+int hd_rings_init(struct hd_daemon *d);
+void hd_rings_close(struct hd_daemon *d);
+int hd_poll_rings(struct hd_daemon *d);
+void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e);
+void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg);
+void hd_flush_wakeups(struct hd_daemon *d);
+void hd_kick(struct hd_daemon *d);
+
+/* negotiate.c */
+void hd_submit(struct hd_rank *r, const struct hp_sqe *e);
+void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e);
+void hd_run_ready(struct hd_daemon *d);
+void hd_fail_all(struct hd_daemon *d);
+void hd_tensor_finish(struct hd_daemon *d, struct hd_tensor *t);
+
+/* pool.c: reduction threads */
+int hd_pool_init(int nthreads);
+void hd_pool_fini(void);
+int hd_pool_size(void);
+/* Runs fn(arg, i, n) for i in [0, n) on the pool and the calling thread;
+ * returns when all are done. */
+void hd_pool_run(void (*fn)(void *arg, int i, int n), void *arg, int n);
+
+#endif

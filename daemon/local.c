@@ -1,0 +1,306 @@
+/* local.c -- the job's private unix socket: a rank says hello with its
+ * token, and gets its shared-memory segment and the daemon's eventfd by fd
+ * passing. The connection stays open; its end without a goodbye means the
+ * rank is gone. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+static void on_closed(uv_handle_t *h) { free(h); }
+
+static void drop_conn(uv_pipe_t *c) {
+  if (!uv_is_closing((uv_handle_t *)c)) uv_close((uv_handle_t *)c, on_closed);
+}
+
+int hd_local_listen(struct hd_daemon *d) {
+  const char *tmp = getenv("XDG_RUNTIME_DIR");
+  if (!tmp || access(tmp, W_OK) != 0) tmp = getenv("TMPDIR");
+  if (!tmp || access(tmp, W_OK) != 0) tmp = "/tmp";
+  hc_fmt(d->sock_dir, sizeof d->sock_dir, "%s/hora-XXXXXX", tmp);
+  if (!mkdtemp(d->sock_dir)) { /* mkdtemp makes it 0700 */
+    hc_error("cannot create a private directory in %s: %s", tmp,
+             strerror(errno));
+    d->sock_dir[0] = '\0';
+    return HORA_EIO;
+  }
+  hc_fmt(d->sock_path, sizeof d->sock_path, "%s/horad.sock", d->sock_dir);
+  int rc = uv_pipe_init(d->loop, &d->listener, 0);
+  if (rc == 0) rc = uv_pipe_bind(&d->listener, d->sock_path);
+  if (rc == 0) {
+    d->listener.data = d;
+    extern void hd_on_connection(uv_stream_t *, int);
+    rc = uv_listen((uv_stream_t *)&d->listener, 128, hd_on_connection);
+  }
+  if (rc < 0) {
+    hc_error("cannot listen on %s: %s", d->sock_path, uv_strerror(rc));
+    d->sock_path[0] = '\0';
+    return HORA_EIO;
+  }
+  return 0;
+}
+
+static void listener_closed(uv_handle_t *h) { (void)h; }
+
+void hd_local_close(struct hd_daemon *d) {
+  if (d->listener.loop && !uv_is_closing((uv_handle_t *)&d->listener))
+    uv_close((uv_handle_t *)&d->listener, listener_closed);
+  for (int i = 0; d->ranks && i < d->nlocal; i++) {
+    struct hd_rank *r = &d->ranks[i];
+    if (r->conn) {
+      r->conn->data = NULL;
+      drop_conn(r->conn);
+      r->conn = NULL;
+    }
+  }
+  if (d->sock_path[0]) {
+    unlink(d->sock_path);
+    d->sock_path[0] = '\0';
+  }
+  if (d->sock_dir[0]) {
+    rmdir(d->sock_dir);
+    d->sock_dir[0] = '\0';
+  }
+}
+
+/* Creates and maps the rank's segment and attaches the daemon's cursors. */
+static int make_segment(struct hd_daemon *d, struct hd_rank *r) {
+  struct hp_shm_hdr layout;
+  memset(&layout, 0, sizeof layout);
+  uint64_t size = hp_shm_layout(&layout, d->chunk_size, d->arena_size);
+  char name[64];
+  hc_fmt(name, sizeof name, "hora-rank-%d", r->info.rank);
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) return -errno;
+  if (ftruncate(fd, (off_t)size) < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  r->memfd = fd;
+  r->shm = p;
+  r->shm_size = size;
+  r->hdr = p;
+  memcpy(r->hdr, &layout, sizeof layout);
+  hp_ring_init(&r->hdr->sq);
+  hp_ring_init(&r->hdr->cq);
+  atomic_store(&r->hdr->daemon_sleeping, d->spinning ? 0 : 1);
+  hp_ring_attach(&r->sq, &r->hdr->sq, r->shm + layout.sq_slots_off,
+                 layout.sq_slots, layout.sqe_size, 0);
+  hp_ring_attach(&r->cq, &r->hdr->cq, r->shm + layout.cq_slots_off,
+                 layout.cq_slots, layout.cqe_size, 1);
+  return 0;
+}
+
+static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock) {
+  struct hp_welcome m = {.rank = r->info.rank,
+                         .size = d->job.size,
+                         .local_rank = r->info.local_rank,
+                         .local_size = d->job.local_size,
+                         .cross_rank = r->info.cross_rank,
+                         .cross_size = r->info.cross_size,
+                         .daemon_pid = (int32_t)getpid(),
+                         .shm_size = r->shm_size};
+  hc_fmt(m.hostname, sizeof m.hostname, "%s",
+         d->job.hostname && *d->job.hostname ? d->job.hostname : d->hostname);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_welcome(&w, &m);
+  if (w.err) {
+    hp_wbuf_free(&w);
+    return HORA_ENOMEM;
+  }
+  int fds[2] = {r->memfd, d->efd};
+  char cbuf[CMSG_SPACE(sizeof fds)];
+  memset(cbuf, 0, sizeof cbuf);
+  struct iovec iov = {.iov_base = w.data, .iov_len = w.len};
+  struct msghdr mh = {.msg_iov = &iov,
+                      .msg_iovlen = 1,
+                      .msg_control = cbuf,
+                      .msg_controllen = sizeof cbuf};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  memcpy(CMSG_DATA(c), fds, sizeof fds);
+  ssize_t n;
+  do n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  int rc = (n == (ssize_t)w.len) ? 0 : HORA_EIO;
+  hp_wbuf_free(&w);
+  return rc;
+}
+
+static int handle_hello(struct hd_daemon *d, uv_pipe_t *c,
+                        const unsigned char *p, size_t len) {
+  struct hp_hello h;
+  if (hp_dec_hello(p, len, &h) < 0) {
+    hc_warn("malformed hello on the job socket; connection dropped");
+    return -1;
+  }
+  struct hd_rank *r = NULL;
+  for (int i = 0; i < d->nlocal; i++)
+    if (d->ranks[i].info.rank == h.rank) r = &d->ranks[i];
+  if (!r || strcmp(r->token, h.token) != 0) {
+    hc_warn("hello from pid %d claiming rank %d with a wrong token; "
+            "connection dropped", h.pid, h.rank);
+    return -1;
+  }
+  if (r->connected || r->gone) {
+    hc_warn("rank %d (pid %d) connected %s; connection dropped", h.rank,
+            h.pid, r->gone ? "after it left the job" : "twice");
+    return -1;
+  }
+  if (!r->shm) {
+    int rc = make_segment(d, r);
+    if (rc < 0) {
+      hc_error("cannot create shared memory for rank %d: %s", h.rank,
+               strerror(-rc));
+      return -1;
+    }
+  }
+  uv_os_fd_t fd;
+  uv_fileno((uv_handle_t *)c, &fd);
+  if (send_welcome(d, r, fd) < 0) {
+    hc_warn("cannot send welcome to rank %d", h.rank);
+    return -1;
+  }
+  r->conn = c;
+  r->connected = 1;
+  c->data = r;
+  hc_debug("rank %d (pid %d) connected", h.rank, h.pid);
+  return 0;
+}
+
+/* The connection ended without a goodbye. The exit status names the cause
+ * better, so the reaper reports it when the process ends. */
+static void conn_lost(struct hd_rank *r) { r->conn = NULL; }
+
+static void on_conn_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf) {
+  static char slab[4096];
+  (void)h;
+  (void)size;
+  *buf = uv_buf_init(slab, sizeof slab);
+}
+
+struct pending_conn {
+  struct hd_daemon *d;
+  struct hp_decoder dec;
+};
+
+static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  uv_pipe_t *c = (uv_pipe_t *)s;
+  struct hd_daemon *d = c->loop->data;
+  struct hd_rank *r = c->data;
+  struct hp_decoder *dec;
+  struct pending_conn *pc = NULL;
+  if (r && r->conn == c) {
+    dec = &r->dec;
+  } else {
+    pc = (struct pending_conn *)((char *)c + sizeof(uv_pipe_t));
+    dec = &pc->dec;
+  }
+  if (n < 0) {
+    if (r && r->conn == c) conn_lost(r);
+    else hp_decoder_free(dec);
+    drop_conn(c);
+    return;
+  }
+  if (hp_decoder_feed(dec, buf->base, (size_t)n) < 0) return;
+  for (;;) {
+    struct hp_frame_hdr h;
+    const unsigned char *p;
+    char why[160];
+    int rc = hp_decoder_next(dec, &h, &p, why, sizeof why);
+    if (rc == 0) return;
+    int bad = rc < 0;
+    if (!bad && !r && h.type == HP_MSG_HELLO) {
+      if (handle_hello(d, c, p, h.len) < 0) bad = 1;
+      else {
+        /* Move the decoder's leftovers to the rank. */
+        struct hd_rank *nr = c->data;
+        hp_decoder_free(&nr->dec);
+        nr->dec = *dec;
+        hp_decoder_init(dec);
+        r = nr;
+        dec = &r->dec;
+        continue;
+      }
+    } else if (!bad && r && h.type == HP_MSG_BYE) {
+      r->said_bye = 1;
+      hc_debug("rank %d shut down", r->info.rank);
+      char msg[HP_MSG_MAX + 1];
+      hc_fmt(msg, sizeof msg, "rank %d on host %s has shut down hora",
+             r->info.rank, d->job.hostname ? d->job.hostname : d->hostname);
+      hd_rank_left(r, msg);
+      continue;
+    } else if (!bad) {
+      hc_fmt(why, sizeof why, "unexpected message type %u", h.type);
+      bad = 1;
+    }
+    if (bad) {
+      hc_warn("job socket: %s from %s; connection dropped", why,
+              r ? "a rank" : "an unidentified peer");
+      if (r && r->conn == c) {
+        conn_lost(r);
+      } else {
+        hp_decoder_free(dec);
+      }
+      uv_read_stop(s);
+      drop_conn(c);
+      return;
+    }
+  }
+}
+
+void hd_on_connection(uv_stream_t *server, int status) {
+  struct hd_daemon *d = server->data;
+  if (status < 0) return;
+  /* The pipe handle and, behind it, its pre-hello decoder. */
+  uv_pipe_t *c = calloc(1, sizeof(uv_pipe_t) + sizeof(struct pending_conn));
+  if (!c) return;
+  uv_pipe_init(d->loop, c, 0);
+  if (uv_accept(server, (uv_stream_t *)c) < 0) {
+    drop_conn(c);
+    return;
+  }
+  struct pending_conn *pc = (struct pending_conn *)((char *)c + sizeof *c);
+  pc->d = d;
+  hp_decoder_init(&pc->dec);
+  /* Only processes of the daemon's own user may speak to it. */
+  uv_os_fd_t fd;
+  uv_fileno((uv_handle_t *)c, &fd);
+  struct ucred cred;
+  socklen_t cl = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
+      cred.uid != getuid()) {
+    hc_warn("connection from uid %d refused", (int)cred.uid);
+    drop_conn(c);
+    return;
+  }
+  c->data = NULL;
+  uv_read_start((uv_stream_t *)c, on_conn_alloc, on_conn_read);
+}
+
+void hd_rank_left(struct hd_rank *r, const char *why) {
+  struct hd_daemon *d = r->d;
+  r->gone = 1;
+  if (d->gone_rank == -1) {
+    d->gone_rank = r->info.rank;
+    hc_fmt(d->gone_msg, sizeof d->gone_msg, "%s", why);
+  }
+  hd_fail_all(d);
+}

@@ -1,0 +1,280 @@
+/* negotiate.c -- matching the local ranks' submissions by tensor name.
+ *
+ * Ranks may submit names in any order. A tensor becomes ready when every
+ * local rank has submitted it; its metadata are then compared with the
+ * first submitter's and a disagreement fails the operation on every rank
+ * with a message naming both ranks and both values (the job goes on).
+ * Ready tensors run in the order they became ready. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+
+static const char *coll_name(int c) {
+  switch (c) {
+  case HP_ALLREDUCE: return "allreduce";
+  case HP_BROADCAST: return "broadcast";
+  case HP_BARRIER: return "barrier";
+  default: return "unknown collective";
+  }
+}
+
+static uint64_t hash_name(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static struct hd_tensor **slot_of(struct hd_daemon *d, const char *name) {
+  struct hd_tensor **pp = &d->table[hash_name(name) & (d->table_size - 1)];
+  while (*pp && strcmp((*pp)->name, name)) pp = &(*pp)->next_hash;
+  return pp;
+}
+
+static int grow_table(struct hd_daemon *d) {
+  size_t n = d->table_size ? d->table_size * 2 : 256;
+  struct hd_tensor **t = calloc(n, sizeof *t);
+  if (!t) return HORA_ENOMEM;
+  for (size_t i = 0; i < d->table_size; i++) {
+    struct hd_tensor *e = d->table[i];
+    while (e) {
+      struct hd_tensor *next = e->next_hash;
+      struct hd_tensor **pp = &t[hash_name(e->name) & (n - 1)];
+      e->next_hash = *pp;
+      *pp = e;
+      e = next;
+    }
+  }
+  free(d->table);
+  d->table = t;
+  d->table_size = n;
+  return 0;
+}
+
+/* Per-participant metadata, kept to explain a mismatch. */
+struct meta {
+  uint8_t coll, dtype, op;
+  int32_t root;
+  uint64_t count;
+};
+
+static struct meta *metas_of(struct hd_daemon *d, struct hd_tensor *t) {
+  return (struct meta *)(t->part + d->nlocal);
+}
+
+static void remove_tensor(struct hd_daemon *d, struct hd_tensor *t) {
+  struct hd_tensor **pp = slot_of(d, t->name);
+  if (*pp == t) *pp = t->next_hash;
+  d->ntensors--;
+  free(t);
+}
+
+/* Sends every participant that submitted t the same completion. */
+static void complete_all(struct hd_daemon *d, struct hd_tensor *t, int status,
+                         const char *msg) {
+  for (int i = 0; i < d->nlocal; i++)
+    if (t->part[i].submitted) hd_complete(&d->ranks[i], t->part[i].id, status, msg);
+}
+
+void hd_tensor_finish(struct hd_daemon *d, struct hd_tensor *t) {
+  complete_all(d, t, 0, NULL);
+}
+
+static int check_entry(struct hd_rank *r, const struct hp_sqe *e, char *why,
+                       size_t len) {
+  if (e->coll < HP_ALLREDUCE || e->coll > HP_BARRIER) {
+    hc_fmt(why, len, "unknown collective %u", e->coll);
+    return HORA_EINVAL;
+  }
+  if (e->dtype >= HORA_DTYPE_COUNT) {
+    hc_fmt(why, len, "unknown data type %u", e->dtype);
+    return HORA_EINVAL;
+  }
+  if (e->coll == HP_ALLREDUCE && e->op >= HORA_OP_COUNT) {
+    hc_fmt(why, len, "unknown reduction operation %u", e->op);
+    return HORA_EINVAL;
+  }
+  if (e->coll == HP_BROADCAST &&
+      (e->root < 0 || e->root >= r->d->job.size)) {
+    hc_fmt(why, len, "root rank %d is out of range [0, %d)", e->root,
+           r->d->job.size);
+    return HORA_EINVAL;
+  }
+  uint64_t es = hora_dtype_size(e->dtype);
+  if (e->count > UINT64_MAX / 16) {
+    hc_fmt(why, len, "element count %llu is too large",
+           (unsigned long long)e->count);
+    return HORA_EINVAL;
+  }
+  if (e->flags & HP_F_RESIDENT) {
+    const struct hp_shm_hdr *h = r->hdr;
+    uint64_t bytes = e->count * es, lo = h->arena_off,
+             hi = h->arena_off + h->arena_size;
+    if (e->offset < lo || e->offset > hi || bytes > hi - e->offset) {
+      hc_fmt(why, len, "buffer [%llu, +%llu) lies outside the arena",
+             (unsigned long long)e->offset, (unsigned long long)bytes);
+      return HORA_EINVAL;
+    }
+  }
+  return 0;
+}
+
+static int describe_mismatch(struct hd_daemon *d, struct hd_tensor *t,
+                             char *msg, size_t len) {
+  struct meta *m = metas_of(d, t);
+  const struct meta *a = &m[t->first];
+  int ra = d->ranks[t->first].info.rank;
+  for (int i = 0; i < d->nlocal; i++) {
+    const struct meta *b = &m[i];
+    int rb = d->ranks[i].info.rank;
+    if (b->coll != a->coll) {
+      hc_fmt(msg, len, "Mismatched operations on tensor '%s': rank %d did an "
+             "%s, but rank %d did a %s.", t->name, ra, coll_name(a->coll), rb,
+             coll_name(b->coll));
+    } else if (b->dtype != a->dtype) {
+      hc_fmt(msg, len, "Mismatched data types on tensor '%s': rank %d had "
+             "type %s, but rank %d had type %s.", t->name, ra,
+             hora_dtype_name(a->dtype), rb, hora_dtype_name(b->dtype));
+    } else if (b->count != a->count) {
+      hc_fmt(msg, len, "Mismatched %s tensor shapes on tensor '%s': rank %d "
+             "sent %llu elements, but rank %d sent %llu elements.",
+             coll_name(a->coll), t->name, ra, (unsigned long long)a->count, rb,
+             (unsigned long long)b->count);
+    } else if (a->coll == HP_ALLREDUCE && b->op != a->op) {
+      hc_fmt(msg, len, "Mismatched reduction operations on tensor '%s': rank "
+             "%d asked for %s, but rank %d asked for %s.", t->name, ra,
+             hora_op_name(a->op), rb, hora_op_name(b->op));
+    } else if (a->coll == HP_BROADCAST && b->root != a->root) {
+      hc_fmt(msg, len, "Mismatched broadcast root ranks on tensor '%s': rank "
+             "%d gave root %d, but rank %d gave root %d.", t->name, ra,
+             a->root, rb, b->root);
+    } else {
+      continue;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+static void make_ready(struct hd_daemon *d, struct hd_tensor *t) {
+  char msg[HP_MSG_MAX + 1];
+  if (describe_mismatch(d, t, msg, sizeof msg)) {
+    hc_info("%s", msg);
+    complete_all(d, t, HORA_EMISMATCH, msg);
+    remove_tensor(d, t);
+    return;
+  }
+  t->next_ready = NULL;
+  if (d->ready_tail) d->ready_tail->next_ready = t;
+  else d->ready_head = t;
+  d->ready_tail = t;
+}
+
+void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
+  struct hd_daemon *d = r->d;
+  struct hp_sqe e = *in;
+  e.name[HP_NAME_MAX] = '\0';
+  char why[HP_MSG_MAX + 1], msg[HP_MSG_MAX + 1];
+  if (r->gone) return;
+  int rc = check_entry(r, &e, why, sizeof why);
+  if (rc < 0) {
+    hc_fmt(msg, sizeof msg, "rank %d: bad %s request for tensor '%s': %s",
+           r->info.rank, coll_name(e.coll), e.name, why);
+    hd_complete(r, e.id, rc, msg);
+    return;
+  }
+  if (d->gone_rank != -1) {
+    hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", coll_name(e.coll),
+           e.name, d->gone_msg);
+    hd_complete(r, e.id, d->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE,
+                msg);
+    return;
+  }
+  if (d->ntensors >= d->table_size / 2 && grow_table(d) < 0) {
+    hd_complete(r, e.id, HORA_ENOMEM, "horad is out of memory");
+    return;
+  }
+  struct hd_tensor **pp = slot_of(d, e.name), *t = *pp;
+  if (!t) {
+    t = calloc(1, sizeof *t + (size_t)d->nlocal *
+                                  (sizeof(struct hd_part) + sizeof(struct meta)));
+    if (!t) {
+      hd_complete(r, e.id, HORA_ENOMEM, "horad is out of memory");
+      return;
+    }
+    memcpy(t->name, e.name, sizeof t->name);
+    t->coll = e.coll;
+    t->dtype = e.dtype;
+    t->op = e.op;
+    t->root = e.root;
+    t->count = e.count;
+    t->prescale = e.prescale;
+    t->postscale = e.postscale;
+    t->first = r->idx;
+    *pp = t;
+    d->ntensors++;
+  } else if (t->part[r->idx].submitted) {
+    hc_fmt(msg, sizeof msg,
+           "rank %d submitted tensor '%s' while an operation of the same name "
+           "is still in flight on that rank; names of pending operations must "
+           "be unique",
+           r->info.rank, e.name);
+    hd_complete(r, e.id, HORA_EDUPNAME, msg);
+    return;
+  }
+  struct hd_part *p = &t->part[r->idx];
+  p->id = e.id;
+  p->submitted = 1;
+  p->resident = (e.flags & HP_F_RESIDENT) != 0;
+  p->offset = e.offset;
+  metas_of(d, t)[r->idx] =
+      (struct meta){e.coll, e.dtype, e.op, e.root, e.count};
+  if (++t->nsubmitted == d->nlocal) make_ready(d, t);
+}
+
+void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e) {
+  struct hd_daemon *d = r->d;
+  struct hd_tensor *t = d->ready_head;
+  struct hd_part *p = t ? &t->part[r->idx] : NULL;
+  if (!p || p->id != e->id || p->resident) {
+    hc_debug("rank %d: chunk event for an operation that is not running; "
+            "ignored", r->info.rank);
+    return;
+  }
+  uint64_t *ctr = e->kind == HP_SQ_CHUNK_READY ? &p->ready : &p->done;
+  if (e->chunk != *ctr || *ctr >= t->nchunks) {
+    hc_warn("rank %d: chunk %llu out of order on '%s'; ignored", r->info.rank,
+            (unsigned long long)e->chunk, t->name);
+    return;
+  }
+  (*ctr)++;
+}
+
+void hd_run_ready(struct hd_daemon *d) {
+  while (d->ready_head) {
+    struct hd_tensor *t = d->ready_head;
+    if (!d->engine->step(d, t)) return;
+    d->ready_head = t->next_ready;
+    if (!d->ready_head) d->ready_tail = NULL;
+    remove_tensor(d, t);
+  }
+}
+
+void hd_fail_all(struct hd_daemon *d) {
+  if (!d->ntensors) return;
+  int status = d->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE;
+  for (size_t i = 0; i < d->table_size; i++) {
+    struct hd_tensor *t;
+    while ((t = d->table[i])) {
+      char msg[HP_MSG_MAX + 1];
+      hc_fmt(msg, sizeof msg, "%s '%s' cannot complete: %s",
+             coll_name(t->coll), t->name, d->gone_msg);
+      complete_all(d, t, status, msg);
+      d->table[i] = t->next_hash;
+      d->ntensors--;
+      free(t);
+    }
+  }
+  d->ready_head = d->ready_tail = NULL;
+  hd_flush_wakeups(d);
+}

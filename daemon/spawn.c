@@ -1,0 +1,431 @@
+/* spawn.c -- starting the job's local ranks, forwarding their output,
+ * reaping them and tearing the job down (SIGTERM, grace, SIGKILL, by
+ * process group so nothing the ranks started is left behind). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+static void fill_random_hex(char *out, size_t nhex) {
+  unsigned char raw[64];
+  size_t nraw = (nhex + 1) / 2;
+  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  ssize_t got = fd >= 0 ? read(fd, raw, nraw) : -1;
+  if (fd >= 0) close(fd);
+  if (got != (ssize_t)nraw) /* not secret, only a guard against mix-ups */
+    for (size_t i = 0; i < nraw; i++) raw[i] = (unsigned char)(rand() ^ (int)hc_now_ns());
+  for (size_t i = 0; i < nhex; i++)
+    out[i] = "0123456789abcdef"[(raw[i / 2] >> ((i & 1) * 4)) & 15];
+  out[nhex] = '\0';
+}
+
+/* The value of KEY in the job's environment, or NULL. */
+static const char *job_getenv(const struct hp_job *j, const char *key) {
+  size_t k = strlen(key);
+  for (uint32_t i = 0; i < j->envc; i++)
+    if (!strncmp(j->envp[i], key, k) && j->envp[i][k] == '=')
+      return j->envp[i] + k + 1;
+  return NULL;
+}
+
+static int is_rank_var(const char *kv) {
+  static const char *const names[] = {
+      "RANK=", "SIZE=", "LOCAL_RANK=", "LOCAL_SIZE=", "CROSS_RANK=",
+      "CROSS_SIZE=", "HOSTNAME=", "DAEMON_SOCKET=", "RANK_TOKEN="};
+  const char *rest = NULL;
+  if (!strncmp(kv, "HORA_", 5)) rest = kv + 5;
+  else if (!strncmp(kv, "HOROVOD_", 8)) rest = kv + 8;
+  if (!rest) return 0;
+  for (size_t i = 0; i < HC_ARRAY_SIZE(names); i++)
+    if (!strncmp(rest, names[i], strlen(names[i]))) return 1;
+  return 0;
+}
+
+/* Builds the environment of one rank: the job's, less stale rank variables,
+ * plus this rank's identity under both HORA_ and HOROVOD_ names. */
+static char **build_env(struct hd_daemon *d, struct hd_rank *r) {
+  const struct hp_job *j = &d->job;
+  size_t n = j->envc + 24;
+  char **env = calloc(n, sizeof *env);
+  if (!env) return NULL;
+  size_t k = 0;
+  int have_unbuf = 0;
+  for (uint32_t i = 0; i < j->envc; i++) {
+    if (is_rank_var(j->envp[i])) continue;
+    if (!strncmp(j->envp[i], "PYTHONUNBUFFERED=", 17)) have_unbuf = 1;
+    env[k++] = strdup(j->envp[i]);
+  }
+  const struct {
+    const char *name;
+    long v;
+  } ids[] = {{"RANK", r->info.rank},           {"SIZE", j->size},
+             {"LOCAL_RANK", r->info.local_rank}, {"LOCAL_SIZE", j->local_size},
+             {"CROSS_RANK", r->info.cross_rank}, {"CROSS_SIZE", r->info.cross_size}};
+  char tmp[512];
+  for (size_t i = 0; i < HC_ARRAY_SIZE(ids); i++) {
+    hc_fmt(tmp, sizeof tmp, "HORA_%s=%ld", ids[i].name, ids[i].v);
+    env[k++] = strdup(tmp);
+    hc_fmt(tmp, sizeof tmp, "HOROVOD_%s=%ld", ids[i].name, ids[i].v);
+    env[k++] = strdup(tmp);
+  }
+  const char *host = j->hostname && *j->hostname ? j->hostname : d->hostname;
+  hc_fmt(tmp, sizeof tmp, "HORA_HOSTNAME=%s", host);
+  env[k++] = strdup(tmp);
+  hc_fmt(tmp, sizeof tmp, "HOROVOD_HOSTNAME=%s", host);
+  env[k++] = strdup(tmp);
+  hc_fmt(tmp, sizeof tmp, "HORA_DAEMON_SOCKET=%s", d->sock_path);
+  env[k++] = strdup(tmp);
+  hc_fmt(tmp, sizeof tmp, "HORA_RANK_TOKEN=%s", r->token);
+  env[k++] = strdup(tmp);
+  if (!have_unbuf) env[k++] = strdup("PYTHONUNBUFFERED=1");
+  env[k] = NULL;
+  return env;
+}
+
+static void free_strv(char **v) {
+  for (size_t i = 0; v && v[i]; i++) free(v[i]);
+  free(v);
+}
+
+/* Resolves the program like execvp would, but with the job's PATH. Returns
+ * a malloc'd path, or NULL with errno set. */
+static char *resolve_program(const struct hp_job *j) {
+  const char *prog = j->argv[0];
+  if (!*prog) {
+    errno = ENOENT;
+    return NULL;
+  }
+  if (strchr(prog, '/')) return strdup(prog);
+  const char *path = job_getenv(j, "PATH");
+  if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+  int saw_eacces = 0;
+  while (*path) {
+    const char *colon = strchr(path, ':');
+    size_t len = colon ? (size_t)(colon - path) : strlen(path);
+    char buf[4096];
+    if (len == 0)
+      hc_fmt(buf, sizeof buf, "./%s", prog);
+    else
+      hc_fmt(buf, sizeof buf, "%.*s/%s", (int)len, path, prog);
+    struct stat st;
+    if (stat(buf, &st) == 0 && S_ISREG(st.st_mode)) {
+      if (access(buf, X_OK) == 0) return strdup(buf);
+      saw_eacces = 1;
+    }
+    path += len + (colon ? 1 : 0);
+    if (!colon) break;
+  }
+  errno = saw_eacces ? EACCES : ENOENT;
+  return NULL;
+}
+
+static void on_closed(uv_handle_t *h) { (void)h; }
+
+static void maybe_report(struct hd_rank *r) {
+  if (r->reported || !r->reaped) return;
+  if (r->out_open[0] || r->out_open[1]) return;
+  uv_timer_stop(&r->report_timer);
+  hd_send_exit(r->d, r);
+}
+
+static void on_report_timer(uv_timer_t *t) {
+  struct hd_rank *r = t->data;
+  /* A process the rank started still holds its output open. */
+  for (int s = 0; s < 2; s++)
+    if (r->out_open[s]) {
+      r->out_open[s] = 0;
+      uv_close((uv_handle_t *)&r->out[s], on_closed);
+    }
+  maybe_report(r);
+}
+
+static void on_out_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf) {
+  static char slab[65536];
+  (void)h;
+  (void)size;
+  *buf = uv_buf_init(slab, sizeof slab);
+}
+
+static void on_out_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  struct hd_rank *r = s->data;
+  int stream = (s == (uv_stream_t *)&r->out[0]) ? 1 : 2;
+  if (n < 0) {
+    r->out_open[stream - 1] = 0;
+    uv_close((uv_handle_t *)s, on_closed);
+    maybe_report(r);
+    return;
+  }
+  if (n == 0) return;
+  struct hp_output m = {.rank = r->info.rank,
+                        .stream = (uint8_t)stream,
+                        .data = (const unsigned char *)buf->base,
+                        .len = (size_t)n};
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_output(&w, &m);
+  hd_control_send(r->d, &w);
+  hp_wbuf_free(&w);
+}
+
+static void spawn_failed(struct hd_rank *r, int err, const char *what) {
+  char msg[600];
+  hc_fmt(msg, sizeof msg, "%s: %s", what, strerror(err));
+  r->spawn_msg = strdup(msg);
+  r->exit_how = HP_EXIT_SPAWN;
+  r->exit_code = err;
+  r->reaped = 1;
+  r->gone = 1;
+  hd_rank_left(r, msg);
+}
+
+/* The child between fork and exec: only async-signal-safe calls. */
+static void child_exec(int out, int err, int errpipe, const char *cwd,
+                       const char *path, char **argv, char **env) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  sigset_t all;
+  sigemptyset(&all);
+  sigprocmask(SIG_SETMASK, &all, NULL);
+  for (int s = 1; s < NSIG; s++) signal(s, SIG_DFL);
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0 && devnull != 0) {
+    dup2(devnull, 0);
+    close(devnull);
+  }
+  dup2(out, 1);
+  dup2(err, 2);
+  if (out > 2) close(out);
+  if (err > 2) close(err);
+  if (cwd && *cwd && chdir(cwd) < 0) {
+    int e = errno;
+    ssize_t w = write(errpipe, &e, sizeof e);
+    (void)w;
+    _exit(126);
+  }
+  execve(path, argv, env);
+  int e = errno;
+  ssize_t w = write(errpipe, &e, sizeof e);
+  (void)w;
+  _exit(127);
+}
+
+static int spawn_one(struct hd_daemon *d, struct hd_rank *r, const char *path) {
+  int out[2], err[2], ep[2];
+  if (pipe2(out, O_CLOEXEC) < 0) return -errno;
+  if (pipe2(err, O_CLOEXEC) < 0) {
+    close(out[0]), close(out[1]);
+    return -errno;
+  }
+  if (pipe2(ep, O_CLOEXEC) < 0) {
+    close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+    return -errno;
+  }
+  char **env = build_env(d, r);
+  pid_t pid = env ? fork() : -1;
+  if (pid == 0)
+    child_exec(out[1], err[1], ep[1], d->job.cwd, path, d->job.argv, env);
+  int fork_errno = errno;
+  free_strv(env);
+  close(out[1]);
+  close(err[1]);
+  close(ep[1]);
+  if (pid < 0) {
+    close(out[0]), close(err[0]), close(ep[0]);
+    return -fork_errno;
+  }
+  setpgid(pid, pid); /* also here, so teardown never races the child */
+  r->pid = pid;
+  r->spawned = 1;
+  int child_errno = 0;
+  ssize_t got = read(ep[0], &child_errno, sizeof child_errno);
+  close(ep[0]);
+  int fds[2] = {out[0], err[0]};
+  for (int s = 0; s < 2; s++) {
+    uv_pipe_init(d->loop, &r->out[s], 0);
+    uv_pipe_open(&r->out[s], fds[s]);
+    r->out[s].data = r;
+    r->out_open[s] = 1;
+    uv_read_start((uv_stream_t *)&r->out[s], on_out_alloc, on_out_read);
+  }
+  if (got == (ssize_t)sizeof child_errno) {
+    char what[600];
+    hc_fmt(what, sizeof what, "cannot execute '%s'", path);
+    r->spawn_msg = strdup(what);
+    r->exit_how = HP_EXIT_SPAWN;
+    r->exit_code = child_errno;
+    char msg[700];
+    hc_fmt(msg, sizeof msg, "%s: %s", what, strerror(child_errno));
+    free(r->spawn_msg);
+    r->spawn_msg = strdup(msg);
+    r->gone = 1;
+  }
+  return 0;
+}
+
+static void on_sigchld(uv_signal_t *h, int sig);
+
+int hd_spawn_all(struct hd_daemon *d) {
+  d->ranks = calloc((size_t)d->nlocal, sizeof *d->ranks);
+  if (!d->ranks) return HORA_ENOMEM;
+  uv_signal_init(d->loop, &d->sigchld);
+  d->sigchld.data = d;
+  uv_signal_start(&d->sigchld, on_sigchld, SIGCHLD);
+  uv_timer_init(d->loop, &d->term_timer);
+  uv_timer_init(d->loop, &d->kill_timer);
+  d->term_timer.data = d->kill_timer.data = d;
+  for (int i = 0; i < d->nlocal; i++) {
+    struct hd_rank *r = &d->ranks[i];
+    r->d = d;
+    r->idx = i;
+    r->info = d->job.ranks[i];
+    r->memfd = -1;
+    fill_random_hex(r->token, HP_TOKEN_LEN);
+    hp_decoder_init(&r->dec);
+    uv_timer_init(d->loop, &r->report_timer);
+    r->report_timer.data = r;
+  }
+  errno = 0;
+  char *path = d->sock_path[0] ? resolve_program(&d->job) : NULL;
+  int perr = errno ? errno : EIO;
+  for (int i = 0; i < d->nlocal; i++) {
+    struct hd_rank *r = &d->ranks[i];
+    char what[600];
+    if (!d->sock_path[0]) {
+      spawn_failed(r, perr, "horad could not create the job's socket");
+    } else if (!path) {
+      hc_fmt(what, sizeof what, "cannot find program '%s'%s", d->job.argv[0],
+             strchr(d->job.argv[0], '/') ? "" : " in PATH");
+      spawn_failed(r, perr, what);
+    } else {
+      int rc = spawn_one(d, r, path);
+      if (rc < 0) {
+        hc_fmt(what, sizeof what, "cannot start '%s'", path);
+        spawn_failed(r, -rc, what);
+      }
+    }
+  }
+  free(path);
+  for (int i = 0; i < d->nlocal; i++) {
+    struct hd_rank *r = &d->ranks[i];
+    if (r->exit_how == HP_EXIT_SPAWN && !r->pid) {
+      hd_send_exit(d, r);
+    } else if (r->exit_how == HP_EXIT_SPAWN) {
+      hd_rank_left(r, r->spawn_msg);
+    }
+  }
+  return 0;
+}
+
+static void describe_exit(struct hd_rank *r, char *buf, size_t len) {
+  const char *host = r->d->job.hostname ? r->d->job.hostname : r->d->hostname;
+  if (r->exit_how == HP_EXIT_SIGNAL)
+    hc_fmt(buf, len, "rank %d on host %s was killed by signal %s",
+           r->info.rank, host, hc_signal_name(r->exit_code));
+  else if (r->exit_how == HP_EXIT_SPAWN)
+    hc_fmt(buf, len, "rank %d on host %s could not be started: %s",
+           r->info.rank, host, r->spawn_msg ? r->spawn_msg : "?");
+  else
+    hc_fmt(buf, len, "rank %d on host %s exited with code %d", r->info.rank,
+           host, r->exit_code);
+}
+
+static void on_sigchld(uv_signal_t *h, int sig) {
+  struct hd_daemon *d = h->data;
+  (void)sig;
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    for (int i = 0; i < d->nlocal; i++) {
+      struct hd_rank *r = &d->ranks[i];
+      if (r->pid != pid || r->reaped) continue;
+      r->reaped = 1;
+      if (r->exit_how != HP_EXIT_SPAWN) {
+        if (WIFSIGNALED(status)) {
+          r->exit_how = HP_EXIT_SIGNAL;
+          r->exit_code = WTERMSIG(status);
+        } else {
+          r->exit_how = HP_EXIT_CODE;
+          r->exit_code = WEXITSTATUS(status);
+        }
+      }
+      /* Whatever the rank started in its group goes with it. */
+      kill(-pid, SIGTERM);
+      char msg[HP_MSG_MAX + 1];
+      describe_exit(r, msg, sizeof msg);
+      hc_debug("%s", msg);
+      if (!r->gone || d->gone_rank < 0) hd_rank_left(r, msg);
+      uv_timer_start(&r->report_timer, on_report_timer, 200, 0);
+      maybe_report(r);
+    }
+  }
+}
+
+static void signal_all(struct hd_daemon *d, int sig) {
+  for (int i = 0; i < d->nlocal; i++) {
+    struct hd_rank *r = &d->ranks[i];
+    if (r->pid > 0 && !r->reaped) kill(-r->pid, sig);
+  }
+}
+
+static void on_kill_timer(uv_timer_t *t) {
+  struct hd_daemon *d = t->data;
+  d->kill_sent = 1;
+  hc_info("grace period over; sending SIGKILL");
+  signal_all(d, SIGKILL);
+}
+
+static void on_term_timer(uv_timer_t *t) {
+  struct hd_daemon *d = t->data;
+  d->term_sent = 1;
+  signal_all(d, SIGTERM);
+  double grace = hc_param_double("kill_grace");
+  if (grace < 0) grace = 0;
+  uv_timer_start(&d->kill_timer, on_kill_timer, (uint64_t)(grace * 1000), 0);
+}
+
+void hd_teardown(struct hd_daemon *d, const char *reason, int delay_ms) {
+  if (!d->have_job || !d->ranks) return;
+  if (d->aborting) return;
+  d->aborting = 1;
+  hc_info("stopping the job: %s", reason);
+  if (d->gone_rank < 0) {
+    d->gone_rank = -2;
+    hc_fmt(d->gone_msg, sizeof d->gone_msg, "the job is stopping: %s", reason);
+  }
+  hd_fail_all(d);
+  for (int i = 0; i < d->nlocal; i++)
+    if (d->ranks[i].hdr)
+      atomic_store(&d->ranks[i].hdr->closed, 1);
+  hd_flush_wakeups(d);
+  uv_timer_start(&d->term_timer, on_term_timer, (uint64_t)delay_ms, 0);
+  hd_maybe_done(d);
+}
+
+void hd_spawn_close(struct hd_daemon *d) {
+  if (d->sigchld.loop && !uv_is_closing((uv_handle_t *)&d->sigchld))
+    uv_close((uv_handle_t *)&d->sigchld, on_closed);
+  uv_handle_t *hs[] = {(uv_handle_t *)&d->term_timer,
+                       (uv_handle_t *)&d->kill_timer};
+  for (size_t i = 0; i < 2; i++)
+    if (hs[i]->loop && !uv_is_closing(hs[i])) uv_close(hs[i], on_closed);
+  for (int i = 0; d->ranks && i < d->nlocal; i++) {
+    struct hd_rank *r = &d->ranks[i];
+    if (r->pid > 0 && !r->reaped) kill(-r->pid, SIGKILL);
+    for (int s = 0; s < 2; s++)
+      if (r->out_open[s]) {
+        r->out_open[s] = 0;
+        uv_close((uv_handle_t *)&r->out[s], on_closed);
+      }
+    if (r->report_timer.loop && !uv_is_closing((uv_handle_t *)&r->report_timer))
+      uv_close((uv_handle_t *)&r->report_timer, on_closed);
+  }
+}

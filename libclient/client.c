@@ -1,0 +1,282 @@
+/* client.c -- libhora start-up, shutdown, job layout and errors.
+ *
+ * hora_init() reads the environment horad gave the rank, connects to the
+ * job's unix socket, says hello with the rank's token, and receives its
+ * shared-memory segment and the daemon's eventfd by fd passing. Without
+ * that environment the process is a job of one. */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "msg.h"
+
+struct hl_state hl = {
+    .sock = -1,
+    .efd = -1,
+    .sq_lock = PTHREAD_MUTEX_INITIALIZER,
+    .cq_lock = PTHREAD_MUTEX_INITIALIZER,
+    .op_lock = PTHREAD_MUTEX_INITIALIZER,
+    .arena_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread char last_error[HP_MSG_MAX + 128];
+
+int hl_error(int err, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  return err;
+}
+
+void hl_clear_error(void) { last_error[0] = '\0'; }
+
+const char *hora_last_error(void) { return last_error; }
+
+static int env_int(const char *name, int *out) {
+  const char *v = getenv(name);
+  if (!v || !*v) return -1;
+  char *end;
+  long x = strtol(v, &end, 10);
+  if (*end || x < 0 || x > 1 << 24) return -2;
+  *out = (int)x;
+  return 0;
+}
+
+/* Reads one frame and up to two passed fds from the socket. */
+static int recv_welcome(int sock, struct hp_welcome *w, int fds[2]) {
+  unsigned char buf[1024];
+  char cbuf[CMSG_SPACE(2 * sizeof(int))];
+  size_t have = 0;
+  fds[0] = fds[1] = -1;
+  while (have < HP_FRAME_HDR ||
+         have < HP_FRAME_HDR + (size_t)(buf[8] | buf[9] << 8)) {
+    struct pollfd pfd = {.fd = sock, .events = POLLIN};
+    int pr = poll(&pfd, 1, 30000);
+    if (pr == 0) return hl_error(HORA_ETIMEDOUT, "no answer from horad");
+    if (pr < 0 && errno == EINTR) continue;
+    struct iovec iov = {.iov_base = buf + have, .iov_len = sizeof buf - have};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (fds[0] < 0) {
+      mh.msg_control = cbuf;
+      mh.msg_controllen = sizeof cbuf;
+    }
+    ssize_t n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return hl_error(HORA_EPEERGONE,
+                      "horad closed the connection during hello (wrong token, "
+                      "or this rank connected twice)");
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c && mh.msg_controllen;
+         c = CMSG_NXTHDR(&mh, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+          c->cmsg_len == CMSG_LEN(2 * sizeof(int)))
+        memcpy(fds, CMSG_DATA(c), 2 * sizeof(int));
+    have += (size_t)n;
+    if (have == sizeof buf) break;
+  }
+  struct hp_frame_hdr h;
+  char why[160];
+  if (hp_frame_parse(buf, &h, why, sizeof why) < 0 ||
+      h.type != HP_MSG_WELCOME || HP_FRAME_HDR + h.len > have ||
+      hp_dec_welcome(buf + HP_FRAME_HDR, h.len, w) < 0 || fds[0] < 0 ||
+      fds[1] < 0)
+    return hl_error(HORA_EPROTO, "malformed welcome from horad");
+  return 0;
+}
+
+/* Maps the segment and checks every offset in its header. */
+static int map_segment(int memfd, uint64_t size) {
+  struct stat st;
+  if (fstat(memfd, &st) < 0 || (uint64_t)st.st_size < size ||
+      size < sizeof(struct hp_shm_hdr))
+    return hl_error(HORA_EPROTO, "shared memory from horad has a bad size");
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (p == MAP_FAILED)
+    return hl_error(HORA_ENOMEM, "cannot map shared memory: %s",
+                    strerror(errno));
+  struct hp_shm_hdr *h = p, want;
+  memset(&want, 0, sizeof want);
+  uint64_t total = hp_shm_layout(&want, h->chunk_size, h->arena_size);
+  if (h->magic != HP_SHM_MAGIC || h->version != HP_SHM_VERSION ||
+      total != h->total_size || total > size ||
+      h->sq_slots_off != want.sq_slots_off ||
+      h->cq_slots_off != want.cq_slots_off ||
+      h->staging_off != want.staging_off || h->arena_off != want.arena_off) {
+    munmap(p, size);
+    return hl_error(HORA_EPROTO,
+                    "shared memory layout from horad is not the one this "
+                    "library knows (version %u, expected %u)",
+                    h->version, HP_SHM_VERSION);
+  }
+  hl.shm = p;
+  hl.shm_size = size;
+  hl.hdr = h;
+  hl.arena = hl.shm + h->arena_off;
+  hl.arena_size = h->arena_size;
+  hp_ring_attach(&hl.sq, &h->sq, hl.shm + h->sq_slots_off, h->sq_slots,
+                 h->sqe_size, 1);
+  hp_ring_attach(&hl.cq, &h->cq, hl.shm + h->cq_slots_off, h->cq_slots,
+                 h->cqe_size, 0);
+  return 0;
+}
+
+static int connect_daemon(const char *path) {
+  const char *token = getenv("HORA_RANK_TOKEN");
+  if (env_int("HORA_RANK", &hl.rank) < 0 || !token)
+    return hl_error(HORA_EINVAL,
+                    "HORA_DAEMON_SOCKET is set but HORA_RANK or "
+                    "HORA_RANK_TOKEN is missing or malformed");
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof sa.sun_path)
+    return hl_error(HORA_EINVAL, "daemon socket path too long: %s", path);
+  strcpy(sa.sun_path, path);
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
+    int e = errno;
+    if (s >= 0) close(s);
+    return hl_error(HORA_EPEERGONE, "rank %d cannot connect to horad at %s: %s",
+                    hl.rank, path, strerror(e));
+  }
+  struct hp_hello h = {.rank = hl.rank, .pid = (int32_t)getpid()};
+  hc_fmt(h.token, sizeof h.token, "%s", token);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_hello(&w, &h);
+  ssize_t n = w.err ? -1 : send(s, w.data, w.len, MSG_NOSIGNAL);
+  int ok = n == (ssize_t)w.len;
+  hp_wbuf_free(&w);
+  if (!ok) {
+    close(s);
+    return hl_error(HORA_EPEERGONE, "rank %d cannot talk to horad", hl.rank);
+  }
+  struct hp_welcome wm;
+  int fds[2];
+  int rc = recv_welcome(s, &wm, fds);
+  if (rc == 0) rc = map_segment(fds[0], wm.shm_size);
+  if (fds[0] >= 0) close(fds[0]);
+  if (rc < 0) {
+    if (fds[1] >= 0) close(fds[1]);
+    close(s);
+    return rc;
+  }
+  hl.sock = s;
+  hl.efd = fds[1];
+  hl.rank = wm.rank;
+  hl.size = wm.size;
+  hl.local_rank = wm.local_rank;
+  hl.local_size = wm.local_size;
+  hl.cross_rank = wm.cross_rank;
+  hl.cross_size = wm.cross_size;
+  hc_fmt(hl.hostname, sizeof hl.hostname, "%s", wm.hostname);
+  return 0;
+}
+
+static void release_daemon(void) {
+  if (hl.shm) munmap(hl.shm, hl.shm_size);
+  hl.shm = NULL;
+  hl.hdr = NULL;
+  if (hl.efd >= 0) close(hl.efd);
+  if (hl.sock >= 0) close(hl.sock);
+  hl.efd = hl.sock = -1;
+}
+
+int hora_init(void) {
+  hl_clear_error();
+  pthread_mutex_lock(&init_lock);
+  if (atomic_load(&hl.initialized)) {
+    pthread_mutex_unlock(&init_lock);
+    return 0;
+  }
+  hl.spin_ns = (uint64_t)HC_MAX(0, hc_param_int("spin_us")) * 1000u;
+  const char *path = getenv("HORA_DAEMON_SOCKET");
+  int rc = 0;
+  if (!path || !*path) {
+    hl.local_only = 1;
+    hl.rank = hl.local_rank = hl.cross_rank = 0;
+    hl.size = hl.local_size = hl.cross_size = 1;
+    if (gethostname(hl.hostname, sizeof hl.hostname - 1) < 0)
+      strcpy(hl.hostname, "localhost");
+  } else {
+    hl.local_only = 0;
+    rc = connect_daemon(path);
+    if (rc == 0) rc = hl_arena_init();
+  }
+  if (rc == 0) rc = hl_ops_init();
+  if (rc == 0 && !hl.local_only) {
+    atomic_store(&hl.stop, 0);
+    if (pthread_create(&hl.progress, NULL, hl_progress_main, NULL) != 0)
+      rc = hl_error(HORA_ENOMEM, "cannot start libhora's progress thread");
+    else
+      hl.have_progress = 1;
+  }
+  if (rc < 0) {
+    hl_ops_fini();
+    hl_arena_fini();
+    release_daemon();
+  } else {
+    atomic_store(&hl.initialized, 1);
+  }
+  pthread_mutex_unlock(&init_lock);
+  return rc;
+}
+
+int hora_shutdown(void) {
+  pthread_mutex_lock(&init_lock);
+  if (!atomic_load(&hl.initialized)) {
+    pthread_mutex_unlock(&init_lock);
+    return hl_error(HORA_ENOTINIT, "hora_shutdown: hora is not initialized");
+  }
+  atomic_store(&hl.initialized, 0);
+  if (!hl.local_only) {
+    struct hp_wbuf w;
+    hp_wbuf_init(&w);
+    hp_enc_text(&w, HP_MSG_BYE, "");
+    if (!w.err) {
+      ssize_t n = send(hl.sock, w.data, w.len, MSG_NOSIGNAL);
+      (void)n;
+    }
+    hp_wbuf_free(&w);
+    atomic_store(&hl.stop, 1);
+    if (hl.have_progress) {
+      atomic_fetch_add(&hl.hdr->prog_seq, 1);
+      hl_futex_wake_all(&hl.hdr->prog_seq);
+      pthread_join(hl.progress, NULL);
+      hl.have_progress = 0;
+    }
+  }
+  hl_fail_pending(HORA_ESHUTDOWN, "hora was shut down on this rank while the "
+                                  "operation was pending");
+  hl_ops_fini();
+  hl_arena_fini();
+  release_daemon();
+  pthread_mutex_unlock(&init_lock);
+  return 0;
+}
+
+int hora_is_initialized(void) { return atomic_load(&hl.initialized); }
+
+#define QUERY(fn, field)                                                       \
+  int fn(void) {                                                               \
+    if (!atomic_load(&hl.initialized))                                         \
+      return hl_error(HORA_ENOTINIT, #fn ": hora is not initialized; call "    \
+                                         "hora_init() first");                 \
+    return hl.field;                                                           \
+  }
+QUERY(hora_rank, rank)
+QUERY(hora_size, size)
+QUERY(hora_local_rank, local_rank)
+QUERY(hora_local_size, local_size)
+QUERY(hora_cross_rank, cross_rank)
+QUERY(hora_cross_size, cross_size)
+#undef QUERY

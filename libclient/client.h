@@ -1,0 +1,80 @@
+/* client.h -- libhora's internal state, shared by its files. */
+#ifndef HORA_CLIENT_H
+#define HORA_CLIENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "shm.h"
+
+#define HL_API __attribute__((visibility("default")))
+
+/* One operation from submission until its result is taken. */
+struct hl_op {
+  uint64_t id; /* generation << 24 | slot; 0 when the slot is free */
+  uint8_t coll, dtype;
+  uint64_t count;
+  const void *send;
+  void *recv;
+  void *temp; /* arena copy of a staged tensor, or NULL */
+  int copy_back;
+  _Atomic int done;
+  int status;
+  char msg[HP_MSG_MAX + 1];
+  uint32_t next_free;
+};
+
+struct hl_state {
+  _Atomic int initialized;
+  int local_only; /* no daemon: a job of one */
+  int rank, size, local_rank, local_size, cross_rank, cross_size;
+  char hostname[256];
+
+  int sock, efd;
+  unsigned char *shm;
+  uint64_t shm_size;
+  struct hp_shm_hdr *hdr;
+  unsigned char *arena;
+  uint64_t arena_size;
+  uint64_t spin_ns;
+
+  pthread_mutex_t sq_lock, cq_lock, op_lock, arena_lock;
+  struct hp_ring_cursor sq, cq;
+
+  struct hl_op *ops;
+  uint32_t nops, capops, free_head;
+  uint32_t generation;
+
+  _Atomic uint64_t noname[4]; /* per collective, for unnamed operations */
+
+  pthread_t progress;
+  int have_progress;
+  _Atomic int stop;
+};
+
+extern struct hl_state hl;
+
+/* Sets this thread's last error (returns err for tail calls). */
+int hl_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hl_clear_error(void);
+
+/* arena.c */
+int hl_arena_init(void);
+void hl_arena_fini(void);
+void *hl_arena_alloc(uint64_t bytes);
+int hl_arena_free(void *p); /* 0, or -1 when p is not an arena block */
+int hl_in_arena(const void *p, uint64_t bytes);
+
+/* ops.c */
+int hl_ops_init(void);
+void hl_ops_fini(void);
+void hl_drain_locked(void);
+void *hl_progress_main(void *arg);
+void hl_fail_pending(int status, const char *msg);
+void hl_futex_wake_all(_Atomic uint32_t *w);
+/* Sleeps while *w == v, at most timeout_ms. */
+void hl_futex_wait(_Atomic uint32_t *w, uint32_t v, int timeout_ms);
+
+#endif

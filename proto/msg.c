@@ -1,0 +1,434 @@
+/* msg.c -- codec for hora's framed messages (see msg.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "msg.h"
+
+#define HP_MAX_ARGS 4096u
+#define HP_MAX_RANKS 65536u
+#define HP_MAX_STR (1u << 20)
+
+void hp_wbuf_init(struct hp_wbuf *w) { memset(w, 0, sizeof *w); }
+void hp_wbuf_free(struct hp_wbuf *w) {
+  free(w->data);
+  memset(w, 0, sizeof *w);
+}
+void hp_wbuf_reset(struct hp_wbuf *w) {
+  w->len = 0;
+  w->err = 0;
+}
+
+static unsigned char *wbuf_grow(struct hp_wbuf *w, size_t n) {
+  if (w->err) return NULL;
+  if (w->len + n > w->cap) {
+    size_t cap = w->cap ? w->cap : 256;
+    while (cap < w->len + n) cap *= 2;
+    unsigned char *d = realloc(w->data, cap);
+    if (!d) {
+      w->err = HORA_ENOMEM;
+      return NULL;
+    }
+    w->data = d;
+    w->cap = cap;
+  }
+  unsigned char *p = w->data + w->len;
+  w->len += n;
+  return p;
+}
+
+static void le_store(unsigned char *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t le_load(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+#define PUT(bits)                                                              \
+  void hp_put_u##bits(struct hp_wbuf *w, uint##bits##_t v) {                   \
+    unsigned char *p = wbuf_grow(w, bits / 8);                                 \
+    if (p) le_store(p, v, bits / 8);                                           \
+  }
+PUT(8)
+PUT(16)
+PUT(32)
+PUT(64)
+#undef PUT
+
+void hp_put_bytes(struct hp_wbuf *w, const void *src, size_t n) {
+  if (n > UINT32_MAX) {
+    w->err = HORA_EINVAL;
+    return;
+  }
+  hp_put_u32(w, (uint32_t)n);
+  unsigned char *p = wbuf_grow(w, n);
+  if (p && n) memcpy(p, src, n);
+}
+
+void hp_put_str(struct hp_wbuf *w, const char *s) {
+  hp_put_bytes(w, s ? s : "", s ? strlen(s) : 0);
+}
+
+void hp_frame_begin(struct hp_wbuf *w, uint16_t type, uint32_t reqid) {
+  w->frame_start = w->len;
+  hp_put_u32(w, HP_FRAME_MAGIC);
+  hp_put_u16(w, HP_PROTO_VERSION);
+  hp_put_u16(w, type);
+  hp_put_u32(w, 0);
+  hp_put_u32(w, reqid);
+}
+
+int hp_frame_end(struct hp_wbuf *w) {
+  if (w->err) return w->err;
+  size_t payload = w->len - w->frame_start - HP_FRAME_HDR;
+  if (payload > HP_FRAME_MAX) {
+    w->len = w->frame_start;
+    return HORA_EINVAL;
+  }
+  le_store(w->data + w->frame_start + 8, payload, 4);
+  return 0;
+}
+
+void hp_rbuf_init(struct hp_rbuf *r, const void *p, size_t len) {
+  r->p = p;
+  r->len = len;
+  r->off = 0;
+  r->err = 0;
+}
+
+static const unsigned char *rbuf_take(struct hp_rbuf *r, size_t n) {
+  if (r->err || n > r->len - r->off) {
+    r->err = HORA_EPROTO;
+    return NULL;
+  }
+  const unsigned char *p = r->p + r->off;
+  r->off += n;
+  return p;
+}
+
+#define GET(bits)                                                              \
+  uint##bits##_t hp_get_u##bits(struct hp_rbuf *r) {                           \
+    const unsigned char *p = rbuf_take(r, bits / 8);                           \
+    return p ? (uint##bits##_t)le_load(p, bits / 8) : 0;                      \
+  }
+GET(8)
+GET(16)
+GET(32)
+GET(64)
+#undef GET
+
+const unsigned char *hp_get_bytes(struct hp_rbuf *r, size_t *n) {
+  uint32_t len = hp_get_u32(r);
+  const unsigned char *p = rbuf_take(r, len);
+  *n = p ? len : 0;
+  return p;
+}
+
+char *hp_get_str(struct hp_rbuf *r, size_t max) {
+  size_t n;
+  const unsigned char *p = hp_get_bytes(r, &n);
+  if (!p) return NULL;
+  if (n > max || memchr(p, 0, n)) {
+    r->err = HORA_EPROTO;
+    return NULL;
+  }
+  char *s = malloc(n + 1);
+  if (!s) {
+    r->err = HORA_ENOMEM;
+    return NULL;
+  }
+  memcpy(s, p, n);
+  s[n] = '\0';
+  return s;
+}
+
+/* Copies a string field into a fixed array. */
+static void get_fixed_str(struct hp_rbuf *r, char *dst, size_t cap) {
+  size_t n;
+  const unsigned char *p = hp_get_bytes(r, &n);
+  if (!p) return;
+  if (n >= cap || memchr(p, 0, n)) {
+    r->err = HORA_EPROTO;
+    return;
+  }
+  memcpy(dst, p, n);
+  dst[n] = '\0';
+}
+
+int hp_frame_parse(const void *buf, struct hp_frame_hdr *h, char *why,
+                   size_t whylen) {
+  const unsigned char *p = buf;
+  h->magic = (uint32_t)le_load(p, 4);
+  h->version = (uint16_t)le_load(p + 4, 2);
+  h->type = (uint16_t)le_load(p + 6, 2);
+  h->len = (uint32_t)le_load(p + 8, 4);
+  h->reqid = (uint32_t)le_load(p + 12, 4);
+  if (h->magic != HP_FRAME_MAGIC) {
+    hc_fmt(why, whylen, "bad magic 0x%08x (not a hora peer)", h->magic);
+    return HORA_EPROTO;
+  }
+  if (h->version != HP_PROTO_VERSION) {
+    hc_fmt(why, whylen, "protocol version %u, expected %u", h->version,
+           HP_PROTO_VERSION);
+    return HORA_EPROTO;
+  }
+  if (h->type == 0 || h->type > HP_MSG_TYPE_MAX) {
+    hc_fmt(why, whylen, "unknown message type %u", h->type);
+    return HORA_EPROTO;
+  }
+  if (h->len > HP_FRAME_MAX) {
+    hc_fmt(why, whylen, "frame length %u over the limit of %u", h->len,
+           HP_FRAME_MAX);
+    return HORA_EPROTO;
+  }
+  return 0;
+}
+
+void hp_decoder_init(struct hp_decoder *d) { memset(d, 0, sizeof *d); }
+void hp_decoder_free(struct hp_decoder *d) {
+  free(d->buf);
+  memset(d, 0, sizeof *d);
+}
+
+static void decoder_drop_consumed(struct hp_decoder *d) {
+  if (!d->consumed) return;
+  memmove(d->buf, d->buf + d->consumed, d->len - d->consumed);
+  d->len -= d->consumed;
+  d->consumed = 0;
+}
+
+int hp_decoder_feed(struct hp_decoder *d, const void *p, size_t n) {
+  decoder_drop_consumed(d);
+  if (d->len + n > d->cap) {
+    size_t cap = d->cap ? d->cap : 4096;
+    while (cap < d->len + n) cap *= 2;
+    unsigned char *b = realloc(d->buf, cap);
+    if (!b) return HORA_ENOMEM;
+    d->buf = b;
+    d->cap = cap;
+  }
+  memcpy(d->buf + d->len, p, n);
+  d->len += n;
+  return 0;
+}
+
+int hp_decoder_next(struct hp_decoder *d, struct hp_frame_hdr *h,
+                    const unsigned char **payload, char *why, size_t whylen) {
+  decoder_drop_consumed(d);
+  if (d->len < HP_FRAME_HDR) {
+    /* Reject a bad magic as soon as it is visible. */
+    static const unsigned char magic[4] = {'H', 'O', 'R', 'A'};
+    size_t k = HC_MIN(d->len, (size_t)4);
+    if (memcmp(d->buf, magic, k)) {
+      hc_fmt(why, whylen, "bad magic (not a hora peer)");
+      return HORA_EPROTO;
+    }
+    return 0;
+  }
+  int rc = hp_frame_parse(d->buf, h, why, whylen);
+  if (rc < 0) return rc;
+  if (d->len - HP_FRAME_HDR < h->len) return 0;
+  *payload = d->buf + HP_FRAME_HDR;
+  d->consumed = HP_FRAME_HDR + h->len;
+  return 1;
+}
+
+/* ---- messages ----------------------------------------------------------- */
+
+void hp_enc_hello(struct hp_wbuf *w, const struct hp_hello *m) {
+  hp_frame_begin(w, HP_MSG_HELLO, 0);
+  hp_put_u32(w, (uint32_t)m->rank);
+  hp_put_u32(w, (uint32_t)m->pid);
+  hp_put_str(w, m->token);
+  hp_frame_end(w);
+}
+
+static int finish(struct hp_rbuf *r) {
+  if (r->err) return r->err;
+  return r->off == r->len ? 0 : HORA_EPROTO; /* trailing bytes */
+}
+
+int hp_dec_hello(const unsigned char *p, size_t n, struct hp_hello *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->rank = (int32_t)hp_get_u32(&r);
+  m->pid = (int32_t)hp_get_u32(&r);
+  get_fixed_str(&r, m->token, sizeof m->token);
+  return finish(&r);
+}
+
+void hp_enc_welcome(struct hp_wbuf *w, const struct hp_welcome *m) {
+  hp_frame_begin(w, HP_MSG_WELCOME, 0);
+  const int32_t v[] = {m->rank,       m->size,       m->local_rank,
+                       m->local_size, m->cross_rank, m->cross_size,
+                       m->daemon_pid};
+  for (size_t i = 0; i < HC_ARRAY_SIZE(v); i++) hp_put_u32(w, (uint32_t)v[i]);
+  hp_put_u64(w, m->shm_size);
+  hp_put_str(w, m->hostname);
+  hp_frame_end(w);
+}
+
+int hp_dec_welcome(const unsigned char *p, size_t n, struct hp_welcome *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  int32_t *v[] = {&m->rank,       &m->size,       &m->local_rank,
+                  &m->local_size, &m->cross_rank, &m->cross_size,
+                  &m->daemon_pid};
+  for (size_t i = 0; i < HC_ARRAY_SIZE(v); i++) *v[i] = (int32_t)hp_get_u32(&r);
+  m->shm_size = hp_get_u64(&r);
+  get_fixed_str(&r, m->hostname, sizeof m->hostname);
+  return finish(&r);
+}
+
+static void put_strv(struct hp_wbuf *w, uint32_t n, char *const *v) {
+  hp_put_u32(w, n);
+  for (uint32_t i = 0; i < n; i++) hp_put_str(w, v[i]);
+}
+
+static char **get_strv(struct hp_rbuf *r, uint32_t *n) {
+  *n = hp_get_u32(r);
+  if (r->err || *n > HP_MAX_ARGS || *n > r->len - r->off) {
+    r->err = HORA_EPROTO;
+    *n = 0;
+    return NULL;
+  }
+  char **v = calloc((size_t)*n + 1, sizeof *v);
+  if (!v) {
+    r->err = HORA_ENOMEM;
+    *n = 0;
+    return NULL;
+  }
+  for (uint32_t i = 0; i < *n; i++) v[i] = hp_get_str(r, HP_MAX_STR);
+  return v;
+}
+
+void hp_enc_job(struct hp_wbuf *w, const struct hp_job *m) {
+  hp_frame_begin(w, HP_MSG_JOB, 0);
+  hp_put_u32(w, (uint32_t)m->size);
+  hp_put_u32(w, (uint32_t)m->local_size);
+  hp_put_u32(w, m->nlocal);
+  for (uint32_t i = 0; i < m->nlocal; i++) {
+    hp_put_u32(w, (uint32_t)m->ranks[i].rank);
+    hp_put_u32(w, (uint32_t)m->ranks[i].local_rank);
+    hp_put_u32(w, (uint32_t)m->ranks[i].cross_rank);
+    hp_put_u32(w, (uint32_t)m->ranks[i].cross_size);
+  }
+  hp_put_str(w, m->hostname);
+  hp_put_str(w, m->cwd);
+  put_strv(w, m->argc, m->argv);
+  put_strv(w, m->envc, m->envp);
+  hp_frame_end(w);
+}
+
+void hp_job_free(struct hp_job *m) {
+  free(m->ranks);
+  free(m->hostname);
+  free(m->cwd);
+  for (uint32_t i = 0; m->argv && i < m->argc; i++) free(m->argv[i]);
+  free(m->argv);
+  for (uint32_t i = 0; m->envp && i < m->envc; i++) free(m->envp[i]);
+  free(m->envp);
+  memset(m, 0, sizeof *m);
+}
+
+int hp_dec_job(const unsigned char *p, size_t n, struct hp_job *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->size = (int32_t)hp_get_u32(&r);
+  m->local_size = (int32_t)hp_get_u32(&r);
+  m->nlocal = hp_get_u32(&r);
+  if (r.err || m->nlocal > HP_MAX_RANKS || m->nlocal * 16ull > r.len - r.off)
+    return HORA_EPROTO;
+  m->ranks = calloc(m->nlocal ? m->nlocal : 1, sizeof *m->ranks);
+  if (!m->ranks) return HORA_ENOMEM;
+  for (uint32_t i = 0; i < m->nlocal; i++) {
+    m->ranks[i].rank = (int32_t)hp_get_u32(&r);
+    m->ranks[i].local_rank = (int32_t)hp_get_u32(&r);
+    m->ranks[i].cross_rank = (int32_t)hp_get_u32(&r);
+    m->ranks[i].cross_size = (int32_t)hp_get_u32(&r);
+  }
+  m->hostname = hp_get_str(&r, 255);
+  m->cwd = hp_get_str(&r, 4096);
+  m->argv = get_strv(&r, &m->argc);
+  m->envp = get_strv(&r, &m->envc);
+  int rc = finish(&r);
+  if (rc == 0 && (m->size <= 0 || m->local_size <= 0 || m->argc == 0 ||
+                  m->nlocal > (uint32_t)m->size))
+    rc = HORA_EPROTO;
+  for (uint32_t i = 0; rc == 0 && i < m->nlocal; i++) {
+    const struct hp_job_rank *k = &m->ranks[i];
+    if (k->rank < 0 || k->rank >= m->size || k->local_rank < 0 ||
+        k->local_rank >= m->local_size || k->cross_rank < 0 ||
+        k->cross_size <= 0 || k->cross_rank >= k->cross_size)
+      rc = HORA_EPROTO;
+  }
+  return rc;
+}
+
+void hp_enc_exit(struct hp_wbuf *w, const struct hp_exit *m) {
+  hp_frame_begin(w, HP_MSG_EXIT, 0);
+  hp_put_u32(w, (uint32_t)m->rank);
+  hp_put_u8(w, m->how);
+  hp_put_u32(w, (uint32_t)m->code);
+  hp_put_str(w, m->msg);
+  hp_frame_end(w);
+}
+
+int hp_dec_exit(const unsigned char *p, size_t n, struct hp_exit *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->rank = (int32_t)hp_get_u32(&r);
+  m->how = hp_get_u8(&r);
+  m->code = (int32_t)hp_get_u32(&r);
+  m->msg = hp_get_str(&r, 65536);
+  int rc = finish(&r);
+  if (rc == 0 && m->how > HP_EXIT_SPAWN) rc = HORA_EPROTO;
+  if (rc) {
+    free(m->msg);
+    m->msg = NULL;
+  }
+  return rc;
+}
+
+void hp_enc_output(struct hp_wbuf *w, const struct hp_output *m) {
+  hp_frame_begin(w, HP_MSG_OUTPUT, 0);
+  hp_put_u32(w, (uint32_t)m->rank);
+  hp_put_u8(w, m->stream);
+  hp_put_bytes(w, m->data, m->len);
+  hp_frame_end(w);
+}
+
+int hp_dec_output(const unsigned char *p, size_t n, struct hp_output *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->rank = (int32_t)hp_get_u32(&r);
+  m->stream = hp_get_u8(&r);
+  m->data = hp_get_bytes(&r, &m->len);
+  int rc = finish(&r);
+  if (rc == 0 && (m->stream < 1 || m->stream > 2)) rc = HORA_EPROTO;
+  return rc;
+}
+
+void hp_enc_text(struct hp_wbuf *w, uint16_t type, const char *text) {
+  hp_frame_begin(w, type, 0);
+  hp_put_str(w, text);
+  hp_frame_end(w);
+}
+
+char *hp_dec_text(const unsigned char *p, size_t n) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  char *s = hp_get_str(&r, 65536);
+  if (s && finish(&r)) {
+    free(s);
+    s = NULL;
+  }
+  return s;
+}

@@ -1,0 +1,171 @@
+/* msg.h -- framed, versioned messages between hora components, and the
+ * codec every binary shares.
+ *
+ * Every message is a 16-byte header followed by `len` payload bytes:
+ *   u32 magic "HORA" | u16 version | u16 type | u32 len | u32 reqid
+ * All integers are little-endian. Strings are u32 length + bytes (no NUL).
+ * A reader checks magic, version, type and length before it reads a byte
+ * of payload, and every field read is bounds-checked: malformed input is an
+ * error for that peer, never a crash. */
+#ifndef HORA_PROTO_MSG_H
+#define HORA_PROTO_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
+#define HP_PROTO_VERSION 1u
+#define HP_FRAME_HDR 16u
+#define HP_FRAME_MAX (16u << 20) /* payload bytes */
+
+enum hp_msg_type {
+  /* rank <-> daemon, on the job's unix socket */
+  HP_MSG_HELLO = 1,   /* rank -> daemon: who I am */
+  HP_MSG_WELCOME = 2, /* daemon -> rank: layout, with memfd + eventfd */
+  HP_MSG_BYE = 3,     /* rank -> daemon: clean shutdown */
+  /* launcher <-> daemon, on the control connection */
+  HP_MSG_JOB = 16,    /* launcher -> daemon: what to run */
+  HP_MSG_ABORT = 17,  /* launcher -> daemon: tear the job down */
+  HP_MSG_READY = 18,  /* daemon -> launcher: daemon is up */
+  HP_MSG_OUTPUT = 19, /* daemon -> launcher: bytes a rank wrote */
+  HP_MSG_EXIT = 20,   /* daemon -> launcher: a rank ended */
+  HP_MSG_DONE = 21,   /* daemon -> launcher: every local rank ended */
+  HP_MSG_TYPE_MAX = 21
+};
+
+struct hp_frame_hdr {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t type;
+  uint32_t len;
+  uint32_t reqid;
+};
+
+/* ---- growable write buffer ------------------------------------------- */
+struct hp_wbuf {
+  unsigned char *data;
+  size_t len, cap;
+  size_t frame_start;
+  int err; /* sticky: set when an allocation failed */
+};
+
+void hp_wbuf_init(struct hp_wbuf *w);
+void hp_wbuf_free(struct hp_wbuf *w);
+void hp_wbuf_reset(struct hp_wbuf *w);
+void hp_put_u8(struct hp_wbuf *w, uint8_t v);
+void hp_put_u16(struct hp_wbuf *w, uint16_t v);
+void hp_put_u32(struct hp_wbuf *w, uint32_t v);
+void hp_put_u64(struct hp_wbuf *w, uint64_t v);
+void hp_put_bytes(struct hp_wbuf *w, const void *p, size_t n);
+void hp_put_str(struct hp_wbuf *w, const char *s); /* NULL as "" */
+/* Starts a frame at the end of the buffer; hp_frame_end() fills in its
+ * length. Returns 0, or HORA_ENOMEM / HORA_EINVAL (payload too large). */
+void hp_frame_begin(struct hp_wbuf *w, uint16_t type, uint32_t reqid);
+int hp_frame_end(struct hp_wbuf *w);
+
+/* ---- bounds-checked reader -------------------------------------------- */
+struct hp_rbuf {
+  const unsigned char *p;
+  size_t len, off;
+  int err; /* sticky: set on the first read past the end */
+};
+
+void hp_rbuf_init(struct hp_rbuf *r, const void *p, size_t len);
+uint8_t hp_get_u8(struct hp_rbuf *r);
+uint16_t hp_get_u16(struct hp_rbuf *r);
+uint32_t hp_get_u32(struct hp_rbuf *r);
+uint64_t hp_get_u64(struct hp_rbuf *r);
+/* Returns a pointer into the buffer and sets *n; NULL on error. */
+const unsigned char *hp_get_bytes(struct hp_rbuf *r, size_t *n);
+/* Returns a malloc'd NUL-terminated copy (caller frees); NULL on error,
+ * also for strings longer than `max` or holding a NUL byte. */
+char *hp_get_str(struct hp_rbuf *r, size_t max);
+
+/* ---- frame parsing ----------------------------------------------------- */
+/* Parses the 16-byte header at `p`. Returns 0, or HORA_EPROTO with a reason
+ * in why (bad magic, version, type, length). */
+int hp_frame_parse(const void *p, struct hp_frame_hdr *h, char *why,
+                   size_t whylen);
+
+/* Accumulates a byte stream and yields whole frames. */
+struct hp_decoder {
+  unsigned char *buf;
+  size_t len, cap;
+  size_t consumed; /* bytes of the current frame to drop on next call */
+};
+
+void hp_decoder_init(struct hp_decoder *d);
+void hp_decoder_free(struct hp_decoder *d);
+int hp_decoder_feed(struct hp_decoder *d, const void *p, size_t n);
+/* 1: a frame is ready in *h / *payload (valid until the next call);
+ * 0: more bytes are needed; HORA_EPROTO: the stream is bad (reason in why),
+ * the peer should be dropped. */
+int hp_decoder_next(struct hp_decoder *d, struct hp_frame_hdr *h,
+                    const unsigned char **payload, char *why, size_t whylen);
+
+/* ---- messages ----------------------------------------------------------- */
+#define HP_TOKEN_LEN 32 /* hex characters */
+
+struct hp_hello {
+  int32_t rank;
+  int32_t pid;
+  char token[HP_TOKEN_LEN + 1];
+};
+
+struct hp_welcome {
+  int32_t rank, size, local_rank, local_size, cross_rank, cross_size;
+  int32_t daemon_pid;
+  uint64_t shm_size;
+  char hostname[256];
+};
+
+struct hp_job_rank {
+  int32_t rank, local_rank, cross_rank, cross_size;
+};
+
+struct hp_job {
+  int32_t size, local_size;
+  uint32_t nlocal;
+  struct hp_job_rank *ranks;
+  char *hostname;
+  char *cwd;
+  uint32_t argc;
+  char **argv;
+  uint32_t envc;
+  char **envp; /* "KEY=value" */
+};
+
+enum hp_exit_how { HP_EXIT_CODE = 0, HP_EXIT_SIGNAL = 1, HP_EXIT_SPAWN = 2 };
+
+struct hp_exit {
+  int32_t rank;
+  uint8_t how;
+  int32_t code; /* exit code, signal number, or errno for SPAWN */
+  char *msg;    /* may be NULL */
+};
+
+struct hp_output {
+  int32_t rank;
+  uint8_t stream; /* 1 stdout, 2 stderr */
+  const unsigned char *data;
+  size_t len;
+};
+
+void hp_enc_hello(struct hp_wbuf *w, const struct hp_hello *m);
+int hp_dec_hello(const unsigned char *p, size_t n, struct hp_hello *m);
+void hp_enc_welcome(struct hp_wbuf *w, const struct hp_welcome *m);
+int hp_dec_welcome(const unsigned char *p, size_t n, struct hp_welcome *m);
+void hp_enc_job(struct hp_wbuf *w, const struct hp_job *m);
+/* Fills *m with malloc'd members; free with hp_job_free() (also on error). */
+int hp_dec_job(const unsigned char *p, size_t n, struct hp_job *m);
+void hp_job_free(struct hp_job *m);
+void hp_enc_exit(struct hp_wbuf *w, const struct hp_exit *m);
+int hp_dec_exit(const unsigned char *p, size_t n, struct hp_exit *m);
+void hp_enc_output(struct hp_wbuf *w, const struct hp_output *m);
+/* m->data points into p. */
+int hp_dec_output(const unsigned char *p, size_t n, struct hp_output *m);
+/* A frame whose payload is one string (ABORT) or nothing (BYE, DONE). */
+void hp_enc_text(struct hp_wbuf *w, uint16_t type, const char *text);
+char *hp_dec_text(const unsigned char *p, size_t n);
+
+#endif

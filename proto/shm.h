@@ -1,0 +1,132 @@
+/* shm.h -- layout of the per-rank shared-memory segment (a memfd made by
+ * horad and passed to the rank over the unix socket), and the entries of
+ * its two rings.
+ *
+ *   [hp_shm_hdr | sq ring | cq ring | sq slots | cq slots | staging | arena]
+ *
+ * The submission queue (sq) carries rank -> daemon entries, the completion
+ * queue (cq) daemon -> rank. The staging area belongs to the daemon: it
+ * asks the rank to copy chunks of a tensor that does not lie in the arena
+ * in and out of it. The arena belongs to the rank (hora_alloc and small
+ * staged copies); the daemon reads and writes it only where a submission
+ * says so, after checking the range. */
+#ifndef HORA_PROTO_SHM_H
+#define HORA_PROTO_SHM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ring.h"
+
+#define HP_SHM_MAGIC 0x4d454d5341524f48ull /* "HORASMEM" */
+#define HP_SHM_VERSION 1u
+#define HP_SQ_SLOTS 256u
+#define HP_CQ_SLOTS 256u
+#define HP_NAME_MAX 191u /* longer names are shortened with a hash suffix */
+#define HP_MSG_MAX 459u
+
+/* Wake-up words. Each waiting side announces that it sleeps, re-checks,
+ * then sleeps; the other side wakes it only when the announcement is
+ * there, so a busy pair never makes a system call. */
+struct hp_shm_hdr {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t hdr_size;
+  uint64_t total_size;
+  uint64_t sq_slots_off, cq_slots_off;
+  uint32_t sq_slots, cq_slots;
+  uint32_t sqe_size, cqe_size;
+  uint64_t staging_off, staging_size;
+  uint64_t arena_off, arena_size;
+  uint64_t chunk_size; /* bytes per streamed chunk; staging holds two */
+
+  struct hp_ring sq;
+  struct hp_ring cq;
+  /* daemon -> asleep in its event loop; a rank that pushes to sq and sees
+   * 1 swaps it to 0 and writes the daemon's eventfd. */
+  _Alignas(64) _Atomic uint32_t daemon_sleeping;
+  /* rank threads asleep on wake_seq (futex) waiting for completions */
+  _Alignas(64) _Atomic uint32_t rank_sleepers;
+  _Atomic uint32_t wake_seq;
+  /* the rank's progress thread, asleep on prog_seq; woken only for copy
+   * requests, which need the rank to act */
+  _Alignas(64) _Atomic uint32_t prog_sleeping;
+  _Atomic uint32_t prog_seq;
+  /* set by the daemon when the job is torn down or the daemon goes away */
+  _Alignas(64) _Atomic uint32_t closed;
+};
+
+enum hp_coll { HP_ALLREDUCE = 1, HP_BROADCAST = 2, HP_BARRIER = 3 };
+
+enum hp_sq_kind {
+  HP_SQ_SUBMIT = 1,      /* a new operation */
+  HP_SQ_CHUNK_READY = 2, /* copied chunk `chunk` into staging */
+  HP_SQ_CHUNK_DONE = 3,  /* copied chunk `chunk` out of staging */
+};
+
+#define HP_F_RESIDENT 1u /* data lies in the arena at `offset` */
+
+struct hp_sqe {
+  uint64_t id; /* rank-chosen, non-zero, unique among its pending ops */
+  uint8_t kind;
+  uint8_t coll;
+  uint8_t dtype;
+  uint8_t op;
+  int32_t root;
+  uint32_t flags;
+  uint16_t name_len;
+  uint16_t reserved;
+  uint64_t count;  /* elements */
+  uint64_t offset; /* arena offset from the segment start when RESIDENT */
+  uint64_t chunk;  /* for CHUNK_READY / CHUNK_DONE */
+  double prescale, postscale;
+  char name[HP_NAME_MAX + 1];
+};
+
+enum hp_cq_kind {
+  HP_CQ_DONE = 1,     /* the operation finished; status and msg say how */
+  HP_CQ_COPY_IN = 2,  /* copy elements [elem_off, +elem_count) to staging */
+  HP_CQ_COPY_OUT = 3, /* copy them back from staging */
+};
+
+struct hp_cqe {
+  uint64_t id;
+  uint32_t kind;
+  int32_t status; /* HORA_E* for DONE */
+  uint64_t chunk;
+  uint64_t elem_off, elem_count;
+  uint64_t staging_off; /* from the segment start */
+  uint32_t msg_len;
+  char msg[HP_MSG_MAX + 1];
+};
+
+_Static_assert(sizeof(struct hp_sqe) == 256, "sqe size");
+_Static_assert(sizeof(struct hp_cqe) == 512, "cqe size");
+
+/* Computes the layout for the given sizes into *h (all fields but the
+ * wake-up words) and returns the total segment size. */
+static inline uint64_t hp_shm_layout(struct hp_shm_hdr *h, uint64_t chunk_size,
+                                     uint64_t arena_size) {
+  const uint64_t page = 4096;
+#define HP_ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
+  h->magic = HP_SHM_MAGIC;
+  h->version = HP_SHM_VERSION;
+  h->hdr_size = (uint32_t)sizeof(struct hp_shm_hdr);
+  h->sq_slots = HP_SQ_SLOTS;
+  h->cq_slots = HP_CQ_SLOTS;
+  h->sqe_size = (uint32_t)sizeof(struct hp_sqe);
+  h->cqe_size = (uint32_t)sizeof(struct hp_cqe);
+  h->sq_slots_off = HP_ALIGN_UP(sizeof(struct hp_shm_hdr), page);
+  h->cq_slots_off = h->sq_slots_off + (uint64_t)HP_SQ_SLOTS * h->sqe_size;
+  h->chunk_size = HP_ALIGN_UP(chunk_size, page);
+  h->staging_off =
+      HP_ALIGN_UP(h->cq_slots_off + (uint64_t)HP_CQ_SLOTS * h->cqe_size, page);
+  h->staging_size = 2 * h->chunk_size;
+  h->arena_off = h->staging_off + h->staging_size;
+  h->arena_size = HP_ALIGN_UP(arena_size, page);
+  h->total_size = h->arena_off + h->arena_size;
+#undef HP_ALIGN_UP
+  return h->total_size;
+}
+
+#endif
