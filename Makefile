@@ -132,7 +132,7 @@ install: all
 	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libhora.so.0
 	ln -sf libhora.so.0 $(DESTDIR)$(PREFIX)/lib/libhora.so
 	install -m 644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 $(PC) $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed 's|^prefix=.*|prefix=$(PREFIX)|' $(PC) > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hora.pc
 	install -m 644 include/hora.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 man/horarun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/hora.3 $(DESTDIR)$(PREFIX)/share/man/man3/

@@ -1,0 +1,34 @@
+#!/bin/sh
+# make install puts binaries, library, header, pkg-config file and man
+# pages in place, and a program builds against it with pkg-config alone.
+set -e
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$HORA_TOP"
+make -s BUILD="$BUILD" install PREFIX="$tmp/prefix" >"$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
+for f in bin/horarun bin/horad lib/libhora.so lib/libhora.a include/hora.h \
+  lib/pkgconfig/hora.pc share/man/man1/horarun.1 share/man/man3/hora.3 \
+  share/man/man8/horad.8; do
+  [ -e "$tmp/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
+done
+cat >"$tmp/p.c" <<'C'
+#include <hora.h>
+#include <stdio.h>
+int main(void) {
+  if (hora_init() != 0) return 1;
+  double x = 2.5;
+  if (hora_allreduce("x", &x, &x, 1, HORA_FLOAT64, HORA_SUM) != 0) return 1;
+  printf("size %d sum %.1f\n", hora_size(), x);
+  return hora_shutdown();
+}
+C
+PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
+export PKG_CONFIG_PATH
+cc "$tmp/p.c" -o "$tmp/p" $(pkg-config --cflags --libs hora) -Wl,-rpath,"$tmp/prefix/lib"
+out=$("$tmp/p")
+echo "$out"
+[ "$out" = "size 1 sum 2.5" ]
+out=$("$tmp/prefix/bin/horarun" -np 2 "$tmp/p")
+echo "$out"
+echo "$out" | grep -q '^\[0\]<stdout>:size 2 sum 5.0$'
+echo "$out" | grep -q '^\[1\]<stdout>:size 2 sum 5.0$'
