@@ -1,0 +1,134 @@
+#!/bin/sh
+# run.sh -- hora's allreduce beside OpenMPI's: runs allreduce_perf under
+# horarun and mpi_allreduce_perf under mpirun with the same sweep, shows
+# both tables as they come, then one merged table:
+#   size | hora time, busbw | mpi time, busbw | busbw hora/mpi
+#
+#   sh benchmarks/run.sh                    -b 8 -e 64M -f 2 on 2 ranks
+#   NP=4 sh benchmarks/run.sh -b 8 -e 1M -f 4 -d float64
+#
+# Arguments go to both programs unchanged (see benchmarks/README.md); none
+# means "-b 8 -e 64M -f 2". Environment:
+#   BUILD         build directory (default build)
+#   NP            ranks (default 2)
+#   HORARUN_ARGS  extra horarun flags, e.g. "--arena-size 512M"
+#   MPIRUN_ARGS   extra mpirun flags
+# Without mpirun/mpicc (or for a dtype MPI lacks) the MPI half is skipped
+# with a note. Exit status: non-zero when either benchmark failed (a failed
+# hora call, or #wrong > 0); a skipped MPI run does not count.
+BUILD=${BUILD:-build}
+NP=${NP:-2}
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
+  echo "run.sh: no build directory $BUILD; run make first" >&2
+  exit 1
+}
+[ $# -eq 0 ] && set -- -b 8 -e 64M -f 2
+
+horarun=$BUILD/bin/horarun
+hperf=$BUILD/benchmarks/allreduce_perf
+mperf=$BUILD/benchmarks/mpi_allreduce_perf
+for f in "$horarun" "$hperf"; do
+  if [ ! -x "$f" ]; then
+    echo "run.sh: $f is missing; run 'make' (or 'make bench') first" >&2
+    exit 1
+  fi
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hora-bench.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+
+# ---- hora ------------------------------------------------------------------
+# horarun prefixes each line with "[rank]<stdout>:"; keep rank 0's stdout
+# (the table) without it, drop the other ranks' stdout, and pass everything
+# else (stderr, horarun's own messages) through as it is.
+echo "== hora: $horarun -np $NP ${HORARUN_ARGS:+$HORARUN_ARGS }allreduce_perf $*"
+{
+  # shellcheck disable=SC2086 # HORARUN_ARGS is a list of flags
+  "$horarun" -np "$NP" $HORARUN_ARGS "$hperf" "$@" 2>&1
+  echo $? >"$tmp/hora.rc"
+} | sed -n -e '/\[0\]<stdout>:/{s/^.*\[0\]<stdout>://;p;d;}' \
+           -e '/<stdout>:/!p' | tee "$tmp/hora.out"
+hrc=$(cat "$tmp/hora.rc")
+[ "$hrc" -eq 0 ] || echo "run.sh: hora's allreduce_perf exited with status $hrc"
+
+# ---- MPI -------------------------------------------------------------------
+mpi_skip=""
+case " $* " in
+*" -d float16 "* | *" -d bfloat16 "* | *" -d half "* | *" -d bf16 "*)
+  mpi_skip="MPI has no float16/bfloat16" ;;
+esac
+if [ -z "$mpi_skip" ] && ! command -v mpirun >/dev/null 2>&1; then
+  mpi_skip="mpirun not found (Debian: apt-get install openmpi-bin libopenmpi-dev)"
+fi
+if [ -z "$mpi_skip" ] && [ ! -x "$mperf" ]; then
+  if command -v mpicc >/dev/null 2>&1; then
+    mkdir -p "$BUILD/benchmarks" &&
+      mpicc -O2 -std=c11 -D_GNU_SOURCE benchmarks/peers/mpi_allreduce_perf.c \
+        -o "$mperf" || mpi_skip="building $mperf with mpicc failed"
+  else
+    mpi_skip="$mperf is missing and mpicc not found"
+  fi
+fi
+mrc=0
+echo
+if [ -n "$mpi_skip" ]; then
+  echo "== mpi: skipped: $mpi_skip"
+  : >"$tmp/mpi.out"
+else
+  mflags=""
+  if mpirun --version 2>&1 | grep -q "Open MPI"; then
+    mflags="--oversubscribe"
+    [ "$(id -u)" -eq 0 ] && mflags="--allow-run-as-root $mflags"
+  fi
+  echo "== mpi: mpirun $mflags${MPIRUN_ARGS:+ $MPIRUN_ARGS} -np $NP mpi_allreduce_perf $*"
+  {
+    # shellcheck disable=SC2086
+    mpirun $mflags $MPIRUN_ARGS -np "$NP" "$mperf" "$@" 2>&1
+    echo $? >"$tmp/mpi.rc"
+  } | tee "$tmp/mpi.out"
+  mrc=$(cat "$tmp/mpi.rc")
+  [ "$mrc" -eq 0 ] || echo "run.sh: mpi_allreduce_perf exited with status $mrc"
+fi
+
+# ---- the merged table --------------------------------------------------------
+# A data row ends with: size count type redop time algbw busbw #wrong.
+echo
+echo "== hora vs mpi, $NP ranks: $*"
+awk -v np="$NP" '
+function isrow() {
+  return NF >= 8 && $(NF-7) ~ /^[0-9]+$/ && $(NF-6) ~ /^[0-9]+$/ &&
+         $(NF-3) ~ /^[0-9.]+$/ && $(NF-1) ~ /^[0-9.]+$/
+}
+FNR == 1 { file = FILENAME ~ /hora\.out$/ ? 1 : 2 }
+/Avg bus bandwidth/ { avg[file] = $NF }
+!/^#/ && isrow() {
+  s = $(NF-7)
+  if (!(s in seen)) { seen[s] = 1; order[++n] = s; type[s] = $(NF-5); op[s] = $(NF-4) }
+  t[file, s] = $(NF-3); bw[file, s] = $(NF-1); wr[file, s] = $NF
+}
+END {
+  printf "# %10s  %8s  %5s | %10s %9s %6s | %10s %9s %6s | %9s\n",
+    "size", "type", "redop", "hora time", "busbw", "#wrong",
+    "mpi time", "busbw", "#wrong", "busbw"
+  printf "# %10s  %8s  %5s | %10s %9s %6s | %10s %9s %6s | %9s\n",
+    "(B)", "", "", "(us)", "(GB/s)", "", "(us)", "(GB/s)", "", "hora/mpi"
+  for (i = 1; i <= n; i++) {
+    s = order[i]
+    ht = (1, s) in t ? sprintf("%10.2f %9.2f %6s", t[1, s], bw[1, s], wr[1, s]) \
+                     : sprintf("%10s %9s %6s", "-", "-", "-")
+    mt = (2, s) in t ? sprintf("%10.2f %9.2f %6s", t[2, s], bw[2, s], wr[2, s]) \
+                     : sprintf("%10s %9s %6s", "-", "-", "-")
+    # Same bytes and ranks on both sides, so the busbw ratio is the
+    # inverse time ratio; it stays meaningful where busbw rounds to 0.00.
+    r = ((1, s) in t && (2, s) in t && t[1, s] > 0) ? \
+        sprintf("%8.2fx", t[2, s] / t[1, s]) : sprintf("%9s", "-")
+    printf "  %10s  %8s  %5s | %s | %s | %s\n", s, type[s], op[s], ht, mt, r
+  }
+  printf "# Avg bus bandwidth (GB/s): hora %s, mpi %s\n",
+    (1 in avg) ? avg[1] : "-", (2 in avg) ? avg[2] : "-"
+}' "$tmp/hora.out" "$tmp/mpi.out"
+
+[ "$hrc" -eq 0 ] && [ "$mrc" -eq 0 ]
