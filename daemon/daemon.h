@@ -13,6 +13,7 @@
 
 struct hd_daemon;
 struct hd_tensor;
+struct hd_conn;
 
 /* One local rank: its process, its output pipes, its connection and its
  * shared-memory segment. */
@@ -32,8 +33,7 @@ struct hd_rank {
   uv_timer_t report_timer; /* reports the exit even if a pipe stays open */
 
   /* connection */
-  uv_pipe_t *conn;
-  struct hp_decoder dec;
+  struct hd_conn *conn;
   int connected, said_bye;
 
   /* shared memory: daemon consumes sq, produces cq */
@@ -106,6 +106,7 @@ struct hd_daemon {
   /* job-private unix socket */
   uv_pipe_t listener;
   char sock_dir[256], sock_path[300];
+  struct hd_conn *conns; /* every accepted connection */
 
   /* wake-ups and polling */
   int efd;
@@ -163,6 +164,9 @@ void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e);
 void hd_run_ready(struct hd_daemon *d);
 void hd_fail_all(struct hd_daemon *d);
 void hd_tensor_finish(struct hd_daemon *d, struct hd_tensor *t);
+
+/* main.c */
+void hd_free_job(struct hd_daemon *d);
 
 /* pool.c: reduction threads */
 int hd_pool_init(int nthreads);

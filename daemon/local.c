@@ -14,10 +14,32 @@
 
 #include "daemon.h"
 
-static void on_closed(uv_handle_t *h) { free(h); }
+/* One accepted connection: before hello it belongs to nobody, after it to
+ * its rank. Every one is on the daemon's list so the job's end closes
+ * them all, strangers included. */
+struct hd_conn {
+  uv_pipe_t pipe;
+  struct hd_daemon *d;
+  struct hd_rank *rank;
+  struct hp_decoder dec;
+  struct hd_conn *next, **pprev;
+};
 
-static void drop_conn(uv_pipe_t *c) {
-  if (!uv_is_closing((uv_handle_t *)c)) uv_close((uv_handle_t *)c, on_closed);
+static void on_conn_closed(uv_handle_t *h) {
+  struct hd_conn *c = (struct hd_conn *)h;
+  hp_decoder_free(&c->dec);
+  free(c);
+}
+
+static void drop_conn(struct hd_conn *c) {
+  if (c->pprev) { /* unlink */
+    *c->pprev = c->next;
+    if (c->next) c->next->pprev = c->pprev;
+    c->pprev = NULL;
+  }
+  if (c->rank && c->rank->conn == c) c->rank->conn = NULL;
+  if (!uv_is_closing((uv_handle_t *)&c->pipe))
+    uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
 }
 
 int hd_local_listen(struct hd_daemon *d) {
@@ -52,14 +74,7 @@ static void listener_closed(uv_handle_t *h) { (void)h; }
 void hd_local_close(struct hd_daemon *d) {
   if (d->listener.loop && !uv_is_closing((uv_handle_t *)&d->listener))
     uv_close((uv_handle_t *)&d->listener, listener_closed);
-  for (int i = 0; d->ranks && i < d->nlocal; i++) {
-    struct hd_rank *r = &d->ranks[i];
-    if (r->conn) {
-      r->conn->data = NULL;
-      drop_conn(r->conn);
-      r->conn = NULL;
-    }
-  }
+  while (d->conns) drop_conn(d->conns);
   if (d->sock_path[0]) {
     unlink(d->sock_path);
     d->sock_path[0] = '\0';
@@ -144,8 +159,9 @@ static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock) {
   return rc;
 }
 
-static int handle_hello(struct hd_daemon *d, uv_pipe_t *c,
-                        const unsigned char *p, size_t len) {
+static int handle_hello(struct hd_conn *c, const unsigned char *p,
+                        size_t len) {
+  struct hd_daemon *d = c->d;
   struct hp_hello h;
   if (hp_dec_hello(p, len, &h) < 0) {
     hc_warn("malformed hello on the job socket; connection dropped");
@@ -173,21 +189,17 @@ static int handle_hello(struct hd_daemon *d, uv_pipe_t *c,
     }
   }
   uv_os_fd_t fd;
-  uv_fileno((uv_handle_t *)c, &fd);
+  uv_fileno((uv_handle_t *)&c->pipe, &fd);
   if (send_welcome(d, r, fd) < 0) {
     hc_warn("cannot send welcome to rank %d", h.rank);
     return -1;
   }
   r->conn = c;
   r->connected = 1;
-  c->data = r;
+  c->rank = r;
   hc_debug("rank %d (pid %d) connected", h.rank, h.pid);
   return 0;
 }
-
-/* The connection ended without a goodbye. The exit status names the cause
- * better, so the reaper reports it when the process ends. */
-static void conn_lost(struct hd_rank *r) { r->conn = NULL; }
 
 static void on_conn_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf) {
   static char slab[4096];
@@ -196,93 +208,74 @@ static void on_conn_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf) {
   *buf = uv_buf_init(slab, sizeof slab);
 }
 
-struct pending_conn {
-  struct hd_daemon *d;
-  struct hp_decoder dec;
-};
+/* Handles one frame; returns -1 (reason in why) to drop the connection. */
+static int conn_frame(struct hd_conn *c, const struct hp_frame_hdr *h,
+                      const unsigned char *p, char *why, size_t whylen) {
+  struct hd_rank *r = c->rank;
+  if (!r && h->type == HP_MSG_HELLO) {
+    if (handle_hello(c, p, h->len) < 0) {
+      hc_fmt(why, whylen, "hello refused");
+      return -1;
+    }
+    return 0;
+  }
+  if (r && h->type == HP_MSG_BYE) {
+    struct hd_daemon *d = c->d;
+    r->said_bye = 1;
+    hc_debug("rank %d shut down", r->info.rank);
+    char msg[HP_MSG_MAX + 1];
+    hc_fmt(msg, sizeof msg, "rank %d on host %s has shut down hora",
+           r->info.rank, d->job.hostname ? d->job.hostname : d->hostname);
+    hd_rank_left(r, msg);
+    return 0;
+  }
+  hc_fmt(why, whylen, "unexpected message type %u", h->type);
+  return -1;
+}
 
 static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  uv_pipe_t *c = (uv_pipe_t *)s;
-  struct hd_daemon *d = c->loop->data;
-  struct hd_rank *r = c->data;
-  struct hp_decoder *dec;
-  struct pending_conn *pc = NULL;
-  if (r && r->conn == c) {
-    dec = &r->dec;
-  } else {
-    pc = (struct pending_conn *)((char *)c + sizeof(uv_pipe_t));
-    dec = &pc->dec;
-  }
+  struct hd_conn *c = (struct hd_conn *)s;
   if (n < 0) {
-    if (r && r->conn == c) conn_lost(r);
-    else hp_decoder_free(dec);
+    /* Without a goodbye the rank's exit status names the cause; the reaper
+     * reports it when the process ends. */
     drop_conn(c);
     return;
   }
-  if (hp_decoder_feed(dec, buf->base, (size_t)n) < 0) return;
+  if (hp_decoder_feed(&c->dec, buf->base, (size_t)n) < 0) return;
   for (;;) {
     struct hp_frame_hdr h;
     const unsigned char *p;
     char why[160];
-    int rc = hp_decoder_next(dec, &h, &p, why, sizeof why);
+    int rc = hp_decoder_next(&c->dec, &h, &p, why, sizeof why);
     if (rc == 0) return;
-    int bad = rc < 0;
-    if (!bad && !r && h.type == HP_MSG_HELLO) {
-      if (handle_hello(d, c, p, h.len) < 0) bad = 1;
-      else {
-        /* Move the decoder's leftovers to the rank. */
-        struct hd_rank *nr = c->data;
-        hp_decoder_free(&nr->dec);
-        nr->dec = *dec;
-        hp_decoder_init(dec);
-        r = nr;
-        dec = &r->dec;
-        continue;
-      }
-    } else if (!bad && r && h.type == HP_MSG_BYE) {
-      r->said_bye = 1;
-      hc_debug("rank %d shut down", r->info.rank);
-      char msg[HP_MSG_MAX + 1];
-      hc_fmt(msg, sizeof msg, "rank %d on host %s has shut down hora",
-             r->info.rank, d->job.hostname ? d->job.hostname : d->hostname);
-      hd_rank_left(r, msg);
-      continue;
-    } else if (!bad) {
-      hc_fmt(why, sizeof why, "unexpected message type %u", h.type);
-      bad = 1;
-    }
-    if (bad) {
-      hc_warn("job socket: %s from %s; connection dropped", why,
-              r ? "a rank" : "an unidentified peer");
-      if (r && r->conn == c) {
-        conn_lost(r);
-      } else {
-        hp_decoder_free(dec);
-      }
-      uv_read_stop(s);
-      drop_conn(c);
-      return;
-    }
+    if (rc > 0 && conn_frame(c, &h, p, why, sizeof why) == 0) continue;
+    hc_warn("job socket: %s from %s; connection dropped", why,
+            c->rank ? "a rank" : "an unidentified peer");
+    uv_read_stop(s);
+    drop_conn(c);
+    return;
   }
 }
 
 void hd_on_connection(uv_stream_t *server, int status) {
   struct hd_daemon *d = server->data;
   if (status < 0) return;
-  /* The pipe handle and, behind it, its pre-hello decoder. */
-  uv_pipe_t *c = calloc(1, sizeof(uv_pipe_t) + sizeof(struct pending_conn));
+  struct hd_conn *c = calloc(1, sizeof *c);
   if (!c) return;
-  uv_pipe_init(d->loop, c, 0);
-  if (uv_accept(server, (uv_stream_t *)c) < 0) {
+  uv_pipe_init(d->loop, &c->pipe, 0);
+  c->d = d;
+  hp_decoder_init(&c->dec);
+  c->next = d->conns;
+  if (d->conns) d->conns->pprev = &c->next;
+  c->pprev = &d->conns;
+  d->conns = c;
+  if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
     drop_conn(c);
     return;
   }
-  struct pending_conn *pc = (struct pending_conn *)((char *)c + sizeof *c);
-  pc->d = d;
-  hp_decoder_init(&pc->dec);
   /* Only processes of the daemon's own user may speak to it. */
   uv_os_fd_t fd;
-  uv_fileno((uv_handle_t *)c, &fd);
+  uv_fileno((uv_handle_t *)&c->pipe, &fd);
   struct ucred cred;
   socklen_t cl = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
@@ -291,8 +284,7 @@ void hd_on_connection(uv_stream_t *server, int status) {
     drop_conn(c);
     return;
   }
-  c->data = NULL;
-  uv_read_start((uv_stream_t *)c, on_conn_alloc, on_conn_read);
+  uv_read_start((uv_stream_t *)&c->pipe, on_conn_alloc, on_conn_read);
 }
 
 void hd_rank_left(struct hd_rank *r, const char *why) {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -22,6 +23,30 @@ static void usage(FILE *f) {
           "  -v, --version     print the version\n"
           "\n"
           "See horad(8).\n");
+}
+
+/* Releases what the job held once its handles are closed. */
+void hd_free_job(struct hd_daemon *d) {
+  for (int i = 0; d->ranks && i < d->nlocal; i++) {
+    struct hd_rank *r = &d->ranks[i];
+    free(r->backlog);
+    free(r->spawn_msg);
+    if (r->shm) munmap(r->shm, r->shm_size);
+    if (r->memfd >= 0) close(r->memfd);
+  }
+  free(d->ranks);
+  d->ranks = NULL;
+  for (size_t i = 0; i < d->table_size; i++)
+    while (d->table[i]) {
+      struct hd_tensor *t = d->table[i];
+      d->table[i] = t->next_hash;
+      free(t);
+    }
+  free(d->table);
+  d->table = NULL;
+  if (d->efd >= 0) close(d->efd);
+  d->efd = -1;
+  hp_job_free(&d->job);
 }
 
 int main(int argc, char **argv) {
@@ -68,8 +93,9 @@ int main(int argc, char **argv) {
   int rc = d->done_sent ? 0 : 1;
   hd_local_close(d);
   hd_rings_close(d);
+  uv_run(d->loop, UV_RUN_NOWAIT); /* let the close callbacks run */
   hd_pool_fini();
-  hp_job_free(&d->job);
+  hd_free_job(d);
   uv_loop_close(d->loop);
   free(d);
   return rc;

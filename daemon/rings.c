@@ -118,10 +118,6 @@ void hd_rings_close(struct hd_daemon *d) {
     uv_close((uv_handle_t *)&d->efd_poll, on_closed);
     uv_close((uv_handle_t *)&d->spin, on_closed);
   }
-  if (d->efd >= 0 && !d->efd_poll.loop) {
-    close(d->efd);
-    d->efd = -1;
-  }
 }
 
 /* Moves queued completions into the ring as room appears. */
@@ -132,12 +128,14 @@ static void flush_backlog(struct hd_rank *r) {
     if (!slot) break;
     memcpy(slot, &r->backlog[i], sizeof(struct hp_cqe));
     hp_ring_commit(&r->cq);
+    if (r->backlog[i].kind != HP_CQ_DONE) r->wake_prog = 1;
   }
   if (i) {
     memmove(r->backlog, r->backlog + i, (r->nbacklog - i) * sizeof *r->backlog);
     r->nbacklog -= i;
     r->wake_rank = 1;
   }
+  if (!r->nbacklog) atomic_store(&r->hdr->cq_backlog, 0);
 }
 
 void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e) {
@@ -162,6 +160,7 @@ void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e) {
     r->capbacklog = cap;
   }
   r->backlog[r->nbacklog++] = *e;
+  atomic_store(&r->hdr->cq_backlog, 1);
 }
 
 void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg) {

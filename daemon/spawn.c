@@ -288,7 +288,6 @@ int hd_spawn_all(struct hd_daemon *d) {
     r->info = d->job.ranks[i];
     r->memfd = -1;
     fill_random_hex(r->token, HP_TOKEN_LEN);
-    hp_decoder_init(&r->dec);
     uv_timer_init(d->loop, &r->report_timer);
     r->report_timer.data = r;
   }

@@ -43,8 +43,8 @@ struct hl_state {
   pthread_mutex_t sq_lock, cq_lock, op_lock, arena_lock;
   struct hp_ring_cursor sq, cq;
 
-  struct hl_op *ops;
-  uint32_t nops, capops, free_head;
+  struct hl_op **op_blocks; /* fixed blocks, so an hl_op never moves */
+  uint32_t nops, free_head;
   uint32_t generation;
 
   _Atomic uint64_t noname[4]; /* per collective, for unnamed operations */

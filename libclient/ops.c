@@ -29,6 +29,11 @@
 #define SLOT_BITS 24u
 #define SLOT_MASK ((1u << SLOT_BITS) - 1)
 #define MAX_OPS (1u << 20)
+#define BLOCK_OPS 256u
+
+static struct hl_op *op_at(uint32_t slot) {
+  return &hl.op_blocks[slot / BLOCK_OPS][slot % BLOCK_OPS];
+}
 #define SLEEP_CHECK_MS 100
 
 static void cpu_relax(void) {
@@ -51,36 +56,39 @@ void hl_futex_wait(_Atomic uint32_t *w, uint32_t v, int timeout_ms) {
 /* ---- the operation table ------------------------------------------------ */
 
 int hl_ops_init(void) {
+  hl.op_blocks = calloc(MAX_OPS / BLOCK_OPS, sizeof *hl.op_blocks);
+  if (!hl.op_blocks) return hl_error(HORA_ENOMEM, "out of memory");
   hl.nops = 1; /* slot 0 is never used, so no id is 0 */
   hl.free_head = 0;
   return 0;
 }
 
 void hl_ops_fini(void) {
-  free(hl.ops);
-  hl.ops = NULL;
-  hl.nops = hl.capops = hl.free_head = 0;
+  for (uint32_t b = 0; hl.op_blocks && b < MAX_OPS / BLOCK_OPS; b++)
+    free(hl.op_blocks[b]);
+  free(hl.op_blocks);
+  hl.op_blocks = NULL;
+  hl.nops = hl.free_head = 0;
 }
 
 static struct hl_op *op_new(void) {
   pthread_mutex_lock(&hl.op_lock);
   uint32_t slot = hl.free_head;
   if (slot) {
-    hl.free_head = hl.ops[slot].next_free;
+    hl.free_head = op_at(slot)->next_free;
   } else {
-    if (hl.nops >= hl.capops) {
-      uint32_t cap = hl.capops ? hl.capops * 2 : 256;
-      struct hl_op *o = cap <= MAX_OPS ? realloc(hl.ops, cap * sizeof *o) : NULL;
-      if (!o) {
-        pthread_mutex_unlock(&hl.op_lock);
-        return NULL;
-      }
-      hl.ops = o;
-      hl.capops = cap;
+    if (hl.nops >= MAX_OPS) {
+      pthread_mutex_unlock(&hl.op_lock);
+      return NULL;
+    }
+    struct hl_op **blk = &hl.op_blocks[hl.nops / BLOCK_OPS];
+    if (!*blk && !(*blk = calloc(BLOCK_OPS, sizeof **blk))) {
+      pthread_mutex_unlock(&hl.op_lock);
+      return NULL;
     }
     slot = hl.nops++;
   }
-  struct hl_op *op = &hl.ops[slot];
+  struct hl_op *op = op_at(slot);
   uint64_t gen = ++hl.generation;
   memset(op, 0, sizeof *op);
   op->id = gen << SLOT_BITS | slot;
@@ -92,7 +100,7 @@ static struct hl_op *op_new(void) {
 static struct hl_op *op_find(uint64_t id) {
   uint32_t slot = (uint32_t)(id & SLOT_MASK);
   if (!id || slot == 0 || slot >= hl.nops) return NULL;
-  struct hl_op *op = &hl.ops[slot];
+  struct hl_op *op = op_at(slot);
   return op->id == id ? op : NULL;
 }
 
@@ -213,6 +221,9 @@ void hl_drain_locked(void) {
     }
   }
   if (finished) wake_waiters();
+  /* horad holds completions that did not fit; it may be asleep. */
+  if (atomic_load_explicit(&hl.hdr->cq_backlog, memory_order_relaxed))
+    wake_daemon();
 }
 
 static int cq_pending(void) {
@@ -240,7 +251,7 @@ void *hl_progress_main(void *arg) {
 void hl_fail_pending(int status, const char *msg) {
   pthread_mutex_lock(&hl.op_lock);
   for (uint32_t i = 1; i < hl.nops; i++) {
-    struct hl_op *op = &hl.ops[i];
+    struct hl_op *op = op_at(i);
     if (!op->id || atomic_load(&op->done)) continue;
     op->status = status;
     hc_fmt(op->msg, sizeof op->msg, "%s", msg);

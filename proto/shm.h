@@ -54,6 +54,9 @@ struct hp_shm_hdr {
   _Atomic uint32_t prog_seq;
   /* set by the daemon when the job is torn down or the daemon goes away */
   _Alignas(64) _Atomic uint32_t closed;
+  /* the daemon holds completions that did not fit in cq: a rank that makes
+   * room wakes it */
+  _Atomic uint32_t cq_backlog;
 };
 
 enum hp_coll { HP_ALLREDUCE = 1, HP_BROADCAST = 2, HP_BARRIER = 3 };
