@@ -209,7 +209,7 @@ int hp_decoder_feed(struct hp_decoder *d, const void *p, size_t n) {
     d->buf = b;
     d->cap = cap;
   }
-  memcpy(d->buf + d->len, p, n);
+  if (n) memcpy(d->buf + d->len, p, n);
   d->len += n;
   return 0;
 }
@@ -221,7 +221,7 @@ int hp_decoder_next(struct hp_decoder *d, struct hp_frame_hdr *h,
     /* Reject a bad magic as soon as it is visible. */
     static const unsigned char magic[4] = {'H', 'O', 'R', 'A'};
     size_t k = HC_MIN(d->len, (size_t)4);
-    if (memcmp(d->buf, magic, k)) {
+    if (k && memcmp(d->buf, magic, k)) {
       hc_fmt(why, whylen, "bad magic (not a hora peer)");
       return HORA_EPROTO;
     }
