@@ -1,5 +1,6 @@
 /* main.c -- horad, the per-node daemon: command line and event loop. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,10 @@ int main(int argc, char **argv) {
   }
   hc_log_init("horad", HC_WARNING);
   signal(SIGPIPE, SIG_IGN);
+  /* libuv needs fds 0-2 taken; the ranks must not inherit the control fd. */
+  for (int s = 0; s < 3; s++)
+    if (fcntl(s, F_GETFD) < 0 && open("/dev/null", O_RDWR) != s) return 1;
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
 
   struct hd_daemon *d = calloc(1, sizeof *d);
   if (!d) return 1;

@@ -5,7 +5,6 @@
 #include "common.h"
 #include "msg.h"
 
-#define HP_MAX_ARGS 4096u
 #define HP_MAX_RANKS 65536u
 #define HP_MAX_STR (1u << 20)
 
@@ -85,6 +84,7 @@ int hp_frame_end(struct hp_wbuf *w) {
   size_t payload = w->len - w->frame_start - HP_FRAME_HDR;
   if (payload > HP_FRAME_MAX) {
     w->len = w->frame_start;
+    w->err = HORA_EINVAL;
     return HORA_EINVAL;
   }
   le_store(w->data + w->frame_start + 8, payload, 4);

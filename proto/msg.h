@@ -17,6 +17,7 @@
 #define HP_PROTO_VERSION 1u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
+#define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
 
 enum hp_msg_type {
   /* rank <-> daemon, on the job's unix socket */
@@ -28,7 +29,8 @@ enum hp_msg_type {
   HP_MSG_ABORT = 17,  /* launcher -> daemon: tear the job down */
   HP_MSG_READY = 18,  /* daemon -> launcher: daemon is up */
   HP_MSG_OUTPUT = 19, /* daemon -> launcher: bytes a rank wrote */
-  HP_MSG_EXIT = 20,   /* daemon -> launcher: a rank ended */
+  HP_MSG_EXIT = 20,   /* daemon -> launcher: a rank ended; comes after all
+                         of that rank's OUTPUT frames */
   HP_MSG_DONE = 21,   /* daemon -> launcher: every local rank ended */
   HP_MSG_TYPE_MAX = 21
 };
@@ -59,7 +61,8 @@ void hp_put_u64(struct hp_wbuf *w, uint64_t v);
 void hp_put_bytes(struct hp_wbuf *w, const void *p, size_t n);
 void hp_put_str(struct hp_wbuf *w, const char *s); /* NULL as "" */
 /* Starts a frame at the end of the buffer; hp_frame_end() fills in its
- * length. Returns 0, or HORA_ENOMEM / HORA_EINVAL (payload too large). */
+ * length. Returns 0, or HORA_ENOMEM / HORA_EINVAL (payload too large: the
+ * frame is removed and w->err set). */
 void hp_frame_begin(struct hp_wbuf *w, uint16_t type, uint32_t reqid);
 int hp_frame_end(struct hp_wbuf *w);
 

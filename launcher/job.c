@@ -1,0 +1,651 @@
+/* job.c -- horarun's event loop: one control socket per horad, the stop
+ * signals, SIGCHLD and the start timeout, all on libuv.
+ *
+ * Life of a job: start horad, send it the JOB at once (it need not be READY
+ * yet), print OUTPUT as it comes, and on the first failed rank (or ^C) send
+ * ABORT and keep printing until horad says DONE and exits. A horad is
+ * "finished" when it has been reaped and its socket is closed; the loop
+ * ends when every horad is finished. Nothing here sleeps or polls. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "common.h"
+#include "job.h"
+#include "msg.h"
+#include "output.h"
+#include "spawn.h"
+
+#define HR_MAX_ARGS ((int)HP_MAX_ARGS) /* strings per argv / envp */
+#define DRAIN_MS 1000      /* horad reaped: its socket has this long to close */
+#define REAP_EXTRA_MS 5000 /* socket closed: horad has kill_grace + this */
+
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define NSTOP ((int)HC_ARRAY_SIZE(stop_signals))
+
+struct hr_job;
+
+struct hr_daemon {
+  struct hr_job *job;
+  int host;         /* index into the layout's hosts */
+  const char *name; /* the host as messages name it */
+  pid_t pid;
+  uv_pipe_t pipe;
+  uv_timer_t timer; /* drain or reap grace, see on_daemon_timer() */
+  struct hp_decoder dec;
+  int started, pipe_open, pipe_closing;
+  int ready, done, reaped, finished;
+  int quiet;  /* its failure was reported: no "exited unexpectedly" */
+  int killed; /* horarun sent it SIGKILL after the reap grace */
+  int wstatus;
+};
+
+struct hr_job {
+  uv_loop_t loop;
+  const struct hr_opts *o;
+  const struct hr_layout *l;
+  char **envp;
+  size_t envc;
+  const char *horad;
+  struct hr_out *out;
+  struct hr_daemon *d;
+  size_t nd;
+  uv_signal_t sig[NSTOP];
+  int sig_on[NSTOP];
+  uv_signal_t sigchld;
+  uv_timer_t start_timer;
+  int start_timeout; /* seconds; <= 0: none */
+  unsigned reap_ms;  /* see REAP_EXTRA_MS */
+  int interrupted;   /* the first stop signal */
+  int told_again;    /* the second one was answered */
+  int stopping;      /* ABORT sent */
+  int closing;       /* the loop's handles are being closed */
+  int exit_code;     /* -1 until the cause of the end is known */
+  char me[256];      /* gethostname() */
+  char cwd[4096];
+  char readbuf[65536];
+};
+
+struct wreq {
+  uv_write_t req;
+  struct hp_wbuf w;
+};
+
+static void check_daemon(struct hr_daemon *d);
+
+static void set_exit(struct hr_job *j, int code) {
+  if (j->exit_code < 0) j->exit_code = code;
+}
+
+/* ---- sending ------------------------------------------------------------ */
+
+static void on_written(uv_write_t *req, int status) {
+  struct wreq *r = req->data;
+  (void)status; /* a lost ABORT is fine: horad stops when the socket goes */
+  hp_wbuf_free(&r->w);
+  free(r);
+}
+
+/* Queues the frame in r (taken, also on error). Returns 0 or -1. */
+static int send_req(struct hr_daemon *d, struct wreq *r) {
+  if (!d->pipe_open || d->pipe_closing || r->w.err || r->w.len == 0) {
+    hp_wbuf_free(&r->w);
+    free(r);
+    return -1;
+  }
+  r->req.data = r;
+  uv_buf_t b = uv_buf_init((char *)r->w.data, (unsigned)r->w.len);
+  if (uv_write(&r->req, (uv_stream_t *)&d->pipe, &b, 1, on_written) < 0) {
+    hp_wbuf_free(&r->w);
+    free(r);
+    return -1;
+  }
+  return 0;
+}
+
+static void send_text(struct hr_daemon *d, uint16_t type, const char *text) {
+  struct wreq *r = calloc(1, sizeof *r);
+  if (!r) return;
+  hp_wbuf_init(&r->w);
+  hp_enc_text(&r->w, type, text);
+  send_req(d, r);
+}
+
+/* Sends the JOB. Returns 0 or a UV_E* code (UV_E2BIG: over the frame
+ * limit). */
+static int send_job(struct hr_job *j, struct hr_daemon *d) {
+  const struct hr_host *h = &j->l->hosts[d->host];
+  struct hp_job_rank *ranks = calloc((size_t)h->nranks, sizeof *ranks);
+  struct wreq *r = calloc(1, sizeof *r);
+  if (!ranks || !r) {
+    free(ranks);
+    free(r);
+    return UV_ENOMEM;
+  }
+  for (int i = 0; i < h->nranks; i++) {
+    const struct hr_rank *k = &j->l->ranks[h->first_rank + i];
+    ranks[i] = (struct hp_job_rank){k->rank, k->local_rank, k->cross_rank,
+                                    k->cross_size};
+  }
+  struct hp_job m = {.size = j->l->np,
+                     .local_size = h->nranks,
+                     .nlocal = (uint32_t)h->nranks,
+                     .ranks = ranks,
+                     .hostname = (char *)d->name,
+                     .cwd = j->cwd,
+                     .argc = (uint32_t)j->o->nprog,
+                     .argv = j->o->prog,
+                     .envc = (uint32_t)j->envc,
+                     .envp = j->envp};
+  hp_wbuf_init(&r->w);
+  hp_enc_job(&r->w, &m);
+  free(ranks);
+  int rc = r->w.err ? UV_ENOMEM : r->w.len == 0 ? UV_E2BIG : 0;
+  if (send_req(d, r) < 0 && rc == 0) rc = UV_EPIPE;
+  return rc;
+}
+
+/* Sends ABORT to every horad still running the job (once). */
+static void stop_job(struct hr_job *j, const char *reason) {
+  if (j->stopping) return;
+  j->stopping = 1;
+  for (size_t i = 0; i < j->nd; i++)
+    if (!j->d[i].done) send_text(&j->d[i], HP_MSG_ABORT, reason);
+}
+
+/* ---- messages from horad ----------------------------------------------- */
+
+static void close_pipe(struct hr_daemon *d);
+
+static void protocol_error(struct hr_daemon *d, const char *what) {
+  struct hr_job *j = d->job;
+  if (!d->quiet)
+    hr_say(j->out,
+           "error: protocol error from horad on host %s: %s; stopping the "
+           "job",
+           d->name, what);
+  d->quiet = 1;
+  set_exit(j, HR_EXIT_LAUNCHER);
+  stop_job(j, "protocol error");
+  close_pipe(d); /* horad tears the job down when its socket closes */
+}
+
+/* 1 when `rank` is one of this horad's ranks. */
+static int own_rank(const struct hr_daemon *d, int32_t rank) {
+  const struct hr_layout *l = d->job->l;
+  return rank >= 0 && rank < l->np && l->ranks[rank].host == d->host;
+}
+
+static void on_ready(struct hr_daemon *d, const unsigned char *p, size_t n) {
+  struct hr_job *j = d->job;
+  char *version = hp_dec_text(p, n);
+  if (!version) {
+    protocol_error(d, "bad READY message");
+    return;
+  }
+  d->ready = 1;
+  if (j->o->verbose)
+    hr_say(j->out, "horad on host %s is up (pid %d, version %s)", d->name,
+           (int)d->pid, version);
+  free(version);
+  int all = 1;
+  for (size_t i = 0; i < j->nd; i++)
+    all &= j->d[i].ready | !j->d[i].started;
+  if (all) uv_timer_stop(&j->start_timer);
+}
+
+static void check_reader(struct hr_job *j) {
+  if (!hr_out_reader_gone(j->out) || j->stopping) return;
+  set_exit(j, 128 + SIGPIPE); /* what a shell pipeline's writer gets */
+  stop_job(j, "horarun's output was closed");
+}
+
+static void on_output(struct hr_daemon *d, const unsigned char *p, size_t n) {
+  struct hp_output m;
+  if (hp_dec_output(p, n, &m) < 0 || !own_rank(d, m.rank)) {
+    protocol_error(d, "bad OUTPUT message");
+    return;
+  }
+  hr_out_data(d->job->out, m.rank, m.stream, m.data, m.len);
+  check_reader(d->job);
+}
+
+/* "exited with code 3", "was killed by signal SIGKILL", ... */
+static void describe_exit(const struct hr_job *j, const struct hp_exit *m,
+                          char *buf, size_t len) {
+  const char *prog = j->o->prog[0], *why;
+  switch (m->how) {
+  case HP_EXIT_CODE:
+    hc_fmt(buf, len, "exited with code %d", m->code);
+    break;
+  case HP_EXIT_SIGNAL:
+    hc_fmt(buf, len, "was killed by signal %s", hc_signal_name(m->code));
+    break;
+  default:
+    why = m->msg && *m->msg ? m->msg : strerror(m->code);
+    if (strstr(why, prog))
+      hc_fmt(buf, len, "could not be started: %s", why);
+    else
+      hc_fmt(buf, len, "could not be started: %s: %s", prog, why);
+  }
+}
+
+/* horarun's exit status for a failed rank, the way a shell reports it. */
+static int failure_status(const struct hp_exit *m) {
+  switch (m->how) {
+  case HP_EXIT_CODE:
+    return m->code > 0 && m->code < 256 ? m->code : 1;
+  case HP_EXIT_SIGNAL:
+    return 128 + (m->code & 0x7f);
+  default:
+    return m->code == ENOENT ? 127 : 126;
+  }
+}
+
+static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,
+                         size_t n) {
+  struct hr_job *j = d->job;
+  struct hp_exit m;
+  if (hp_dec_exit(p, n, &m) < 0 || !own_rank(d, m.rank)) {
+    free(m.msg);
+    {
+      protocol_error(d, "bad EXIT message");
+      return;
+    }
+  }
+  hr_out_end_rank(j->out, m.rank);
+  char what[1024];
+  describe_exit(j, &m, what, sizeof what);
+  int failed = m.how != HP_EXIT_CODE || m.code != 0;
+  if (failed && !j->stopping) {
+    /* The first failure: the one the job is remembered by. */
+    hr_say(j->out, "rank %d on host %s %s", m.rank, d->name, what);
+    hr_out_print_tail(j->out, m.rank);
+    set_exit(j, failure_status(&m));
+    char reason[1200];
+    hc_fmt(reason, sizeof reason, "rank %d %s", m.rank, what);
+    stop_job(j, reason);
+  } else if (j->o->verbose) {
+    hr_say(j->out, "rank %d on host %s %s", m.rank, d->name, what);
+  }
+  free(m.msg);
+  check_reader(j);
+}
+
+static void end_host_ranks(struct hr_daemon *d) {
+  const struct hr_host *h = &d->job->l->hosts[d->host];
+  for (int i = 0; i < h->nranks; i++)
+    hr_out_end_rank(d->job->out, h->first_rank + i);
+}
+
+static void dispatch(struct hr_daemon *d, const struct hp_frame_hdr *h,
+                     const unsigned char *p) {
+  switch (h->type) {
+  case HP_MSG_READY:
+    on_ready(d, p, h->len);
+    break;
+  case HP_MSG_OUTPUT:
+    on_output(d, p, h->len);
+    break;
+  case HP_MSG_EXIT:
+    on_rank_exit(d, p, h->len);
+    break;
+  case HP_MSG_DONE:
+    d->done = 1;
+    end_host_ranks(d);
+    if (d->job->o->verbose)
+      hr_say(d->job->out, "horad on host %s: every rank has ended", d->name);
+    break;
+  default: {
+    char why[64];
+    hc_fmt(why, sizeof why, "unexpected message type %u", h->type);
+    protocol_error(d, why);
+  }
+  }
+}
+
+/* ---- the control socket ------------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  struct hr_daemon *d = h->data;
+  (void)hint;
+  *buf = uv_buf_init(d->job->readbuf, sizeof d->job->readbuf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  struct hr_daemon *d = s->data;
+  if (n < 0) { /* EOF, or an error that ends the stream just the same */
+    close_pipe(d);
+    return;
+  }
+  if (n == 0) return;
+  if (hp_decoder_feed(&d->dec, buf->base, (size_t)n) < 0) {
+    protocol_error(d, "out of memory");
+    return;
+  }
+  while (d->pipe_open && !d->pipe_closing) {
+    struct hp_frame_hdr h;
+    const unsigned char *payload;
+    char why[256];
+    int rc = hp_decoder_next(&d->dec, &h, &payload, why, sizeof why);
+    if (rc == 0) break;
+    if (rc < 0) {
+      protocol_error(d, why);
+      return;
+    }
+    dispatch(d, &h, payload);
+  }
+}
+
+static void on_daemon_timer(uv_timer_t *t);
+
+static void on_pipe_closed(uv_handle_t *h) {
+  struct hr_daemon *d = h->data;
+  d->pipe_open = 0;
+  d->pipe_closing = 0;
+  if (!d->reaped)
+    uv_timer_start(&d->timer, on_daemon_timer, d->job->reap_ms, 0);
+  check_daemon(d);
+}
+
+static void close_pipe(struct hr_daemon *d) {
+  if (!d->pipe_open || d->pipe_closing) return;
+  d->pipe_closing = 1;
+  uv_close((uv_handle_t *)&d->pipe, on_pipe_closed);
+}
+
+static int reap(struct hr_daemon *d);
+
+/* Drain: horad is reaped but its socket stayed open (a rank inherited it?)
+ * -- stop reading. Reap grace: the socket closed but horad lives on -- kill
+ * it, and look again a little later (SIGCHLD may be lost or blocked). */
+static void on_daemon_timer(uv_timer_t *t) {
+  struct hr_daemon *d = t->data;
+  if (reap(d) || d->reaped) {
+    close_pipe(d);
+    return;
+  }
+  if (!d->killed)
+    hr_say(d->job->out,
+           "error: horad on host %s closed its socket but did not exit; "
+           "killing it",
+           d->name);
+  d->killed = d->quiet = 1;
+  set_exit(d->job, HR_EXIT_LAUNCHER);
+  kill(d->pid, SIGKILL);
+  uv_timer_start(&d->timer, on_daemon_timer, DRAIN_MS, 0);
+}
+
+/* ---- processes and signals ----------------------------------------------- */
+
+static void describe_status(int st, char *buf, size_t len) {
+  if (WIFEXITED(st))
+    hc_fmt(buf, len, "code %d", WEXITSTATUS(st));
+  else if (WIFSIGNALED(st))
+    hc_fmt(buf, len, "signal %s", hc_signal_name(WTERMSIG(st)));
+  else
+    hc_fmt(buf, len, "status 0x%x", st);
+}
+
+static void close_handle(uv_handle_t *h) {
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+/* Ends the loop once every horad is finished. */
+static void check_all(struct hr_job *j) {
+  for (size_t i = 0; i < j->nd; i++)
+    if (!j->d[i].finished) return;
+  if (j->closing) return;
+  j->closing = 1;
+  hr_out_break(j->out);
+  for (int i = 0; i < NSTOP; i++)
+    if (j->sig_on[i]) close_handle((uv_handle_t *)&j->sig[i]);
+  close_handle((uv_handle_t *)&j->sigchld);
+  close_handle((uv_handle_t *)&j->start_timer);
+  for (size_t i = 0; i < j->nd; i++)
+    close_handle((uv_handle_t *)&j->d[i].timer);
+}
+
+static void check_daemon(struct hr_daemon *d) {
+  struct hr_job *j = d->job;
+  if (d->finished || !d->reaped || d->pipe_open) return;
+  d->finished = 1;
+  uv_timer_stop(&d->timer);
+  char st[64];
+  describe_status(d->wstatus, st, sizeof st);
+  if (d->started && !d->done && !d->quiet) {
+    hr_say(j->out, "error: horad on host %s exited unexpectedly (%s)", d->name,
+           st);
+    set_exit(j, HR_EXIT_LAUNCHER);
+    stop_job(j, "a horad exited unexpectedly");
+  } else if (d->started && j->o->verbose) {
+    hr_say(j->out, "horad on host %s exited (%s)", d->name, st);
+  }
+  end_host_ranks(d);
+  check_all(j);
+}
+
+/* Collects horad's status if it has exited. Returns 1 when it just did. */
+static int reap(struct hr_daemon *d) {
+  int st;
+  if (!d->started || d->reaped || waitpid(d->pid, &st, WNOHANG) != d->pid)
+    return 0;
+  d->reaped = 1;
+  d->wstatus = st;
+  uv_timer_stop(&d->timer);
+  if (d->pipe_open) uv_timer_start(&d->timer, on_daemon_timer, DRAIN_MS, 0);
+  check_daemon(d);
+  return 1;
+}
+
+static void on_sigchld(uv_signal_t *s, int signum) {
+  struct hr_job *j = s->data;
+  (void)signum;
+  for (size_t i = 0; i < j->nd; i++)
+    reap(&j->d[i]);
+}
+
+static void on_stop_signal(uv_signal_t *s, int signum) {
+  struct hr_job *j = s->data;
+  const char *name = hc_signal_name(signum);
+  if (!j->interrupted) {
+    j->interrupted = signum;
+    if (j->stopping) {
+      hr_say(j->out, "interrupted by %s; the job is already stopping", name);
+    } else {
+      hr_say(j->out, "interrupted by %s, stopping the job", name);
+      set_exit(j, 128 + signum);
+    }
+    char reason[64];
+    hc_fmt(reason, sizeof reason, "horarun was interrupted by %s", name);
+    stop_job(j, reason);
+  } else if (!j->told_again) {
+    j->told_again = 1;
+    hr_say(j->out,
+           "%s again: still waiting for the ranks to end (horad "
+           "kills what is left after its grace period)",
+           name);
+  }
+}
+
+static void on_start_timeout(uv_timer_t *t) {
+  struct hr_job *j = t->data;
+  for (size_t i = 0; i < j->nd; i++) {
+    struct hr_daemon *d = &j->d[i];
+    if (!d->started || d->reaped || d->ready) continue;
+    hr_say(j->out,
+           "error: horad on host %s did not start within %d s "
+           "(--start-timeout); stopping the job",
+           d->name, j->start_timeout);
+    d->quiet = 1;
+    kill(-d->pid, SIGKILL); /* its session: it called setsid() */
+    kill(d->pid, SIGKILL);
+  }
+  set_exit(j, HR_EXIT_LAUNCHER);
+  stop_job(j, "start timeout");
+}
+
+/* ---- setting up ---------------------------------------------------------- */
+
+static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
+  char err[1024];
+  int fd = -1;
+  if (j->o->verbose)
+    hr_say(j->out, "starting horad on host %s: %s --control-fd %d", d->name,
+           j->horad, HR_CONTROL_FD);
+  if (hr_spawn_local(j->horad, j->envp, &d->pid, &fd, err, sizeof err) < 0) {
+    hr_say(j->out, "error: host %s: %s", d->name, err);
+    d->reaped = 1;
+    set_exit(j, HR_EXIT_LAUNCHER);
+    stop_job(j, "a horad could not be started");
+    return;
+  }
+  d->started = 1;
+  uv_pipe_init(&j->loop, &d->pipe, 0);
+  d->pipe.data = d;
+  d->pipe_open = 1;
+  int rc = uv_pipe_open(&d->pipe, fd);
+  if (rc < 0) close(fd); /* not the handle's yet */
+  if (rc == 0) rc = uv_read_start((uv_stream_t *)&d->pipe, on_alloc, on_read);
+  if (rc == 0) rc = send_job(j, d);
+  if (rc < 0) {
+    hr_say(j->out, "error: cannot send the job to horad on host %s: %s",
+           d->name, uv_strerror(rc));
+    d->quiet = 1;
+    set_exit(j, HR_EXIT_LAUNCHER);
+    stop_job(j, "cannot send the job");
+    close_pipe(d);
+  }
+}
+
+/* The name messages use for host h: this machine's own name for local
+ * hosts (what HORA_HOSTNAME says), else the name the user gave. */
+static const char *host_display(const struct hr_job *j, int h) {
+  return j->l->hosts[h].local ? j->me : j->l->hosts[h].name;
+}
+
+static void print_layout(struct hr_job *j) {
+  const struct hr_layout *l = j->l;
+  hr_say(j->out, "job: %d process%s of %s, in %s", l->np,
+         l->np == 1 ? "" : "es", j->o->prog[0], j->cwd);
+  for (int r = 0; r < l->np; r++) {
+    const struct hr_rank *k = &l->ranks[r];
+    hr_say(j->out,
+           "rank %d: host %s, local_rank %d of %d, cross_rank %d of "
+           "%d",
+           r, host_display(j, k->host), k->local_rank, k->local_size,
+           k->cross_rank, k->cross_size);
+  }
+}
+
+/* Installs the loop's signal and timer handles. */
+static void watch_signals(struct hr_job *j) {
+  sigset_t set; /* in case they came blocked: the loop needs them */
+  sigemptyset(&set);
+  for (int i = 0; i < NSTOP; i++)
+    sigaddset(&set, stop_signals[i]);
+  sigaddset(&set, SIGCHLD);
+  sigprocmask(SIG_UNBLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN); /* a gone reader is an EPIPE, not a death */
+  signal(SIGCHLD, SIG_DFL); /* waitpid() must see horad */
+  for (int i = 0; i < NSTOP; i++) {
+    struct sigaction old;
+    /* Like a shell's background job (or nohup), keep ignoring what we
+     * were started ignoring. */
+    if (sigaction(stop_signals[i], NULL, &old) == 0 &&
+        old.sa_handler == SIG_IGN)
+      continue;
+    uv_signal_init(&j->loop, &j->sig[i]);
+    j->sig[i].data = j;
+    uv_signal_start(&j->sig[i], on_stop_signal, stop_signals[i]);
+    j->sig_on[i] = 1;
+  }
+  uv_signal_init(&j->loop, &j->sigchld);
+  j->sigchld.data = j;
+  uv_signal_start(&j->sigchld, on_sigchld, SIGCHLD);
+  uv_timer_init(&j->loop, &j->start_timer);
+  j->start_timer.data = j;
+  if (j->start_timeout > 0)
+    uv_timer_start(&j->start_timer, on_start_timeout,
+                   (uint64_t)j->start_timeout * 1000, 0);
+}
+
+/* Fills in the job's fields that can fail; returns 0 or -1 (reported). */
+static int job_init(struct hr_job *j) {
+  if (gethostname(j->me, sizeof j->me) < 0)
+    hc_fmt(j->me, sizeof j->me, "%s", "localhost");
+  j->me[sizeof j->me - 1] = '\0';
+  if (!getcwd(j->cwd, sizeof j->cwd)) {
+    hr_say(NULL, "error: cannot get the current directory: %s",
+           strerror(errno));
+    return -1;
+  }
+  if (j->o->nprog > HR_MAX_ARGS || j->envc > HR_MAX_ARGS) {
+    hr_say(NULL, "error: too many %s (%zu; at most %d)",
+           j->envc > HR_MAX_ARGS ? "environment variables" : "arguments",
+           HC_MAX(j->envc, (size_t)j->o->nprog), HR_MAX_ARGS);
+    return -1;
+  }
+  char err[1024];
+  struct hr_out_cfg cfg = {.np = j->l->np,
+                           .prefix_timestamp = j->o->prefix_timestamp,
+                           .dir = j->o->output_dir,
+                           .out_fd = STDOUT_FILENO,
+                           .err_fd = STDERR_FILENO};
+  if (hr_out_new(&j->out, &cfg, err, sizeof err) < 0) {
+    hr_say(NULL, "error: %s", err);
+    return -1;
+  }
+  for (size_t i = 0; i < j->l->nhosts; i++)
+    j->nd += j->l->hosts[i].nranks > 0;
+  j->d = calloc(j->nd, sizeof *j->d);
+  if (!j->d) {
+    hr_say(NULL, "error: out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
+               const char *horad) {
+  struct hr_job *j = calloc(1, sizeof *j);
+  if (!j) return HR_EXIT_LAUNCHER;
+  *j = (struct hr_job){
+      .o = o, .l = l, .envp = envp, .horad = horad, .exit_code = -1};
+  while (envp[j->envc])
+    j->envc++;
+  j->start_timeout = (int)hr_opts_knob_num(o, "start_timeout");
+  double grace = hr_opts_knob_num(o, "kill_grace");
+  j->reap_ms = (unsigned)(HC_MAX(grace, 0.0) * 1000) + REAP_EXTRA_MS;
+  int rc = HR_EXIT_LAUNCHER;
+  if (job_init(j) == 0 && uv_loop_init(&j->loop) == 0) {
+    for (size_t i = 0, h = 0; h < l->nhosts; h++) {
+      if (l->hosts[h].nranks == 0) continue;
+      struct hr_daemon *d = &j->d[i++];
+      *d = (struct hr_daemon){
+          .job = j, .host = (int)h, .name = host_display(j, (int)h)};
+      hp_decoder_init(&d->dec);
+      uv_timer_init(&j->loop, &d->timer);
+      d->timer.data = d;
+    }
+    watch_signals(j);
+    if (o->verbose) print_layout(j);
+    for (size_t i = 0; i < j->nd; i++)
+      start_daemon(j, &j->d[i]);
+    for (size_t i = 0; i < j->nd; i++)
+      check_daemon(&j->d[i]);
+    uv_run(&j->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&j->loop);
+    rc = j->exit_code < 0 ? 0 : j->exit_code;
+  }
+  for (size_t i = 0; j->d && i < j->nd; i++)
+    hp_decoder_free(&j->d[i].dec);
+  free(j->d);
+  hr_out_free(j->out);
+  free(j);
+  return rc;
+}

@@ -1,0 +1,21 @@
+/* job.h -- runs one job: starts a horad per host, sends it the job, prints
+ * the ranks' output and ends the job when a rank fails or horarun is
+ * interrupted. */
+#ifndef HORA_LAUNCHER_JOB_H
+#define HORA_LAUNCHER_JOB_H
+
+#include "cli.h"
+#include "hosts.h"
+
+#define HR_EXIT_LAUNCHER 1 /* horarun or horad failed, not a rank */
+
+/* Runs the job described by the options and layout, with `envp` as the
+ * environment of horad and the ranks, and `horad` as the daemon's path.
+ * Only local hosts are supported. Returns horarun's exit status: 0 when
+ * every rank exited 0; the first failed rank's code (128+N for signal N,
+ * 127/126 when it could not be started); 128+N when interrupted by signal
+ * N; HR_EXIT_LAUNCHER when a horad failed. Borrows every argument. */
+int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
+               const char *horad);
+
+#endif
