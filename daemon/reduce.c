@@ -19,6 +19,7 @@
  * integer AVERAGE an exact sum: in float64 when it provably stays below 2^53,
  * else in 64-bit unsigned arithmetic (int64 sums wrap). */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "reduce.h"
@@ -102,6 +103,20 @@ static inline uint16_t f2h(float f) {
   return (uint16_t)(r | sign);
 }
 
+/* The reductions' own stores: f2h/f2b, except that a NaN becomes the
+ * canonical quiet NaN (0x7e00, 0x7fc0). SUM/PRODUCT/AVERAGE round through
+ * these: which operand's payload and sign a NaN + NaN keeps depends on the
+ * order in which the compiler puts the operands (x86 keeps the first, and
+ * inf - inf gives the negative default NaN there but a positive one on
+ * Arm), so without this the bits of a NaN result would vary with the
+ * compiler and the kernel that ran. MIN/MAX select without arithmetic and
+ * keep the first NaN in source order (quieted, with the top of its payload
+ * and its sign): the same in every kernel. */
+static inline uint16_t f2h_c(float f) {
+  return (uint16_t)sel((f_bits(f) & 0x7fffffffu) > 0x7f800000u, 0x7e00u,
+                       f2h(f));
+}
+
 static inline float b2f(uint16_t b) {
   return f_from((uint32_t)b << 16);
 }
@@ -111,6 +126,12 @@ static inline uint16_t f2b(float f) {
   uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
   uint32_t nan = (x >> 16) | 0x40u;
   return (uint16_t)sel((x & 0x7fffffffu) > 0x7f800000u, nan, r);
+}
+
+static inline uint16_t f2b_c(float f) {
+  uint32_t x = f_bits(f);
+  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  return (uint16_t)sel((x & 0x7fffffffu) > 0x7f800000u, 0x7fc0u, r);
 }
 
 float hd_half_to_float(unsigned short h) {
@@ -203,8 +224,9 @@ struct kernel {
     memcpy(out, acc, n * sizeof(T));                                           \
   }
 
-/* Floating classes: element T accumulated in A. */
-#define DEF_FLOAT(tag, T, A, LOAD, STORE, DIVF)                                \
+/* Floating classes: element T accumulated in A. STORE finishes MIN/MAX,
+ * CSTORE (canonical NaN, see f2h_c) SUM, PRODUCT and AVERAGE. */
+#define DEF_FLOAT(tag, T, A, LOAD, STORE, CSTORE, DIVF)                        \
   DEF_LOAD(tag, T, A, LOAD)                                                    \
   DEF_OP(tag, sum, T, A, LOAD, ADD)                                            \
   DEF_OP(tag, prod, T, A, LOAD, MUL)                                           \
@@ -217,18 +239,25 @@ struct kernel {
     (void)d;                                                                   \
     VLOOP(n, out[i] = STORE(acc[i]));                                          \
   }                                                                            \
+  static void tag##_cstore(void *restrict out_, const void *restrict acc_,     \
+                           size_t n, const struct avg *d) {                    \
+    T *out = out_;                                                             \
+    const A *acc = acc_;                                                       \
+    (void)d;                                                                   \
+    VLOOP(n, out[i] = CSTORE(acc[i]));                                         \
+  }                                                                            \
   static void tag##_store_avg(void *restrict out_, const void *restrict acc_,  \
                               size_t n, const struct avg *d) {                 \
     T *out = out_;                                                             \
     const A *acc = acc_;                                                       \
     const A div = d->DIVF;                                                     \
-    VLOOP(n, out[i] = STORE(acc[i] / div));                                    \
+    VLOOP(n, out[i] = CSTORE(acc[i] / div));                                   \
   }
 
-DEF_FLOAT(f16, uint16_t, float, h2f, f2h, f32)
-DEF_FLOAT(bf16, uint16_t, float, b2f, f2b, f32)
-DEF_FLOAT(f32, float, float, ID, ID, f32)
-DEF_FLOAT(f64, double, double, ID, ID, f64)
+DEF_FLOAT(f16, uint16_t, float, h2f, f2h, f2h_c, f32)
+DEF_FLOAT(bf16, uint16_t, float, b2f, f2b, f2b_c, f32)
+DEF_FLOAT(f32, float, float, ID, ID, ID, f32)
+DEF_FLOAT(f64, double, double, ID, ID, ID, f64)
 
 /* Integer SUM/PRODUCT on the unsigned type U of the element's width. */
 #define DEF_UINT(tag, U)                                                       \
@@ -308,9 +337,9 @@ DEF_LAVG(li64, int64_t, uint64_t)
 
 /* A float class's kernel for `op`. */
 #define KFLOAT(tag, T, A, op)                                                  \
-  ((op) == HORA_SUM       ? K(tag, T, A, sum, tag##_store)                     \
+  ((op) == HORA_SUM       ? K(tag, T, A, sum, tag##_cstore)                    \
    : (op) == HORA_AVERAGE ? K(tag, T, A, sum, tag##_store_avg)                 \
-   : (op) == HORA_PRODUCT ? K(tag, T, A, prod, tag##_store)                    \
+   : (op) == HORA_PRODUCT ? K(tag, T, A, prod, tag##_cstore)                   \
    : (op) == HORA_MIN     ? K(tag, T, A, min, tag##_store)                     \
                           : K(tag, T, A, max, tag##_store))
 
@@ -361,6 +390,279 @@ static void copy_all(void *const *dsts, int ndst, const unsigned char *src,
   }
 }
 
+/* ---- x86-64 fast paths for float16 and bfloat16 ------------------------- *
+ *
+ * Baseline x86-64 (SSE2) cannot convert half precision, so the portable
+ * kernels above spend most of their time in the bit manipulations of
+ * h2f/f2h. Where the CPU has AVX2 and F16C (checked once, at the first
+ * reduction of either type), the kernels below take over float16
+ * (VCVTPH2PS/VCVTPS2PH, rounding to nearest even) and bfloat16 (AVX2
+ * integer shifts, and f2b's rounding). gcc compiles them for AVX2 through
+ * function attributes, whatever -march the rest of the file gets.
+ *
+ * Same blocks as hd_reduce: every source of a block is read before the
+ * block is written into dsts[0], then copied to the other destinations.
+ * With two sources (or one, for AVERAGE) a block goes from the sources to
+ * dsts[0] in one pass, through registers; with more, the sources are
+ * combined into a float32 accumulator one source at a time (a loop per
+ * source, as the portable kernels do: that measured faster than one loop
+ * over all sources), then rounded into dsts[0].
+ *
+ * The results are bit-identical to the portable kernels' for every input,
+ * NaN included: the same float32 operations in the same order, then:
+ *  - widening is exact; VCVTPH2PS quiets a signalling NaN where h2f does
+ *    not, but no result depends on that: arithmetic quiets it in both, and
+ *    narrowing a MIN/MAX result sets the quiet bit in both;
+ *  - MIN/MAX select as FMIN/FMAX do: VMINPS(x, y) is x < y ? x : y, and y
+ *    when either is NaN, so x is blended back in where x is NaN;
+ *  - NaN results of SUM/PRODUCT/AVERAGE become the canonical quiet NaN, as
+ *    in f2h_c/f2b_c; VCVTPS2PH narrows any other NaN as f2h does (sign, top
+ *    of the payload, quiet bit set).
+ * test_reduce compares the two on random data with special values.
+ * HORA_REDUCE_PORTABLE=1 in the environment (read once) disables these. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#ifdef __clang__
+#include <cpuid.h>
+#endif
+
+#define HD_FAST 1
+#ifndef FAST_BLK
+#define FAST_BLK 1024u /* elements per block, a multiple of 8 */
+#endif
+#define FAST_TARGET __attribute__((target("avx2,f16c")))
+#define FAST_INLINE static inline __attribute__((always_inline)) FAST_TARGET
+
+/* 8 elements at p, widened to float32 (exactly: h2f/b2f). bfloat16: the 16
+ * bytes in both halves of a ymm register, then VPSHUFB puts elements 0-3
+ * (low half) and 4-7 (high half) in the top 16 bits of the 32-bit lanes
+ * and zeroes the bottom ones: one shuffle. Loads and stores are 16 bytes
+ * wide, which measured as fast as 32 bytes or faster. */
+FAST_INLINE __m256 ld8(int bf, const uint16_t *p) {
+  if (bf) {
+    const __m256i widen = _mm256_setr_epi8(
+        -1, -1, 0, 1, -1, -1, 2, 3, -1, -1, 4, 5, -1, -1, 6, 7, /* low half */
+        -1, -1, 8, 9, -1, -1, 10, 11, -1, -1, 12, 13, -1, -1, 14, 15);
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)p));
+    return _mm256_castsi256_ps(_mm256_shuffle_epi8(v, widen));
+  }
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
+/* f2b on 8 floats. The rounding adds 0x7fff plus the lowest bit kept to the
+ * 32-bit pattern; the result is its top 16 bits, which VPSHUFB gathers
+ * into the low 8 bytes of each half and VPERMQ puts side by side. With
+ * `nan` (MIN/MAX results) a NaN gives f2b's (x >> 16) | 0x40; without it
+ * NaNs must be the canonical 0x7fc00000 already, which rounds to 0x7fc0
+ * like any other value. */
+FAST_INLINE __m128i f2b8(int nan, __m256 f) {
+  __m256i x = _mm256_castps_si256(f);
+  __m256i lsb =
+      _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+  __m256i r =
+      _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
+  if (nan) {
+    __m256i isnan =
+        _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
+                           _mm256_set1_epi32(0x7f800000));
+    __m256i q = _mm256_or_si256(x, _mm256_set1_epi32(0x00400000));
+    r = _mm256_blendv_epi8(r, q, isnan);
+  }
+  const __m256i narrow = _mm256_setr_epi8(
+      2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, /* low */
+      2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+  r = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(r, narrow), 0x08);
+  return _mm256_castsi256_si128(r);
+}
+
+/* 8 floats rounded to nearest even and stored at p. VCVTPS2PH also
+ * overflows to inf and narrows NaNs as f2h does. */
+FAST_INLINE void st8(int bf, int nan, uint16_t *p, __m256 v) {
+  __m128i h = bf ? f2b8(nan, v) : _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+  _mm_storeu_si128((__m128i *)(void *)p, h);
+}
+
+/* x op y, as the portable kernels compute it (see FMIN/FMAX). */
+FAST_INLINE __m256 vop(hora_op_t op, __m256 x, __m256 y) {
+  switch (op) {
+  case HORA_PRODUCT:
+    return _mm256_mul_ps(x, y);
+  case HORA_MIN:
+    return _mm256_blendv_ps(_mm256_min_ps(x, y), x,
+                            _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  case HORA_MAX:
+    return _mm256_blendv_ps(_mm256_max_ps(x, y), x,
+                            _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+  default: /* SUM, AVERAGE */
+    return _mm256_add_ps(x, y);
+  }
+}
+
+/* Elements [i, i + 8) of p, or the n - i < 8 left, zero-padded so that
+ * nothing past the end is read (stn drops the padding lanes). */
+FAST_INLINE __m256 ldn(int bf, const uint16_t *p, size_t i, size_t n) {
+  if (n - i >= 8) return ld8(bf, p + i);
+  uint16_t pad[8] = {0};
+  memcpy(pad, p + i, (n - i) * sizeof *p);
+  return ld8(bf, pad);
+}
+
+/* v finished (divided for AVERAGE, NaN made canonical for SUM, PRODUCT and
+ * AVERAGE as f2h_c/f2b_c do), rounded and stored at p + i: 8 elements, or
+ * the n - i < 8 left. */
+FAST_INLINE void stn(int bf, hora_op_t op, uint16_t *p, size_t i, size_t n,
+                     __m256 v, __m256 div) {
+  int minmax = op == HORA_MIN || op == HORA_MAX;
+  if (op == HORA_AVERAGE) v = _mm256_div_ps(v, div);
+  if (!minmax) {
+    __m256 qnan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+    v = _mm256_blendv_ps(v, qnan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+  if (n - i >= 8) {
+    st8(bf, minmax, p + i, v);
+  } else {
+    uint16_t pad[8];
+    st8(bf, minmax, pad, v);
+    memcpy(p + i, pad, (n - i) * sizeof *p);
+  }
+}
+
+/* Runs STMT for the vectors [i, e) of [0, n): e = i + 8 (which the
+ * compiler sees, so that ldn and stn lose their tail code), then the
+ * shorter tail if any. */
+#define EACH8(n, ...)                                                          \
+  do {                                                                         \
+    size_t i = 0, e;                                                           \
+    for (; i + 8 <= (n); i += 8) {                                             \
+      e = i + 8;                                                               \
+      __VA_ARGS__;                                                             \
+    }                                                                          \
+    if (i < (n)) {                                                             \
+      e = (n);                                                                 \
+      __VA_ARGS__;                                                             \
+    }                                                                          \
+  } while (0)
+
+/* Elements [off, off + n) of the sources, reduced into out. */
+FAST_INLINE void fast_block(int bf, hora_op_t op, uint16_t *out, float *acc,
+                            const void *const *srcs, int nsrc, size_t off,
+                            size_t n, __m256 div) {
+  const uint16_t *s0 = (const uint16_t *)srcs[0] + off;
+  if (nsrc == 1) {
+    EACH8(n, stn(bf, op, out, i, e, ldn(bf, s0, i, e), div));
+    return;
+  }
+  const uint16_t *s1 = (const uint16_t *)srcs[1] + off;
+  if (nsrc == 2) {
+    EACH8(n, stn(bf, op, out, i, e,
+                 vop(op, ldn(bf, s0, i, e), ldn(bf, s1, i, e)), div));
+    return;
+  }
+  EACH8(n, _mm256_store_ps(acc + i,
+                           vop(op, ldn(bf, s0, i, e), ldn(bf, s1, i, e))));
+  for (int j = 2; j < nsrc; j++) {
+    const uint16_t *s = (const uint16_t *)srcs[j] + off;
+    EACH8(n, _mm256_store_ps(
+                 acc + i, vop(op, _mm256_load_ps(acc + i), ldn(bf, s, i, e))));
+  }
+  EACH8(n, stn(bf, op, out, i, e, _mm256_load_ps(acc + i), div));
+}
+
+FAST_INLINE void fast_all(int bf, hora_op_t op, void *const *dsts, int ndst,
+                          const void *const *srcs, int nsrc, size_t count,
+                          float divisor) {
+  _Alignas(32) float acc[FAST_BLK];
+  __m256 div = _mm256_set1_ps(divisor);
+  for (size_t off = 0; off < count; off += FAST_BLK) {
+    size_t n = count - off < FAST_BLK ? count - off : FAST_BLK;
+    uint16_t *o0 = (uint16_t *)dsts[0] + off;
+    fast_block(bf, op, o0, acc, srcs, nsrc, off, n, div);
+    /* Every source of this block has been read. */
+    for (int d = 1; d < ndst; d++) {
+      uint16_t *o = (uint16_t *)dsts[d] + off;
+      if (o != o0) memcpy(o, o0, n * sizeof *o);
+    }
+  }
+}
+
+/* One function per dtype and op, so that each loop is compiled for its op
+ * (fast_all and what it calls are inlined with bf and op constant). */
+#define DEF_FAST(tag, bf, op)                                                  \
+  static FAST_TARGET void tag(void *const *dsts, int ndst,                     \
+                              const void *const *srcs, int nsrc, size_t count, \
+                              float div) {                                     \
+    fast_all(bf, op, dsts, ndst, srcs, nsrc, count, div);                      \
+  }
+DEF_FAST(f16_fast_avg, 0, HORA_AVERAGE)
+DEF_FAST(f16_fast_sum, 0, HORA_SUM)
+DEF_FAST(f16_fast_min, 0, HORA_MIN)
+DEF_FAST(f16_fast_max, 0, HORA_MAX)
+DEF_FAST(f16_fast_prod, 0, HORA_PRODUCT)
+DEF_FAST(bf16_fast_avg, 1, HORA_AVERAGE)
+DEF_FAST(bf16_fast_sum, 1, HORA_SUM)
+DEF_FAST(bf16_fast_min, 1, HORA_MIN)
+DEF_FAST(bf16_fast_max, 1, HORA_MAX)
+DEF_FAST(bf16_fast_prod, 1, HORA_PRODUCT)
+
+typedef void fast_fn(void *const *dsts, int ndst, const void *const *srcs,
+                     int nsrc, size_t count, float div);
+/* [bfloat16][op] */
+static fast_fn *const fast_kernels[2][HORA_OP_COUNT] = {
+    {[HORA_AVERAGE] = f16_fast_avg,
+     [HORA_SUM] = f16_fast_sum,
+     [HORA_MIN] = f16_fast_min,
+     [HORA_MAX] = f16_fast_max,
+     [HORA_PRODUCT] = f16_fast_prod},
+    {[HORA_AVERAGE] = bf16_fast_avg,
+     [HORA_SUM] = bf16_fast_sum,
+     [HORA_MIN] = bf16_fast_min,
+     [HORA_MAX] = bf16_fast_max,
+     [HORA_PRODUCT] = bf16_fast_prod},
+};
+#endif /* __x86_64__ */
+
+/* Whether hd_reduce uses the fast paths: -1 until decided, then 0 or 1.
+ * Decided once, at the first reduction of a 16-bit float type: 1 where the
+ * CPU has them and HORA_REDUCE_PORTABLE is unset, empty or "0". */
+static int use_fast = -1;
+
+static int fast_supported(void) {
+#ifdef HD_FAST
+  __builtin_cpu_init();
+#ifdef __clang__
+  /* clang may not know "f16c" here. F16C needs the OS to save the YMM
+   * registers, which the "avx2" check covers. */
+  unsigned a, b, c, d;
+  int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+#else
+  int f16c = __builtin_cpu_supports("f16c");
+#endif
+  return __builtin_cpu_supports("avx2") && f16c;
+#else
+  return 0;
+#endif
+}
+
+static int fast_enabled(void) {
+  int f = __atomic_load_n(&use_fast, __ATOMIC_RELAXED);
+  if (f < 0) {
+    const char *e = getenv("HORA_REDUCE_PORTABLE");
+    f = fast_supported() && !(e && *e && strcmp(e, "0"));
+    __atomic_store_n(&use_fast, f, __ATOMIC_RELAXED);
+  }
+  return f;
+}
+
+/* Test hook, declared where it is used (tests/unit/test_reduce.c): with
+ * want 0 forces the portable kernels, with 1 the fast ones if the CPU has
+ * them, with -1 changes nothing; returns whether the fast ones are in use.
+ * Not for use while other threads reduce. */
+int hd_reduce_fast(int want) {
+  if (want == 0) __atomic_store_n(&use_fast, 0, __ATOMIC_RELAXED);
+  if (want > 0) __atomic_store_n(&use_fast, fast_supported(), __ATOMIC_RELAXED);
+  return fast_enabled();
+}
+
 void hd_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
                size_t count, hora_dtype_t dtype, hora_op_t op, int divisor) {
   if (count == 0 || ndst <= 0 || nsrc < 1 ||
@@ -377,6 +679,13 @@ void hd_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
     return;
   }
   struct avg avg = {div, (float)div, (double)div};
+#ifdef HD_FAST
+  if ((dtype == HORA_FLOAT16 || dtype == HORA_BFLOAT16) && fast_enabled()) {
+    fast_kernels[dtype == HORA_BFLOAT16][op](dsts, ndst, srcs, nsrc, count,
+                                             avg.f32);
+    return;
+  }
+#endif
 
   _Alignas(64) unsigned char acc[ACC_BYTES];
   size_t blk = ACC_BYTES / k.asize;

@@ -15,10 +15,19 @@
  * HORA_AVERAGE divides the sum by `divisor` (the number of ranks the sum
  * covers; 0 means nsrc). Integers: exact sum in 64 bits (int64 wraps), then
  * C division (toward zero). float16/bfloat16 accumulate in float32 and round
- * once to nearest even. MIN/MAX propagate NaN. nsrc >= 1, ndst >= 0.
+ * once to nearest even; a NaN result of SUM, PRODUCT or AVERAGE is the
+ * standard quiet NaN (0x7e00, 0x7fc0). MIN/MAX propagate the first NaN in
+ * source order. A destination that is a source must be the very same
+ * pointer (no partial overlap). nsrc >= 1, ndst >= 0.
  * Thread-safe: callers split a tensor into slices, one per thread. */
 void hd_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
                size_t count, hora_dtype_t dtype, hora_op_t op, int divisor);
+
+/* Selects the float16/bfloat16 kernels: 0 portable, 1 vector (x86-64 with
+ * AVX2 and F16C, when the CPU has them), -1 only asks. Returns the one in
+ * use. HORA_REDUCE_PORTABLE=1 in the environment forces the portable one.
+ * Both give the same bits. */
+int hd_reduce_fast(int want);
 
 /* Scalar conversions, exposed for tests and the client library. */
 float hd_half_to_float(unsigned short h);

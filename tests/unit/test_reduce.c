@@ -3,7 +3,13 @@
  * cross block boundaries, in place and out of place.
  *
  *   test_reduce           run the tests
- *   test_reduce bench [MiB]   throughput of hd_reduce beside memcpy */
+ *   test_reduce bench [MiB]   throughput of hd_reduce beside memcpy
+ *                             (float16/bfloat16 on both kernels, where
+ *                             the CPU has the AVX2/F16C ones)
+ *
+ * HORA_REDUCE_PORTABLE=1 makes hd_reduce use its portable float16/bfloat16
+ * kernels; the tests then check those (test_fast_vs_portable compares the
+ * two either way). */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -814,6 +820,223 @@ static void test_threads(void) {
   free(o);
 }
 
+/* ---- fast path (x86-64 AVX2/F16C) against the portable one --------------- */
+
+/* Test hook in daemon/reduce.c: 0 forces the portable float16/bfloat16
+ * kernels, 1 the AVX2/F16C ones where the build and the CPU have them, -1
+ * changes nothing; returns whether the fast ones are in use. (The
+ * environment variable HORA_REDUCE_PORTABLE=1, read once, forces the
+ * portable ones for the whole process: the other tests then check those
+ * against the references.) */
+
+/* A 16-bit float (bf: bfloat16) for the comparisons: any bit pattern (NaNs
+ * with every payload, signalling ones included, infinities, subnormals),
+ * a listed special, a value with a short mantissa near 1 or near the
+ * subnormal range (sums of those often fall exactly halfway between two
+ * representable values, or overflow), or a plain random value. */
+static uint16_t rand16(int bf) {
+  static const uint16_t hsp[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00,
+                                 0xfe00, 0x7c01, 0xfd55, 0x7bff, 0xfbff,
+                                 0x0001, 0x8001, 0x03ff, 0x0400, 0x3c00},
+                        bsp[] = {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0,
+                                 0xffc0, 0x7f81, 0xffa5, 0x7f7f, 0xff7f,
+                                 0x0001, 0x8001, 0x007f, 0x0080, 0x3f80};
+  uint64_t r = rnd();
+  int mant = bf ? 7 : 10, bias = bf ? 127 : 15;
+  uint16_t sign = (uint16_t)(r >> 63 << 15);
+  switch (r % 5) {
+  case 0:
+    return (uint16_t)(r >> 32);
+  case 1:
+    return (bf ? bsp : hsp)[(r >> 8) % 15];
+  case 2: { /* exponent near 1 (or the top of the range), a few bits */
+    int e = bias - 3 + (int)((r >> 8) % 7);
+    if ((r >> 16) % 8 == 0) e = 2 * bias - (int)((r >> 19) % 2);
+    static const unsigned m[] = {0, 1, 2, 3, 0x200, 0x201, 0x3ff, 0x3fe};
+    unsigned mm = m[(r >> 24) % 8] & ((1u << mant) - 1);
+    return (uint16_t)(sign | (unsigned)e << mant | mm);
+  }
+  case 3: { /* a power of two below 1 that makes ties, or a subnormal */
+    int e = bias - mant - 1 - (int)((r >> 8) % 3);
+    if (e < 1 || (r >> 16) % 4 == 0) return (uint16_t)(sign | ((r >> 20) & 7));
+    return (uint16_t)(sign | (unsigned)e << mant);
+  }
+  default: { /* finite, moderate */
+    int e = bias - 4 + (int)((r >> 8) % 9);
+    return (uint16_t)(sign | (unsigned)e << mant |
+                      ((r >> 16) & ((1u << mant) - 1)));
+  }
+  }
+}
+
+/* One case run through both paths on the same data; `place`: 0 one fresh
+ * destination, 1 in place (dsts == srcs), 2 dsts = {fresh, srcs[nsrc-1],
+ * fresh again}. Returns 1 when the outputs differ anywhere. */
+static int fast_case(hora_dtype_t t, hora_op_t op, int nsrc, size_t n,
+                     int place, int divisor) {
+  int bf = t == HORA_BFLOAT16;
+  size_t bytes = n * 2;
+  uint16_t *orig[8], *src[2][8], *fresh[2];
+  for (int k = 0; k < nsrc; k++) {
+    orig[k] = malloc(bytes);
+    for (size_t i = 0; i < n; i++)
+      orig[k][i] = rand16(bf);
+  }
+  int ndst = 0;
+  void *dst[2][8];
+  for (int path = 0; path < 2; path++) {
+    for (int k = 0; k < nsrc; k++) {
+      src[path][k] = malloc(bytes); /* exact sizes, for ASan */
+      memcpy(src[path][k], orig[k], bytes);
+    }
+    fresh[path] = malloc(bytes);
+    memset(fresh[path], 0xa5, bytes);
+    ndst = 0;
+    if (place == 1) {
+      for (int k = 0; k < nsrc; k++)
+        dst[path][ndst++] = src[path][k];
+    } else {
+      dst[path][ndst++] = fresh[path];
+      if (place == 2) {
+        dst[path][ndst++] = src[path][nsrc - 1];
+        dst[path][ndst++] = fresh[path];
+      }
+    }
+    hd_reduce_fast(path); /* 0: portable, 1: fast */
+    hd_reduce(dst[path], ndst, (const void *const *)src[path], nsrc, n, t, op,
+              divisor);
+  }
+  int bad = 0;
+  for (int k = 0; k < nsrc && !bad; k++) /* every buffer, written or not */
+    for (size_t i = 0; i < n && !bad; i++)
+      if (src[0][k][i] != src[1][k][i]) {
+        TL_FAIL("%s %s nsrc=%d n=%zu place=%d div=%d: src %d [%zu]: "
+                "portable 0x%04x, fast 0x%04x",
+                hora_dtype_name(t), hora_op_name(op), nsrc, n, place, divisor,
+                k, i, src[0][k][i], src[1][k][i]);
+        bad = 1;
+      }
+  for (size_t i = 0; i < n && !bad; i++)
+    if (fresh[0][i] != fresh[1][i]) {
+      uint16_t in[8];
+      for (int k = 0; k < nsrc; k++)
+        in[k] = orig[k][i];
+      TL_FAIL("%s %s nsrc=%d n=%zu place=%d div=%d: [%zu]: portable 0x%04x, "
+              "fast 0x%04x (inputs 0x%04x 0x%04x ...)",
+              hora_dtype_name(t), hora_op_name(op), nsrc, n, place, divisor, i,
+              fresh[0][i], fresh[1][i], in[0], nsrc > 1 ? in[1] : 0);
+      bad = 1;
+    }
+  for (int path = 0; path < 2; path++) {
+    for (int k = 0; k < nsrc; k++)
+      free(src[path][k]);
+    free(fresh[path]);
+  }
+  for (int k = 0; k < nsrc; k++)
+    free(orig[k]);
+  tl_checks++;
+  return bad;
+}
+
+/* Bit-for-bit equality of the two paths for every op, both types, 1, 2, 3
+ * and 8 sources, sizes with every tail length modulo the vector (8 elements)
+ * and across the fast path's blocks (1024 elements). */
+static void test_fast_vs_portable(void) {
+  int was = hd_reduce_fast(-1);
+  if (!hd_reduce_fast(1)) {
+    printf("   (no AVX2/F16C kernels on this CPU or build: nothing to "
+           "compare)\n");
+    hd_reduce_fast(was);
+    return;
+  }
+  static const size_t sizes[] = {1,  2,  3,  4,  5,    6,    7,    8,   9,
+                                 15, 16, 17, 30, 1023, 1024, 1029, 3003};
+  static const int ns[] = {1, 2, 3, 8};
+  int fails = 0;
+  for (int bf = 0; bf < 2; bf++)
+    for (int op = 0; op < HORA_OP_COUNT; op++)
+      for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+          for (int place = 0; place < 3 && fails < 10; place++) {
+            /* AVERAGE: the default divisor, and one that rounds. */
+            int div = op == HORA_AVERAGE && (s + (size_t)place) % 2 ? 3 : 0;
+            if (op == HORA_AVERAGE && ns[j] == 1 && !div) div = 7;
+            fails += fast_case(bf ? HORA_BFLOAT16 : HORA_FLOAT16, (hora_op_t)op,
+                               ns[j], sizes[s], place, div);
+          }
+  /* Every 16-bit pattern once: through SUM with -0 (x + -0 is x, a NaN
+   * becomes the canonical one), MIN with itself (x, quieted) and PRODUCT
+   * and AVERAGE with random values. */
+  for (int bf = 0; bf < 2; bf++) {
+    hora_dtype_t t = bf ? HORA_BFLOAT16 : HORA_FLOAT16;
+    size_t n = 65536;
+    uint16_t *a = malloc(n * 2), *b = malloc(n * 2), *o[2];
+    for (size_t i = 0; i < n; i++)
+      a[i] = (uint16_t)i;
+    static const hora_op_t ops[] = {HORA_SUM, HORA_MIN, HORA_PRODUCT,
+                                    HORA_AVERAGE};
+    for (size_t k = 0; k < 4; k++) {
+      for (size_t i = 0; i < n; i++)
+        b[i] = k == 0 ? 0x8000 : k == 1 ? (uint16_t)i : rand16(bf);
+      const void *s[2] = {a, b};
+      for (int path = 0; path < 2; path++) {
+        o[path] = malloc(n * 2);
+        void *d[1] = {o[path]};
+        hd_reduce_fast(path);
+        hd_reduce(d, 1, s, 2, n, t, ops[k], 0);
+      }
+      size_t i = 0;
+      while (i < n && o[0][i] == o[1][i])
+        i++;
+      if (i < n)
+        TL_FAIL("%s %s all patterns: 0x%04x, 0x%04x: portable 0x%04x, fast "
+                "0x%04x",
+                hora_dtype_name(t), hora_op_name(ops[k]), a[i], b[i], o[0][i],
+                o[1][i]);
+      CHECK(i == n);
+      free(o[0]);
+      free(o[1]);
+    }
+    free(a);
+    free(b);
+  }
+  hd_reduce_fast(was);
+}
+
+/* The NaN results, the same in both paths: SUM/PRODUCT/AVERAGE give the
+ * canonical quiet NaN (positive), MIN/MAX the first NaN in source order,
+ * quieted, with its sign and the top of its payload. */
+static void nan_cases(void) {
+  const hora_dtype_t H = HORA_FLOAT16, B = HORA_BFLOAT16;
+  CHECK_EQ_INT(R16(H, HORA_SUM, 2, 0xfe05, 0x3c00), 0x7e00);
+  CHECK_EQ_INT(R16(H, HORA_SUM, 2, 0x7c00, 0xfc00), 0x7e00); /* inf-inf */
+  CHECK_EQ_INT(R16(H, HORA_SUM, 3, 0x3c00, 0xfd00, 0x7f00), 0x7e00);
+  CHECK_EQ_INT(R16(H, HORA_PRODUCT, 2, 0x0000, 0xfc00), 0x7e00); /* 0*inf */
+  CHECK_EQ_INT(R16(H, HORA_AVERAGE, 2, 0xfc01, 0x3c00), 0x7e00);
+  CHECK_EQ_INT(R16(H, HORA_SUM, 1, 0xfc01), 0xfc01);         /* a copy */
+  CHECK_EQ_INT(R16(H, HORA_MIN, 2, 0x7d01, 0x3c00), 0x7f01); /* quieted */
+  CHECK_EQ_INT(R16(H, HORA_MIN, 3, 0x3c00, 0xfe05, 0x7d00), 0xfe05);
+  CHECK_EQ_INT(R16(H, HORA_MAX, 2, 0x3c00, 0xfc01), 0xfe01);
+  CHECK_EQ_INT(R16(H, HORA_MAX, 2, 0x8000, 0x0000), 0x0000); /* the 2nd */
+  CHECK_EQ_INT(R16(H, HORA_MIN, 2, 0x0000, 0x8000), 0x8000);
+  CHECK_EQ_INT(R16(B, HORA_SUM, 2, 0xffa5, 0x3f80), 0x7fc0);
+  CHECK_EQ_INT(R16(B, HORA_SUM, 2, 0x7f80, 0xff80), 0x7fc0);
+  CHECK_EQ_INT(R16(B, HORA_AVERAGE, 2, 0x3f80, 0x7f81), 0x7fc0);
+  CHECK_EQ_INT(R16(B, HORA_MIN, 2, 0x7f81, 0x3f80), 0x7fc1);
+  CHECK_EQ_INT(R16(B, HORA_MAX, 3, 0x3f80, 0xffa5, 0x7fc0), 0xffe5);
+}
+
+/* The hand-written 16-bit cases and the NaN cases, on each path. */
+static void test_half_cases_both_paths(void) {
+  int was = hd_reduce_fast(-1);
+  for (int path = 0; path < 2; path++) {
+    if (hd_reduce_fast(path) != path) continue; /* no fast path here */
+    test_half_reduce_cases();
+    nan_cases();
+  }
+  hd_reduce_fast(was);
+}
+
 /* ---- benchmark ----------------------------------------------------------- */
 
 static double now_s(void) {
@@ -876,19 +1099,33 @@ static int bench(size_t mib) {
       {HORA_FLOAT32, HORA_SUM, 8},   {HORA_FLOAT32, HORA_AVERAGE, 2},
       {HORA_FLOAT32, HORA_MIN, 2},   {HORA_FLOAT16, HORA_SUM, 2},
       {HORA_FLOAT16, HORA_SUM, 4},   {HORA_BFLOAT16, HORA_SUM, 2},
-      {HORA_FLOAT64, HORA_SUM, 2},   {HORA_INT32, HORA_SUM, 2},
-      {HORA_INT32, HORA_AVERAGE, 2}, {HORA_INT64, HORA_AVERAGE, 2},
-      {HORA_INT8, HORA_PRODUCT, 2},
+      {HORA_BFLOAT16, HORA_SUM, 4},  {HORA_FLOAT16, HORA_AVERAGE, 2},
+      {HORA_FLOAT16, HORA_MIN, 2},   {HORA_FLOAT64, HORA_SUM, 2},
+      {HORA_INT32, HORA_SUM, 2},     {HORA_INT32, HORA_AVERAGE, 2},
+      {HORA_INT64, HORA_AVERAGE, 2}, {HORA_INT8, HORA_PRODUCT, 2},
   };
   printf("%-9s %-8s nsrc  GB/s (tensor bytes / time)  x memcpy\n", "dtype",
          "op");
+  /* float16/bfloat16 also on the portable kernels, where there are others
+   * (see hd_reduce_fast). */
+  int fast = hd_reduce_fast(-1);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    double dt =
-        bench_reduce(cases[i].t, cases[i].op, cases[i].nsrc, bytes, reps);
-    double gbs = (double)bytes / dt / 1e9;
-    printf("%-9s %-8s %4d  %6.2f  %27.2f\n", hora_dtype_name(cases[i].t),
-           hora_op_name(cases[i].op), cases[i].nsrc, gbs,
-           gbs / ((double)bytes / mc / 1e9));
+    int half = cases[i].t == HORA_FLOAT16 || cases[i].t == HORA_BFLOAT16;
+    for (int path = fast; path >= 0; path--) {
+      if (path != fast && !half) break;
+      hd_reduce_fast(path);
+      double dt =
+          bench_reduce(cases[i].t, cases[i].op, cases[i].nsrc, bytes, reps);
+      double gbs = (double)bytes / dt / 1e9;
+      printf("%-9s %-8s %4d  %6.2f  %27.2f%s\n", hora_dtype_name(cases[i].t),
+             hora_op_name(cases[i].op), cases[i].nsrc, gbs,
+             gbs / ((double)bytes / mc / 1e9),
+             !half  ? ""
+             : path ? "  AVX2/F16C"
+             : fast ? "  portable"
+                    : "");
+    }
+    hd_reduce_fast(fast);
   }
   return 0;
 }
@@ -902,7 +1139,7 @@ int main(int argc, char **argv) {
   RUN(test_f2h_cases);
   RUN(test_f2h_rounding);
   RUN(test_f2b_rounding);
-  RUN(test_half_reduce_cases);
+  RUN(test_half_cases_both_paths);
   RUN(test_float_cases);
   RUN(test_int_cases);
   RUN(test_repeated_buffers);
@@ -911,5 +1148,6 @@ int main(int argc, char **argv) {
   RUN(test_medium);
   RUN(test_large);
   RUN(test_threads);
+  RUN(test_fast_vs_portable);
   TL_EXIT();
 }
