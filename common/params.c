@@ -22,6 +22,16 @@ const struct hc_param hc_params[] = {
     {"log_level", "HORA_LOG_LEVEL", "HOROVOD_LOG_LEVEL", "--log-level",
      HC_P_STRING, "warning",
      "trace, debug, info, warning, error or fatal"},
+    {"stall_check_time", "HORA_STALL_CHECK_TIME_SECONDS",
+     "HOROVOD_STALL_CHECK_TIME_SECONDS", "--stall-check-warning-time-seconds",
+     HC_P_INT, "60",
+     "seconds before horad warns that some ranks have not submitted a "
+     "tensor others wait on (0: never)"},
+    {"stall_shutdown_time", "HORA_STALL_SHUTDOWN_TIME_SECONDS",
+     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
+     "--stall-check-shutdown-time-seconds", HC_P_INT, "0",
+     "seconds after which such a stalled operation fails with HORA_ESTALL "
+     "on the ranks that wait (0: never)"},
     {"kill_grace", "HORA_KILL_GRACE", NULL, NULL, HC_P_DOUBLE, "5",
      "seconds between SIGTERM and SIGKILL when a job is torn down"},
 };

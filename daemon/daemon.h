@@ -70,7 +70,8 @@ struct hd_tensor {
   double prescale, postscale;
   int first; /* local index of the first submitter: the metadata reference */
   int nsubmitted;
-  int failed;
+  int stall_warned;
+  uint64_t t_first; /* when the first rank submitted it */
   /* execution of a streamed operation */
   uint64_t nchunks, chunk_elems, reduced;
   struct hd_part part[]; /* one per local rank */
@@ -116,6 +117,9 @@ struct hd_daemon {
   uint64_t last_activity;
   uint64_t spin_ns;
   uint64_t chunk_size, arena_size;
+
+  uv_timer_t stall_timer;
+  uint64_t stall_warn_ns, stall_fail_ns;
 
   uv_signal_t sigchld;
   uv_timer_t term_timer, kill_timer;
@@ -164,6 +168,7 @@ void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e);
 void hd_run_ready(struct hd_daemon *d);
 void hd_fail_all(struct hd_daemon *d);
 void hd_tensor_finish(struct hd_daemon *d, struct hd_tensor *t);
+void hd_check_stalls(struct hd_daemon *d);
 
 /* main.c */
 void hd_free_job(struct hd_daemon *d);

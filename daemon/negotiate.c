@@ -5,6 +5,7 @@
  * first submitter's and a disagreement fails the operation on every rank
  * with a message naming both ranks and both values (the job goes on).
  * Ready tensors run in the order they became ready. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,6 +212,7 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
     t->prescale = e.prescale;
     t->postscale = e.postscale;
     t->first = r->idx;
+    t->t_first = hc_now_ns();
     *pp = t;
     d->ntensors++;
   } else if (t->part[r->idx].submitted) {
@@ -276,5 +278,57 @@ void hd_fail_all(struct hd_daemon *d) {
     }
   }
   d->ready_head = d->ready_tail = NULL;
+  hd_flush_wakeups(d);
+}
+
+/* Names the local ranks that have not submitted t, e.g. "1, 3". */
+static void missing_ranks(struct hd_daemon *d, struct hd_tensor *t, char *buf,
+                          size_t len) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < d->nlocal && n + 16 < len; i++)
+    if (!t->part[i].submitted)
+      n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? ", " : "",
+                            d->ranks[i].info.rank);
+}
+
+/* The stall inspector: some ranks submitted a tensor, others not, for too
+ * long. Warns once per tensor, naming the missing ranks; past the shutdown
+ * time fails it on the ranks that wait. */
+void hd_check_stalls(struct hd_daemon *d) {
+  uint64_t now = hc_now_ns();
+  for (size_t i = 0; i < d->table_size; i++) {
+    struct hd_tensor **pp = &d->table[i];
+    while (*pp) {
+      struct hd_tensor *t = *pp;
+      uint64_t age = now - t->t_first;
+      if (t->nsubmitted == d->nlocal) {
+        pp = &t->next_hash;
+        continue;
+      }
+      char who[256], msg[HP_MSG_MAX + 1];
+      missing_ranks(d, t, who, sizeof who);
+      if (d->stall_fail_ns && age >= d->stall_fail_ns) {
+        hc_fmt(msg, sizeof msg, "%s '%s' stalled for %llu s: rank(s) %s never "
+               "submitted it", coll_name(t->coll), t->name,
+               (unsigned long long)(age / 1000000000u), who);
+        hc_error("%s", msg);
+        complete_all(d, t, HORA_ESTALL, msg);
+        *pp = t->next_hash;
+        d->ntensors--;
+        free(t);
+        continue;
+      }
+      if (d->stall_warn_ns && age >= d->stall_warn_ns && !t->stall_warned) {
+        t->stall_warned = 1;
+        hc_warn("stall: %s '%s' has waited %llu s for rank(s) %s; the other "
+                "ranks submitted it. Ranks may be issuing collectives in a "
+                "different order or with different names.",
+                coll_name(t->coll), t->name,
+                (unsigned long long)(age / 1000000000u), who);
+      }
+      pp = &t->next_hash;
+    }
+  }
   hd_flush_wakeups(d);
 }

@@ -93,6 +93,8 @@ static void on_efd(uv_poll_t *p, int status, int events) {
   hd_poll_rings(d);
 }
 
+static void on_stall_timer(uv_timer_t *t) { hd_check_stalls(t->data); }
+
 int hd_rings_init(struct hd_daemon *d) {
   d->spin_ns = (uint64_t)HC_MAX(0, hc_param_int("spin_us")) * 1000u;
   d->chunk_size = (uint64_t)HC_MAX(65536, hc_param_int("chunk_size"));
@@ -104,6 +106,14 @@ int hd_rings_init(struct hd_daemon *d) {
   uv_poll_start(&d->efd_poll, UV_READABLE, on_efd);
   uv_idle_init(d->loop, &d->spin);
   d->spin.data = d;
+  d->stall_warn_ns = (uint64_t)HC_MAX(0, hc_param_int("stall_check_time")) *
+                     1000000000u;
+  d->stall_fail_ns = (uint64_t)HC_MAX(0, hc_param_int("stall_shutdown_time")) *
+                     1000000000u;
+  uv_timer_init(d->loop, &d->stall_timer);
+  d->stall_timer.data = d;
+  if (d->stall_warn_ns || d->stall_fail_ns)
+    uv_timer_start(&d->stall_timer, on_stall_timer, 500, 500);
   long threads = hc_param_int("threads");
   if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
   hd_pool_init((int)HC_MAX(1, HC_MIN(threads, 64)));
@@ -117,6 +127,7 @@ void hd_rings_close(struct hd_daemon *d) {
   if (d->efd_poll.loop && !uv_is_closing((uv_handle_t *)&d->efd_poll)) {
     uv_close((uv_handle_t *)&d->efd_poll, on_closed);
     uv_close((uv_handle_t *)&d->spin, on_closed);
+    uv_close((uv_handle_t *)&d->stall_timer, on_closed);
   }
 }
 

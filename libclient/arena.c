@@ -15,6 +15,32 @@ struct block {
 static struct block *blocks;
 static size_t nblocks, capblocks;
 
+/* In a job of one there is no arena: hora_alloc() uses the heap, and this
+ * set of its pointers lets hora_free() refuse a foreign one. */
+static void **heap_ptrs;
+static size_t nheap, capheap;
+
+static int heap_add(void *p) {
+  if (nheap == capheap) {
+    size_t cap = capheap ? capheap * 2 : 64;
+    void **v = realloc(heap_ptrs, cap * sizeof *v);
+    if (!v) return -1;
+    heap_ptrs = v;
+    capheap = cap;
+  }
+  heap_ptrs[nheap++] = p;
+  return 0;
+}
+
+static int heap_remove(void *p) {
+  for (size_t i = 0; i < nheap; i++)
+    if (heap_ptrs[i] == p) {
+      heap_ptrs[i] = heap_ptrs[--nheap];
+      return 0;
+    }
+  return -1;
+}
+
 int hl_arena_init(void) {
   nblocks = 0;
   return 0;
@@ -98,6 +124,12 @@ void *hora_alloc(size_t bytes) {
   if (hl.local_only) {
     size_t align = bytes >= 65536 ? 4096 : 64;
     void *p = aligned_alloc(align, align_up(bytes, align));
+    pthread_mutex_lock(&hl.arena_lock);
+    if (p && heap_add(p) < 0) {
+      free(p);
+      p = NULL;
+    }
+    pthread_mutex_unlock(&hl.arena_lock);
     if (!p) hl_error(HORA_ENOMEM, "hora_alloc: out of memory (%zu bytes)", bytes);
     return p;
   }
@@ -113,7 +145,14 @@ void *hora_alloc(size_t bytes) {
 void hora_free(void *ptr) {
   if (!ptr) return;
   if (hl.local_only) {
-    free(ptr);
+    pthread_mutex_lock(&hl.arena_lock);
+    int rc = heap_remove(ptr);
+    pthread_mutex_unlock(&hl.arena_lock);
+    if (rc < 0)
+      hl_error(HORA_EINVAL, "hora_free: %p was not returned by hora_alloc",
+               ptr);
+    else
+      free(ptr);
     return;
   }
   if (!hl.arena) return; /* the arena went away with hora_shutdown() */

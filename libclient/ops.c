@@ -342,15 +342,16 @@ static void set_name(struct hp_sqe *e, const char *name, int coll) {
   e->name_len = (uint16_t)len;
 }
 
+/* Checks what every collective shares; `op` is checked when has_op. */
 static int check_args(const char *fn, const void *send, const void *recv,
-                      size_t count, int dtype, int op, int root) {
+                      size_t count, int dtype, int has_op, int op, int root) {
   if (!atomic_load(&hl.initialized))
     return hl_error(HORA_ENOTINIT, "%s: hora is not initialized; call "
                                    "hora_init() first", fn);
   if ((unsigned)dtype >= HORA_DTYPE_COUNT)
     return hl_error(HORA_EINVAL, "%s: invalid dtype %d (rank %d)", fn, dtype,
                     hl.rank);
-  if (op >= 0 && (unsigned)op >= HORA_OP_COUNT)
+  if (has_op && (unsigned)op >= HORA_OP_COUNT)
     return hl_error(HORA_EINVAL, "%s: invalid reduction op %d (rank %d)", fn,
                     op, hl.rank);
   if (count && (!send || !recv))
@@ -423,7 +424,8 @@ int hora_allreduce_async(const char *name, const void *sendbuf, void *recvbuf,
                          size_t count, hora_dtype_t dtype, hora_op_t op,
                          int64_t *handle) {
   hl_clear_error();
-  int rc = check_args("hora_allreduce", sendbuf, recvbuf, count, dtype, op, -1);
+  int rc = check_args("hora_allreduce", sendbuf, recvbuf, count, dtype, 1,
+                      (int)op, -1);
   if (rc < 0) return rc;
   if (!handle) return hl_error(HORA_EINVAL, "hora_allreduce_async: NULL handle");
   return submit(HP_ALLREDUCE, name, sendbuf, recvbuf, count, dtype, op, -1,
@@ -436,7 +438,8 @@ int hora_broadcast_async(const char *name, void *buf, size_t count,
   if (root_rank < 0)
     return hl_error(HORA_EINVAL, "hora_broadcast: negative root rank %d",
                     root_rank);
-  int rc = check_args("hora_broadcast", buf, buf, count, dtype, -1, root_rank);
+  int rc = check_args("hora_broadcast", buf, buf, count, dtype, 0, 0,
+                      root_rank);
   if (rc < 0) return rc;
   if (!handle) return hl_error(HORA_EINVAL, "hora_broadcast_async: NULL handle");
   return submit(HP_BROADCAST, name, buf, buf, count, dtype, HORA_SUM, root_rank,
