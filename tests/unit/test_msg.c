@@ -164,6 +164,8 @@ static void test_frame_header(void) {
   hp_put_bytes(&w, big, HP_FRAME_MAX); /* + 4 length bytes: over */
   CHECK_EQ_INT(hp_frame_end(&w), HORA_EINVAL);
   CHECK_EQ_INT(w.len, before);
+  CHECK_EQ_INT(w.err, HORA_EINVAL); /* sticky until the caller clears it */
+  w.err = 0;
   /* The largest payload that fits is accepted. */
   hp_frame_begin(&w, HP_MSG_OUTPUT, 1);
   hp_put_bytes(&w, big, HP_FRAME_MAX - 4);
