@@ -24,7 +24,10 @@ int main(void) {
 C
 PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 export PKG_CONFIG_PATH
-cc "$tmp/p.c" -o "$tmp/p" $(pkg-config --cflags --libs hora) -Wl,-rpath,"$tmp/prefix/lib"
+san=""
+# a sanitized libhora needs a sanitized program (make asan)
+ldd "$BUILD/lib/libhora.so" | grep -q libasan && san="-fsanitize=address,undefined"
+cc $san "$tmp/p.c" -o "$tmp/p" $(pkg-config --cflags --libs hora) -Wl,-rpath,"$tmp/prefix/lib"
 out=$("$tmp/p")
 echo "$out"
 [ "$out" = "size 1 sum 2.5" ]
