@@ -3,7 +3,8 @@
 #   make check      build and run every test
 #   make asan       the same under AddressSanitizer + UBSan (in build-asan/)
 #   make bench      allreduce_perf beside OpenMPI's MPI_Allreduce
-#   make install PREFIX=/usr/local [DESTDIR=...]
+#   make install PREFIX=/usr/local [DESTDIR=...]  (also the Python package,
+#                   in PYDIR, for the interpreter PYTHON)
 
 VERSION    := 0.1.0
 PREFIX     ?= /usr/local
@@ -12,6 +13,8 @@ PYTHON     ?= /usr/bin/python3
 CUDA_HOME  ?= /usr/local/cuda
 CC         ?= cc
 GIT_SHA    := $(shell git rev-parse --short HEAD 2>/dev/null)
+PYVER      := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYDIR      ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
 
 PKGS       := libuv yaml-0.1
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -137,6 +140,12 @@ install: all
 	install -m 644 man/horarun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/hora.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 	install -m 644 man/horad.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	@if [ -n "$(PYVER)" ]; then \
+	  echo "installing the hora Python package in $(PYDIR)"; \
+	  install -d $(DESTDIR)$(PYDIR)/hora/torch && \
+	  install -m 644 python/hora/*.py $(DESTDIR)$(PYDIR)/hora/ && \
+	  install -m 644 python/hora/torch/*.py $(DESTDIR)$(PYDIR)/hora/torch/; \
+	fi
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/horarun $(DESTDIR)$(PREFIX)/bin/horad \
@@ -144,6 +153,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/hora.pc $(DESTDIR)$(PREFIX)/include/hora.h \
 	  $(DESTDIR)$(PREFIX)/share/man/man1/horarun.1 $(DESTDIR)$(PREFIX)/share/man/man3/hora.3 \
 	  $(DESTDIR)$(PREFIX)/share/man/man8/horad.8
+	rm -rf $(DESTDIR)$(PYDIR)/hora
 
 format:
 	clang-format -i $(shell git ls-files '*.c' '*.h')

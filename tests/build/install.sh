@@ -35,3 +35,13 @@ out=$("$tmp/prefix/bin/horarun" -np 2 "$tmp/p")
 echo "$out"
 echo "$out" | grep -q '^\[0\]<stdout>:size 2 sum 5.0$'
 echo "$out" | grep -q '^\[1\]<stdout>:size 2 sum 5.0$'
+# the Python package, for the interpreter that has torch
+pydir=$(find "$tmp/prefix/lib" -maxdepth 2 -name dist-packages | head -n 1)
+[ -f "$pydir/hora/torch/__init__.py" ] || { echo "Python package not installed"; exit 1; }
+if /usr/bin/python3 -c 'import torch' 2>/dev/null && ! ldd "$BUILD/lib/libhora.so" | grep -q libasan; then
+  out=$(cd "$tmp" && PYTHONPATH="$pydir" HORA_LIBRARY="$tmp/prefix/lib/libhora.so" \
+    "$tmp/prefix/bin/horarun" -np 2 /usr/bin/python3 -c \
+    'import torch, hora.torch as hvd; hvd.init(); print("py", hvd.size(), hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist())')
+  echo "$out"
+  echo "$out" | grep -q '^\[1\]<stdout>:py 2 \[2.0, 2.0\]$'
+fi
