@@ -119,7 +119,7 @@ $(BUILD)/tests/%: tests/integration/%.c $(LIBSO)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_HORA)
 
 check: all $(UNIT_BIN) $(ITEST_BIN)
-	@BUILD=$(BUILD) sh tests/run.sh
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/run.sh
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=1 OPT=-O1 check
