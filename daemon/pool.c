@@ -53,10 +53,10 @@ static void *worker(void *argp) {
     }
     seen = s;
     if (atomic_load(&P.stop)) return NULL;
-    if (me < P.parts) {
-      P.fn(P.arg, me, P.parts);
-      atomic_fetch_sub_explicit(&P.remaining, 1, memory_order_release);
-    }
+    if (me < P.parts) P.fn(P.arg, me, P.parts);
+    /* Every worker acknowledges every job, taking part or not, so none can
+     * still be looking at this job's parameters when the next one is set. */
+    atomic_fetch_sub_explicit(&P.remaining, 1, memory_order_release);
   }
 }
 
@@ -94,7 +94,7 @@ void hd_pool_run(void (*fn)(void *arg, int i, int n), void *arg, int n) {
   P.fn = fn;
   P.arg = arg;
   P.parts = n;
-  atomic_store(&P.remaining, n - 1);
+  atomic_store(&P.remaining, P.n - 1);
   atomic_fetch_add_explicit(&P.seq, 1, memory_order_release);
   if (atomic_load(&P.sleepers)) futex_wake(&P.seq);
   fn(arg, 0, n);
