@@ -41,12 +41,15 @@ struct hd_rank {
   unsigned char *shm;
   uint64_t shm_size;
   struct hp_shm_hdr *hdr;
+  struct hp_shm_hdr layout; /* private copy: the rank can write the shared one */
   struct hp_ring_cursor sq, cq;
   struct hp_cqe *backlog; /* completions waiting for room in cq */
   size_t nbacklog, capbacklog;
   int wake_rank, wake_prog; /* pending wake-ups after a batch of pushes */
 
   int gone; /* no longer takes part in collectives */
+  int broken; /* wrote nonsense into its rings: no longer polled */
+  uv_timer_t lost_timer; /* connection closed without goodbye */
 };
 
 /* A participant's view of one operation. */
@@ -152,6 +155,7 @@ void hd_spawn_close(struct hd_daemon *d);
 int hd_local_listen(struct hd_daemon *d);
 void hd_local_close(struct hd_daemon *d);
 void hd_rank_left(struct hd_rank *r, const char *why);
+void hd_on_lost_timer(uv_timer_t *t);
 
 /* rings.c: polling, completions and wake-ups */
 int hd_rings_init(struct hd_daemon *d);
@@ -168,6 +172,8 @@ void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e);
 void hd_run_ready(struct hd_daemon *d);
 void hd_fail_all(struct hd_daemon *d);
 void hd_tensor_finish(struct hd_daemon *d, struct hd_tensor *t);
+void hd_tensor_fail(struct hd_daemon *d, struct hd_tensor *t, int status,
+                    const char *msg);
 void hd_check_stalls(struct hd_daemon *d);
 
 /* main.c */

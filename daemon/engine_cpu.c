@@ -91,7 +91,7 @@ static uint64_t chunk_count(struct hd_tensor *t, uint64_t k) {
 }
 
 static uint64_t staging_off(struct hd_rank *r, uint64_t k) {
-  return r->hdr->staging_off + (k & 1) * r->hdr->chunk_size;
+  return r->layout.staging_off + (k & 1) * r->layout.chunk_size;
 }
 
 static void copy_req(struct hd_rank *r, struct hd_tensor *t, int kind,
@@ -119,7 +119,7 @@ static int slot_free(struct hd_daemon *d, struct hd_tensor *t, int i,
 static int stream_step(struct hd_daemon *d, struct hd_tensor *t) {
   uint64_t es = hora_dtype_size(t->dtype);
   if (!t->nchunks) {
-    t->chunk_elems = HC_MAX(1, d->ranks[0].hdr->chunk_size / es);
+    t->chunk_elems = HC_MAX(1, d->ranks[0].layout.chunk_size / es);
     t->nchunks = (t->count + t->chunk_elems - 1) / t->chunk_elems;
   }
   for (;;) {
@@ -169,7 +169,8 @@ static int cpu_step(struct hd_daemon *d, struct hd_tensor *t) {
     return 1;
   }
   if (d->nlocal > 256) { /* job.ptrs bound; far beyond one host's ranks */
-    hd_fail_all(d);
+    hd_tensor_fail(d, t, HORA_ENOTSUP,
+                   "the CPU engine serves at most 256 ranks per host");
     return 1;
   }
   int streamed = 0;

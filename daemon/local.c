@@ -92,9 +92,11 @@ static int make_segment(struct hd_daemon *d, struct hd_rank *r) {
   uint64_t size = hp_shm_layout(&layout, d->chunk_size, d->arena_size);
   char name[64];
   hc_fmt(name, sizeof name, "hora-rank-%d", r->info.rank);
-  int fd = memfd_create(name, MFD_CLOEXEC);
+  int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -errno;
-  if (ftruncate(fd, (off_t)size) < 0) {
+  /* Sealed at its size: a rank cannot shrink it under the daemon (SIGBUS). */
+  if (ftruncate(fd, (off_t)size) < 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
     int e = errno;
     close(fd);
     return -e;
@@ -110,6 +112,7 @@ static int make_segment(struct hd_daemon *d, struct hd_rank *r) {
   r->shm_size = size;
   r->hdr = p;
   memcpy(r->hdr, &layout, sizeof layout);
+  r->layout = layout;
   hp_ring_init(&r->hdr->sq);
   hp_ring_init(&r->hdr->cq);
   atomic_store(&r->hdr->daemon_sleeping, d->spinning ? 0 : 1);
@@ -236,8 +239,12 @@ static int conn_frame(struct hd_conn *c, const struct hp_frame_hdr *h,
 static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   struct hd_conn *c = (struct hd_conn *)s;
   if (n < 0) {
-    /* Without a goodbye the rank's exit status names the cause; the reaper
-     * reports it when the process ends. */
+    /* Without a goodbye the rank's exit status names the cause, so the
+     * reaper reports it; but a wrapper (sh -c 'prog; ...') may outlive the
+     * rank, so the connection's end alone declares it gone soon after. */
+    struct hd_rank *r = c->rank;
+    if (r && !r->said_bye && !r->gone)
+      uv_timer_start(&r->lost_timer, hd_on_lost_timer, 250, 0);
     drop_conn(c);
     return;
   }
@@ -285,6 +292,18 @@ void hd_on_connection(uv_stream_t *server, int status) {
     return;
   }
   uv_read_start((uv_stream_t *)&c->pipe, on_conn_alloc, on_conn_read);
+}
+
+void hd_on_lost_timer(uv_timer_t *t) {
+  struct hd_rank *r = t->data;
+  if (r->gone) return;
+  char msg[HP_MSG_MAX + 1];
+  hc_fmt(msg, sizeof msg,
+         "rank %d on host %s closed its connection to horad without shutting "
+         "down hora (it crashed or exited)",
+         r->info.rank,
+         r->d->job.hostname ? r->d->job.hostname : r->d->hostname);
+  hd_rank_left(r, msg);
 }
 
 void hd_rank_left(struct hd_rank *r, const char *why) {

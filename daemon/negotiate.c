@@ -81,6 +81,11 @@ void hd_tensor_finish(struct hd_daemon *d, struct hd_tensor *t) {
   complete_all(d, t, 0, NULL);
 }
 
+void hd_tensor_fail(struct hd_daemon *d, struct hd_tensor *t, int status,
+                    const char *msg) {
+  complete_all(d, t, status, msg);
+}
+
 static int check_entry(struct hd_rank *r, const struct hp_sqe *e, char *why,
                        size_t len) {
   if (e->coll < HP_ALLREDUCE || e->coll > HP_BARRIER) {
@@ -108,12 +113,17 @@ static int check_entry(struct hd_rank *r, const struct hp_sqe *e, char *why,
     return HORA_EINVAL;
   }
   if (e->flags & HP_F_RESIDENT) {
-    const struct hp_shm_hdr *h = r->hdr;
+    const struct hp_shm_hdr *h = &r->layout;
     uint64_t bytes = e->count * es, lo = h->arena_off,
              hi = h->arena_off + h->arena_size;
     if (e->offset < lo || e->offset > hi || bytes > hi - e->offset) {
       hc_fmt(why, len, "buffer [%llu, +%llu) lies outside the arena",
              (unsigned long long)e->offset, (unsigned long long)bytes);
+      return HORA_EINVAL;
+    }
+    if (e->offset % es) {
+      hc_fmt(why, len, "buffer offset %llu is not aligned to its %s elements",
+             (unsigned long long)e->offset, hora_dtype_name(e->dtype));
       return HORA_EINVAL;
     }
   }

@@ -36,7 +36,7 @@ static void futex_wake(_Atomic uint32_t *w) {
 
 static void *worker(void *argp) {
   int me = (int)(intptr_t)argp;
-  uint32_t seen = atomic_load(&P.seq);
+  uint32_t seen = 0; /* the value before any job, even if one came first */
   for (;;) {
     uint64_t t0 = hc_now_ns();
     uint32_t s;

@@ -19,6 +19,7 @@
 #include "daemon.h"
 
 #define SPIN_SLICE_NS 50000u /* back to libuv at least this often */
+#define MAX_BACKLOG 65536u    /* completions held for one rank */
 
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -159,6 +160,13 @@ void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e) {
     hp_ring_commit(&r->cq);
     return;
   }
+  if (r->nbacklog >= MAX_BACKLOG) {
+    hc_error("rank %d leaves its completion queue unread; dropping it from "
+             "the job", r->info.rank);
+    r->broken = 1;
+    hd_rank_left(r, "a rank stopped reading its completions");
+    return;
+  }
   if (r->nbacklog == r->capbacklog) {
     size_t cap = r->capbacklog ? 2 * r->capbacklog : 64;
     struct hp_cqe *b = realloc(r->backlog, cap * sizeof *b);
@@ -229,10 +237,20 @@ int hd_poll_rings(struct hd_daemon *d) {
   int n = 0;
   for (int i = 0; i < d->nlocal; i++) {
     struct hd_rank *r = &d->ranks[i];
-    if (!r->hdr) continue;
+    if (!r->hdr || r->broken) continue;
     if (r->nbacklog) flush_backlog(r);
+    if (hp_ring_check(&r->sq) < 0) {
+      char msg[HP_MSG_MAX + 1];
+      hc_fmt(msg, sizeof msg, "rank %d corrupted its submission ring",
+             r->info.rank);
+      hc_error("%s; dropping it from the job", msg);
+      r->broken = 1;
+      hd_rank_left(r, msg);
+      continue;
+    }
     const void *slot;
-    while ((slot = hp_ring_peek(&r->sq))) {
+    unsigned budget = r->layout.sq_slots;
+    while (budget-- && (slot = hp_ring_peek(&r->sq))) {
       struct hp_sqe e; /* copied first: the rank may scribble on its slot */
       memcpy(&e, slot, sizeof e);
       hp_ring_release(&r->sq);

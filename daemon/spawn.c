@@ -290,6 +290,8 @@ int hd_spawn_all(struct hd_daemon *d) {
     fill_random_hex(r->token, HP_TOKEN_LEN);
     uv_timer_init(d->loop, &r->report_timer);
     r->report_timer.data = r;
+    uv_timer_init(d->loop, &r->lost_timer);
+    r->lost_timer.data = r;
   }
   errno = 0;
   char *path = d->sock_path[0] ? resolve_program(&d->job) : NULL;
@@ -424,7 +426,9 @@ void hd_spawn_close(struct hd_daemon *d) {
         r->out_open[s] = 0;
         uv_close((uv_handle_t *)&r->out[s], on_closed);
       }
-    if (r->report_timer.loop && !uv_is_closing((uv_handle_t *)&r->report_timer))
-      uv_close((uv_handle_t *)&r->report_timer, on_closed);
+    uv_handle_t *ts[] = {(uv_handle_t *)&r->report_timer,
+                         (uv_handle_t *)&r->lost_timer};
+    for (size_t k = 0; k < 2; k++)
+      if (ts[k]->loop && !uv_is_closing(ts[k])) uv_close(ts[k], on_closed);
   }
 }

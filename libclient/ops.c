@@ -125,6 +125,8 @@ static void wake_daemon(void) {
   }
 }
 
+static int daemon_gone(void);
+
 /* Pushes an entry; waits while the ring is full (horad drains it whole
  * each time it looks). */
 static int sq_push(const struct hp_sqe *e) {
@@ -137,6 +139,11 @@ static int sq_push(const struct hp_sqe *e) {
       pthread_mutex_unlock(&hl.sq_lock);
       return hl_error(HORA_ESHUTDOWN, "rank %d: the job is being stopped",
                       hl.rank);
+    }
+    if ((spins & 4095) == 4095 && daemon_gone()) {
+      pthread_mutex_unlock(&hl.sq_lock);
+      return hl_error(HORA_EPEERGONE, "rank %d on host %s: horad has gone away",
+                      hl.rank, hl.hostname);
     }
     if (++spins > 16) sched_yield();
     else cpu_relax();
@@ -222,6 +229,7 @@ void hl_drain_locked(void) {
   }
   if (finished) wake_waiters();
   /* horad holds completions that did not fit; it may be asleep. */
+  atomic_thread_fence(memory_order_seq_cst);
   if (atomic_load_explicit(&hl.hdr->cq_backlog, memory_order_relaxed))
     wake_daemon();
 }
@@ -249,6 +257,7 @@ void *hl_progress_main(void *arg) {
 
 /* Marks every unfinished operation failed (shutdown, daemon gone). */
 void hl_fail_pending(int status, const char *msg) {
+  pthread_mutex_lock(&hl.cq_lock); /* no completion is being applied now */
   pthread_mutex_lock(&hl.op_lock);
   for (uint32_t i = 1; i < hl.nops; i++) {
     struct hl_op *op = op_at(i);
@@ -260,6 +269,7 @@ void hl_fail_pending(int status, const char *msg) {
     atomic_store(&op->done, 1);
   }
   pthread_mutex_unlock(&hl.op_lock);
+  pthread_mutex_unlock(&hl.cq_lock);
 }
 
 /* 1 when horad's end of the socket is gone. */
@@ -397,7 +407,8 @@ static int submit(int coll, const char *name, const void *send, void *recv,
   e.count = count;
   e.prescale = e.postscale = 1.0;
   set_name(&e, name, coll);
-  if (bytes && hl_in_arena(recv, bytes)) {
+  if (bytes && hl_in_arena(recv, bytes) &&
+      (uintptr_t)recv % hora_dtype_size(dtype) == 0) {
     if (send != recv) memmove(recv, send, bytes);
     e.flags = HP_F_RESIDENT;
     e.offset = (uint64_t)((unsigned char *)recv - hl.shm);
