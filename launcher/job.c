@@ -58,6 +58,7 @@ struct hr_job {
   int sig_on[NSTOP];
   uv_signal_t sigchld;
   uv_timer_t start_timer;
+  uv_timer_t stop_timer; /* ABORT sent: horad has reap_ms to end the job */
   int start_timeout; /* seconds; <= 0: none */
   unsigned reap_ms;  /* see REAP_EXTRA_MS */
   int interrupted;   /* the first stop signal */
@@ -149,12 +150,31 @@ static int send_job(struct hr_job *j, struct hr_daemon *d) {
   return rc;
 }
 
+/* A horad that has not ended the job long after ABORT is stuck: kill it
+ * (its ranks die with it, PR_SET_PDEATHSIG) so horarun never hangs. */
+static void on_stop_timer(uv_timer_t *t) {
+  struct hr_job *j = t->data;
+  for (size_t i = 0; i < j->nd; i++) {
+    struct hr_daemon *d = &j->d[i];
+    if (d->done || d->reaped || !d->started || d->pid <= 0) continue;
+    hr_say(j->out,
+           "error: horad on host %s did not stop the job within %.1f s; "
+           "killing it",
+           d->name, j->reap_ms / 1000.0);
+    d->killed = d->quiet = 1;
+    set_exit(j, HR_EXIT_LAUNCHER);
+    kill(-d->pid, SIGKILL); /* its session: it called setsid() */
+    kill(d->pid, SIGKILL);
+  }
+}
+
 /* Sends ABORT to every horad still running the job (once). */
 static void stop_job(struct hr_job *j, const char *reason) {
   if (j->stopping) return;
   j->stopping = 1;
   for (size_t i = 0; i < j->nd; i++)
     if (!j->d[i].done) send_text(&j->d[i], HP_MSG_ABORT, reason);
+  uv_timer_start(&j->stop_timer, on_stop_timer, j->reap_ms + 500, 0);
 }
 
 /* ---- messages from horad ----------------------------------------------- */
@@ -406,6 +426,7 @@ static void check_all(struct hr_job *j) {
     if (j->sig_on[i]) close_handle((uv_handle_t *)&j->sig[i]);
   close_handle((uv_handle_t *)&j->sigchld);
   close_handle((uv_handle_t *)&j->start_timer);
+  close_handle((uv_handle_t *)&j->stop_timer);
   for (size_t i = 0; i < j->nd; i++)
     close_handle((uv_handle_t *)&j->d[i].timer);
 }
@@ -569,6 +590,8 @@ static void watch_signals(struct hr_job *j) {
   uv_signal_start(&j->sigchld, on_sigchld, SIGCHLD);
   uv_timer_init(&j->loop, &j->start_timer);
   j->start_timer.data = j;
+  uv_timer_init(&j->loop, &j->stop_timer);
+  j->stop_timer.data = j;
   if (j->start_timeout > 0)
     uv_timer_start(&j->start_timer, on_start_timeout,
                    (uint64_t)j->start_timeout * 1000, 0);
