@@ -77,7 +77,10 @@ typedef enum {
 
 /* Start-up and job layout. hora_init() connects to the local daemon named by
  * the environment horarun sets; without it the process is a job of size 1.
- * Calling hora_init() again after success is a no-op returning 0. */
+ * Calling hora_init() again after success is a no-op returning 0.
+ * hora_shutdown() must not run while other threads of the process are
+ * inside hora calls (like MPI_Finalize); operations still pending fail
+ * with HORA_ESHUTDOWN. */
 int hora_init(void);
 int hora_shutdown(void);
 int hora_is_initialized(void);
