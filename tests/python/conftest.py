@@ -1,6 +1,6 @@
 """conftest.py -- shared set-up of the Python tests.
 
-    cd /work/main && PYTHONPATH=python HORA_LIBRARY=build/lib/libhora.so \\
+    cd <repo> && PYTHONPATH=python HORA_LIBRARY=build/lib/libhora.so \\
         /usr/bin/python3 -m pytest -q tests/python
 
 Makes the package importable from the source tree and points HORA_LIBRARY
