@@ -256,15 +256,12 @@ static int spawn_one(struct hd_daemon *d, struct hd_rank *r, const char *path) {
     uv_read_start((uv_stream_t *)&r->out[s], on_out_alloc, on_out_read);
   }
   if (got == (ssize_t)sizeof child_errno) {
-    char what[600];
-    hc_fmt(what, sizeof what, "cannot execute '%s'", path);
-    r->spawn_msg = strdup(what);
+    char msg[700];
+    hc_fmt(msg, sizeof msg, "cannot execute '%s': %s", path,
+           strerror(child_errno));
+    r->spawn_msg = strdup(msg);
     r->exit_how = HP_EXIT_SPAWN;
     r->exit_code = child_errno;
-    char msg[700];
-    hc_fmt(msg, sizeof msg, "%s: %s", what, strerror(child_errno));
-    free(r->spawn_msg);
-    r->spawn_msg = strdup(msg);
     r->gone = 1;
   }
   return 0;

@@ -388,13 +388,11 @@ static int submit(int coll, const char *name, const void *send, void *recv,
   op->send = send;
   op->recv = recv;
   int is_root = coll == HP_BROADCAST && root == hl.rank;
-  if (hl.size == 1 || coll == HP_BARRIER || count == 0) {
-    if (hl.size == 1) {
-      if (bytes && send != recv) memmove(recv, send, bytes);
-      atomic_store(&op->done, 1);
-      *handle = (int64_t)op->id;
-      return 0;
-    }
+  if (hl.size == 1) { /* a job of one: a local copy */
+    if (bytes && send != recv) memmove(recv, send, bytes);
+    atomic_store(&op->done, 1);
+    *handle = (int64_t)op->id;
+    return 0;
   }
   struct hp_sqe e;
   memset(&e, 0, offsetof(struct hp_sqe, name));
@@ -418,9 +416,7 @@ static int submit(int coll, const char *name, const void *send, void *recv,
     op->copy_back = !is_root;
     e.flags = HP_F_RESIDENT;
     e.offset = (uint64_t)((unsigned char *)op->temp - hl.shm);
-  } else if (bytes && coll == HP_ALLREDUCE && send != recv) {
-    /* streamed out of place: chunks are read from send, written to recv */
-  }
+  } /* else streamed: horad asks for chunks of send, and returns them to recv */
   int rc = sq_push(&e);
   if (rc < 0) {
     if (op->temp) hl_arena_free(op->temp);
