@@ -1,0 +1,413 @@
+/* conn.c -- framed, authenticated TCP connections on libuv (see conn.h). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "conn.h"
+
+#define SOCK_BUF (4u << 20) /* socket buffers: a few pieces in flight */
+#define KEEP_MAX ((4u << 20) + 64) /* payload buffer kept between frames */
+
+static const struct hp_conn_cb no_cb;
+
+void hp_addr_str(const struct sockaddr *sa, char *buf, size_t len) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (sa->sa_family == AF_INET) {
+    const struct sockaddr_in *s = (const struct sockaddr_in *)sa;
+    inet_ntop(AF_INET, &s->sin_addr, ip, sizeof ip);
+    port = ntohs(s->sin_port);
+    hc_fmt(buf, len, "%s:%d", ip, port);
+  } else if (sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)sa;
+    if (IN6_IS_ADDR_V4MAPPED(&s->sin6_addr)) {
+      inet_ntop(AF_INET, &s->sin6_addr.s6_addr[12], ip, sizeof ip);
+      hc_fmt(buf, len, "%s:%d", ip, ntohs(s->sin6_port));
+      return;
+    }
+    inet_ntop(AF_INET6, &s->sin6_addr, ip, sizeof ip);
+    port = ntohs(s->sin6_port);
+    hc_fmt(buf, len, "[%s]:%d", ip, port);
+  } else {
+    hc_fmt(buf, len, "(unknown address)");
+  }
+}
+
+int hp_addr_parse(const char *addr, int port, struct sockaddr_storage *ss) {
+  memset(ss, 0, sizeof *ss);
+  struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+  if (inet_pton(AF_INET, addr, &s4->sin_addr) == 1) {
+    s4->sin_family = AF_INET;
+    s4->sin_port = htons((uint16_t)port);
+    return 0;
+  }
+  char tmp[INET6_ADDRSTRLEN + 1];
+  const char *pct = strchr(addr, '%');
+  size_t n = pct ? (size_t)(pct - addr) : strlen(addr);
+  if (n >= sizeof tmp) return -1;
+  memcpy(tmp, addr, n);
+  tmp[n] = '\0';
+  if (inet_pton(AF_INET6, tmp, &s6->sin6_addr) != 1) return -1;
+  s6->sin6_family = AF_INET6;
+  s6->sin6_port = htons((uint16_t)port);
+  if (pct) s6->sin6_scope_id = (uint32_t)atoi(pct + 1);
+  return 0;
+}
+
+/* ---- closing ---------------------------------------------------------- */
+
+void hp_conn_track(struct hp_conn *c, struct hp_conn **head) {
+  c->next = *head;
+  if (*head) (*head)->pprev = &c->next;
+  c->pprev = head;
+  *head = c;
+}
+
+void hp_conn_close_all(struct hp_conn **head, const char *why) {
+  for (struct hp_conn *c = *head; c; c = c->next) hp_conn_close(c, why);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  struct hp_conn *c = h->data;
+  if (--c->nclosing > 0) return;
+  if (c->pprev) {
+    *c->pprev = c->next;
+    if (c->next) c->next->pprev = c->pprev;
+  }
+  if (c->cb->on_close) c->cb->on_close(c, c->why);
+  hp_auth_clear(&c->auth);
+  free(c->payload);
+  free(c);
+}
+
+void hp_conn_close(struct hp_conn *c, const char *why) {
+  if (c->closing) return;
+  c->closing = 1;
+  if (why && why != c->why) hc_fmt(c->why, sizeof c->why, "%s", why);
+  c->nclosing = 2;
+  uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+  uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+}
+
+static void fail(struct hp_conn *c, const char *fmt, const char *arg) {
+  char why[256];
+  hc_fmt(why, sizeof why, fmt, arg);
+  hp_conn_close(c, why);
+}
+
+/* ---- writing ------------------------------------------------------------ */
+
+struct wreq {
+  uv_write_t req;
+  struct hp_conn *c;
+  size_t bytes;
+  struct hp_wbuf w;                /* an owned frame, or */
+  void (*done)(void *, int);       /* a zero-copy payload's callback */
+  void *arg;
+  unsigned char hdr[64];
+};
+
+static void on_write(uv_write_t *req, int status) {
+  struct wreq *r = (struct wreq *)req;
+  struct hp_conn *c = r->c;
+  c->queued -= r->bytes;
+  if (r->done) r->done(r->arg, status);
+  hp_wbuf_free(&r->w);
+  free(r);
+  if (c->close_when_sent && !c->queued) hp_conn_close(c, "closed");
+}
+
+void hp_conn_close_when_sent(struct hp_conn *c) {
+  c->close_when_sent = 1;
+  if (!c->queued) hp_conn_close(c, "closed");
+}
+
+int hp_conn_send(struct hp_conn *c, struct hp_wbuf *w) {
+  if (c->closing || w->err || !w->len) {
+    hp_wbuf_reset(w);
+    return UV_EPIPE;
+  }
+  struct wreq *r = calloc(1, sizeof *r);
+  if (!r) {
+    hp_wbuf_reset(w);
+    return UV_ENOMEM;
+  }
+  r->c = c;
+  r->w = *w;
+  hp_wbuf_init(w);
+  r->bytes = r->w.len;
+  uv_buf_t b = uv_buf_init((char *)r->w.data, (unsigned)r->w.len);
+  int rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+  if (rc < 0) {
+    hp_wbuf_free(&r->w);
+    free(r);
+    return rc;
+  }
+  c->queued += r->bytes;
+  return 0;
+}
+
+int hp_conn_send_zc(struct hp_conn *c, const void *hdr, size_t hdrlen,
+                    const void *p, size_t n, void (*done)(void *, int),
+                    void *arg) {
+  struct wreq *r = NULL;
+  int rc = UV_EPIPE;
+  if (!c->closing && hdrlen <= sizeof r->hdr && (r = calloc(1, sizeof *r))) {
+    r->c = c;
+    r->done = done;
+    r->arg = arg;
+    r->bytes = hdrlen + n;
+    memcpy(r->hdr, hdr, hdrlen);
+    uv_buf_t b[2] = {uv_buf_init((char *)r->hdr, (unsigned)hdrlen),
+                     uv_buf_init((char *)p, (unsigned)n)};
+    rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, b, n ? 2 : 1, on_write);
+    if (rc == 0) {
+      c->queued += r->bytes;
+      return 0;
+    }
+  }
+  free(r);
+  done(arg, rc ? rc : UV_ENOMEM);
+  return rc ? rc : UV_ENOMEM;
+}
+
+/* ---- the handshake --------------------------------------------------- */
+
+static void on_auth_timeout(uv_timer_t *t) {
+  struct hp_conn *c = t->data;
+  hp_conn_close(c, "no authentication within the time limit");
+}
+
+static void auth_send(struct hp_conn *c, struct hp_wbuf *w) {
+  if (w->len && hp_conn_send(c, w) < 0)
+    hp_conn_close(c, "cannot write the handshake");
+}
+
+static int auth_frame(struct hp_conn *c) {
+  struct hp_wbuf w;
+  char why[200];
+  hp_wbuf_init(&w);
+  int rc = hp_auth_step(&c->auth, &c->h, c->payload, &w, why, sizeof why);
+  if (rc < 0) {
+    hp_wbuf_free(&w);
+    fail(c, "authentication failed: %s", why);
+    return -1;
+  }
+  auth_send(c, &w);
+  hp_wbuf_free(&w);
+  if (rc == 1 && !c->closing) {
+    c->authed = 1;
+    uv_timer_stop(&c->timer);
+    if (c->cb->on_auth) c->cb->on_auth(c);
+  }
+  return c->closing ? -1 : 0;
+}
+
+/* ---- reading -------------------------------------------------------- */
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  struct hp_conn *c = h->data;
+  (void)hint;
+  if (c->hgot < HP_FRAME_HDR) {
+    *buf = uv_buf_init((char *)c->hdr + c->hgot,
+                       (unsigned)(HP_FRAME_HDR - c->hgot));
+  } else {
+    size_t left = c->h.len - c->pgot;
+    *buf = uv_buf_init((char *)c->payload + c->pgot,
+                       (unsigned)HC_MIN(left, (size_t)1 << 30));
+  }
+}
+
+/* A whole frame is in: hands it on and gets ready for the next. */
+static void frame_done(struct hp_conn *c) {
+  c->hgot = 0;
+  c->pgot = 0;
+  if (!c->authed) {
+    auth_frame(c);
+    return;
+  }
+  int keep = 0;
+  int rc = c->cb->on_frame(c, &c->h, c->h.len ? c->payload : NULL, &keep);
+  if (keep) {
+    c->payload = NULL;
+    c->pcap = 0;
+  }
+  if (rc < 0) hp_conn_close(c, c->why[0] ? c->why : "protocol error");
+}
+
+static int start_payload(struct hp_conn *c) {
+  char why[200];
+  if (hp_frame_parse(c->hdr, &c->h, why, sizeof why) < 0) {
+    fail(c, "bad frame: %s", why);
+    return -1;
+  }
+  if (!c->authed) {
+    if (c->h.len > HP_AUTH_FRAME_MAX) {
+      fail(c, "%s", "oversize frame before authentication");
+      return -1;
+    }
+    if (c->h.type < HP_MSG_AUTH_HELLO || c->h.type > HP_MSG_AUTH_PROOF) {
+      fail(c, "%s", "a message before authentication");
+      return -1;
+    }
+  }
+  if (c->h.len > c->pcap) {
+    /* A large payload is never kept around once done with (a 16 MiB
+     * buffer per idle connection would add up). */
+    free(c->payload);
+    c->payload = malloc(c->h.len);
+    c->pcap = c->payload ? c->h.len : 0;
+    if (!c->payload) {
+      hp_conn_close(c, "out of memory");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  struct hp_conn *c = s->data;
+  (void)buf;
+  if (c->closing) return;
+  if (n < 0) {
+    hp_conn_close(c, n == UV_EOF ? "connection closed by the peer"
+                                 : uv_strerror((int)n));
+    return;
+  }
+  if (n == 0) return;
+  c->last_rx = hc_now_ns();
+  if (c->hgot < HP_FRAME_HDR) {
+    c->hgot += (size_t)n;
+    /* Reject a stranger as soon as its first bytes show it. */
+    static const unsigned char magic[4] = {'H', 'O', 'R', 'A'};
+    if (memcmp(c->hdr, magic, HC_MIN(c->hgot, (size_t)4))) {
+      hp_conn_close(c, "bad frame: bad magic (not a hora peer)");
+      return;
+    }
+    if (c->hgot < HP_FRAME_HDR) return;
+    if (start_payload(c) < 0) return;
+  } else {
+    c->pgot += (size_t)n;
+  }
+  if (c->pgot == c->h.len) frame_done(c);
+  if (c->pcap > KEEP_MAX && c->hgot == 0) {
+    free(c->payload);
+    c->payload = NULL;
+    c->pcap = 0;
+  }
+}
+
+/* ---- setting up ------------------------------------------------------- */
+
+static struct hp_conn *conn_new(uv_loop_t *loop,
+                                const unsigned char secret[HP_SECRET_LEN],
+                                int role, uint8_t purpose,
+                                const struct hp_conn_cb *cb, void *data) {
+  struct hp_conn *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->cb = cb;
+  c->data = data;
+  c->connector = role == HP_AUTH_CONNECTOR;
+  c->last_rx = hc_now_ns();
+  hp_auth_init(&c->auth, role, purpose, secret);
+  uv_tcp_init(loop, &c->tcp);
+  uv_timer_init(loop, &c->timer);
+  c->tcp.data = c->timer.data = c;
+  return c;
+}
+
+static void tune_socket(struct hp_conn *c) {
+  uv_tcp_nodelay(&c->tcp, 1);
+  int sz = SOCK_BUF;
+  uv_send_buffer_size((uv_handle_t *)&c->tcp, &sz);
+  sz = SOCK_BUF;
+  uv_recv_buffer_size((uv_handle_t *)&c->tcp, &sz);
+}
+
+static void start_reading(struct hp_conn *c) {
+  int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  if (rc < 0) {
+    fail(c, "cannot read: %s", uv_strerror(rc));
+    return;
+  }
+  c->reading = 1;
+  uv_timer_start(&c->timer, on_auth_timeout, HP_AUTH_TIMEOUT_MS, 0);
+}
+
+static void on_connect(uv_connect_t *req, int status) {
+  struct hp_conn *c = req->data;
+  free(req);
+  if (c->closing) return;
+  if (status < 0) {
+    fail(c, "cannot connect: %s", uv_strerror(status));
+    return;
+  }
+  c->connected = 1;
+  c->last_rx = hc_now_ns();
+  tune_socket(c);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  if (hp_auth_start(&c->auth, &w) < 0) {
+    hp_wbuf_free(&w);
+    hp_conn_close(c, "cannot start the handshake");
+    return;
+  }
+  auth_send(c, &w);
+  hp_wbuf_free(&w);
+  if (!c->closing) start_reading(c);
+}
+
+int hp_conn_connect(uv_loop_t *loop, const struct sockaddr *sa,
+                    const unsigned char secret[HP_SECRET_LEN],
+                    uint8_t purpose, const struct hp_conn_cb *cb, void *data,
+                    struct hp_conn **out) {
+  struct hp_conn *c =
+      conn_new(loop, secret, HP_AUTH_CONNECTOR, purpose, cb, data);
+  uv_connect_t *req = malloc(sizeof *req);
+  if (!c || !req) {
+    free(req);
+    if (c) hp_conn_close(c, "out of memory");
+    return UV_ENOMEM;
+  }
+  hp_addr_str(sa, c->peer, sizeof c->peer);
+  req->data = c;
+  int rc = uv_tcp_connect(req, &c->tcp, sa, on_connect);
+  if (rc < 0) {
+    free(req);
+    c->cb = &no_cb;
+    hp_conn_close(c, NULL);
+    return rc;
+  }
+  /* The deadline covers connecting too. */
+  uv_timer_start(&c->timer, on_auth_timeout, HP_AUTH_TIMEOUT_MS, 0);
+  *out = c;
+  return 0;
+}
+
+int hp_conn_accept(uv_stream_t *server,
+                   const unsigned char secret[HP_SECRET_LEN], uint8_t purpose,
+                   const struct hp_conn_cb *cb, void *data,
+                   struct hp_conn **out) {
+  struct hp_conn *c =
+      conn_new(server->loop, secret, HP_AUTH_ACCEPTOR, purpose, cb, data);
+  if (!c) return UV_ENOMEM;
+  int rc = uv_accept(server, (uv_stream_t *)&c->tcp);
+  if (rc < 0) {
+    c->cb = &no_cb;
+    hp_conn_close(c, NULL);
+    return rc;
+  }
+  c->connected = 1;
+  struct sockaddr_storage ss;
+  int len = sizeof ss;
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+    hp_addr_str((struct sockaddr *)&ss, c->peer, sizeof c->peer);
+  tune_socket(c);
+  *out = c;
+  start_reading(c);
+  return 0;
+}

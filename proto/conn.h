@@ -1,0 +1,107 @@
+/* conn.h -- a framed, authenticated TCP connection on a libuv loop: what
+ * horarun and horad use for every connection between hosts.
+ *
+ * A connection starts with the handshake of auth.h. Before it completes,
+ * a frame longer than HP_AUTH_FRAME_MAX or of any other type ends the
+ * connection, and so does a handshake that takes longer than
+ * HP_AUTH_TIMEOUT_MS: a stranger on the port costs a few bytes of memory
+ * and is logged, nothing it sends is acted on. After it, frames go to the
+ * owner's on_frame; each payload is read straight into a buffer of its
+ * own size (no copy through an intermediate buffer), which the owner may
+ * keep. Every byte received refreshes last_rx, which the owners' heartbeat
+ * checks read. */
+#ifndef HORA_PROTO_CONN_H
+#define HORA_PROTO_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "auth.h"
+#include "msg.h"
+
+struct hp_conn;
+
+struct hp_conn_cb {
+  /* The handshake succeeded: the peer holds the secret. May be NULL. */
+  void (*on_auth)(struct hp_conn *c);
+  /* A whole frame after the handshake. The payload (h->len bytes, NULL
+   * when 0) stays valid until the call returns; to keep it, set *keep to 1
+   * and free() it later. Returning < 0 closes the connection with the
+   * reason the callback put in c->why. */
+  int (*on_frame)(struct hp_conn *c, const struct hp_frame_hdr *h,
+                  unsigned char *payload, int *keep);
+  /* Called once when the connection is gone (closed by either side, an
+   * error, a failed handshake); `why` says why. c is freed after it
+   * returns. */
+  void (*on_close)(struct hp_conn *c, const char *why);
+};
+
+struct hp_conn {
+  uv_tcp_t tcp;
+  uv_timer_t timer; /* the handshake's deadline */
+  const struct hp_conn_cb *cb;
+  void *data; /* the owner's */
+  struct hp_auth auth;
+  int connector;
+  int connected, authed, closing, reading;
+  int nclosing; /* handles still closing */
+  int close_when_sent;
+  struct hp_conn *next, **pprev; /* on its owner's list (hp_conn_track) */
+  char peer[96]; /* "address:port", for messages */
+  char why[256];
+  uint64_t last_rx;    /* hc_now_ns() of the last byte received */
+  size_t queued;       /* bytes written but not yet sent */
+  /* reader: a header, then its payload */
+  unsigned char hdr[HP_FRAME_HDR];
+  size_t hgot;
+  struct hp_frame_hdr h;
+  unsigned char *payload;
+  size_t pgot, pcap;
+};
+
+/* Starts connecting to sa. The handshake runs as soon as the connection
+ * is up; on_auth or on_close follows. Returns 0 and *out, or a UV_E*
+ * code (nothing to free). */
+int hp_conn_connect(uv_loop_t *loop, const struct sockaddr *sa,
+                    const unsigned char secret[HP_SECRET_LEN],
+                    uint8_t purpose, const struct hp_conn_cb *cb, void *data,
+                    struct hp_conn **out);
+
+/* Accepts a pending connection of `server` and waits for the peer's
+ * handshake. Returns 0 and *out, or a UV_E* code. */
+int hp_conn_accept(uv_stream_t *server,
+                   const unsigned char secret[HP_SECRET_LEN], uint8_t purpose,
+                   const struct hp_conn_cb *cb, void *data,
+                   struct hp_conn **out);
+
+/* Queues the frames in w (moved out of w, which is left empty). Returns 0
+ * or < 0 when the connection is closing or the write failed. */
+int hp_conn_send(struct hp_conn *c, struct hp_wbuf *w);
+
+/* Queues a frame made of `hdr` (hdrlen bytes, copied) and `n` bytes at p,
+ * which must stay untouched until done(arg, status) is called (status < 0
+ * when the write failed or the connection closed first). done is always
+ * called, also when this returns < 0. */
+int hp_conn_send_zc(struct hp_conn *c, const void *hdr, size_t hdrlen,
+                    const void *p, size_t n, void (*done)(void *, int),
+                    void *arg);
+
+/* Puts c on the list at *head (it leaves it when freed), so that the owner
+ * can close every connection it has, authenticated or not. */
+void hp_conn_track(struct hp_conn *c, struct hp_conn **head);
+/* Closes every connection on the list. */
+void hp_conn_close_all(struct hp_conn **head, const char *why);
+
+/* Closes the connection once every queued frame has been sent. */
+void hp_conn_close_when_sent(struct hp_conn *c);
+
+/* Closes the connection (once); on_close follows with `why`. */
+void hp_conn_close(struct hp_conn *c, const char *why);
+
+/* "1.2.3.4:5" or "[::1]:5" for a socket address. */
+void hp_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+/* Parses a numeric address and port into ss. Returns 0 or -1. */
+int hp_addr_parse(const char *addr, int port, struct sockaddr_storage *ss);
+
+#endif
