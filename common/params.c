@@ -32,8 +32,95 @@ const struct hc_param hc_params[] = {
      "--stall-check-shutdown-time-seconds", HC_P_INT, "0",
      "seconds after which such a stalled operation fails with HORA_ESTALL "
      "on the ranks that wait (0: never)"},
+    {"heartbeat_timeout", "HORA_HEARTBEAT_TIMEOUT", NULL, "--heartbeat-timeout",
+     HC_P_DOUBLE, "3",
+     "seconds of silence after which a host of a multi-host job is declared "
+     "lost (its daemons exchange heartbeats several times a second)"},
     {"kill_grace", "HORA_KILL_GRACE", NULL, NULL, HC_P_DOUBLE, "5",
      "seconds between SIGTERM and SIGKILL when a job is torn down"},
+    /* Horovod's tuning parameters (horovodrun's flags and --config-file
+     * keys). hora's horad does not act on these yet; a flag sets them in
+     * the environment of every rank under both names, as horovodrun
+     * would, so that code reading them sees the value. */
+    {"fusion_threshold", "HORA_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD",
+     "--fusion-threshold-mb", HC_P_SIZE, "128M",
+     "tensor fusion buffer; the flag takes MiB (0: no fusion), the variables "
+     "hold bytes, as with horovodrun. hora does not fuse yet: the ranks "
+     "only see the value"},
+    {"cycle_time", "HORA_CYCLE_TIME", "HOROVOD_CYCLE_TIME", "--cycle-time-ms",
+     HC_P_DOUBLE, "1",
+     "milliseconds between Horovod's negotiation cycles; hora negotiates as "
+     "requests arrive, so the ranks only see the value"},
+    {"cache_capacity", "HORA_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY",
+     "--cache-capacity", HC_P_INT, "1024",
+     "entries of Horovod's response cache (0: off); passed to the ranks, "
+     "not used by hora"},
+    {"hierarchical_allreduce", "HORA_HIERARCHICAL_ALLREDUCE",
+     "HOROVOD_HIERARCHICAL_ALLREDUCE", "--hierarchical-allreduce", HC_P_BOOL,
+     "0",
+     "Horovod's hierarchical allreduce; hora's allreduce is hierarchical "
+     "anyway (reduce on the host, then a ring between hosts), so this only "
+     "reaches the ranks' environment"},
+    {"hierarchical_allgather", "HORA_HIERARCHICAL_ALLGATHER",
+     "HOROVOD_HIERARCHICAL_ALLGATHER", "--hierarchical-allgather", HC_P_BOOL,
+     "0", "Horovod's hierarchical allgather; passed to the ranks, not used "
+     "by hora"},
+    {"torus_allreduce", "HORA_TORUS_ALLREDUCE", "HOROVOD_TORUS_ALLREDUCE",
+     "--torus-allreduce", HC_P_BOOL, "0",
+     "Horovod's 2-D torus allreduce; passed to the ranks, not used by hora"},
+    {"autotune", "HORA_AUTOTUNE", "HOROVOD_AUTOTUNE", "--autotune", HC_P_BOOL,
+     "0", "Horovod's autotuning of the parameters above; passed to the "
+     "ranks, hora does not tune yet"},
+    {"autotune_log_file", "HORA_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_LOG",
+     "--autotune-log-file", HC_P_STRING, "",
+     "CSV file of autotuning trials; passed to the ranks"},
+    {"autotune_warmup_samples", "HORA_AUTOTUNE_WARMUP_SAMPLES",
+     "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "--autotune-warmup-samples", HC_P_INT,
+     "3", "autotuning samples discarded at the start; passed to the ranks"},
+    {"autotune_steps_per_sample", "HORA_AUTOTUNE_STEPS_PER_SAMPLE",
+     "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "--autotune-steps-per-sample",
+     HC_P_INT, "10", "steps per autotuning sample; passed to the ranks"},
+    {"autotune_bayes_opt_max_samples", "HORA_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+     "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+     "--autotune-bayes-opt-max-samples", HC_P_INT, "20",
+     "samples of autotuning's Bayesian optimization; passed to the ranks"},
+    {"autotune_gaussian_process_noise",
+     "HORA_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
+     "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
+     "--autotune-gaussian-process-noise", HC_P_DOUBLE, "0.8",
+     "noise of autotuning's Gaussian process, from 0 to 1; passed to the "
+     "ranks"},
+    {"timeline_filename", "HORA_TIMELINE", "HOROVOD_TIMELINE",
+     "--timeline-filename", HC_P_STRING, "",
+     "Horovod's timeline file (Chrome trace) on rank 0; passed to the "
+     "ranks, hora writes no timeline yet"},
+    {"timeline_mark_cycles", "HORA_TIMELINE_MARK_CYCLES",
+     "HOROVOD_TIMELINE_MARK_CYCLES", "--timeline-mark-cycles", HC_P_BOOL, "0",
+     "mark negotiation cycles in the timeline; passed to the ranks"},
+    {"stall_check_disable", "HORA_STALL_CHECK_DISABLE",
+     "HOROVOD_STALL_CHECK_DISABLE", "--no-stall-check", HC_P_BOOL, "0",
+     "turn the stall check off: horarun then also sets the two stall check "
+     "times above to 0 (never)"},
+    {"mpi_threads_disable", "HORA_MPI_THREADS_DISABLE",
+     "HOROVOD_MPI_THREADS_DISABLE", "--mpi-threads-disable", HC_P_BOOL, "0",
+     "Horovod's MPI threading switch; hora uses no MPI, so the ranks only "
+     "see the value"},
+    {"num_nccl_streams", "HORA_NUM_NCCL_STREAMS", "HOROVOD_NUM_NCCL_STREAMS",
+     "--num-nccl-streams", HC_P_INT, "1",
+     "NCCL streams per device in Horovod; passed to the ranks, hora uses "
+     "one"},
+    {"thread_affinity", "HORA_THREAD_AFFINITY", "HOROVOD_THREAD_AFFINITY",
+     "--thread-affinity", HC_P_INT, "0",
+     "core for Horovod's background thread; passed to the ranks (hora has "
+     "no background thread in the ranks)"},
+    {"gloo_timeout_seconds", "HORA_GLOO_TIMEOUT_SECONDS",
+     "HOROVOD_GLOO_TIMEOUT_SECONDS", "--gloo-timeout-seconds", HC_P_INT, "30",
+     "Horovod's Gloo timeout; hora uses no Gloo, so the ranks only see the "
+     "value"},
+    {"log_hide_timestamp", "HORA_LOG_HIDE_TIME", "HOROVOD_LOG_HIDE_TIME",
+     "--log-without-timestamp", HC_P_BOOL, "0",
+     "drop the time from Horovod's log lines; hora's log lines carry none, "
+     "so the ranks only see the value"},
 };
 const size_t hc_nparams = HC_ARRAY_SIZE(hc_params);
 

@@ -1,10 +1,14 @@
-/* cli.c -- horarun's command line, compatible with horovodrun's local case.
+/* cli.c -- horarun's command line, compatible with horovodrun's.
  *
  * Options come from two tables: the launcher's own (below) and every knob of
  * common/params.c that has a `flag`, so a knob is defined once and --help,
  * parsing and the environment given to ranks all follow from it. Options
  * stop at the first word that is not an option (the program) or at "--";
- * "--opt value" and "--opt=value" are both accepted. */
+ * "--opt value" and "--opt=value" are both accepted.
+ *
+ * --config-file is applied where it stands (config.c), as horovodrun does:
+ * its values override the flags before it, and the flags after it override
+ * its values. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -16,10 +20,18 @@
 
 #include "cli.h"
 #include "common.h"
+#include "config.h"
+#include "hosts.h"
 
 enum opt_id {
   O_NP,
   O_HOSTS,
+  O_HOSTFILE,
+  O_SSH_PORT,
+  O_SSH_IDENTITY,
+  O_IFACE,
+  O_IFACES,
+  O_CONFIG,
   O_OUTPUT,
   O_PREFIX_TS,
   O_VERBOSE,
@@ -39,10 +51,27 @@ struct opt {
 static const struct opt builtin_opts[] = {
     {"-np", "--num-proc", "N", O_NP,
      "number of processes (ranks) to run; without it, the number of slots "
-     "given with -H"},
+     "the hosts give"},
     {"-H", "--hosts", "HOST[:SLOTS],...", O_HOSTS,
      "hosts to run on and how many processes each may run (a HOST alone has "
-     "1 slot); default localhost:N for -np N. Only this machine for now"},
+     "1 slot; IPv6 as [::1]:4); default localhost:N for -np N. Hosts other "
+     "than this machine are reached with ssh"},
+    {"-hostfile", "--hostfile", "FILE", O_HOSTFILE,
+     "read the hosts from FILE, one per line: 'HOST slots=N', 'HOST:N' or "
+     "'HOST'; '#' starts a comment. Of -H, --hostfile and a config file's "
+     "hosts, the last one given counts"},
+    {"-p", "--ssh-port", "PORT", O_SSH_PORT,
+     "ssh port of the hosts (default: ssh's own)"},
+    {"-i", "--ssh-identity-file", "FILE", O_SSH_IDENTITY,
+     "private key ssh uses to reach the hosts"},
+    {NULL, "--network-interface", "IF", O_IFACE,
+     "network interface for hora's traffic between hosts; repeat it (or "
+     "give a comma list) for several"},
+    {NULL, "--network-interfaces", "IF,...", O_IFACES,
+     "comma list of network interfaces for hora's traffic between hosts"},
+    {NULL, "--config-file", "FILE", O_CONFIG,
+     "read settings from a YAML file (see hora.yaml(5)); they override the "
+     "options before --config-file and are overridden by those after it"},
     {NULL, "--output-filename", "DIR", O_OUTPUT,
      "also write each rank's output, unprefixed, to DIR/rank.<rank>/stdout "
      "and DIR/rank.<rank>/stderr"},
@@ -54,9 +83,38 @@ static const struct opt builtin_opts[] = {
     {"-h", "--help", NULL, O_HELP, "print this help and exit"},
 };
 
+/* Further spellings of boolean knobs, as horovodrun has them: each sets the
+ * knob to a fixed value. */
+static const struct knob_alias {
+  const char *flag;
+  const char *knob;
+  const char *value;
+} knob_aliases[] = {
+    {"--no-hierarchical-allreduce", "hierarchical_allreduce", "0"},
+    {"--no-hierarchical-allgather", "hierarchical_allgather", "0"},
+    {"--no-torus-allreduce", "torus_allreduce", "0"},
+    {"--no-autotune", "autotune", "0"},
+    {"--no-timeline-mark-cycles", "timeline_mark_cycles", "0"},
+    {"--stall-check", "stall_check_disable", "0"},
+    {"--no-mpi-threads-disable", "mpi_threads_disable", "0"},
+    {"--log-with-timestamp", "log_hide_timestamp", "0"},
+    {"--log-hide-timestamp", "log_hide_timestamp", "1"},
+};
+
+/* Knobs whose flag takes another unit than their variables: the flag's
+ * value is multiplied by `scale` (horovodrun's --fusion-threshold-mb). */
+static const struct knob_unit {
+  const char *knob;
+  long long scale;
+  long long max; /* largest flag value */
+  const char *metavar;
+} knob_units[] = {
+    {"fusion_threshold", 1LL << 20, 1LL << 20, "MB"},
+};
+
 static const char usage_short[] =
-    "usage: horarun [-h] [-v] [-np N] [-H HOST[:SLOTS],...] [options] "
-    "program [args...]\n"
+    "usage: horarun [-h] [-v] [-np N] [-H HOST[:SLOTS],... | -hostfile FILE] "
+    "[options] program [args...]\n"
     "Run 'horarun --help' for every option.\n";
 
 int hr_usage_error(const char *fmt, ...) {
@@ -69,7 +127,15 @@ int hr_usage_error(const char *fmt, ...) {
   return HR_EXIT_USAGE;
 }
 
+static const struct knob_unit *knob_unit(const struct hc_param *p) {
+  for (size_t i = 0; i < HC_ARRAY_SIZE(knob_units); i++)
+    if (!strcmp(knob_units[i].knob, p->name)) return &knob_units[i];
+  return NULL;
+}
+
 static const char *knob_metavar(const struct hc_param *p) {
+  const struct knob_unit *u = knob_unit(p);
+  if (u) return u->metavar;
   switch (p->type) {
   case HC_P_INT:
     return "N";
@@ -115,6 +181,20 @@ static void print_wrapped(FILE *f, const char *text) {
   fputc('\n', f);
 }
 
+static void print_knob(FILE *f, const struct hc_param *p) {
+  const char *mv = knob_metavar(p);
+  fprintf(f, "  %s", p->flag);
+  for (size_t a = 0; a < HC_ARRAY_SIZE(knob_aliases); a++)
+    if (!strcmp(knob_aliases[a].knob, p->name))
+      fprintf(f, ", %s", knob_aliases[a].flag);
+  fprintf(f, "%s%s\n", mv ? " " : "", mv ? mv : "");
+  char text[1024];
+  hc_fmt(text, sizeof text, "%s [env %s%s%s; config knobs.%s; default %s]",
+         p->help, p->env, p->hvd_env ? " or " : "",
+         p->hvd_env ? p->hvd_env : "", p->name, *p->def ? p->def : "none");
+  print_wrapped(f, text);
+}
+
 static void print_help(FILE *f) {
   fprintf(f, "usage: horarun [options] program [args...]\n\n"
              "Runs `program` as a hora job: one horad per host starts the "
@@ -129,50 +209,65 @@ static void print_help(FILE *f) {
     print_wrapped(f, o->help);
   }
   fprintf(f, "\nKnobs (each is read from its environment variable; given as "
-             "a flag, it is set\nin the environment of horad and of every "
-             "rank):\n");
-  for (size_t i = 0; i < hc_nparams; i++) {
-    const struct hc_param *p = &hc_params[i];
-    if (!p->flag) continue;
-    const char *mv = knob_metavar(p);
-    fprintf(f, "  %s%s%s\n", p->flag, mv ? " " : "", mv ? mv : "");
-    char text[1024];
-    hc_fmt(text, sizeof text, "%s [env %s%s%s; default %s]", p->help, p->env,
-           p->hvd_env ? " or " : "", p->hvd_env ? p->hvd_env : "", p->def);
-    print_wrapped(f, text);
-  }
+             "a flag or in a\nconfig file, it is set in the environment of "
+             "horad and of every rank, under\nboth names):\n");
+  for (size_t i = 0; i < hc_nparams; i++)
+    if (hc_params[i].flag) print_knob(f, &hc_params[i]);
   fprintf(f, "\nOptions end at the first word that is not an option, or at "
              "'--'. Both\n'--opt value' and '--opt=value' work. Exit status: "
              "that of the first rank to\nfail, 128+N for signal N, 2 for a "
-             "usage error, 1 for a launcher error.\nSee horarun(1).\n");
+             "usage error, 1 for a launcher error.\nSee horarun(1) and "
+             "hora.yaml(5).\n");
 }
 
-/* Finds an option by exact name; *knob gets the hc_params index for knobs. */
-static const struct opt *find_opt(const char *name, size_t n, size_t *knob) {
-  static struct opt knob_opt;
+/* An option found by name: a builtin, or a knob (with a fixed value for
+ * the aliases of boolean knobs). */
+struct match {
+  const struct opt *op;
+  size_t knob;
+  const char *fixed;
+};
+
+static int name_is(const char *s, const char *name, size_t n) {
+  return s && strlen(s) == n && !strncmp(s, name, n);
+}
+
+static int find_opt(const char *name, size_t n, struct match *m) {
+  static const struct opt knob_opt = {NULL, "", "V", O_KNOB, NULL};
+  static const struct opt knob_bool = {NULL, "", NULL, O_KNOB, NULL};
+  *m = (struct match){0};
   for (size_t i = 0; i < HC_ARRAY_SIZE(builtin_opts); i++) {
     const struct opt *o = &builtin_opts[i];
-    if ((o->short_name && strlen(o->short_name) == n &&
-         !strncmp(o->short_name, name, n)) ||
-        (strlen(o->long_name) == n && !strncmp(o->long_name, name, n)))
-      return o;
-  }
-  for (size_t i = 0; i < hc_nparams; i++) {
-    const char *f = hc_params[i].flag;
-    if (f && strlen(f) == n && !strncmp(f, name, n)) {
-      knob_opt =
-          (struct opt){NULL, f, knob_metavar(&hc_params[i]), O_KNOB, NULL};
-      *knob = i;
-      return &knob_opt;
+    if (name_is(o->short_name, name, n) || name_is(o->long_name, name, n)) {
+      m->op = o;
+      return 1;
     }
   }
-  return NULL;
+  for (size_t i = 0; i < hc_nparams; i++) {
+    if (name_is(hc_params[i].flag, name, n)) {
+      m->op = knob_metavar(&hc_params[i]) ? &knob_opt : &knob_bool;
+      m->knob = i;
+      m->fixed = hc_params[i].type == HC_P_BOOL ? "1" : NULL;
+      return 1;
+    }
+  }
+  for (size_t a = 0; a < HC_ARRAY_SIZE(knob_aliases); a++) {
+    const struct hc_param *p = hc_param_find(knob_aliases[a].knob);
+    if (p && name_is(knob_aliases[a].flag, name, n)) {
+      m->op = &knob_bool;
+      m->knob = (size_t)(p - hc_params);
+      m->fixed = knob_aliases[a].value;
+      return 1;
+    }
+  }
+  return 0;
 }
 
-/* Checks a knob's value against its type. Returns 0 or a usage error. */
-static int check_knob(const struct hc_param *p, const char *v) {
+int hr_knob_check(const struct hc_param *p, const char *v, char *why,
+                  size_t whylen) {
   char *end = NULL;
   int ok = *v != '\0';
+  const char *expected = "a non-negative whole number";
   switch (p->type) {
   case HC_P_INT: {
     errno = 0;
@@ -182,28 +277,116 @@ static int check_knob(const struct hc_param *p, const char *v) {
   }
   case HC_P_SIZE:
     ok = ok && hc_parse_size(v) >= 0;
+    expected = "a size like 64M";
     break;
   case HC_P_DOUBLE: {
     double d = strtod(v, &end);
-    ok = ok && !*end && isfinite(d) && d >= 0;
+    int unit = !strcmp(p->name, "autotune_gaussian_process_noise");
+    ok = ok && !*end && isfinite(d) && d >= 0 && (!unit || d <= 1);
+    expected = unit ? "a number from 0 to 1" : "a non-negative number";
     break;
   }
   case HC_P_STRING:
-    if (!strcmp(p->name, "log_level")) ok = hc_parse_level(v) >= 0;
+    if (!strcmp(p->name, "log_level")) {
+      ok = hc_parse_level(v) >= 0;
+      expected = "trace, debug, info, warning, error or fatal";
+    } else {
+      expected = "a non-empty value";
+    }
     break;
   case HC_P_BOOL:
+    ok = !strcmp(v, "0") || !strcmp(v, "1");
+    expected = "0 or 1";
     break;
   }
   if (ok) return 0;
-  if (!strcmp(p->name, "log_level"))
-    return hr_usage_error("invalid %s value '%s': expected trace, debug, "
-                          "info, warning, error or fatal",
-                          p->flag, v);
-  return hr_usage_error("invalid %s value '%s': expected %s", p->flag, v,
-                        p->type == HC_P_SIZE ? "a size like 64M"
-                        : p->type == HC_P_DOUBLE
-                            ? "a non-negative number"
-                            : "a non-negative whole number");
+  hc_fmt(why, whylen, "expected %s", expected);
+  return -1;
+}
+
+char *hr_opts_own(struct hr_opts *o, char *s) {
+  if (!s) return NULL;
+  char **g = realloc(o->owned, (o->nowned + 1) * sizeof *g);
+  if (!g) {
+    free(s);
+    return NULL;
+  }
+  o->owned = g;
+  o->owned[o->nowned++] = s;
+  return s;
+}
+
+int hr_opts_set_knob(struct hr_opts *o, size_t i, const char *v, int flag_unit,
+                     char *why, size_t whylen) {
+  const struct hc_param *p = &hc_params[i];
+  const struct knob_unit *u = flag_unit ? knob_unit(p) : NULL;
+  char buf[32];
+  if (u) { /* a whole number in the flag's unit */
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (!*v || *end || errno || n < 0 || n > u->max) {
+      hc_fmt(why, whylen, "expected a whole number from 0 to %lld", u->max);
+      return -1;
+    }
+    hc_fmt(buf, sizeof buf, "%lld", n * u->scale);
+    v = buf;
+  }
+  if (hr_knob_check(p, v, why, whylen) < 0) return -1;
+  char *copy = hr_opts_own(o, strdup(v));
+  if (!copy) {
+    hc_fmt(why, whylen, "out of memory");
+    return -1;
+  }
+  o->knob[i] = copy;
+  return 0;
+}
+
+int hr_iface_ok(const char *name) {
+  size_t n = strlen(name);
+  return n >= 1 && n <= 15 && !strpbrk(name, " \t\r\n/,'\"\\");
+}
+
+int hr_opts_add_ifaces(struct hr_opts *o, const char *list, int replace,
+                       char *err, size_t errlen) {
+  if (replace) o->nifaces = 0;
+  for (const char *p = list;; p++) {
+    size_t len = strcspn(p, ",");
+    char *name = strndup(p, len);
+    if (!name) {
+      hc_fmt(err, errlen, "out of memory");
+      return -1;
+    }
+    if (!hr_iface_ok(name)) {
+      if (len == 0)
+        hc_fmt(err, errlen, "empty interface name in '%s'", list);
+      else
+        hc_fmt(err, errlen,
+               "bad network interface '%s': expected a name like eth0 (at "
+               "most 15 characters)",
+               name);
+      free(name);
+      return -1;
+    }
+    int dup = 0;
+    for (size_t i = 0; i < o->nifaces && !dup; i++)
+      dup = !strcmp(o->ifaces[i], name);
+    const char **g =
+        dup ? NULL : realloc(o->ifaces, (o->nifaces + 1) * sizeof *g);
+    if (dup) {
+      free(name);
+    } else if (!g || !hr_opts_own(o, name)) {
+      if (!g) free(name);
+      hc_fmt(err, errlen, "out of memory");
+      return -1;
+    } else {
+      o->ifaces = g;
+      o->ifaces[o->nifaces++] = name;
+    }
+    p += len;
+    if (!*p) break;
+  }
+  return 0;
 }
 
 static int parse_np(const char *v, int *np) {
@@ -218,15 +401,53 @@ static int parse_np(const char *v, int *np) {
   return 0;
 }
 
-/* Applies one option. Returns 0 (with *done set after --help/--version,
- * which print and end the run) or HR_EXIT_USAGE. */
-static int apply(struct hr_opts *o, const struct opt *op, size_t knob,
+static int parse_port(const char *name, const char *v, int *port) {
+  char *end;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  if (!*v || *end || errno || n < 1 || n > 65535)
+    return hr_usage_error("invalid %s value '%s': expected a port number "
+                          "from 1 to 65535",
+                          name, v);
+  *port = (int)n;
+  return 0;
+}
+
+/* Applies one option; `name` is the option as written. Returns 0 (with
+ * *done set after --help/--version, which print and end the run) or the
+ * exit status of a usage error. */
+static int apply(struct hr_opts *o, const struct match *m, const char *name,
                  const char *v, int *done) {
-  switch (op->id) {
+  char err[1024];
+  switch (m->op->id) {
   case O_NP:
     return parse_np(v, &o->np);
   case O_HOSTS:
     o->hosts = v;
+    o->host_source = HR_HOSTS_LIST;
+    return 0;
+  case O_HOSTFILE:
+    if (!*v) return hr_usage_error("%s needs a file name", name);
+    o->hostfile = v;
+    o->host_source = HR_HOSTS_FILE;
+    return 0;
+  case O_SSH_PORT:
+    return parse_port(name, v, &o->ssh_port);
+  case O_SSH_IDENTITY:
+    if (!*v) return hr_usage_error("%s needs a file name", name);
+    o->ssh_identity = v;
+    return 0;
+  case O_IFACE:
+  case O_IFACES: {
+    int replace = m->op->id == O_IFACES || o->ifaces_replace;
+    o->ifaces_replace = 0;
+    if (hr_opts_add_ifaces(o, v, replace, err, sizeof err) < 0)
+      return hr_usage_error("%s: %s", name, err);
+    return 0;
+  }
+  case O_CONFIG:
+    if (hr_config_load(v, o, err, sizeof err) < 0)
+      return hr_usage_error("%s", err);
     return 0;
   case O_OUTPUT:
     if (!*v) return hr_usage_error("--output-filename needs a directory");
@@ -247,9 +468,10 @@ static int apply(struct hr_opts *o, const struct opt *op, size_t knob,
     *done = 1;
     return 0;
   case O_KNOB:
-    if (!v) v = "1"; /* a boolean knob */
-    o->knob[knob] = v;
-    return check_knob(&hc_params[knob], v);
+    if (m->fixed) v = m->fixed;
+    if (hr_opts_set_knob(o, m->knob, v, 1, err, sizeof err) < 0)
+      return hr_usage_error("invalid %s value '%s': %s", name, v, err);
+    return 0;
   }
   return 0;
 }
@@ -260,27 +482,50 @@ static int parse_one(struct hr_opts *o, int argc, char **argv, int *i,
   const char *a = argv[*i];
   const char *eq = strchr(a, '=');
   size_t n = eq ? (size_t)(eq - a) : strlen(a);
-  size_t knob = 0;
-  const struct opt *op = find_opt(a, n, &knob);
-  if (!op) return hr_usage_error("unrecognized option '%s'", a);
+  struct match m;
+  if (!find_opt(a, n, &m)) return hr_usage_error("unrecognized option '%s'", a);
+  char name[64];
+  hc_fmt(name, sizeof name, "%.*s", (int)n, a);
   const char *v = NULL;
-  if (op->metavar) {
+  if (m.op->metavar) {
     if (eq)
       v = eq + 1;
     else if (*i + 1 < argc)
       v = argv[++*i];
     else
-      return hr_usage_error("option '%s' needs a value (%s)", a, op->metavar);
+      return hr_usage_error("option '%s' needs a value (%s)", a,
+                            m.op->id == O_KNOB
+                                ? knob_metavar(&hc_params[m.knob])
+                                : m.op->metavar);
   } else if (eq) {
-    return hr_usage_error("option '%.*s' takes no value", (int)n, a);
+    return hr_usage_error("option '%s' takes no value", name);
   }
-  return apply(o, op, knob, v, done);
+  return apply(o, &m, name, v, done);
+}
+
+/* Consequences of the whole command line: a disabled stall check sets the
+ * stall check times that horad reads to 0 (never), whatever their flags. */
+static int finish(struct hr_opts *o) {
+  const struct hc_param *off = hc_param_find("stall_check_disable");
+  const char *v = off ? o->knob[off - hc_params] : NULL;
+  if (!v || strcmp(v, "1")) return 0;
+  static const char *const times[] = {"stall_check_time",
+                                      "stall_shutdown_time"};
+  for (size_t i = 0; i < HC_ARRAY_SIZE(times); i++) {
+    const struct hc_param *p = hc_param_find(times[i]);
+    if (p) o->knob[p - hc_params] = "0";
+  }
+  return 0;
+}
+
+int hr_opts_init(struct hr_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->knob = calloc(hc_nparams ? hc_nparams : 1, sizeof *o->knob);
+  return o->knob ? 0 : -1;
 }
 
 int hr_cli_parse(int argc, char **argv, struct hr_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->knob = calloc(hc_nparams ? hc_nparams : 1, sizeof *o->knob);
-  if (!o->knob) {
+  if (hr_opts_init(o) < 0) {
     fprintf(stderr, "horarun: error: out of memory\n");
     return 1;
   }
@@ -298,17 +543,73 @@ int hr_cli_parse(int argc, char **argv, struct hr_opts *o) {
   o->prog = argv + i;
   o->nprog = argc - i;
   if (o->nprog == 0) return hr_usage_error("no program to run was given");
+  finish(o);
   return HR_CLI_RUN;
 }
 
 void hr_opts_free(struct hr_opts *o) {
   free(o->knob);
-  o->knob = NULL;
+  for (size_t i = 0; i < o->nowned; i++)
+    free(o->owned[i]);
+  free(o->owned);
+  free(o->ifaces);
+  free(o->ssh_opts);
+  free(o->env);
+  hr_hosts_free(o->cfg_hosts, o->ncfg_hosts);
+  memset(o, 0, sizeof *o);
 }
 
 double hr_opts_knob_num(const struct hr_opts *o, const char *name) {
   const struct hc_param *p = hc_param_find(name);
-  if (p && o->knob && o->knob[p - hc_params])
-    return strtod(o->knob[p - hc_params], NULL); /* checked when parsed */
+  if (p && o->knob && o->knob[p - hc_params]) {
+    const char *v = o->knob[p - hc_params]; /* checked when set */
+    return p->type == HC_P_SIZE ? (double)hc_parse_size(v) : strtod(v, NULL);
+  }
   return hc_param_double(name);
+}
+
+/* The hosts from o->host_source, before defaults are applied. */
+static int pick_hosts(const struct hr_opts *o, struct hr_host **hosts,
+                      size_t *n, char *err, size_t errlen) {
+  char why[1024], spec[64];
+  switch (o->host_source) {
+  case HR_HOSTS_LIST:
+    if (hr_hosts_parse(o->hosts, hosts, n, why, sizeof why) == 0) return 0;
+    hc_fmt(err, errlen, "-H: %s", why);
+    return -1;
+  case HR_HOSTS_FILE:
+    return hr_hostfile_parse(o->hostfile, hosts, n, err, errlen);
+  case HR_HOSTS_CONFIG:
+    *n = o->ncfg_hosts;
+    *hosts = hr_hosts_copy(o->cfg_hosts, o->ncfg_hosts);
+    if (*hosts) return 0;
+    hc_fmt(err, errlen, "out of memory");
+    return -1;
+  default:
+    break;
+  }
+  if (o->np == 0) {
+    hc_fmt(err, errlen, "-np is required: the number of processes to run");
+    return -1;
+  }
+  hc_fmt(spec, sizeof spec, "localhost:%d", o->np);
+  return hr_hosts_parse(spec, hosts, n, err, errlen);
+}
+
+int hr_opts_hosts(const struct hr_opts *o, struct hr_host **hosts, size_t *n,
+                  char *err, size_t errlen) {
+  *hosts = NULL;
+  *n = 0;
+  if (pick_hosts(o, hosts, n, err, errlen) < 0) return -1;
+  for (size_t i = 0; o->ssh_user && i < *n; i++) {
+    if ((*hosts)[i].user) continue;
+    if (!((*hosts)[i].user = strdup(o->ssh_user))) {
+      hr_hosts_free(*hosts, *n);
+      *hosts = NULL;
+      *n = 0;
+      hc_fmt(err, errlen, "out of memory");
+      return -1;
+    }
+  }
+  return 0;
 }

@@ -3,11 +3,17 @@
  * The layout rule is horovodrun's (runner/common/util/hosts.py): hosts in
  * the order given, ranks filled host by host; local_rank is the index on the
  * host, cross_rank the index of the host among the hosts that have that
- * local_rank, cross_size the number of such hosts. */
+ * local_rank, cross_size the number of such hosts.
+ *
+ * Host lists come from -H ("a:4,b:4"), a host file (--hostfile) or a
+ * config file's `hosts` (config.c); all of them end up as one array of
+ * struct hr_host, with entries for the same machine merged. */
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
 #include <ifaddrs.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -18,8 +24,12 @@
 #include "hosts.h"
 
 void hr_hosts_free(struct hr_host *hosts, size_t nhosts) {
-  for (size_t i = 0; hosts && i < nhosts; i++)
+  for (size_t i = 0; hosts && i < nhosts; i++) {
     free(hosts[i].name);
+    free(hosts[i].user);
+    free(hosts[i].address);
+    free(hosts[i].iface);
+  }
   free(hosts);
 }
 
@@ -74,7 +84,20 @@ static int valid_name_char(int c, int ipv6) {
   return isalnum(c) || c == '.' || c == '-' || c == '_';
 }
 
-/* Parses the slot count after a ':'; -1 when malformed. */
+/* 1 when host[0..len) is a name or address ssh may be given: a leading
+ * '-' would be read as an option. */
+static int name_ok(const char *host, size_t len, int ipv6) {
+  if (len == 0 || len > 255 || host[0] == '-') return 0;
+  for (size_t i = 0; i < len; i++)
+    if (!valid_name_char((unsigned char)host[i], ipv6)) return 0;
+  return 1;
+}
+
+int hr_host_name_ok(const char *name) {
+  return name_ok(name, strlen(name), strchr(name, ':') != NULL);
+}
+
+/* Parses a slot count of n bytes; -1 when malformed or out of range. */
 static int parse_slots(const char *s, size_t n) {
   if (n == 0 || n > 9) return -1;
   long v = 0;
@@ -85,9 +108,9 @@ static int parse_slots(const char *s, size_t n) {
   return v >= 1 && v <= HR_SLOTS_MAX ? (int)v : -1;
 }
 
-/* Splits one list item into name and slots. Returns 0 or -1 (err set). */
+/* hr_host_item_parse(), also saying whether the item gave its slots. */
 static int parse_item(const char *item, size_t len, char **name, int *slots,
-                      char *err, size_t errlen) {
+                      int *explicit_slots, char *err, size_t errlen) {
   const char *host = item, *colon = NULL;
   size_t hlen = len;
   int ipv6 = 0;
@@ -110,10 +133,9 @@ static int parse_item(const char *item, size_t len, char **name, int *slots,
       hlen = (size_t)(c1 - item);
     }
   }
-  if (hlen == 0) goto bad;
-  for (size_t i = 0; i < hlen; i++)
-    if (!valid_name_char((unsigned char)host[i], ipv6)) goto bad;
+  if (!name_ok(host, hlen, ipv6)) goto bad;
   *slots = 1;
+  *explicit_slots = colon != NULL;
   if (colon) {
     *slots = parse_slots(colon + 1, len - (size_t)(colon + 1 - item));
     if (*slots < 0) {
@@ -137,19 +159,106 @@ bad:
   return -1;
 }
 
-/* Adds a parsed item, merging it into an entry for the same machine. */
-static void add_host(struct hr_host *hosts, size_t *n, char *name, int slots) {
-  int local = hr_host_is_local(name);
+int hr_host_item_parse(const char *item, size_t len, char **name, int *slots,
+                       char *err, size_t errlen) {
+  int explicit_slots;
+  return parse_item(item, len, name, slots, &explicit_slots, err, errlen);
+}
+
+static void host_clear(struct hr_host *h) {
+  free(h->name);
+  free(h->user);
+  free(h->address);
+  free(h->iface);
+  memset(h, 0, sizeof *h);
+}
+
+/* Merges the string setting *from into *into: takes it when *into is
+ * unset; they must agree otherwise. Returns 0 or -1 on a conflict. */
+static int merge_str(char **into, char **from) {
+  if (!*from) return 0;
+  if (!*into) {
+    *into = *from;
+    *from = NULL;
+    return 0;
+  }
+  return strcmp(*into, *from) ? -1 : 0;
+}
+
+/* Merges h into e, an entry for the same machine. */
+static int merge_host(struct hr_host *e, struct hr_host *h, char *err,
+                      size_t errlen) {
+  const char *what = NULL;
+  if (merge_str(&e->user, &h->user) < 0)
+    what = "user";
+  else if (merge_str(&e->address, &h->address) < 0)
+    what = "address";
+  else if (merge_str(&e->iface, &h->iface) < 0)
+    what = "network_interface";
+  else if (h->ssh_port && e->ssh_port && h->ssh_port != e->ssh_port)
+    what = "ssh_port";
+  if (what && !strcasecmp(h->name, e->name)) {
+    hc_fmt(err, errlen, "host '%s' is given twice, with a different %s",
+           h->name, what);
+    return -1;
+  }
+  if (what) {
+    hc_fmt(err, errlen,
+           "host '%s' is this machine, like '%s', but has a different %s",
+           h->name, e->name, what);
+    return -1;
+  }
+  if (!e->ssh_port) e->ssh_port = h->ssh_port;
+  long sum = (long)e->slots + h->slots;
+  e->slots = sum > HR_SLOTS_MAX ? HR_SLOTS_MAX : (int)sum;
+  return 0;
+}
+
+int hr_hosts_add(struct hr_host **hosts, size_t *n, size_t *cap,
+                 struct hr_host *h, char *err, size_t errlen) {
+  h->local =
+      hr_host_is_local(h->name) || (h->address && hr_host_is_local(h->address));
   for (size_t i = 0; i < *n; i++) {
-    if ((local && hosts[i].local) || !strcasecmp(hosts[i].name, name)) {
-      long sum = (long)hosts[i].slots + slots;
-      hosts[i].slots = sum > HR_SLOTS_MAX ? HR_SLOTS_MAX : (int)sum;
-      free(name);
-      return;
+    struct hr_host *e = &(*hosts)[i];
+    if ((h->local && e->local) || !strcasecmp(e->name, h->name)) {
+      int rc = merge_host(e, h, err, errlen);
+      host_clear(h);
+      return rc;
     }
   }
-  hosts[*n] = (struct hr_host){.name = name, .slots = slots, .local = local};
-  (*n)++;
+  if (*n == *cap) {
+    size_t ncap = *cap ? *cap * 2 : 4;
+    struct hr_host *g = realloc(*hosts, ncap * sizeof *g);
+    if (!g) {
+      hc_fmt(err, errlen, "out of memory");
+      host_clear(h);
+      return -1;
+    }
+    *hosts = g;
+    *cap = ncap;
+  }
+  (*hosts)[(*n)++] = *h;
+  memset(h, 0, sizeof *h);
+  return 0;
+}
+
+struct hr_host *hr_hosts_copy(const struct hr_host *hosts, size_t n) {
+  struct hr_host *c = n ? calloc(n, sizeof *c) : NULL;
+  if (!c) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    c[i] = hosts[i];
+    c[i].name = strdup(hosts[i].name);
+    c[i].user = hosts[i].user ? strdup(hosts[i].user) : NULL;
+    c[i].address = hosts[i].address ? strdup(hosts[i].address) : NULL;
+    c[i].iface = hosts[i].iface ? strdup(hosts[i].iface) : NULL;
+    if (!c[i].name || (hosts[i].user && !c[i].user) ||
+        (hosts[i].address && !c[i].address) ||
+        (hosts[i].iface && !c[i].iface)) {
+      hr_hosts_free(c, i + 1);
+      return NULL;
+    }
+  }
+  return c;
 }
 
 int hr_hosts_parse(const char *spec, struct hr_host **hosts, size_t *nhosts,
@@ -160,31 +269,133 @@ int hr_hosts_parse(const char *spec, struct hr_host **hosts, size_t *nhosts,
     hc_fmt(err, errlen, "empty host list");
     return -1;
   }
-  size_t items = 1;
-  for (const char *p = spec; *p; p++)
-    items += *p == ',';
-  struct hr_host *h = calloc(items, sizeof *h);
-  if (!h) {
-    hc_fmt(err, errlen, "out of memory");
-    return -1;
-  }
-  size_t n = 0;
+  struct hr_host *h = NULL;
+  size_t n = 0, cap = 0;
   for (const char *p = spec;;) {
     size_t len = strcspn(p, ",");
-    char *name;
-    int slots;
+    struct hr_host one = {0};
+    int explicit_slots;
     if (len == 0) {
       hc_fmt(err, errlen, "empty entry in host list '%s'", spec);
-      hr_hosts_free(h, n);
-      return -1;
+      goto fail;
     }
-    if (parse_item(p, len, &name, &slots, err, errlen) < 0) {
-      hr_hosts_free(h, n);
-      return -1;
-    }
-    add_host(h, &n, name, slots);
+    if (parse_item(p, len, &one.name, &one.slots, &explicit_slots, err,
+                   errlen) < 0 ||
+        hr_hosts_add(&h, &n, &cap, &one, err, errlen) < 0)
+      goto fail;
     if (!p[len]) break;
     p += len + 1;
+  }
+  *hosts = h;
+  *nhosts = n;
+  return 0;
+fail:
+  hr_hosts_free(h, n);
+  return -1;
+}
+
+/* ---- host files ---------------------------------------------------------- */
+
+#define BLANKS " \t\r\n\v\f"
+
+/* Parses the fields after the host on one line: only "slots=N". */
+static int hostfile_fields(const char *p, const char *where, struct hr_host *h,
+                           int explicit_slots, char *err, size_t errlen) {
+  for (p += strspn(p, BLANKS); *p; p += strspn(p, BLANKS)) {
+    size_t len = strcspn(p, BLANKS);
+    if (len < 6 || strncmp(p, "slots=", 6)) {
+      hc_fmt(err, errlen,
+             "%s: unexpected '%.*s' after host '%s' (expected slots=N)", where,
+             (int)len, p, h->name);
+      return -1;
+    }
+    if (explicit_slots) {
+      hc_fmt(err, errlen, "%s: slots given twice for host '%s'", where,
+             h->name);
+      return -1;
+    }
+    h->slots = parse_slots(p + 6, len - 6);
+    if (h->slots < 0) {
+      hc_fmt(err, errlen,
+             "%s: bad slots value '%.*s': expected a whole number from 1 "
+             "to %d",
+             where, (int)len - 6, p + 6, HR_SLOTS_MAX);
+      return -1;
+    }
+    explicit_slots = 1;
+    p += len;
+  }
+  return 0;
+}
+
+/* Parses one line of a host file (comment already cut off) and adds its
+ * host, if any. `where` is "file:line" for messages. */
+static int hostfile_line(char *line, const char *where, struct hr_host **hosts,
+                         size_t *n, size_t *cap, char *err, size_t errlen) {
+  const char *p = line + strspn(line, BLANKS);
+  if (!*p) return 0; /* blank or comment only */
+  size_t len = strcspn(p, BLANKS);
+  struct hr_host h = {0};
+  int explicit_slots;
+  char why[512];
+  if (parse_item(p, len, &h.name, &h.slots, &explicit_slots, why, sizeof why) <
+      0) {
+    hc_fmt(err, errlen, "%s: %s", where, why);
+    return -1;
+  }
+  if (hostfile_fields(p + len, where, &h, explicit_slots, err, errlen) < 0) {
+    host_clear(&h);
+    return -1;
+  }
+  if (hr_hosts_add(hosts, n, cap, &h, why, sizeof why) < 0) {
+    hc_fmt(err, errlen, "%s: %s", where, why);
+    return -1;
+  }
+  return 0;
+}
+
+int hr_hostfile_parse(const char *path, struct hr_host **hosts, size_t *nhosts,
+                      char *err, size_t errlen) {
+  *hosts = NULL;
+  *nhosts = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    hc_fmt(err, errlen, "cannot read host file '%s': %s", path,
+           strerror(errno));
+    return -1;
+  }
+  struct hr_host *h = NULL;
+  size_t n = 0, cap = 0, linecap = 0;
+  char *line = NULL, where[320];
+  ssize_t len;
+  int rc = 0;
+  for (long lineno = 1; rc == 0 && (len = getline(&line, &linecap, f)) >= 0;
+       lineno++) {
+    hc_fmt(where, sizeof where, "%s:%ld", path, lineno);
+    if (memchr(line, '\0', (size_t)len)) {
+      hc_fmt(err, errlen, "%s: NUL byte in the line (not a text file?)", where);
+      rc = -1;
+      break;
+    }
+    line[strcspn(line, "#")] = '\0';
+    rc = hostfile_line(line, where, &h, &n, &cap, err, errlen);
+  }
+  if (rc == 0 && ferror(f)) {
+    hc_fmt(err, errlen, "cannot read host file '%s': %s", path,
+           strerror(errno));
+    rc = -1;
+  }
+  if (rc == 0 && n == 0) {
+    hc_fmt(err, errlen,
+           "%s: no hosts in the file (expected lines like 'node1 slots=4')",
+           path);
+    rc = -1;
+  }
+  free(line);
+  fclose(f);
+  if (rc < 0) {
+    hr_hosts_free(h, n);
+    return -1;
   }
   *hosts = h;
   *nhosts = n;

@@ -14,6 +14,11 @@ struct hr_host {
   int local;      /* 1 when the name denotes this machine */
   int nranks;     /* ranks placed on it by hr_layout_make() */
   int first_rank; /* its lowest rank; ranks are contiguous per host */
+  /* Per-host settings from a --config-file (NULL / 0: the defaults). */
+  char *user;    /* ssh login name */
+  int ssh_port;  /* ssh port; 0: -p, else ssh's own default */
+  char *address; /* what ssh connects to, instead of name */
+  char *iface;   /* network interface for hora's TCP on this host */
 };
 
 /* Where one rank runs, Horovod's way: hosts in order, filled host by host. */
@@ -41,6 +46,41 @@ struct hr_layout {
  * one-line reason in err. */
 int hr_hosts_parse(const char *spec, struct hr_host **hosts, size_t *nhosts,
                    char *err, size_t errlen);
+
+/* Parses a host file (--hostfile): one host per line, as "HOST slots=N"
+ * (mpirun's and horovodrun's form), "HOST:N" or "HOST" (1 slot); '#'
+ * starts a comment (whole line or trailing); blank lines, surrounding
+ * blanks and CRLF line ends are fine; IPv6 as "[::1] slots=2" or
+ * "[::1]:2". Same-host entries merge as in hr_hosts_parse(). Returns 0 and
+ * fills *hosts (free with hr_hosts_free()), or -1 with a reason in err
+ * that names the file and line ("hosts.txt:3: bad slots value 'x': ..."),
+ * or the file and strerror when it cannot be read; a file without hosts is
+ * an error. */
+int hr_hostfile_parse(const char *path, struct hr_host **hosts, size_t *nhosts,
+                      char *err, size_t errlen);
+
+/* Parses one host item of len bytes, "HOST", "HOST:SLOTS", "[v6]",
+ * "[v6]:SLOTS" or a bare IPv6 address, into a malloc'd *name and *slots.
+ * Returns 0, or -1 with "bad host '...': ..." in err. */
+int hr_host_item_parse(const char *item, size_t len, char **name, int *slots,
+                       char *err, size_t errlen);
+
+/* 1 when `name` is a plausible host name or address for ssh: letters,
+ * digits, '.', '-', '_' (or an IPv6 address), not starting with '-'. */
+int hr_host_name_ok(const char *name);
+
+/* Appends *h to the list (*hosts, *n entries, room for *cap), taking its
+ * strings, or merges it into an entry for the same machine (slots summed;
+ * per-host settings must agree, a missing one is taken from the other).
+ * Sets h->local. Returns 0, or -1 with a reason in err (h's strings are
+ * freed either way). */
+int hr_hosts_add(struct hr_host **hosts, size_t *n, size_t *cap,
+                 struct hr_host *h, char *err, size_t errlen);
+
+/* A deep copy of a host list; NULL when out of memory (or n is 0). */
+struct hr_host *hr_hosts_copy(const struct hr_host *hosts, size_t n);
+
+/* Frees the hosts' strings (name, user, address, iface) and the array. */
 void hr_hosts_free(struct hr_host *hosts, size_t nhosts);
 
 /* 1 when `name` denotes this machine: localhost, 127.0.0.1, ::1, the name

@@ -2,12 +2,14 @@
  *
  *   horarun -np 4 python train.py
  *
- * Parses the command line (cli.c), lays the ranks out over the hosts
- * (hosts.c), builds the environment (spawn.c) and runs the job (job.c). */
+ * Parses the command line (cli.c, config.c), lays the ranks out over the
+ * hosts (hosts.c), builds the environment (spawn.c) and runs the job
+ * (job.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -17,28 +19,33 @@
 #include "output.h"
 #include "spawn.h"
 
-/* Builds the layout from -np and -H. Returns 0, or the exit status after
- * printing the error. */
-static int make_layout(struct hr_opts *o, struct hr_layout *l) {
-  char spec[64], err[1024];
-  const char *hosts = o->hosts;
-  if (!hosts) {
-    if (o->np == 0)
-      return hr_usage_error("-np is required: the number of processes to "
-                            "run");
-    hc_fmt(spec, sizeof spec, "localhost:%d", o->np);
-    hosts = spec;
+/* Checks that the ssh identity file can be read (ssh would only warn and
+ * go on without it). "~/" is the home directory, as for ssh. */
+static int check_identity(const char *path) {
+  char buf[4096];
+  const char *home = getenv("HOME");
+  if (!strncmp(path, "~/", 2) && home) {
+    hc_fmt(buf, sizeof buf, "%s/%s", home, path + 2);
+    path = buf;
   }
+  if (access(path, R_OK) == 0) return 0;
+  return hr_usage_error("cannot read the ssh identity file '%s': %s", path,
+                        strerror(errno));
+}
+
+/* Builds the layout from -np and the hosts (-H, --hostfile or the config
+ * file's, whichever came last; else localhost:np). Returns 0, or the exit
+ * status after printing the error. */
+static int make_layout(struct hr_opts *o, struct hr_layout *l) {
+  char err[1024];
   struct hr_host *h;
   size_t nh;
-  if (hr_hosts_parse(hosts, &h, &nh, err, sizeof err) < 0)
-    return hr_usage_error("-H: %s", err);
-  for (size_t i = 0; i < nh; i++) {
-    if (h[i].local) continue;
-    fprintf(stderr,
-            "horarun: error: remote hosts are not supported yet: "
-            "%s\n",
-            h[i].name);
+  if (hr_opts_hosts(o, &h, &nh, err, sizeof err) < 0)
+    return hr_usage_error("%s", err);
+  int remote = 0;
+  for (size_t i = 0; i < nh; i++)
+    remote |= !h[i].local;
+  if (remote && o->ssh_identity && check_identity(o->ssh_identity)) {
     hr_hosts_free(h, nh);
     return HR_EXIT_USAGE;
   }
@@ -49,6 +56,56 @@ static int make_layout(struct hr_opts *o, struct hr_layout *l) {
   if (hr_layout_make(l, h, nh, o->np, err, sizeof err) < 0)
     return hr_usage_error("%s", err);
   return 0;
+}
+
+/* Sets name=value in the NULL-terminated vector *v of *n entries,
+ * replacing an entry of that name. Returns 0 or -1 (out of memory). */
+static int env_put(char ***v, size_t *n, const char *name, size_t len,
+                   const char *value) {
+  char *kv = malloc(len + strlen(value) + 2);
+  if (!kv) return -1;
+  sprintf(kv, "%.*s=%s", (int)len, name, value);
+  for (size_t i = 0; i < *n; i++) {
+    if (!strncmp((*v)[i], name, len) && (*v)[i][len] == '=') {
+      free((*v)[i]);
+      (*v)[i] = kv;
+      return 0;
+    }
+  }
+  char **g = realloc(*v, (*n + 2) * sizeof *g);
+  if (!g) {
+    free(kv);
+    return -1;
+  }
+  *v = g;
+  g[(*n)++] = kv;
+  g[*n] = NULL;
+  return 0;
+}
+
+/* The environment of horad and the ranks: hr_job_env()'s, then the config
+ * file's `env`, then every knob that was given under its HORA_* and its
+ * Horovod name (as horovodrun sets HOROVOD_*), so that an explicit knob
+ * beats a variable of the same name. NULL when out of memory. */
+static char **job_env(const struct hr_opts *o, size_t *n) {
+  char **v = hr_job_env(o, n);
+  for (size_t i = 0; v && i < o->nenv; i++) {
+    const char *eq = strchr(o->env[i], '=');
+    if (env_put(&v, n, o->env[i], (size_t)(eq - o->env[i]), eq + 1) < 0)
+      goto oom;
+  }
+  for (size_t i = 0; v && i < hc_nparams; i++) {
+    const struct hc_param *p = &hc_params[i];
+    if (!o->knob[i]) continue;
+    if (env_put(&v, n, p->env, strlen(p->env), o->knob[i]) < 0 ||
+        (p->hvd_env &&
+         env_put(&v, n, p->hvd_env, strlen(p->hvd_env), o->knob[i]) < 0))
+      goto oom;
+  }
+  return v;
+oom:
+  hr_strv_free(v);
+  return NULL;
 }
 
 /* Puts /dev/null on any of fds 0-2 that is closed, so that no socket or
@@ -71,6 +128,9 @@ int main(int argc, char **argv) {
     return rc;
   }
   hc_log_init("horarun", HC_WARNING);
+  const struct hc_param *lv = hc_param_find("log_level");
+  if (lv && o.knob[lv - hc_params]) /* checked by the parser */
+    hc_log_set_level((enum hc_level)hc_parse_level(o.knob[lv - hc_params]));
   struct hr_layout l;
   rc = make_layout(&o, &l);
   if (rc != 0) {
@@ -78,7 +138,7 @@ int main(int argc, char **argv) {
     return rc;
   }
   size_t envc;
-  char **envp = hr_job_env(&o, &envc);
+  char **envp = job_env(&o, &envc);
   char *horad = hr_horad_path();
   if (!envp || !horad) {
     hr_say(NULL, "error: out of memory");

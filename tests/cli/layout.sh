@@ -1,8 +1,8 @@
 #!/bin/sh
 # layout.sh -- the rank layout follows horovodrun's rule on multi-host lists
 # (hosts in order, filled host by host; cross_rank/cross_size per
-# local_rank), checked through launcher/hosts.c directly since horarun runs
-# only local hosts so far.
+# local_rank), checked through launcher/hosts.c directly, without starting
+# anything on the (made-up) hosts.
 . "$(dirname "$0")/lib.sh"
 
 bin=$TMP/layout_test

@@ -1,6 +1,6 @@
 /* layout_test.c -- prints horarun's rank layout for a host list, so that
- * tests/cli/layout.sh can check Horovod's rule on multi-host lists that
- * horarun itself does not run yet. Built by layout.sh with cc.
+ * tests/cli/layout.sh can check Horovod's rule on multi-host lists
+ * without reaching any host. Built by layout.sh with cc.
  *   layout_test HOSTS NP  ->  one line per rank:
  *   rank host local_rank local_size cross_rank cross_size */
 #include <stdio.h>

@@ -9,7 +9,10 @@ for h in -h --help; do
   expect_rc 0 "$h"
   for flag in -np --num-proc -H --hosts --verbose --output-filename \
     -prefix-timestamp --prefix-output-with-timestamp --version --help \
-    --start-timeout --log-level; do
+    --start-timeout --log-level -hostfile --hostfile -p --ssh-port -i \
+    --ssh-identity-file --network-interface --network-interfaces \
+    --config-file --fusion-threshold-mb --no-hierarchical-allreduce \
+    --no-stall-check --stall-check --log-with-timestamp; do
     expect_in out "$flag" "$h lists $flag"
   done
   [ -s "$TMP/err" ] && fail "$h wrote on stderr"
@@ -24,7 +27,7 @@ expect_in out "default 30" "knob defaults"
 note "--help lists every option and knob"
 
 # The man page documents every flag --help lists.
-sed -n 's/^  \(-[^ ,]*\)\(, \(-[^ ]*\)\)\{0,1\}.*/\1 \3/p' "$TMP/out" |
+sed -n 's/^  \(-[^ ,]*\)\(, \(-[^ ,]*\)\)\{0,1\}.*/\1 \3/p' "$TMP/out" |
   tr ' ' '\n' | grep . | while read -r flag; do
     roff=$(printf '%s' "$flag" | sed 's/-/\\-/g')
     grep -qF -- "$roff" "$HORA_TOP/man/horarun.1" ||
@@ -97,13 +100,33 @@ usage_error "-H trailing comma" "empty entry" -np 1 -H localhost:1, true
 usage_error "-H bad character" "bad host 'a/b:1'" -np 1 -H a/b:1 true
 usage_error "-H empty" "empty host list" -np 1 -H "" true
 usage_error "no -np and no -H" "-np is required" true
-
-# A remote host is not a usage error, but still exit 2 with a clear line.
-run_hr -np 2 -H localhost:1,no-such-host.example:1 true
-expect_rc 2 "remote host"
-expect_in err "remote hosts are not supported yet: no-such-host.example" \
-  "remote host"
-note "remote host -> $(head -n 1 "$TMP/err")"
+usage_error "-H host starting with -" "bad host '-oProxyCommand=x'" \
+  -np 1 -H -oProxyCommand=x true
+usage_error "-p 0" \
+  "invalid -p value '0': expected a port number from 1 to 65535" -p 0 true
+usage_error "--ssh-port too big" "invalid --ssh-port value '65536'" \
+  --ssh-port=65536 -np 1 true
+usage_error "-i empty" "-i needs a file name" -i "" -np 1 true
+usage_error "--hostfile missing" "cannot read host file '/nonexistent/h'" \
+  --hostfile /nonexistent/h true
+usage_error "--config-file missing" \
+  "cannot read config file '/nonexistent/c.yaml': No such file or directory" \
+  --config-file /nonexistent/c.yaml true
+usage_error "--network-interface empty entry" \
+  "--network-interface: empty interface name in 'eth0,'" \
+  --network-interface eth0, -np 1 true
+usage_error "--fusion-threshold-mb fraction" \
+  "invalid --fusion-threshold-mb value '1.5': expected a whole number" \
+  --fusion-threshold-mb 1.5 -np 1 true
+usage_error "--autotune-gaussian-process-noise above 1" \
+  "expected a number from 0 to 1" --autotune-gaussian-process-noise 2 \
+  -np 1 true
+usage_error "boolean knob with a value" "option '--autotune' takes no value" \
+  --autotune=1 -np 1 true
+# A remote host's ssh key is checked before anything starts.
+usage_error "unreadable -i with a remote host" \
+  "cannot read the ssh identity file '/nonexistent/key'" \
+  -i /nonexistent/key -np 2 -H localhost:1,remote.invalid:1 true
 
 # ---- accepted spellings ------------------------------------------------------
 use_horad
