@@ -16,7 +16,7 @@ GIT_SHA    := $(shell git rev-parse --short HEAD 2>/dev/null)
 PYVER      := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
 PYDIR      ?= $(PREFIX)/lib/python$(PYVER)/dist-packages
 
-PKGS       := libuv yaml-0.1
+PKGS       := libuv yaml-0.1 libcrypto
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -39,6 +39,7 @@ HAVE_NCCL  := $(shell test -f $(CUDA_HOME)/include/nccl.h -o -f /usr/include/ncc
 ALL_CFLAGS := -std=c11 $(WARN) $(DEFS) -pthread -fPIC -Iinclude -Icommon -Iproto $(PKG_CFLAGS) $(CFLAGS)
 
 COMMON_SRC   := common/log.c common/err.c common/params.c proto/msg.c
+NET_SRC      := proto/auth.c proto/conn.c
 DAEMON_SRC   := $(wildcard daemon/*.c)
 LAUNCHER_SRC := $(wildcard launcher/*.c)
 CLIENT_SRC   := $(wildcard libclient/*.c)
@@ -70,11 +71,11 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
-$(HORAD): $(call obj,$(DAEMON_SRC) $(COMMON_SRC))
+$(HORAD): $(call obj,$(DAEMON_SRC) $(COMMON_SRC) $(NET_SRC))
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $^ -o $@ $(LDFLAGS) $(PKG_LIBS) -lm
 
-$(HORARUN): $(call obj,$(LAUNCHER_SRC) $(COMMON_SRC))
+$(HORARUN): $(call obj,$(LAUNCHER_SRC) $(COMMON_SRC) $(NET_SRC))
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $^ -o $@ $(LDFLAGS) $(PKG_LIBS)
 
@@ -109,10 +110,11 @@ $(BUILD)/benchmarks/mpi_allreduce_perf: benchmarks/peers/mpi_allreduce_perf.c
 	mpicc -O2 -std=c11 -D_GNU_SOURCE $< -o $@
 
 # Unit tests link the objects they test directly.
-UNIT_OBJS := $(call obj,$(COMMON_SRC) $(filter-out daemon/main.c,$(DAEMON_SRC)))
+UNIT_OBJS := $(call obj,$(COMMON_SRC) $(NET_SRC) $(filter-out daemon/main.c,$(DAEMON_SRC)) \
+               $(filter-out launcher/main.c,$(LAUNCHER_SRC)))
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(UNIT_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Idaemon -Ilibclient -Itests/unit $^ -o $@ $(LDFLAGS) $(PKG_LIBS) -lm
+	$(CC) $(ALL_CFLAGS) -Idaemon -Ilauncher -Ilibclient -Itests/unit $^ -o $@ $(LDFLAGS) $(PKG_LIBS) -lm
 
 $(BUILD)/tests/%: tests/integration/%.c $(LIBSO)
 	@mkdir -p $(dir $@)
@@ -130,7 +132,8 @@ bench: all $(BUILD)/benchmarks/mpi_allreduce_perf
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	  $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
-	  $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man8
+	  $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man5 \
+	  $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 755 $(HORARUN) $(HORAD) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libhora.so.0
 	ln -sf libhora.so.0 $(DESTDIR)$(PREFIX)/lib/libhora.so
@@ -139,6 +142,7 @@ install: all
 	install -m 644 include/hora.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 man/horarun.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 man/hora.3 $(DESTDIR)$(PREFIX)/share/man/man3/
+	install -m 644 man/hora.yaml.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 644 man/horad.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	@if [ -n "$(PYVER)" ]; then \
 	  echo "installing the hora Python package in $(PYDIR)"; \
@@ -152,7 +156,8 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/libhora.so* $(DESTDIR)$(PREFIX)/lib/libhora.a \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/hora.pc $(DESTDIR)$(PREFIX)/include/hora.h \
 	  $(DESTDIR)$(PREFIX)/share/man/man1/horarun.1 $(DESTDIR)$(PREFIX)/share/man/man3/hora.3 \
-	  $(DESTDIR)$(PREFIX)/share/man/man8/horad.8
+	  $(DESTDIR)$(PREFIX)/share/man/man8/horad.8 \
+	  $(DESTDIR)$(PREFIX)/share/man/man5/hora.yaml.5
 	rm -rf $(DESTDIR)$(PYDIR)/hora
 
 format:

@@ -1,4 +1,10 @@
-/* control.c -- horad's connection to horarun: the job, output, exits. */
+/* control.c -- horad's connection to horarun: the job, output, exits.
+ *
+ * On horarun's own machine the connection is a socketpair horarun made;
+ * on another host it is a TCP connection horad opens back to horarun's
+ * rendezvous port, authenticated with the job secret (auth.h). In a
+ * multi-host job horad first says REGISTER (its host index and mesh port);
+ * horarun answers with the JOB once every host has registered. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,6 +33,14 @@ static void on_ctl_write(uv_write_t *req, int status) {
 
 /* Takes the frames in w (the buffer is moved, w is left empty). */
 static void ctl_send(struct hd_daemon *d, struct hp_wbuf *w, int last) {
+  if (d->ctl_conn) {
+    if (hp_conn_send(d->ctl_conn, w) < 0) hp_wbuf_reset(w);
+    if (last) {
+      d->ctl_closing = 1;
+      hp_conn_close_when_sent(d->ctl_conn); /* on_ctl_close() goes on */
+    }
+    return;
+  }
   if (!d->ctl_open || w->err || !w->len) {
     hp_wbuf_reset(w);
     if (last) close_everything(d);
@@ -87,25 +101,87 @@ static void close_handle(uv_handle_t *h) {
   if (h->loop && !uv_is_closing(h)) uv_close(h, on_closed);
 }
 
+void hd_control_fault(struct hd_daemon *d, const char *msg) {
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_text(&w, HP_MSG_FAULT, msg);
+  ctl_send(d, &w, 0);
+  hp_wbuf_free(&w);
+}
+
 static void close_everything(struct hd_daemon *d) {
   if (d->ctl_open) {
     d->ctl_open = 0;
     close_handle((uv_handle_t *)&d->ctl);
   }
+  if (d->ctl_conn) hp_conn_close(d->ctl_conn, "closing");
+  hd_mesh_close(d, 1);
   hp_decoder_free(&d->ctl_dec);
   hd_spawn_close(d);
   hd_local_close(d);
   hd_rings_close(d);
 }
 
-static void start_job(struct hd_daemon *d) {
-  d->have_job = 1;
-  d->nlocal = (int)d->job.nlocal;
+static void send_ready(struct hd_daemon *d) {
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_text(&w, HP_MSG_READY, hora_version());
+  ctl_send(d, &w, 0);
+  hp_wbuf_free(&w);
+}
+
+/* The job's knobs (HORA_*, HOROVOD_*) came in its environment; a horad
+ * started over ssh did not inherit them, so it takes them from there. */
+static void apply_job_env(struct hd_daemon *d) {
+  for (uint32_t i = 0; i < d->job.envc; i++) {
+    const char *kv = d->job.envp[i], *eq = strchr(kv, '=');
+    if (!eq || (strncmp(kv, "HORA_", 5) && strncmp(kv, "HOROVOD_", 8)))
+      continue;
+    char name[128];
+    if ((size_t)(eq - kv) >= sizeof name) continue;
+    memcpy(name, kv, (size_t)(eq - kv));
+    name[eq - kv] = '\0';
+    setenv(name, eq + 1, 1);
+  }
+  int lvl = hc_parse_level(hc_param_str("log_level"));
+  if (lvl >= 0) hc_log_set_level((enum hc_level)lvl);
+}
+
+void hd_job_go(struct hd_daemon *d) {
   if (hd_rings_init(d) < 0 || hd_local_listen(d) < 0) {
     hc_error("cannot set up the job's local socket; stopping");
     /* Report every rank as not started so horarun can name the cause. */
   }
+  send_ready(d);
   hd_spawn_all(d);
+}
+
+static void start_job(struct hd_daemon *d) {
+  d->have_job = 1;
+  d->nlocal = (int)d->job.nlocal;
+  apply_job_env(d);
+  if (d->job.nhosts > 1) {
+    d->multi = 1;
+    if (!d->boot && d->job.secret_len) {
+      memcpy(d->secret, d->job.secret, sizeof d->secret);
+    } else if (!d->boot) {
+      hc_error("a multi-host job needs the job secret; stopping");
+      close_everything(d);
+      return;
+    }
+    if (d->job.host_index != (uint32_t)d->boot_host && d->boot) {
+      hc_error("the job is for host %u, but this is host %d; stopping",
+               d->job.host_index, d->boot_host);
+      close_everything(d);
+      return;
+    }
+    if (hd_mesh_start(d) < 0) {
+      hc_error("cannot connect to the other daemons; stopping");
+      /* spawn nothing: report the ranks as not started */
+    }
+    return; /* hd_job_go() once every link is up */
+  }
+  hd_job_go(d);
 }
 
 static void handle_frame(struct hd_daemon *d, const struct hp_frame_hdr *h,
@@ -122,11 +198,30 @@ static void handle_frame(struct hd_daemon *d, const struct hp_frame_hdr *h,
     start_job(d);
   } else if (h->type == HP_MSG_ABORT) {
     char *why = hp_dec_text(p, h->len);
-    hd_teardown(d, why ? why : "aborted by horarun", d->gone_rank >= 0 ? 500 : 0);
+    if (!d->ranks) /* nothing started yet */
+      close_everything(d);
+    else
+      hd_teardown(d, why ? why : "aborted by horarun",
+                  d->gone_rank >= 0 ? 500 : 0);
     free(why);
+  } else if (h->type == HP_MSG_HEARTBEAT) {
   } else {
     hc_warn("unexpected message type %u from horarun; ignored", h->type);
   }
+}
+
+static void send_register(struct hd_daemon *d) {
+  struct hp_register m = {.host_index = (uint32_t)d->boot_host,
+                          .mesh_port = d->mesh_port,
+                          .pid = (int32_t)getpid()};
+  hc_fmt(m.hostname, sizeof m.hostname, "%s", d->hostname);
+  hc_fmt(m.mesh_addr, sizeof m.mesh_addr, "%s", d->mesh_addr);
+  hc_fmt(m.version, sizeof m.version, "%s", hora_version());
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_register(&w, &m);
+  ctl_send(d, &w, 0);
+  hp_wbuf_free(&w);
 }
 
 static void on_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf) {
@@ -181,10 +276,59 @@ int hd_control_open(struct hd_daemon *d, int fd) {
   d->ctl_open = 1;
   d->ctl.data = d;
   uv_read_start((uv_stream_t *)&d->ctl, on_alloc, on_ctl_read);
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  hp_enc_text(&w, HP_MSG_READY, hora_version());
-  ctl_send(d, &w, 0);
-  hp_wbuf_free(&w);
+  if (d->boot) send_register(d);
+  return 0;
+}
+
+/* ---- TCP to horarun (a horad started over ssh) ------------------------ */
+
+static void on_ctl_auth(struct hp_conn *c) {
+  struct hd_daemon *d = c->tcp.loop->data;
+  hc_debug("authenticated to horarun at %s", c->peer);
+  send_register(d);
+}
+
+static int on_ctl_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
+                        unsigned char *p, int *keep) {
+  struct hd_daemon *d = c->tcp.loop->data;
+  (void)keep;
+  handle_frame(d, h, p);
+  return 0;
+}
+
+static void on_ctl_close(struct hp_conn *c, const char *why) {
+  struct hd_daemon *d = c->tcp.loop->data;
+  d->ctl_conn = NULL;
+  if (d->done_sent || d->ctl_closing) {
+    close_everything(d);
+    return;
+  }
+  hc_error("connection to horarun (%s): %s", c->peer, why);
+  if (!d->have_job || !d->ranks) {
+    close_everything(d);
+    return;
+  }
+  char reason[300];
+  hc_fmt(reason, sizeof reason, "the connection to horarun was lost (%s)",
+         why);
+  hd_teardown(d, reason, 0);
+}
+
+static const struct hp_conn_cb ctl_cb = {
+    .on_auth = on_ctl_auth, .on_frame = on_ctl_frame, .on_close = on_ctl_close};
+
+int hd_control_connect(struct hd_daemon *d, const char *addr, int port) {
+  struct sockaddr_storage ss;
+  if (hp_addr_parse(addr, port, &ss) < 0) {
+    hc_error("bad address of horarun: '%s'", addr);
+    return HORA_EINVAL;
+  }
+  int rc = hp_conn_connect(d->loop, (struct sockaddr *)&ss, d->secret,
+                           HP_AUTH_CONTROL, &ctl_cb, d, &d->ctl_conn);
+  if (rc < 0) {
+    hc_error("cannot connect to horarun at %s port %d: %s", addr, port,
+             uv_strerror(rc));
+    return HORA_EIO;
+  }
   return 0;
 }

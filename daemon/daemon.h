@@ -7,7 +7,9 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "auth.h"
 #include "common.h"
+#include "conn.h"
 #include "msg.h"
 #include "shm.h"
 
@@ -72,6 +74,8 @@ struct hd_tensor {
   uint64_t count;
   double prescale, postscale;
   int first; /* local index of the first submitter: the metadata reference */
+  int awaiting; /* multi-host: told the coordinator, waits for its decision */
+  uint64_t seq; /* multi-host: the coordinator's decision number */
   int nsubmitted;
   int stall_warned;
   uint64_t t_first; /* when the first rank submitted it */
@@ -94,6 +98,17 @@ struct hd_engine {
 
 extern const struct hd_engine hd_engine_cpu;
 
+/* A host of a multi-host job, as this daemon sees it. */
+struct hd_peer {
+  int needed;        /* a link this daemon keeps: ring neighbour, coordinator */
+  struct hp_conn *c; /* once it has said PEER_HELLO */
+  int left;          /* said goodbye: its ranks have ended */
+  int lost;          /* its connection broke or fell silent */
+};
+
+struct hd_xop;   /* xhost.c: the cross-host part of the running operation */
+struct hd_coord; /* coord.c: the coordinator's table (host 0 only) */
+
 struct hd_daemon {
   uv_loop_t *loop;
   struct hp_job job;
@@ -102,9 +117,12 @@ struct hd_daemon {
   struct hd_rank *ranks;
   char hostname[256];
 
-  /* launcher connection */
+  /* launcher connection: a socketpair (ctl) when horarun started this
+   * horad on its own machine, a TCP connection (ctl_conn) over ssh */
   uv_pipe_t ctl;
   int ctl_open;
+  struct hp_conn *ctl_conn;
+  int ctl_closing; /* ctl_conn: close once the queued frames are sent */
   struct hp_decoder ctl_dec;
 
   /* job-private unix socket */
@@ -138,6 +156,27 @@ struct hd_daemon {
   /* first rank that left the job, and why: later operations fail with it */
   int gone_rank;
   char gone_msg[HP_MSG_MAX + 1];
+
+  /* multi-host */
+  int multi;     /* the job spans several hosts */
+  int boot;      /* got a bootstrap line on stdin (host index, secret) */
+  int boot_host; /* the host index it gave */
+  unsigned char secret[HP_SECRET_LEN];
+  char iface[256]; /* --iface: hora's TCP uses the first of these
+                      interfaces (comma separated) this host has */
+  uv_tcp_t mesh_listener;
+  int mesh_listening;
+  uint16_t mesh_port;
+  char mesh_addr[64]; /* the iface's address, or "" */
+  struct hd_peer *peers; /* job.nhosts entries */
+  struct hp_conn *mesh_conns; /* every mesh connection, also unproven */
+  int peers_needed, peers_up, mesh_up;
+  struct hp_conn **early; /* authenticated peers that spoke before the JOB */
+  size_t nearly;
+  uv_timer_t hb_timer;
+  uint64_t hb_timeout_ns;
+  struct hd_coord *coord;
+  struct hd_xop *xop;
 };
 
 /* control.c */
@@ -178,6 +217,46 @@ void hd_check_stalls(struct hd_daemon *d);
 
 /* main.c */
 void hd_free_job(struct hd_daemon *d);
+
+/* control.c, multi-host */
+int hd_control_connect(struct hd_daemon *d, const char *addr, int port);
+void hd_control_fault(struct hd_daemon *d, const char *msg);
+void hd_job_go(struct hd_daemon *d); /* the mesh is up: spawn, READY */
+
+/* mesh.c: connections between the daemons of a multi-host job */
+int hd_mesh_listen(struct hd_daemon *d);
+int hd_mesh_start(struct hd_daemon *d);
+void hd_mesh_close(struct hd_daemon *d, int graceful);
+int hd_mesh_send(struct hd_daemon *d, int host, struct hp_wbuf *w);
+struct hp_conn *hd_mesh_conn(struct hd_daemon *d, int host);
+/* A local rank left (rank >= 0) or a host was lost: tells the others. */
+void hd_mesh_announce_gone(struct hd_daemon *d, int rank, int host,
+                           const char *msg);
+void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len);
+
+/* coord.c: negotiation across hosts */
+void hd_coord_ready(struct hd_daemon *d, int host,
+                    const struct hp_nego_ready *m);
+void hd_coord_free(struct hd_daemon *d);
+void hd_coord_check_stalls(struct hd_daemon *d);
+
+/* negotiate.c, multi-host */
+void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m);
+
+/* engine_cpu.c: helpers the cross-host engine shares */
+int hd_needs_in(struct hd_daemon *d, struct hd_tensor *t, int i);
+int hd_needs_out(struct hd_daemon *d, struct hd_tensor *t, int i);
+int hd_is_root(struct hd_daemon *d, struct hd_tensor *t, int i);
+uint64_t hd_staging_off(struct hd_rank *r, uint64_t k);
+void hd_copy_req(struct hd_rank *r, struct hd_tensor *t, int kind, uint64_t k);
+
+/* xhost.c: allreduce and broadcast across hosts */
+int hd_xhost_step(struct hd_daemon *d, struct hd_tensor *t);
+/* A DATA frame from host `from`; sets *keep when it holds on to payload. */
+int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
+                  size_t len, int *keep, char *why, size_t whylen);
+void hd_xhost_abort(struct hd_daemon *d);
+void hd_xhost_free(struct hd_daemon *d);
 
 /* pool.c: reduction threads */
 int hd_pool_init(int nthreads);

@@ -74,15 +74,15 @@ static int order(struct hd_daemon *d, struct hd_tensor *t, int *idx) {
   return n;
 }
 
-static int is_root(struct hd_daemon *d, struct hd_tensor *t, int i) {
+int hd_is_root(struct hd_daemon *d, struct hd_tensor *t, int i) {
   return t->coll == HP_BROADCAST && d->ranks[i].info.rank == t->root;
 }
-static int needs_in(struct hd_daemon *d, struct hd_tensor *t, int i) {
+int hd_needs_in(struct hd_daemon *d, struct hd_tensor *t, int i) {
   return !t->part[i].resident &&
-         (t->coll == HP_ALLREDUCE || is_root(d, t, i));
+         (t->coll == HP_ALLREDUCE || hd_is_root(d, t, i));
 }
-static int needs_out(struct hd_daemon *d, struct hd_tensor *t, int i) {
-  return !t->part[i].resident && !is_root(d, t, i);
+int hd_needs_out(struct hd_daemon *d, struct hd_tensor *t, int i) {
+  return !t->part[i].resident && !hd_is_root(d, t, i);
 }
 
 static uint64_t chunk_count(struct hd_tensor *t, uint64_t k) {
@@ -90,12 +90,12 @@ static uint64_t chunk_count(struct hd_tensor *t, uint64_t k) {
   return HC_MIN(t->chunk_elems, t->count - lo);
 }
 
-static uint64_t staging_off(struct hd_rank *r, uint64_t k) {
+uint64_t hd_staging_off(struct hd_rank *r, uint64_t k) {
   return r->layout.staging_off + (k & 1) * r->layout.chunk_size;
 }
 
-static void copy_req(struct hd_rank *r, struct hd_tensor *t, int kind,
-                     uint64_t k) {
+void hd_copy_req(struct hd_rank *r, struct hd_tensor *t, int kind,
+                 uint64_t k) {
   struct hp_cqe e;
   memset(&e, 0, offsetof(struct hp_cqe, msg));
   e.id = t->part[r->idx].id;
@@ -103,7 +103,7 @@ static void copy_req(struct hd_rank *r, struct hd_tensor *t, int kind,
   e.chunk = k;
   e.elem_off = k * t->chunk_elems;
   e.elem_count = chunk_count(t, k);
-  e.staging_off = staging_off(r, k);
+  e.staging_off = hd_staging_off(r, k);
   e.msg[0] = '\0';
   hd_push_cqe(r, &e);
 }
@@ -113,7 +113,7 @@ static void copy_req(struct hd_rank *r, struct hd_tensor *t, int kind,
 static int slot_free(struct hd_daemon *d, struct hd_tensor *t, int i,
                      uint64_t k) {
   if (k < 2) return 1;
-  return needs_out(d, t, i) ? t->part[i].done >= k - 1 : t->reduced >= k - 1;
+  return hd_needs_out(d, t, i) ? t->part[i].done >= k - 1 : t->reduced >= k - 1;
 }
 
 static int stream_step(struct hd_daemon *d, struct hd_tensor *t) {
@@ -126,17 +126,17 @@ static int stream_step(struct hd_daemon *d, struct hd_tensor *t) {
     int progress = 0;
     for (int i = 0; i < d->nlocal; i++) {
       struct hd_part *p = &t->part[i];
-      while (needs_in(d, t, i) && p->issued < t->nchunks &&
+      while (hd_needs_in(d, t, i) && p->issued < t->nchunks &&
              slot_free(d, t, i, p->issued)) {
-        copy_req(&d->ranks[i], t, HP_CQ_COPY_IN, p->issued++);
+        hd_copy_req(&d->ranks[i], t, HP_CQ_COPY_IN, p->issued++);
         progress = 1;
       }
     }
     uint64_t k = t->reduced;
     int can = k < t->nchunks;
     for (int i = 0; can && i < d->nlocal; i++) {
-      if (needs_in(d, t, i) && t->part[i].ready <= k) can = 0;
-      if (needs_out(d, t, i) && !slot_free(d, t, i, k)) can = 0;
+      if (hd_needs_in(d, t, i) && t->part[i].ready <= k) can = 0;
+      if (hd_needs_out(d, t, i) && !slot_free(d, t, i, k)) can = 0;
     }
     if (can) {
       int idx[256], n = order(d, t, idx);
@@ -146,19 +146,19 @@ static int stream_step(struct hd_daemon *d, struct hd_tensor *t) {
         struct hd_part *p = &t->part[idx[m]];
         j.ptrs[m] = p->resident
                         ? r->shm + p->offset + k * t->chunk_elems * es
-                        : r->shm + staging_off(r, k);
+                        : r->shm + hd_staging_off(r, k);
       }
       run_job(&j);
       t->reduced++;
       for (int i = 0; i < d->nlocal; i++)
-        if (needs_out(d, t, i)) copy_req(&d->ranks[i], t, HP_CQ_COPY_OUT, k);
+        if (hd_needs_out(d, t, i)) hd_copy_req(&d->ranks[i], t, HP_CQ_COPY_OUT, k);
       progress = 1;
     }
     if (!progress) break;
   }
   if (t->reduced < t->nchunks) return 0;
   for (int i = 0; i < d->nlocal; i++)
-    if (needs_out(d, t, i) && t->part[i].done < t->nchunks) return 0;
+    if (hd_needs_out(d, t, i) && t->part[i].done < t->nchunks) return 0;
   hd_tensor_finish(d, t);
   return 1;
 }
@@ -168,6 +168,7 @@ static int cpu_step(struct hd_daemon *d, struct hd_tensor *t) {
     hd_tensor_finish(d, t);
     return 1;
   }
+  if (d->multi) return hd_xhost_step(d, t);
   if (d->nlocal > 256) { /* job.ptrs bound; far beyond one host's ranks */
     hd_tensor_fail(d, t, HORA_ENOTSUP,
                    "the CPU engine serves at most 256 ranks per host");
@@ -175,7 +176,7 @@ static int cpu_step(struct hd_daemon *d, struct hd_tensor *t) {
   }
   int streamed = 0;
   for (int i = 0; i < d->nlocal; i++)
-    if ((needs_in(d, t, i) || needs_out(d, t, i))) streamed = 1;
+    if ((hd_needs_in(d, t, i) || hd_needs_out(d, t, i))) streamed = 1;
   if (streamed) return stream_step(d, t);
   int idx[256], n = order(d, t, idx);
   struct job j = {.d = d, .t = t, .n = n, .count = t->count};

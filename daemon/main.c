@@ -1,6 +1,7 @@
 /* main.c -- horad, the per-node daemon: command line and event loop. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,18 +13,78 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: horad --control-fd FD\n"
+          "usage: horad --control-fd FD [--bootstrap] [--iface IF]\n"
+          "       horad --rendezvous [--iface IF] [--launcher ADDR]\n"
           "\n"
-          "horad is hora's per-node daemon. horarun starts it for each job\n"
-          "and speaks to it over FD (a connected socket); it spawns the\n"
-          "job's local ranks, forwards their output and runs their\n"
-          "collective operations over shared memory.\n"
+          "horad is hora's per-node daemon. horarun starts it for each job:\n"
+          "on its own machine with a connected socket on FD, on other hosts\n"
+          "over ssh, after which horad connects back to horarun over TCP.\n"
+          "It spawns the job's local ranks, forwards their output and runs\n"
+          "their collective operations: over shared memory on the host,\n"
+          "over TCP to the other hosts' daemons.\n"
           "\n"
           "  --control-fd FD   the launcher's connection\n"
+          "  --bootstrap       read the job's host index and secret from the\n"
+          "                    first line of standard input (multi-host)\n"
+          "  --rendezvous      started over ssh: read the bootstrap line, then\n"
+          "                    connect to horarun (the client address of\n"
+          "                    $SSH_CONNECTION, or --launcher)\n"
+          "  --launcher ADDR   horarun's address, instead of $SSH_CONNECTION\n"
+          "  --iface IF        use this network interface's address for\n"
+          "                    hora's TCP\n"
           "  -h, --help        this text\n"
           "  -v, --version     print the version\n"
           "\n"
           "See horad(8).\n");
+}
+
+/* Reads "HORA1 <host> <port> <secret-hex>" from stdin (the ssh channel, or
+ * a pipe from horarun): the secret never appears on a command line or in
+ * the environment. Returns 0 or -1 (reported). */
+static int read_bootstrap(struct hd_daemon *d, int *port) {
+  char line[256];
+  size_t n = 0;
+  while (n < sizeof line - 1) {
+    struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+    int pr = poll(&pfd, 1, 30000);
+    if (pr <= 0) {
+      fprintf(stderr, "horad: error: no bootstrap line on standard input "
+                      "within 30 s\n");
+      return -1;
+    }
+    ssize_t r = read(STDIN_FILENO, line + n, 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    if (line[n] == '\n') break;
+    n++;
+  }
+  line[n] = '\0';
+  char hex[2 * HP_SECRET_LEN + 2];
+  int host, p, used = 0;
+  if (sscanf(line, "HORA1 %d %d %66s%n", &host, &p, hex, &used) != 3 ||
+      host < 0 || p < 0 || p > 65535 || line[used] != '\0' ||
+      hp_unhex(hex, d->secret, HP_SECRET_LEN) < 0) {
+    fprintf(stderr, "horad: error: malformed bootstrap line on standard "
+                    "input (horad is started by horarun)\n");
+    return -1;
+  }
+  memset(line, 0, sizeof line);
+  memset(hex, 0, sizeof hex);
+  d->boot = 1;
+  d->boot_host = host;
+  *port = p;
+  return 0;
+}
+
+/* The client address of $SSH_CONNECTION ("client port server port"). */
+static int launcher_from_ssh(char *buf, size_t len) {
+  const char *sc = getenv("SSH_CONNECTION");
+  if (!sc) return -1;
+  size_t n = strcspn(sc, " ");
+  if (n == 0 || n >= len) return -1;
+  memcpy(buf, sc, n);
+  buf[n] = '\0';
+  return 0;
 }
 
 /* Releases what the job held once its handles are closed. */
@@ -37,6 +98,12 @@ void hd_free_job(struct hd_daemon *d) {
   }
   free(d->ranks);
   d->ranks = NULL;
+  hd_xhost_free(d);
+  hd_coord_free(d);
+  free(d->peers);
+  d->peers = NULL;
+  free(d->early);
+  d->early = NULL;
   for (size_t i = 0; i < d->table_size; i++)
     while (d->table[i]) {
       struct hd_tensor *t = d->table[i];
@@ -51,7 +118,8 @@ void hd_free_job(struct hd_daemon *d) {
 }
 
 int main(int argc, char **argv) {
-  int fd = -1;
+  int fd = -1, boot = 0, rendezvous = 0;
+  const char *iface = NULL, *launcher = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       usage(stdout);
@@ -67,14 +135,23 @@ int main(int argc, char **argv) {
         return 2;
       }
       fd = (int)v;
+    } else if (!strcmp(argv[i], "--bootstrap")) {
+      boot = 1;
+    } else if (!strcmp(argv[i], "--rendezvous")) {
+      rendezvous = boot = 1;
+    } else if (!strcmp(argv[i], "--iface") && i + 1 < argc) {
+      iface = argv[++i];
+    } else if (!strcmp(argv[i], "--launcher") && i + 1 < argc) {
+      launcher = argv[++i];
     } else {
       fprintf(stderr, "horad: error: unknown argument '%s'\n", argv[i]);
       usage(stderr);
       return 2;
     }
   }
-  if (fd < 0) {
-    fprintf(stderr, "horad: error: --control-fd is required\n");
+  if (fd < 0 && !rendezvous) {
+    fprintf(stderr, "horad: error: --control-fd or --rendezvous is "
+                    "required\n");
     usage(stderr);
     return 2;
   }
@@ -83,21 +160,37 @@ int main(int argc, char **argv) {
   /* libuv needs fds 0-2 taken; the ranks must not inherit the control fd. */
   for (int s = 0; s < 3; s++)
     if (fcntl(s, F_GETFD) < 0 && open("/dev/null", O_RDWR) != s) return 1;
-  fcntl(fd, F_SETFD, FD_CLOEXEC);
+  if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
 
   struct hd_daemon *d = calloc(1, sizeof *d);
   if (!d) return 1;
+  int port = 0;
+  if (boot && read_bootstrap(d, &port) < 0) return 2;
+  if (iface) hc_fmt(d->iface, sizeof d->iface, "%s", iface);
   d->loop = uv_default_loop();
   d->loop->data = d;
   d->efd = -1;
   d->gone_rank = -1;
   if (gethostname(d->hostname, sizeof d->hostname - 1) < 0)
     strcpy(d->hostname, "localhost");
-  if (hd_control_open(d, fd) < 0) return 1;
+  if (boot && hd_mesh_listen(d) < 0) return 1;
+  if (rendezvous) {
+    char addr[128];
+    if (launcher)
+      hc_fmt(addr, sizeof addr, "%s", launcher);
+    else if (launcher_from_ssh(addr, sizeof addr) < 0) {
+      hc_error("no $SSH_CONNECTION to find horarun by: give --launcher");
+      return 2;
+    }
+    if (hd_control_connect(d, addr, port) < 0) return 1;
+  } else if (hd_control_open(d, fd) < 0) {
+    return 1;
+  }
   uv_run(d->loop, UV_RUN_DEFAULT);
   int rc = d->done_sent ? 0 : 1;
   hd_local_close(d);
   hd_rings_close(d);
+  hd_mesh_close(d, 0);
   uv_run(d->loop, UV_RUN_NOWAIT); /* let the close callbacks run */
   hd_pool_fini();
   hd_free_job(d);

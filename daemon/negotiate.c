@@ -167,9 +167,67 @@ static int describe_mismatch(struct hd_daemon *d, struct hd_tensor *t,
   return 0;
 }
 
+static void queue_ready(struct hd_daemon *d, struct hd_tensor *t) {
+  t->next_ready = NULL;
+  if (d->ready_tail) d->ready_tail->next_ready = t;
+  else d->ready_head = t;
+  d->ready_tail = t;
+}
+
+/* Multi-host: asks the coordinator; hd_decide() queues it. */
+static void tell_coordinator(struct hd_daemon *d, struct hd_tensor *t,
+                             const char *msg) {
+  struct hp_nego_ready m = {.coll = t->coll,
+                            .dtype = t->dtype,
+                            .op = t->op,
+                            .root = t->root,
+                            .count = t->count,
+                            .rank = d->ranks[t->first].info.rank};
+  memcpy(m.name, t->name, sizeof m.name);
+  hc_fmt(m.msg, sizeof m.msg, "%s", msg);
+  t->awaiting = 1;
+  if (d->job.host_index == 0) {
+    hd_coord_ready(d, 0, &m);
+    return;
+  }
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_nego_ready(&w, &m);
+  hd_mesh_send(d, 0, &w); /* a lost coordinator fails everything anyway */
+  hp_wbuf_free(&w);
+}
+
+void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m) {
+  if (!d->table_size) return;
+  struct hd_tensor *t = *slot_of(d, m->name);
+  if (!t || !t->awaiting) {
+    if (d->gone_rank == -1)
+      hc_warn("decision for tensor '%s', which is not waiting for one; "
+              "ignored", m->name);
+    return;
+  }
+  t->awaiting = 0;
+  if (m->status < 0) {
+    hc_info("%s", m->msg);
+    complete_all(d, t, m->status, m->msg);
+    remove_tensor(d, t);
+    hd_flush_wakeups(d);
+    return;
+  }
+  t->seq = m->seq;
+  queue_ready(d, t);
+  hd_run_ready(d);
+  hd_flush_wakeups(d);
+}
+
 static void make_ready(struct hd_daemon *d, struct hd_tensor *t) {
-  char msg[HP_MSG_MAX + 1];
-  if (describe_mismatch(d, t, msg, sizeof msg)) {
+  char msg[HP_MSG_MAX + 1] = "";
+  int bad = describe_mismatch(d, t, msg, sizeof msg);
+  if (d->multi) { /* the other hosts must fail it too */
+    tell_coordinator(d, t, bad ? msg : "");
+    return;
+  }
+  if (bad) {
     hc_info("%s", msg);
     complete_all(d, t, HORA_EMISMATCH, msg);
     remove_tensor(d, t);
@@ -273,6 +331,7 @@ void hd_run_ready(struct hd_daemon *d) {
 }
 
 void hd_fail_all(struct hd_daemon *d) {
+  hd_xhost_abort(d);
   if (!d->ntensors) return;
   int status = d->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE;
   for (size_t i = 0; i < d->table_size; i++) {
@@ -340,5 +399,6 @@ void hd_check_stalls(struct hd_daemon *d) {
       pp = &t->next_hash;
     }
   }
+  if (d->multi && d->job.host_index == 0) hd_coord_check_stalls(d);
   hd_flush_wakeups(d);
 }

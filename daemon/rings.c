@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -111,6 +112,9 @@ int hd_rings_init(struct hd_daemon *d) {
                      1000000000u;
   d->stall_fail_ns = (uint64_t)HC_MAX(0, hc_param_int("stall_shutdown_time")) *
                      1000000000u;
+  const char *off = hc_param_str("stall_check_disable");
+  if (off && strcmp(off, "0") && strcasecmp(off, "false"))
+    d->stall_warn_ns = d->stall_fail_ns = 0; /* --no-stall-check */
   uv_timer_init(d->loop, &d->stall_timer);
   d->stall_timer.data = d;
   if (d->stall_warn_ns || d->stall_fail_ns)

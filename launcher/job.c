@@ -6,7 +6,9 @@
  * ABORT and keep printing until horad says DONE and exits. A horad is
  * "finished" when it has been reaped and its socket is closed; the loop
  * ends when every horad is finished. Nothing here sleeps or polls. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +16,19 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "auth.h"
 #include "common.h"
+#include "conn.h"
 #include "job.h"
 #include "msg.h"
 #include "output.h"
+#include "remote.h"
 #include "spawn.h"
 
 #define HR_MAX_ARGS ((int)HP_MAX_ARGS) /* strings per argv / envp */
 #define DRAIN_MS 1000      /* horad reaped: its socket has this long to close */
 #define REAP_EXTRA_MS 5000 /* socket closed: horad has kill_grace + this */
+#define TAIL_LINES 8       /* lines of ssh's output kept for messages */
 
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 #define NSTOP ((int)HC_ARRAY_SIZE(stop_signals))
@@ -42,6 +48,18 @@ struct hr_daemon {
   int quiet;  /* its failure was reported: no "exited unexpectedly" */
   int killed; /* horarun sent it SIGKILL after the reap grace */
   int wstatus;
+  /* multi-host */
+  int remote;           /* started over ssh: pid is ssh's, control is TCP */
+  struct hp_conn *conn; /* its TCP control connection, once registered */
+  int registered;       /* said REGISTER */
+  uint16_t mesh_port;
+  char mesh_addr[64]; /* where the other daemons reach it */
+  uv_pipe_t err;      /* ssh's stdout and stderr */
+  int err_open;
+  char line[512]; /* a partial line of it */
+  size_t linelen;
+  char tail[TAIL_LINES][512]; /* its last lines */
+  int ntail;
 };
 
 struct hr_job {
@@ -69,7 +87,20 @@ struct hr_job {
   char me[256];      /* gethostname() */
   char cwd[4096];
   char readbuf[65536];
+  /* multi-host */
+  int multi; /* more than one host: rendezvous, mesh */
+  unsigned char secret[HP_SECRET_LEN];
+  uv_tcp_t rdv; /* the rendezvous listener */
+  int rdv_open;
+  int rdv_port;
+  int jobs_sent;
+  uv_timer_t hb_timer;
+  uint64_t hb_timeout_ns;
+  char last_fault[512];
+  struct hp_conn *conns; /* every rendezvous connection, also unproven */
 };
+
+static struct hr_job *the_job; /* for the connection callbacks */
 
 struct wreq {
   uv_write_t req;
@@ -93,6 +124,12 @@ static void on_written(uv_write_t *req, int status) {
 
 /* Queues the frame in r (taken, also on error). Returns 0 or -1. */
 static int send_req(struct hr_daemon *d, struct wreq *r) {
+  if (d->conn) {
+    int rc = d->pipe_closing ? -1 : hp_conn_send(d->conn, &r->w);
+    hp_wbuf_free(&r->w);
+    free(r);
+    return rc < 0 ? -1 : 0;
+  }
   if (!d->pipe_open || d->pipe_closing || r->w.err || r->w.len == 0) {
     hp_wbuf_free(&r->w);
     free(r);
@@ -132,10 +169,27 @@ static int send_job(struct hr_job *j, struct hr_daemon *d) {
     ranks[i] = (struct hp_job_rank){k->rank, k->local_rank, k->cross_rank,
                                     k->cross_size};
   }
+  struct hp_job_host *hosts = calloc(j->nd, sizeof *hosts);
+  if (!hosts) {
+    free(ranks);
+    free(r);
+    return UV_ENOMEM;
+  }
+  for (size_t i = 0; i < j->nd; i++) {
+    const struct hr_host *hi = &j->l->hosts[j->d[i].host];
+    hosts[i] = (struct hp_job_host){.name = (char *)j->d[i].name,
+                                    .addr = j->d[i].mesh_addr,
+                                    .port = j->d[i].mesh_port,
+                                    .first_rank = hi->first_rank,
+                                    .nranks = hi->nranks};
+  }
   struct hp_job m = {.size = j->l->np,
                      .local_size = h->nranks,
                      .nlocal = (uint32_t)h->nranks,
                      .ranks = ranks,
+                     .host_index = (uint32_t)(d - j->d),
+                     .nhosts = (uint32_t)j->nd,
+                     .hosts = hosts,
                      .hostname = (char *)d->name,
                      .cwd = j->cwd,
                      .argc = (uint32_t)j->o->nprog,
@@ -145,6 +199,7 @@ static int send_job(struct hr_job *j, struct hr_daemon *d) {
   hp_wbuf_init(&r->w);
   hp_enc_job(&r->w, &m);
   free(ranks);
+  free(hosts);
   int rc = r->w.err ? UV_ENOMEM : r->w.len == 0 ? UV_E2BIG : 0;
   if (send_req(d, r) < 0 && rc == 0) rc = UV_EPIPE;
   return rc;
@@ -172,8 +227,15 @@ static void on_stop_timer(uv_timer_t *t) {
 static void stop_job(struct hr_job *j, const char *reason) {
   if (j->stopping) return;
   j->stopping = 1;
-  for (size_t i = 0; i < j->nd; i++)
-    if (!j->d[i].done) send_text(&j->d[i], HP_MSG_ABORT, reason);
+  for (size_t i = 0; i < j->nd; i++) {
+    struct hr_daemon *d = &j->d[i];
+    if (d->remote && d->started && !d->registered && !d->reaped) {
+      d->quiet = 1;
+      kill(-d->pid, SIGTERM); /* an ssh still connecting: nothing to stop */
+      continue;
+    }
+    if (!d->done) send_text(d, HP_MSG_ABORT, reason);
+  }
   uv_timer_start(&j->stop_timer, on_stop_timer, j->reap_ms + 500, 0);
 }
 
@@ -302,9 +364,109 @@ static void end_host_ranks(struct hr_daemon *d) {
     hr_out_end_rank(d->job->out, h->first_rank + i);
 }
 
+/* The numeric address of a TCP connection's peer (peer=1) or own end. */
+static int sock_ip(uv_tcp_t *t, int peer, char *buf, size_t len) {
+  struct sockaddr_storage ss;
+  int n = sizeof ss;
+  int rc = peer ? uv_tcp_getpeername(t, (struct sockaddr *)&ss, &n)
+                : uv_tcp_getsockname(t, (struct sockaddr *)&ss, &n);
+  if (rc < 0) return -1;
+  if (ss.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, buf,
+              (socklen_t)len);
+  } else {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+      inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], buf, (socklen_t)len);
+    else
+      inet_ntop(AF_INET6, &s6->sin6_addr, buf, (socklen_t)len);
+    if (s6->sin6_scope_id && IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr)) {
+      size_t k = strlen(buf);
+      hc_fmt(buf + k, len - k, "%%%u", s6->sin6_scope_id);
+    }
+  }
+  return 0;
+}
+
+/* Every host has registered: each learns where the others are. */
+static void send_jobs(struct hr_job *j) {
+  char seen[64] = "";
+  for (size_t i = 0; i < j->nd && !seen[0]; i++)
+    if (j->d[i].conn) sock_ip(&j->d[i].conn->tcp, 0, seen, sizeof seen);
+  for (size_t i = 0; i < j->nd; i++) {
+    struct hr_daemon *d = &j->d[i];
+    /* horad on this machine: the others reach it where they reach us */
+    if (!d->mesh_addr[0]) hc_fmt(d->mesh_addr, sizeof d->mesh_addr, "%s", seen);
+  }
+  j->jobs_sent = 1;
+  for (size_t i = 0; i < j->nd; i++) {
+    struct hr_daemon *d = &j->d[i];
+    if (d->done || !d->pipe_open) continue;
+    int rc = send_job(j, d);
+    if (rc < 0) {
+      hr_say(j->out, "error: cannot send the job to horad on host %s: %s",
+             d->name, uv_strerror(rc));
+      set_exit(j, HR_EXIT_LAUNCHER);
+      stop_job(j, "cannot send the job");
+      return;
+    }
+  }
+}
+
+static void on_register(struct hr_daemon *d, const unsigned char *p,
+                        size_t n) {
+  struct hr_job *j = d->job;
+  struct hp_register m;
+  if (!j->multi || d->registered || hp_dec_register(p, n, &m) < 0 ||
+      m.host_index != (uint32_t)(d - j->d)) {
+    protocol_error(d, "bad REGISTER message");
+    return;
+  }
+  d->registered = 1;
+  d->mesh_port = m.mesh_port;
+  if (j->stopping) { /* too late: nothing to run */
+    send_text(d, HP_MSG_ABORT, "the job is stopping");
+    return;
+  }
+  if (m.mesh_addr[0])
+    hc_fmt(d->mesh_addr, sizeof d->mesh_addr, "%s", m.mesh_addr);
+  else if (d->conn)
+    sock_ip(&d->conn->tcp, 1, d->mesh_addr, sizeof d->mesh_addr);
+  if (j->o->verbose)
+    hr_say(j->out, "host %s: horad registered, mesh port %u (%s, pid %d)",
+           d->name, m.mesh_port, m.hostname, (int)m.pid);
+  for (size_t i = 0; i < j->nd; i++)
+    if (!j->d[i].registered) return;
+  if (!j->stopping && !j->jobs_sent) send_jobs(j);
+}
+
+static void on_fault(struct hr_daemon *d, const unsigned char *p, size_t n) {
+  struct hr_job *j = d->job;
+  char *msg = hp_dec_text(p, n);
+  if (!msg) {
+    protocol_error(d, "bad FAULT message");
+    return;
+  }
+  if (strcmp(msg, j->last_fault)) {
+    hr_say(j->out, "error: %s", msg);
+    hc_fmt(j->last_fault, sizeof j->last_fault, "%s", msg);
+  }
+  set_exit(j, HR_EXIT_LAUNCHER);
+  stop_job(j, msg);
+  free(msg);
+}
+
 static void dispatch(struct hr_daemon *d, const struct hp_frame_hdr *h,
                      const unsigned char *p) {
   switch (h->type) {
+  case HP_MSG_REGISTER:
+    on_register(d, p, h->len);
+    break;
+  case HP_MSG_FAULT:
+    on_fault(d, p, h->len);
+    break;
+  case HP_MSG_HEARTBEAT:
+    break;
   case HP_MSG_READY:
     on_ready(d, p, h->len);
     break;
@@ -336,6 +498,10 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   *buf = uv_buf_init(d->job->readbuf, sizeof d->job->readbuf);
 }
 
+static void on_alloc_err(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  on_alloc(h, hint, buf);
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   struct hr_daemon *d = s->data;
   if (n < 0) { /* EOF, or an error that ends the stream just the same */
@@ -363,8 +529,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
 
 static void on_daemon_timer(uv_timer_t *t);
 
-static void on_pipe_closed(uv_handle_t *h) {
-  struct hr_daemon *d = h->data;
+static void control_closed(struct hr_daemon *d) {
   d->pipe_open = 0;
   d->pipe_closing = 0;
   if (!d->reaped)
@@ -372,10 +537,187 @@ static void on_pipe_closed(uv_handle_t *h) {
   check_daemon(d);
 }
 
+static void on_pipe_closed(uv_handle_t *h) { control_closed(h->data); }
+
+/* ---- the rendezvous: horads started over ssh call back ------------------- */
+
+static struct hr_daemon *daemon_of(struct hp_conn *c) {
+  struct hr_job *j = the_job;
+  for (size_t i = 0; j && i < j->nd; i++)
+    if (j->d[i].conn == c) return &j->d[i];
+  return NULL;
+}
+
+static int on_rdv_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
+                        unsigned char *p, int *keep) {
+  struct hr_job *j = the_job;
+  struct hr_daemon *d = daemon_of(c);
+  (void)keep;
+  if (d) {
+    dispatch(d, h, p);
+    return 0;
+  }
+  /* An authenticated horad says which host it is. */
+  struct hp_register m;
+  if (h->type != HP_MSG_REGISTER || hp_dec_register(p, h->len, &m) < 0) {
+    hc_fmt(c->why, sizeof c->why, "expected REGISTER, got message type %u",
+           h->type);
+    return -1;
+  }
+  if (m.host_index >= j->nd || !j->d[m.host_index].remote ||
+      j->d[m.host_index].conn || j->d[m.host_index].registered ||
+      j->d[m.host_index].finished) {
+    hc_fmt(c->why, sizeof c->why, "unexpected REGISTER for host #%u",
+           m.host_index);
+    return -1;
+  }
+  d = &j->d[m.host_index];
+  d->conn = c;
+  d->pipe_open = 1;
+  on_register(d, p, h->len);
+  return 0;
+}
+
+static void on_rdv_close(struct hp_conn *c, const char *why) {
+  struct hr_daemon *d = daemon_of(c);
+  if (!d) {
+    struct hr_job *j = the_job;
+    hr_say(j ? j->out : NULL, "%s a connection from %s: %s",
+           c->authed ? "dropped" : "rejected", c->peer, why);
+    return;
+  }
+  d->conn = NULL;
+  control_closed(d);
+}
+
+static const struct hp_conn_cb rdv_cb = {.on_frame = on_rdv_frame,
+                                         .on_close = on_rdv_close};
+
+static void on_rdv_connection(uv_stream_t *server, int status) {
+  struct hr_job *j = server->data;
+  struct hp_conn *c;
+  if (status < 0 || j->closing) return;
+  if (hp_conn_accept(server, j->secret, HP_AUTH_CONTROL, &rdv_cb, NULL, &c) ==
+      0)
+    hp_conn_track(c, &j->conns);
+}
+
+static int open_rendezvous(struct hr_job *j) {
+  struct sockaddr_storage ss;
+  uv_tcp_init(&j->loop, &j->rdv);
+  j->rdv.data = j;
+  j->rdv_open = 1;
+  hp_addr_parse("::", 0, &ss);
+  int rc = uv_tcp_bind(&j->rdv, (struct sockaddr *)&ss, 0);
+  if (rc < 0) {
+    hp_addr_parse("0.0.0.0", 0, &ss);
+    rc = uv_tcp_bind(&j->rdv, (struct sockaddr *)&ss, 0);
+  }
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&j->rdv, 128, on_rdv_connection);
+  int len = sizeof ss;
+  if (rc == 0) rc = uv_tcp_getsockname(&j->rdv, (struct sockaddr *)&ss, &len);
+  if (rc < 0) {
+    hr_say(j->out, "error: cannot listen for the hosts' daemons: %s",
+           uv_strerror(rc));
+    return -1;
+  }
+  j->rdv_port = ntohs(ss.ss_family == AF_INET
+                          ? ((struct sockaddr_in *)&ss)->sin_port
+                          : ((struct sockaddr_in6 *)&ss)->sin6_port);
+  if (j->o->verbose) hr_say(j->out, "rendezvous on port %d", j->rdv_port);
+  return 0;
+}
+
+/* Heartbeats to every horad over TCP; one silent for too long is lost. */
+static void on_hb_timer(uv_timer_t *t) {
+  struct hr_job *j = t->data;
+  uint64_t now = hc_now_ns();
+  for (size_t i = 0; i < j->nd; i++) {
+    struct hr_daemon *d = &j->d[i];
+    struct hp_conn *c = d->conn;
+    if (!c || c->closing || d->done) continue;
+    if (now - c->last_rx > j->hb_timeout_ns) {
+      hr_say(j->out, "error: lost contact with host %s: no heartbeat for "
+             "%.1f s", d->name, (double)(now - c->last_rx) / 1e9);
+      d->quiet = 1;
+      set_exit(j, HR_EXIT_LAUNCHER);
+      char reason[300];
+      hc_fmt(reason, sizeof reason, "host %s is lost", d->name);
+      stop_job(j, reason);
+      close_pipe(d);
+      kill(-d->pid, SIGKILL); /* its ssh: it may wait for minutes */
+      kill(d->pid, SIGKILL);
+      continue;
+    }
+    struct hp_wbuf w;
+    hp_wbuf_init(&w);
+    hp_frame_begin(&w, HP_MSG_HEARTBEAT, 0);
+    hp_frame_end(&w);
+    hp_conn_send(c, &w);
+    hp_wbuf_free(&w);
+  }
+}
+
+/* ---- ssh's output -------------------------------------------------------- */
+
+static void line_done(struct hr_daemon *d) {
+  struct hr_job *j = d->job;
+  d->line[d->linelen] = '\0';
+  if (d->linelen && d->line[d->linelen - 1] == '\r')
+    d->line[--d->linelen] = '\0';
+  if (d->linelen) {
+    if (d->ntail == TAIL_LINES) {
+      memmove(d->tail[0], d->tail[1], sizeof d->tail - sizeof d->tail[0]);
+      d->ntail--;
+    }
+    memcpy(d->tail[d->ntail++], d->line, d->linelen + 1);
+    /* horad's own log lines are news; ssh's are kept for a failure */
+    if (j->o->verbose || !strncmp(d->line, "horad", 5))
+      hr_say(j->out, "host %s: %s", d->name, d->line);
+  }
+  d->linelen = 0;
+}
+
+static void on_err_closed(uv_handle_t *h) {
+  struct hr_daemon *d = h->data;
+  d->err_open = 0;
+  check_daemon(d);
+}
+
+static void close_err(struct hr_daemon *d) {
+  if (!d->err_open || uv_is_closing((uv_handle_t *)&d->err)) return;
+  if (d->linelen) line_done(d);
+  uv_close((uv_handle_t *)&d->err, on_err_closed);
+}
+
+static void on_err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  struct hr_daemon *d = s->data;
+  if (n < 0) {
+    close_err(d);
+    return;
+  }
+  for (ssize_t i = 0; i < n; i++) {
+    if (buf->base[i] == '\n') {
+      line_done(d);
+    } else if (d->linelen < sizeof d->line - 1) {
+      d->line[d->linelen++] = buf->base[i];
+    }
+  }
+}
+
+/* Prints the last lines ssh (or the remote shell) wrote, indented. */
+static void print_tail(struct hr_daemon *d) {
+  for (int i = 0; i < d->ntail; i++)
+    hr_say(d->job->out, "  %s", d->tail[i]);
+}
+
 static void close_pipe(struct hr_daemon *d) {
   if (!d->pipe_open || d->pipe_closing) return;
   d->pipe_closing = 1;
-  uv_close((uv_handle_t *)&d->pipe, on_pipe_closed);
+  if (d->conn)
+    hp_conn_close(d->conn, "closed by horarun");
+  else
+    uv_close((uv_handle_t *)&d->pipe, on_pipe_closed);
 }
 
 static int reap(struct hr_daemon *d);
@@ -387,6 +729,7 @@ static void on_daemon_timer(uv_timer_t *t) {
   struct hr_daemon *d = t->data;
   if (reap(d) || d->reaped) {
     close_pipe(d);
+    close_err(d);
     return;
   }
   if (!d->killed)
@@ -427,18 +770,27 @@ static void check_all(struct hr_job *j) {
   close_handle((uv_handle_t *)&j->sigchld);
   close_handle((uv_handle_t *)&j->start_timer);
   close_handle((uv_handle_t *)&j->stop_timer);
+  if (j->multi) close_handle((uv_handle_t *)&j->hb_timer);
+  if (j->rdv_open) close_handle((uv_handle_t *)&j->rdv);
+  hp_conn_close_all(&j->conns, "the job is over");
   for (size_t i = 0; i < j->nd; i++)
     close_handle((uv_handle_t *)&j->d[i].timer);
 }
 
 static void check_daemon(struct hr_daemon *d) {
   struct hr_job *j = d->job;
-  if (d->finished || !d->reaped || d->pipe_open) return;
+  if (d->finished || !d->reaped || d->pipe_open || d->err_open) return;
   d->finished = 1;
   uv_timer_stop(&d->timer);
   char st[64];
   describe_status(d->wstatus, st, sizeof st);
-  if (d->started && !d->done && !d->quiet) {
+  if (d->remote && d->started && !d->registered && !d->quiet) {
+    hr_say(j->out, "error: cannot start horad on host %s: ssh exited with "
+           "%s%s", d->name, st, d->ntail ? "; it said:" : "");
+    print_tail(d);
+    set_exit(j, HR_EXIT_LAUNCHER);
+    stop_job(j, "a horad could not be started");
+  } else if (d->started && !d->done && !d->quiet) {
     hr_say(j->out, "error: horad on host %s exited unexpectedly (%s)", d->name,
            st);
     set_exit(j, HR_EXIT_LAUNCHER);
@@ -498,10 +850,24 @@ static void on_start_timeout(uv_timer_t *t) {
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
     if (!d->started || d->reaped || d->ready) continue;
-    hr_say(j->out,
-           "error: horad on host %s did not start within %d s "
-           "(--start-timeout); stopping the job",
-           d->name, j->start_timeout);
+    if (d->remote && !d->registered) {
+      hr_say(j->out,
+             "error: host %s: horad did not connect back within %d s "
+             "(--start-timeout)%s",
+             d->name, j->start_timeout,
+             d->ntail ? "; ssh said:" : "; ssh said nothing");
+      print_tail(d);
+    } else if (j->multi && d->registered) {
+      hr_say(j->out,
+             "error: host %s: horad did not connect to the other hosts' "
+             "daemons within %d s (--start-timeout)",
+             d->name, j->start_timeout);
+    } else {
+      hr_say(j->out,
+             "error: horad on host %s did not start within %d s "
+             "(--start-timeout); stopping the job",
+             d->name, j->start_timeout);
+    }
     d->quiet = 1;
     kill(-d->pid, SIGKILL); /* its session: it called setsid() */
     kill(d->pid, SIGKILL);
@@ -512,13 +878,66 @@ static void on_start_timeout(uv_timer_t *t) {
 
 /* ---- setting up ---------------------------------------------------------- */
 
-static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
+static void start_remote(struct hr_job *j, struct hr_daemon *d,
+                         const char *line) {
   char err[1024];
   int fd = -1;
+  const char *path = j->o->horad_path ? j->o->horad_path : j->horad;
+  char **argv = hr_ssh_argv(j->o, &j->l->hosts[d->host], path);
+  if (!argv) {
+    hr_say(j->out, "error: out of memory");
+    set_exit(j, HR_EXIT_LAUNCHER);
+    stop_job(j, "out of memory");
+    return;
+  }
+  if (j->o->verbose) {
+    char cmd[4096];
+    size_t n = 0;
+    for (char **a = argv; *a && n < sizeof cmd - 1; a++)
+      n += (size_t)snprintf(cmd + n, sizeof cmd - n, "%s%s", n ? " " : "", *a);
+    hr_say(j->out, "starting horad on host %s: %s", d->name, cmd);
+  }
+  int rc = hr_spawn_ssh(argv, line, &d->pid, &fd, err, sizeof err);
+  hr_strv_free(argv);
+  if (rc < 0) {
+    hr_say(j->out, "error: host %s: %s", d->name, err);
+    d->reaped = 1;
+    set_exit(j, HR_EXIT_LAUNCHER);
+    stop_job(j, "a horad could not be started");
+    return;
+  }
+  d->started = 1;
+  uv_pipe_init(&j->loop, &d->err, 0);
+  d->err.data = d;
+  if (uv_pipe_open(&d->err, fd) < 0) {
+    close(fd);
+    return;
+  }
+  d->err_open = 1;
+  uv_read_start((uv_stream_t *)&d->err, on_alloc_err, on_err_read);
+}
+
+static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
+  char err[1024], line[128];
+  int fd = -1;
+  if (j->multi)
+    hr_boot_line(line, sizeof line, (int)(d - j->d), d->remote ? j->rdv_port : 0,
+                 j->secret, sizeof j->secret);
+  if (d->remote) {
+    start_remote(j, d, line);
+    memset(line, 0, sizeof line);
+    return;
+  }
+  char *iface = j->multi ? hr_iface_arg(j->o, &j->l->hosts[d->host]) : NULL;
   if (j->o->verbose)
-    hr_say(j->out, "starting horad on host %s: %s --control-fd %d", d->name,
-           j->horad, HR_CONTROL_FD);
-  if (hr_spawn_local(j->horad, j->envp, &d->pid, &fd, err, sizeof err) < 0) {
+    hr_say(j->out, "starting horad on host %s: %s --control-fd %d%s%s%s",
+           d->name, j->horad, HR_CONTROL_FD, j->multi ? " --bootstrap" : "",
+           iface ? " --iface " : "", iface ? iface : "");
+  int rc = hr_spawn_local(j->horad, j->envp, j->multi ? line : NULL, iface,
+                          &d->pid, &fd, err, sizeof err);
+  free(iface);
+  memset(line, 0, sizeof line);
+  if (rc < 0) {
     hr_say(j->out, "error: host %s: %s", d->name, err);
     d->reaped = 1;
     set_exit(j, HR_EXIT_LAUNCHER);
@@ -529,10 +948,10 @@ static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
   uv_pipe_init(&j->loop, &d->pipe, 0);
   d->pipe.data = d;
   d->pipe_open = 1;
-  int rc = uv_pipe_open(&d->pipe, fd);
+  rc = uv_pipe_open(&d->pipe, fd);
   if (rc < 0) close(fd); /* not the handle's yet */
   if (rc == 0) rc = uv_read_start((uv_stream_t *)&d->pipe, on_alloc, on_read);
-  if (rc == 0) rc = send_job(j, d);
+  if (rc == 0 && !j->multi) rc = send_job(j, d); /* multi: once registered */
   if (rc < 0) {
     hr_say(j->out, "error: cannot send the job to horad on host %s: %s",
            d->name, uv_strerror(rc));
@@ -649,16 +1068,36 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
     for (size_t i = 0, h = 0; h < l->nhosts; h++) {
       if (l->hosts[h].nranks == 0) continue;
       struct hr_daemon *d = &j->d[i++];
-      *d = (struct hr_daemon){
-          .job = j, .host = (int)h, .name = host_display(j, (int)h)};
+      *d = (struct hr_daemon){.job = j,
+                              .host = (int)h,
+                              .name = host_display(j, (int)h),
+                              .remote = !l->hosts[h].local};
       hp_decoder_init(&d->dec);
       uv_timer_init(&j->loop, &d->timer);
       d->timer.data = d;
     }
     watch_signals(j);
     if (o->verbose) print_layout(j);
-    for (size_t i = 0; i < j->nd; i++)
+    the_job = j;
+    j->multi = j->nd > 1;
+    if (j->multi) {
+      double hb = HC_MAX(0.2, hr_opts_knob_num(o, "heartbeat_timeout"));
+      j->hb_timeout_ns = (uint64_t)(hb * 1e9);
+      uint64_t every = HC_MAX(50, (uint64_t)(hb * 1000 / 6));
+      uv_timer_init(&j->loop, &j->hb_timer);
+      j->hb_timer.data = j;
+      uv_timer_start(&j->hb_timer, on_hb_timer, every, every);
+      if (hp_random(j->secret, sizeof j->secret) < 0 ||
+          open_rendezvous(j) < 0) {
+        hr_say(j->out, "error: cannot set up the rendezvous");
+        set_exit(j, HR_EXIT_LAUNCHER);
+        for (size_t k = 0; k < j->nd; k++) j->d[k].reaped = 1;
+      }
+    }
+    for (size_t i = 0; i < j->nd && j->exit_code < 0; i++)
       start_daemon(j, &j->d[i]);
+    for (size_t i = 0; i < j->nd; i++)
+      if (!j->d[i].started) j->d[i].reaped = 1;
     for (size_t i = 0; i < j->nd; i++)
       check_daemon(&j->d[i]);
     uv_run(&j->loop, UV_RUN_DEFAULT);
@@ -669,6 +1108,8 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
     hp_decoder_free(&j->d[i].dec);
   free(j->d);
   hr_out_free(j->out);
+  memset(j->secret, 0, sizeof j->secret);
+  the_job = NULL;
   free(j);
   return rc;
 }

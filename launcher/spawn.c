@@ -87,8 +87,14 @@ oom:
 
 /* In the child between fork and exec: only async-signal-safe calls. */
 static void child_exec(const char *path, char *const envp[], int sock,
-                       int devnull, int errw) {
-  char *argv[] = {(char *)path, "--control-fd", "3", NULL};
+                       int devnull, int errw, int boot, const char *iface) {
+  char *argv[8] = {(char *)path, "--control-fd", "3"};
+  int n = 3;
+  if (boot) argv[n++] = "--bootstrap";
+  if (iface) {
+    argv[n++] = "--iface";
+    argv[n++] = (char *)iface;
+  }
   setsid();
   dup2(devnull, STDIN_FILENO);
   dup2(sock, HR_CONTROL_FD);
@@ -147,10 +153,22 @@ static int exec_result(int errr) {
   return r == (ssize_t)sizeof e ? e : 0;
 }
 
-int hr_spawn_local(const char *path, char *const envp[], pid_t *pid, int *fd,
-                   char *err, size_t errlen) {
-  int sv[2] = {-1, -1}, ep[2] = {-1, -1};
-  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+int hr_spawn_local(const char *path, char *const envp[], const char *boot,
+                   const char *iface, pid_t *pid, int *fd, char *err,
+                   size_t errlen) {
+  int sv[2] = {-1, -1}, ep[2] = {-1, -1}, bp[2] = {-1, -1};
+  int devnull = -1;
+  if (boot) { /* stdin: a pipe holding the bootstrap line */
+    if (pipe2(bp, O_CLOEXEC) == 0) {
+      size_t len = strlen(boot);
+      ssize_t w = write(bp[1], boot, len); /* fits in the pipe */
+      close(bp[1]);
+      devnull = w == (ssize_t)len ? bp[0] : -1;
+      if (devnull < 0) close(bp[0]);
+    }
+  } else {
+    devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
   if (devnull < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) ||
       pipe2(ep, O_CLOEXEC)) {
     hc_fmt(err, errlen, "cannot start horad: %s", strerror(errno));
@@ -166,7 +184,7 @@ int hr_spawn_local(const char *path, char *const envp[], pid_t *pid, int *fd,
   sigprocmask(SIG_SETMASK, &all, &old);
   pid_t p = (devnull < 0 || sv[1] < 0 || ep[1] < 0) ? -1 : fork();
   int fork_errno = errno;
-  if (p == 0) child_exec(path, envp, sv[1], devnull, ep[1]);
+  if (p == 0) child_exec(path, envp, sv[1], devnull, ep[1], boot != NULL, iface);
   sigprocmask(SIG_SETMASK, &old, NULL);
   int theirs[] = {devnull, sv[1], ep[1]};
   close_all(theirs, HC_ARRAY_SIZE(theirs));

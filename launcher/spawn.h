@@ -31,7 +31,11 @@ void hr_strv_free(char **v);
  * every other fd closed. On success returns 0, *pid and *fd (horarun's end,
  * close-on-exec; the caller owns it); returns -1 with a reason in err when
  * horad could not be started (including when exec failed). */
-int hr_spawn_local(const char *path, char *const envp[], pid_t *pid, int *fd,
-                   char *err, size_t errlen);
+/* With `boot` (a bootstrap line, see remote.h) horad also gets
+ * --bootstrap and reads that line from its standard input, a pipe; with
+ * `iface`, --iface IFACE. */
+int hr_spawn_local(const char *path, char *const envp[], const char *boot,
+                   const char *iface, pid_t *pid, int *fd, char *err,
+                   size_t errlen);
 
 #endif

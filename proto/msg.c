@@ -321,6 +321,17 @@ void hp_enc_job(struct hp_wbuf *w, const struct hp_job *m) {
   hp_put_str(w, m->cwd);
   put_strv(w, m->argc, m->argv);
   put_strv(w, m->envc, m->envp);
+  hp_put_u32(w, m->host_index);
+  hp_put_u32(w, m->nhosts);
+  for (uint32_t i = 0; i < m->nhosts; i++) {
+    const struct hp_job_host *h = &m->hosts[i];
+    hp_put_str(w, h->name);
+    hp_put_str(w, h->addr);
+    hp_put_u16(w, h->port);
+    hp_put_u32(w, (uint32_t)h->first_rank);
+    hp_put_u32(w, (uint32_t)h->nranks);
+  }
+  hp_put_bytes(w, m->secret, m->secret_len);
   hp_frame_end(w);
 }
 
@@ -332,6 +343,11 @@ void hp_job_free(struct hp_job *m) {
   free(m->argv);
   for (uint32_t i = 0; m->envp && i < m->envc; i++) free(m->envp[i]);
   free(m->envp);
+  for (uint32_t i = 0; m->hosts && i < m->nhosts; i++) {
+    free(m->hosts[i].name);
+    free(m->hosts[i].addr);
+  }
+  free(m->hosts);
   memset(m, 0, sizeof *m);
 }
 
@@ -356,7 +372,40 @@ int hp_dec_job(const unsigned char *p, size_t n, struct hp_job *m) {
   m->cwd = hp_get_str(&r, 4096);
   m->argv = get_strv(&r, &m->argc);
   m->envp = get_strv(&r, &m->envc);
+  m->host_index = hp_get_u32(&r);
+  m->nhosts = hp_get_u32(&r);
+  if (r.err || m->nhosts == 0 || m->nhosts > HP_MAX_HOSTS ||
+      m->nhosts > r.len - r.off)
+    return HORA_EPROTO;
+  m->hosts = calloc(m->nhosts, sizeof *m->hosts);
+  if (!m->hosts) {
+    m->nhosts = 0;
+    return HORA_ENOMEM;
+  }
+  for (uint32_t i = 0; i < m->nhosts && !r.err; i++) {
+    struct hp_job_host *h = &m->hosts[i];
+    h->name = hp_get_str(&r, 255);
+    h->addr = hp_get_str(&r, 63);
+    h->port = hp_get_u16(&r);
+    h->first_rank = (int32_t)hp_get_u32(&r);
+    h->nranks = (int32_t)hp_get_u32(&r);
+  }
+  size_t slen;
+  const unsigned char *sec = hp_get_bytes(&r, &slen);
+  if (sec && (slen == 0 || slen == sizeof m->secret)) {
+    memcpy(m->secret, sec, slen);
+    m->secret_len = (uint32_t)slen;
+  } else if (sec) {
+    r.err = HORA_EPROTO;
+  }
   int rc = finish(&r);
+  if (rc == 0 && m->host_index >= m->nhosts) rc = HORA_EPROTO;
+  for (uint32_t i = 0; rc == 0 && i < m->nhosts; i++) {
+    const struct hp_job_host *h = &m->hosts[i];
+    if (h->first_rank < 0 || h->nranks <= 0 || h->first_rank >= m->size ||
+        h->nranks > m->size - h->first_rank)
+      rc = HORA_EPROTO;
+  }
   if (rc == 0 && (m->size <= 0 || m->local_size <= 0 || m->argc == 0 ||
                   m->nlocal > (uint32_t)m->size))
     rc = HORA_EPROTO;
@@ -431,4 +480,140 @@ char *hp_dec_text(const unsigned char *p, size_t n) {
     s = NULL;
   }
   return s;
+}
+
+/* ---- multi-host messages ------------------------------------------------ */
+
+void hp_enc_register(struct hp_wbuf *w, const struct hp_register *m) {
+  hp_frame_begin(w, HP_MSG_REGISTER, 0);
+  hp_put_u32(w, m->host_index);
+  hp_put_str(w, m->hostname);
+  hp_put_u16(w, m->mesh_port);
+  hp_put_str(w, m->mesh_addr);
+  hp_put_u32(w, (uint32_t)m->pid);
+  hp_put_str(w, m->version);
+  hp_frame_end(w);
+}
+
+int hp_dec_register(const unsigned char *p, size_t n, struct hp_register *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->host_index = hp_get_u32(&r);
+  get_fixed_str(&r, m->hostname, sizeof m->hostname);
+  m->mesh_port = hp_get_u16(&r);
+  get_fixed_str(&r, m->mesh_addr, sizeof m->mesh_addr);
+  m->pid = (int32_t)hp_get_u32(&r);
+  get_fixed_str(&r, m->version, sizeof m->version);
+  int rc = finish(&r);
+  if (rc == 0 && m->mesh_port == 0) rc = HORA_EPROTO;
+  return rc;
+}
+
+void hp_enc_peer_hello(struct hp_wbuf *w, uint32_t host_index,
+                       uint32_t nhosts) {
+  hp_frame_begin(w, HP_MSG_PEER_HELLO, 0);
+  hp_put_u32(w, host_index);
+  hp_put_u32(w, nhosts);
+  hp_frame_end(w);
+}
+
+int hp_dec_peer_hello(const unsigned char *p, size_t n, uint32_t *host_index,
+                      uint32_t *nhosts) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  *host_index = hp_get_u32(&r);
+  *nhosts = hp_get_u32(&r);
+  return finish(&r);
+}
+
+void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
+  hp_frame_begin(w, HP_MSG_NEGO_READY, 0);
+  hp_put_str(w, m->name);
+  hp_put_u8(w, m->coll);
+  hp_put_u8(w, m->dtype);
+  hp_put_u8(w, m->op);
+  hp_put_u32(w, (uint32_t)m->root);
+  hp_put_u64(w, m->count);
+  hp_put_u32(w, (uint32_t)m->rank);
+  hp_put_str(w, m->msg);
+  hp_frame_end(w);
+}
+
+int hp_dec_nego_ready(const unsigned char *p, size_t n,
+                      struct hp_nego_ready *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  get_fixed_str(&r, m->name, sizeof m->name);
+  m->coll = hp_get_u8(&r);
+  m->dtype = hp_get_u8(&r);
+  m->op = hp_get_u8(&r);
+  m->root = (int32_t)hp_get_u32(&r);
+  m->count = hp_get_u64(&r);
+  m->rank = (int32_t)hp_get_u32(&r);
+  get_fixed_str(&r, m->msg, sizeof m->msg);
+  return finish(&r);
+}
+
+void hp_enc_nego_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
+  hp_frame_begin(w, HP_MSG_NEGO_DECIDE, 0);
+  hp_put_u64(w, m->seq);
+  hp_put_str(w, m->name);
+  hp_put_u32(w, (uint32_t)m->status);
+  hp_put_str(w, m->msg);
+  hp_frame_end(w);
+}
+
+int hp_dec_nego_decide(const unsigned char *p, size_t n,
+                       struct hp_nego_decide *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->seq = hp_get_u64(&r);
+  get_fixed_str(&r, m->name, sizeof m->name);
+  m->status = (int32_t)hp_get_u32(&r);
+  get_fixed_str(&r, m->msg, sizeof m->msg);
+  int rc = finish(&r);
+  if (rc == 0 && m->status > 0) rc = HORA_EPROTO;
+  return rc;
+}
+
+void hp_data_frame_hdr(unsigned char *out, const struct hp_data_hdr *m,
+                       uint32_t bytes) {
+  le_store(out, HP_FRAME_MAGIC, 4);
+  le_store(out + 4, HP_PROTO_VERSION, 2);
+  le_store(out + 6, HP_MSG_DATA, 2);
+  le_store(out + 8, (uint64_t)bytes + HP_DATA_HDR_LEN, 4);
+  le_store(out + 12, 0, 4);
+  le_store(out + 16, m->seq, 8);
+  le_store(out + 24, m->piece, 8);
+  le_store(out + 32, m->step, 4);
+  le_store(out + 36, 0, 4);
+}
+
+int hp_dec_data_hdr(const unsigned char *p, size_t n, struct hp_data_hdr *m) {
+  if (n < HP_DATA_HDR_LEN) return HORA_EPROTO;
+  m->seq = le_load(p, 8);
+  m->piece = le_load(p + 8, 8);
+  m->step = (uint32_t)le_load(p + 16, 4);
+  return le_load(p + 20, 4) ? HORA_EPROTO : 0;
+}
+
+void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m) {
+  hp_frame_begin(w, HP_MSG_RANK_GONE, 0);
+  hp_put_u32(w, (uint32_t)m->rank);
+  hp_put_u32(w, (uint32_t)m->host);
+  hp_put_str(w, m->msg);
+  hp_frame_end(w);
+}
+
+int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->rank = (int32_t)hp_get_u32(&r);
+  m->host = (int32_t)hp_get_u32(&r);
+  get_fixed_str(&r, m->msg, sizeof m->msg);
+  return finish(&r);
 }

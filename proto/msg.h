@@ -32,7 +32,21 @@ enum hp_msg_type {
   HP_MSG_EXIT = 20,   /* daemon -> launcher: a rank ended; comes after all
                          of that rank's OUTPUT frames */
   HP_MSG_DONE = 21,   /* daemon -> launcher: every local rank ended */
-  HP_MSG_TYPE_MAX = 21
+  HP_MSG_REGISTER = 22,  /* daemon -> launcher over TCP: host index, name,
+                            mesh port (see hp_register) */
+  HP_MSG_HEARTBEAT = 23, /* either way, on every TCP connection */
+  HP_MSG_FAULT = 24,     /* daemon -> launcher: a host of the job is lost */
+  /* authentication, first on every TCP connection (auth.h) */
+  HP_MSG_AUTH_HELLO = 32,     /* connector -> acceptor: purpose, nonce */
+  HP_MSG_AUTH_CHALLENGE = 33, /* acceptor -> connector: nonce, MAC */
+  HP_MSG_AUTH_PROOF = 34,     /* connector -> acceptor: MAC */
+  /* daemon <-> daemon, on the mesh */
+  HP_MSG_PEER_HELLO = 40,  /* connector -> acceptor: its host index */
+  HP_MSG_NEGO_READY = 41,  /* daemon -> coordinator: a tensor is ready */
+  HP_MSG_NEGO_DECIDE = 42, /* coordinator -> daemons: run it (or fail) */
+  HP_MSG_DATA = 43,        /* ring data of a running operation */
+  HP_MSG_RANK_GONE = 44,   /* a rank or host left: fail what waits on it */
+  HP_MSG_TYPE_MAX = 44
 };
 
 struct hp_frame_hdr {
@@ -126,10 +140,27 @@ struct hp_job_rank {
   int32_t rank, local_rank, cross_rank, cross_size;
 };
 
+/* One host of a multi-host job, as every daemon learns it from the JOB. */
+struct hp_job_host {
+  char *name;   /* for messages */
+  char *addr;   /* where its mesh listener is (numeric address) */
+  uint16_t port;
+  int32_t first_rank, nranks;
+};
+
+#define HP_MAX_HOSTS 65536u
+
 struct hp_job {
   int32_t size, local_size;
   uint32_t nlocal;
   struct hp_job_rank *ranks;
+  /* the hosts (one entry, this host, for a single-host job) */
+  uint32_t host_index, nhosts;
+  struct hp_job_host *hosts;
+  /* the job secret: sent only over a local socketpair (a remote horad
+   * gets it on its ssh stdin); secret_len 0 or HP_JOB_SECRET_LEN */
+  uint32_t secret_len;
+  unsigned char secret[32];
   char *hostname;
   char *cwd;
   uint32_t argc;
@@ -153,6 +184,69 @@ struct hp_output {
   const unsigned char *data;
   size_t len;
 };
+
+/* REGISTER: a horad started over ssh introduces itself to horarun. */
+struct hp_register {
+  uint32_t host_index;
+  char hostname[256];
+  uint16_t mesh_port;
+  char mesh_addr[64]; /* its --network-interface address, or "" */
+  int32_t pid;
+  char version[64];
+};
+
+/* NEGO_READY: every local rank of the sender has submitted `name`. */
+struct hp_nego_ready {
+  char name[192];
+  uint8_t coll, dtype, op;
+  int32_t root;
+  uint64_t count;
+  int32_t rank; /* a rank of the sender that submitted it, for messages */
+  char msg[460]; /* non-empty: the sender's own ranks disagree (this says
+                    how); the operation fails everywhere */
+};
+
+/* NEGO_DECIDE: run decision `seq` (status 0), or fail it everywhere. */
+struct hp_nego_decide {
+  uint64_t seq;
+  char name[192];
+  int32_t status;
+  char msg[460];
+};
+
+/* DATA: a header, then the raw bytes of one ring step. */
+struct hp_data_hdr {
+  uint64_t seq;   /* the decision being executed */
+  uint64_t piece; /* index of the piece of the tensor */
+  uint32_t step;  /* ring step */
+};
+#define HP_DATA_HDR_LEN 24u /* 4 reserved bytes keep the data 8-aligned */
+
+/* RANK_GONE: a rank (or a whole host) left; what waits on it fails. */
+struct hp_rank_gone {
+  int32_t rank; /* the first rank gone */
+  int32_t host; /* its host index */
+  char msg[460];
+};
+
+void hp_enc_register(struct hp_wbuf *w, const struct hp_register *m);
+int hp_dec_register(const unsigned char *p, size_t n, struct hp_register *m);
+void hp_enc_peer_hello(struct hp_wbuf *w, uint32_t host_index, uint32_t nhosts);
+int hp_dec_peer_hello(const unsigned char *p, size_t n, uint32_t *host_index,
+                      uint32_t *nhosts);
+void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m);
+int hp_dec_nego_ready(const unsigned char *p, size_t n,
+                      struct hp_nego_ready *m);
+void hp_enc_nego_decide(struct hp_wbuf *w, const struct hp_nego_decide *m);
+int hp_dec_nego_decide(const unsigned char *p, size_t n,
+                       struct hp_nego_decide *m);
+/* Writes a complete DATA frame header (16 + HP_DATA_HDR_LEN bytes) for a
+ * payload of `bytes` into out. */
+void hp_data_frame_hdr(unsigned char *out, const struct hp_data_hdr *m,
+                       uint32_t bytes);
+int hp_dec_data_hdr(const unsigned char *p, size_t n, struct hp_data_hdr *m);
+void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m);
+int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m);
 
 void hp_enc_hello(struct hp_wbuf *w, const struct hp_hello *m);
 int hp_dec_hello(const unsigned char *p, size_t n, struct hp_hello *m);

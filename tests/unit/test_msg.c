@@ -45,8 +45,14 @@ static char *envp_s[] = {"HORA_RANK=3", "PATH=/usr/bin:/bin", "EMPTY="};
 static struct hp_job_rank ranks_s[] = {
     {4, 0, 1, 2}, {5, 1, 1, 2}, {6, 2, 1, 2}};
 
+static struct hp_job_host hosts_s[] = {{"node-a", "169.254.1.1", 4000, 0, 4},
+                                       {"node-b", "169.254.1.2", 4001, 4, 4}};
+
 static struct hp_job sample_job(void) {
   struct hp_job j = {0};
+  j.host_index = 1;
+  j.nhosts = 2;
+  j.hosts = hosts_s;
   j.size = 8;
   j.local_size = 4;
   j.nlocal = 3;
@@ -500,6 +506,16 @@ static int job_with_counts(uint32_t nlocal, uint32_t argc, uint32_t envc,
     hp_put_u32(&w, argc);
     hp_put_str(&w, "a");
     hp_put_u32(&w, envc);
+    if (envc == 0) { /* one host: this one, holding all 4 ranks */
+      hp_put_u32(&w, 0);
+      hp_put_u32(&w, 1);
+      hp_put_str(&w, "h");
+      hp_put_str(&w, "");
+      hp_put_u16(&w, 0);
+      hp_put_u32(&w, 0);
+      hp_put_u32(&w, 4);
+      hp_put_u32(&w, 0); /* no secret */
+    }
   }
   unsigned char *cp = malloc(w.len);
   memcpy(cp, w.data, w.len);
@@ -520,6 +536,18 @@ static void test_absurd_counts(void) {
   CHECK_EQ_INT(job_with_counts(0, 2, 0, 0), HORA_EPROTO); /* 1 of 2 present */
   CHECK_EQ_INT(job_with_counts(0, 1, UINT32_MAX, 0), HORA_EPROTO);
   CHECK_EQ_INT(job_with_counts(0, 1, 4097, 0), HORA_EPROTO);
+  /* more hosts than bytes left, and a host index past the hosts */
+  {
+    struct hp_job j = sample_job();
+    j.host_index = 2;
+    struct hp_wbuf w;
+    hp_wbuf_init(&w);
+    hp_enc_job(&w, &j);
+    CHECK_EQ_INT(dec_any(HP_MSG_JOB, w.data + HP_FRAME_HDR,
+                         w.len - HP_FRAME_HDR),
+                 HORA_EPROTO);
+    hp_wbuf_free(&w);
+  }
   /* A string length beyond the payload, everywhere one is read. */
   unsigned char lie[8];
   put_le32(lie, UINT32_MAX);

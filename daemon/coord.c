@@ -1,0 +1,232 @@
+/* coord.c -- negotiation across hosts, on the coordinator (host 0).
+ *
+ * A daemon whose local ranks have all submitted a tensor (and agree on it)
+ * says NEGO_READY to the coordinator, with the metadata. When every host
+ * has, the coordinator compares the hosts' metadata and broadcasts one
+ * NEGO_DECIDE: run it as decision number `seq`, or fail it on every rank
+ * with a message naming two ranks and their values (the job goes on).
+ * Every daemon runs decisions in the order of their numbers, so all hosts
+ * run the same collectives in the same order whatever order their ranks
+ * submitted them in. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+
+struct centry {
+  struct centry *next;
+  struct hp_nego_ready first; /* the first host's metadata */
+  int nready;
+  int mismatch;
+  char msg[HP_MSG_MAX + 1];
+  uint64_t t_first;
+  int warned;
+  unsigned char seen[]; /* one per host */
+};
+
+struct hd_coord {
+  struct centry **table;
+  size_t size, n;
+  uint64_t seq;
+};
+
+static uint64_t hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static const char *coll_name(int c) {
+  switch (c) {
+  case HP_ALLREDUCE: return "allreduce";
+  case HP_BROADCAST: return "broadcast";
+  case HP_BARRIER: return "barrier";
+  default: return "unknown collective";
+  }
+}
+
+static struct hd_coord *coord(struct hd_daemon *d) {
+  if (!d->coord) {
+    d->coord = calloc(1, sizeof *d->coord);
+    if (d->coord) {
+      d->coord->size = 256;
+      d->coord->table = calloc(d->coord->size, sizeof *d->coord->table);
+      if (!d->coord->table) {
+        free(d->coord);
+        d->coord = NULL;
+      }
+    }
+  }
+  return d->coord;
+}
+
+/* Describes how b differs from a; 0 when they agree. */
+static int mismatch(const struct hp_nego_ready *a, const struct hp_nego_ready *b,
+                    char *msg, size_t len) {
+  if (b->coll != a->coll)
+    hc_fmt(msg, len, "Mismatched operations on tensor '%s': rank %d did an "
+           "%s, but rank %d did a %s.", a->name, a->rank, coll_name(a->coll),
+           b->rank, coll_name(b->coll));
+  else if (b->dtype != a->dtype)
+    hc_fmt(msg, len, "Mismatched data types on tensor '%s': rank %d had type "
+           "%s, but rank %d had type %s.", a->name, a->rank,
+           hora_dtype_name(a->dtype), b->rank, hora_dtype_name(b->dtype));
+  else if (b->count != a->count)
+    hc_fmt(msg, len, "Mismatched %s tensor shapes on tensor '%s': rank %d "
+           "sent %llu elements, but rank %d sent %llu elements.",
+           coll_name(a->coll), a->name, a->rank, (unsigned long long)a->count,
+           b->rank, (unsigned long long)b->count);
+  else if (a->coll == HP_ALLREDUCE && b->op != a->op)
+    hc_fmt(msg, len, "Mismatched reduction operations on tensor '%s': rank "
+           "%d asked for %s, but rank %d asked for %s.", a->name, a->rank,
+           hora_op_name(a->op), b->rank, hora_op_name(b->op));
+  else if (a->coll == HP_BROADCAST && b->root != a->root)
+    hc_fmt(msg, len, "Mismatched broadcast root ranks on tensor '%s': rank "
+           "%d gave root %d, but rank %d gave root %d.", a->name, a->rank,
+           a->root, b->rank, b->root);
+  else
+    return 0;
+  return 1;
+}
+
+static void decide(struct hd_daemon *d, struct centry *e) {
+  struct hp_nego_decide m = {.seq = d->coord->seq++};
+  memcpy(m.name, e->first.name, sizeof m.name);
+  if (e->mismatch) {
+    m.status = HORA_EMISMATCH;
+    hc_fmt(m.msg, sizeof m.msg, "%s", e->msg);
+  }
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  for (uint32_t i = 1; i < d->job.nhosts; i++) {
+    if (!e->seen[i]) continue; /* a stalled operation fails only there */
+    hp_enc_nego_decide(&w, &m);
+    hd_mesh_send(d, (int)i, &w);
+  }
+  hp_wbuf_free(&w);
+  if (e->seen[0]) hd_decide(d, &m);
+}
+
+static void unlink_entry(struct hd_coord *c, struct centry *e) {
+  struct centry **pp = &c->table[hash(e->first.name) & (c->size - 1)];
+  while (*pp != e) pp = &(*pp)->next;
+  *pp = e->next;
+  c->n--;
+  free(e);
+}
+
+void hd_coord_ready(struct hd_daemon *d, int host,
+                    const struct hp_nego_ready *m) {
+  struct hd_coord *c = coord(d);
+  if (!c) {
+    hc_error("coordinator out of memory");
+    return;
+  }
+  struct centry **pp = &c->table[hash(m->name) & (c->size - 1)], *e;
+  for (e = *pp; e && strcmp(e->first.name, m->name); e = e->next) {}
+  if (!e) {
+    e = calloc(1, sizeof *e + d->job.nhosts);
+    if (!e) {
+      hc_error("coordinator out of memory");
+      return;
+    }
+    e->first = *m;
+    e->t_first = hc_now_ns();
+    if (m->msg[0]) {
+      e->mismatch = 1;
+      hc_fmt(e->msg, sizeof e->msg, "%s", m->msg);
+    }
+    e->next = *pp;
+    *pp = e;
+    c->n++;
+  } else if (e->seen[host]) {
+    hc_warn("host %d said ready twice for tensor '%s'; ignored", host,
+            m->name);
+    return;
+  } else if (!e->mismatch && m->msg[0]) {
+    e->mismatch = 1;
+    hc_fmt(e->msg, sizeof e->msg, "%s", m->msg);
+  } else if (!e->mismatch) {
+    e->mismatch = mismatch(&e->first, m, e->msg, sizeof e->msg);
+  }
+  e->seen[host] = 1;
+  if (++e->nready < (int)d->job.nhosts) return;
+  decide(d, e);
+  unlink_entry(c, e);
+}
+
+/* Names the hosts that have not said ready, e.g. "h2 (ranks 2-3)". */
+static void missing(struct hd_daemon *d, struct centry *e, char *buf,
+                    size_t len) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (uint32_t i = 0; i < d->job.nhosts && n + 64 < len; i++) {
+    if (e->seen[i]) continue;
+    char name[300];
+    hd_host_name(d, (int)i, name, sizeof name);
+    n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", name);
+  }
+}
+
+/* The stall inspector across hosts: warns once about a tensor some hosts'
+ * ranks all submitted while other hosts' ranks did not; past the shutdown
+ * time fails it where it was submitted. */
+void hd_coord_check_stalls(struct hd_daemon *d) {
+  struct hd_coord *c = d->coord;
+  if (!c) return;
+  uint64_t now = hc_now_ns();
+  for (size_t i = 0; i < c->size; i++) {
+    struct centry *e = c->table[i], *next;
+    for (; e; e = next) {
+      next = e->next;
+      uint64_t age = now - e->t_first;
+      char who[512];
+      if (d->stall_fail_ns && age >= d->stall_fail_ns) {
+        missing(d, e, who, sizeof who);
+        e->mismatch = 1;
+        hc_fmt(e->msg, sizeof e->msg, "%s '%s' stalled for %llu s: the ranks "
+               "of %s never submitted it", coll_name(e->first.coll),
+               e->first.name, (unsigned long long)(age / 1000000000u), who);
+        hc_error("%s", e->msg);
+        struct hp_nego_decide m = {.seq = UINT64_MAX,
+                                   .status = HORA_ESTALL};
+        memcpy(m.name, e->first.name, sizeof m.name);
+        hc_fmt(m.msg, sizeof m.msg, "%s", e->msg);
+        struct hp_wbuf w;
+        hp_wbuf_init(&w);
+        for (uint32_t h = 1; h < d->job.nhosts; h++) {
+          if (!e->seen[h]) continue;
+          hp_enc_nego_decide(&w, &m);
+          hd_mesh_send(d, (int)h, &w);
+        }
+        hp_wbuf_free(&w);
+        if (e->seen[0]) hd_decide(d, &m);
+        unlink_entry(c, e);
+        continue;
+      }
+      if (d->stall_warn_ns && age >= d->stall_warn_ns && !e->warned) {
+        e->warned = 1;
+        missing(d, e, who, sizeof who);
+        hc_warn("stall: %s '%s' has waited %llu s for the ranks of %s; the "
+                "other hosts' ranks submitted it. Ranks may be issuing "
+                "collectives in a different order or with different names.",
+                coll_name(e->first.coll), e->first.name,
+                (unsigned long long)(age / 1000000000u), who);
+      }
+    }
+  }
+}
+
+void hd_coord_free(struct hd_daemon *d) {
+  struct hd_coord *c = d->coord;
+  if (!c) return;
+  for (size_t i = 0; i < c->size; i++)
+    while (c->table[i]) {
+      struct centry *e = c->table[i];
+      c->table[i] = e->next;
+      free(e);
+    }
+  free(c->table);
+  free(c);
+  d->coord = NULL;
+}

@@ -1,0 +1,457 @@
+/* mesh.c -- the TCP links between the daemons of a multi-host job.
+ *
+ * Each daemon keeps links to its ring neighbours and to the coordinator
+ * (host 0), which therefore links to every host: control messages scale
+ * with hosts, not ranks. Of a pair, the higher host index connects and the
+ * lower accepts, so each pair has one connection, used both ways. Every
+ * connection starts with the handshake of auth.h, then PEER_HELLO says
+ * which host is calling. Heartbeats flow on every link (and on the TCP
+ * control connection to horarun); a link that breaks or falls silent for
+ * the heartbeat timeout makes its host "lost": whatever waits on it fails
+ * at once on every rank, naming the host, and horarun is told. */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+
+#define HB_MIN_MS 50
+
+static struct hd_daemon *conn_daemon(struct hp_conn *c) {
+  return c->tcp.loop->data;
+}
+
+void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len) {
+  if (host >= 0 && (uint32_t)host < d->job.nhosts) {
+    const struct hp_job_host *h = &d->job.hosts[host];
+    if (h->nranks == 1)
+      hc_fmt(buf, len, "host %s (rank %d)", h->name, h->first_rank);
+    else
+      hc_fmt(buf, len, "host %s (ranks %d-%d)", h->name, h->first_rank,
+             h->first_rank + h->nranks - 1);
+  } else {
+    hc_fmt(buf, len, "host #%d", host);
+  }
+}
+
+static int host_of(struct hd_daemon *d, struct hp_conn *c) {
+  for (uint32_t i = 0; d->peers && i < d->job.nhosts; i++)
+    if (d->peers[i].c == c) return (int)i;
+  return -1;
+}
+
+struct hp_conn *hd_mesh_conn(struct hd_daemon *d, int host) {
+  if (!d->peers || host < 0 || (uint32_t)host >= d->job.nhosts) return NULL;
+  struct hd_peer *p = &d->peers[host];
+  return p->lost || !p->c || p->c->closing ? NULL : p->c;
+}
+
+int hd_mesh_send(struct hd_daemon *d, int host, struct hp_wbuf *w) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  if (!c) {
+    hp_wbuf_reset(w);
+    return -1;
+  }
+  return hp_conn_send(c, w);
+}
+
+/* ---- failures ------------------------------------------------------------ */
+
+/* Makes `msg` the reason every pending and later operation fails. */
+static void set_gone(struct hd_daemon *d, int rank, const char *msg) {
+  if (d->gone_rank != -1) return;
+  d->gone_rank = rank;
+  hc_fmt(d->gone_msg, sizeof d->gone_msg, "%s", msg);
+  hd_xhost_abort(d);
+  hd_fail_all(d);
+}
+
+void hd_mesh_announce_gone(struct hd_daemon *d, int rank, int host,
+                           const char *msg) {
+  if (!d->multi || !d->peers) return;
+  struct hp_rank_gone m = {.rank = rank, .host = host};
+  hc_fmt(m.msg, sizeof m.msg, "%s", msg);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  /* The coordinator reaches every host; the others tell the coordinator,
+   * which passes it on. */
+  for (uint32_t i = 0; i < d->job.nhosts; i++) {
+    if ((int)i == (int)d->job.host_index) continue;
+    if (d->job.host_index != 0 && i != 0) continue;
+    hp_enc_rank_gone(&w, &m);
+    hd_mesh_send(d, (int)i, &w);
+  }
+  hp_wbuf_free(&w);
+}
+
+static void host_lost(struct hd_daemon *d, int host, const char *why) {
+  struct hd_peer *p = &d->peers[host];
+  if (p->lost) return;
+  p->lost = 1;
+  if (p->c) hp_conn_close(p->c, why);
+  if (p->left || d->aborting || d->done_sent) return;
+  char name[300], msg[HP_MSG_MAX + 1];
+  hd_host_name(d, host, name, sizeof name);
+  hc_fmt(msg, sizeof msg, "%s is lost: %s", name, why);
+  hc_error("%s", msg);
+  hd_control_fault(d, msg);
+  set_gone(d, d->job.hosts[host].first_rank, msg);
+  hd_mesh_announce_gone(d, d->job.hosts[host].first_rank, host, msg);
+}
+
+static void on_rank_gone(struct hd_daemon *d, int from,
+                         const struct hp_rank_gone *m) {
+  int fresh = d->gone_rank == -1;
+  set_gone(d, m->rank, m->msg);
+  /* The coordinator passes news from one host to all the others. */
+  if (fresh && d->job.host_index == 0) {
+    struct hp_wbuf w;
+    hp_wbuf_init(&w);
+    for (uint32_t i = 1; i < d->job.nhosts; i++) {
+      if ((int)i == from) continue;
+      hp_enc_rank_gone(&w, m);
+      hd_mesh_send(d, (int)i, &w);
+    }
+    hp_wbuf_free(&w);
+  }
+}
+
+/* ---- frames -------------------------------------------------------------- */
+
+static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
+                      const struct hp_frame_hdr *h, unsigned char *p,
+                      int *keep) {
+  switch (h->type) {
+  case HP_MSG_HEARTBEAT:
+    return 0;
+  case HP_MSG_BYE: {
+    char name[300], msg[HP_MSG_MAX + 1];
+    d->peers[from].left = 1;
+    hd_host_name(d, from, name, sizeof name);
+    hc_fmt(msg, sizeof msg, "the ranks of %s have ended", name);
+    set_gone(d, d->job.hosts[from].first_rank, msg);
+    return 0;
+  }
+  case HP_MSG_NEGO_READY: {
+    struct hp_nego_ready m;
+    if (d->job.host_index != 0 || hp_dec_nego_ready(p, h->len, &m) < 0) break;
+    hd_coord_ready(d, from, &m);
+    return 0;
+  }
+  case HP_MSG_NEGO_DECIDE: {
+    struct hp_nego_decide m;
+    if (from != 0 || hp_dec_nego_decide(p, h->len, &m) < 0) break;
+    hd_decide(d, &m);
+    return 0;
+  }
+  case HP_MSG_DATA:
+    if (hd_xhost_data(d, from, p, h->len, keep, c->why, sizeof c->why) < 0)
+      return -1;
+    return 0;
+  case HP_MSG_RANK_GONE: {
+    struct hp_rank_gone m;
+    if (hp_dec_rank_gone(p, h->len, &m) < 0) break;
+    on_rank_gone(d, from, &m);
+    return 0;
+  }
+  default:
+    break;
+  }
+  hc_fmt(c->why, sizeof c->why, "bad or unexpected message (type %u)",
+         h->type);
+  return -1;
+}
+
+static void check_up(struct hd_daemon *d) {
+  if (d->mesh_up || !d->have_job || d->peers_up < d->peers_needed) return;
+  d->mesh_up = 1;
+  hc_debug("mesh up: %d links", d->peers_up);
+  hd_job_go(d);
+}
+
+/* Binds an authenticated connection that said PEER_HELLO to its host. */
+static int bind_peer(struct hd_daemon *d, struct hp_conn *c, uint32_t idx,
+                     uint32_t nhosts) {
+  if (nhosts != d->job.nhosts || idx >= nhosts ||
+      idx <= d->job.host_index || !d->peers[idx].needed || d->peers[idx].c) {
+    hc_fmt(c->why, sizeof c->why,
+           "unexpected PEER_HELLO (host %u of %u)", idx, nhosts);
+    return -1;
+  }
+  d->peers[idx].c = c;
+  d->peers_up++;
+  check_up(d);
+  return 0;
+}
+
+static int on_mesh_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
+                         unsigned char *p, int *keep) {
+  struct hd_daemon *d = conn_daemon(c);
+  int from = host_of(d, c);
+  if (from >= 0) return peer_frame(d, from, c, h, p, keep);
+  /* An accepted connection says who it is first. */
+  uint32_t idx, nhosts;
+  if (h->type != HP_MSG_PEER_HELLO ||
+      hp_dec_peer_hello(p, h->len, &idx, &nhosts) < 0) {
+    hc_fmt(c->why, sizeof c->why, "expected PEER_HELLO, got type %u",
+           h->type);
+    return -1;
+  }
+  if (!d->have_job) { /* it got its JOB before us: wait for ours */
+    struct hp_conn **e = realloc(d->early, (d->nearly + 1) * sizeof *e);
+    if (!e) return -1;
+    d->early = e;
+    d->early[d->nearly++] = c;
+    c->data = (void *)(uintptr_t)((uint64_t)idx << 32 | nhosts);
+    return 0;
+  }
+  return bind_peer(d, c, idx, nhosts);
+}
+
+static void on_mesh_close(struct hp_conn *c, const char *why) {
+  struct hd_daemon *d = conn_daemon(c);
+  for (size_t i = 0; i < d->nearly; i++)
+    if (d->early[i] == c) d->early[i] = d->early[--d->nearly];
+  int host = host_of(d, c);
+  if (host < 0) {
+    if (!c->authed)
+      hc_warn("rejected a connection from %s: %s", c->peer, why);
+    else
+      hc_warn("dropped a connection from %s: %s", c->peer, why);
+    return;
+  }
+  if (!d->peers[host].lost) host_lost(d, host, why);
+  d->peers[host].c = NULL;
+}
+
+static void on_connected_auth(struct hp_conn *c) {
+  struct hd_daemon *d = conn_daemon(c);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_peer_hello(&w, d->job.host_index, d->job.nhosts);
+  hp_conn_send(c, &w);
+  hp_wbuf_free(&w);
+  d->peers_up++;
+  check_up(d);
+}
+
+static const struct hp_conn_cb accept_cb = {
+    .on_frame = on_mesh_frame, .on_close = on_mesh_close};
+static const struct hp_conn_cb connect_cb = {.on_auth = on_connected_auth,
+                                             .on_frame = on_mesh_frame,
+                                             .on_close = on_mesh_close};
+
+static void on_mesh_connection(uv_stream_t *server, int status) {
+  struct hd_daemon *d = server->loop->data;
+  struct hp_conn *c;
+  if (status < 0) return;
+  if (!d->boot && !(d->have_job && d->job.secret_len)) {
+    uv_tcp_t tmp; /* no secret yet: nobody can be let in */
+    uv_tcp_init(server->loop, &tmp);
+    if (uv_accept(server, (uv_stream_t *)&tmp) == 0) {}
+    uv_close((uv_handle_t *)&tmp, NULL);
+    return;
+  }
+  if (hp_conn_accept(server, d->secret, HP_AUTH_MESH, &accept_cb, NULL, &c) < 0)
+    hc_warn("cannot accept a mesh connection");
+  else
+    hp_conn_track(c, &d->mesh_conns);
+}
+
+/* ---- heartbeats ------------------------------------------------------- */
+
+static void on_hb_timer(uv_timer_t *t) {
+  struct hd_daemon *d = t->data;
+  uint64_t now = hc_now_ns();
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  for (uint32_t i = 0; d->peers && i < d->job.nhosts; i++) {
+    struct hd_peer *p = &d->peers[i];
+    if (!p->c || p->lost || p->c->closing) continue;
+    if (!p->c->authed) continue;
+    if (now - p->c->last_rx > d->hb_timeout_ns) {
+      char why[96];
+      hc_fmt(why, sizeof why, "no heartbeat for %.1f s",
+             (double)(now - p->c->last_rx) / 1e9);
+      host_lost(d, (int)i, why);
+      continue;
+    }
+    hp_frame_begin(&w, HP_MSG_HEARTBEAT, 0);
+    hp_frame_end(&w);
+    hp_conn_send(p->c, &w);
+  }
+  struct hp_conn *c = d->ctl_conn;
+  if (c && c->authed && !c->closing && !d->ctl_closing) {
+    if (now - c->last_rx > d->hb_timeout_ns) {
+      char why[128];
+      hc_fmt(why, sizeof why, "lost contact with horarun: no heartbeat for "
+             "%.1f s", (double)(now - c->last_rx) / 1e9);
+      hp_conn_close(c, why);
+    } else {
+      hp_frame_begin(&w, HP_MSG_HEARTBEAT, 0);
+      hp_frame_end(&w);
+      hp_conn_send(c, &w);
+    }
+  }
+  hp_wbuf_free(&w);
+}
+
+/* ---- setting up -------------------------------------------------------- */
+
+/* The IPv4 (else IPv6) address of interface `name`, or -1. */
+static int iface_addr(const char *name, char *buf, size_t len) {
+  struct ifaddrs *ifs, *i;
+  if (getifaddrs(&ifs) < 0) return -1;
+  int found = -1;
+  for (int fam = AF_INET; fam && found < 0;
+       fam = fam == AF_INET ? AF_INET6 : 0) {
+    for (i = ifs; i && found < 0; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != fam ||
+          strcmp(i->ifa_name, name))
+        continue;
+      const void *a =
+          fam == AF_INET
+              ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
+              : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+      if (inet_ntop(fam, a, buf, (socklen_t)len)) found = 0;
+      if (found == 0 && fam == AF_INET6 &&
+          IN6_IS_ADDR_LINKLOCAL(
+              &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr)) {
+        size_t n = strlen(buf);
+        hc_fmt(buf + n, len - n, "%%%u", if_nametoindex(name));
+      }
+    }
+  }
+  freeifaddrs(ifs);
+  return found;
+}
+
+int hd_mesh_listen(struct hd_daemon *d) {
+  struct sockaddr_storage ss;
+  if (d->iface[0]) { /* "eth0,ib0": the first one this host has */
+    char list[sizeof d->iface], *save = NULL, *name;
+    hc_fmt(list, sizeof list, "%s", d->iface);
+    int found = 0;
+    for (name = strtok_r(list, ",", &save); name && !found;
+         name = strtok_r(NULL, ",", &save))
+      found = iface_addr(name, d->mesh_addr, sizeof d->mesh_addr) == 0;
+    if (!found) {
+      hc_error("no network interface of '%s' has an address on this host",
+               d->iface);
+      return HORA_EINVAL;
+    }
+    hp_addr_parse(d->mesh_addr, 0, &ss);
+  } else {
+    hp_addr_parse("::", 0, &ss);
+  }
+  uv_tcp_init(d->loop, &d->mesh_listener);
+  d->mesh_listener.data = d;
+  d->mesh_listening = 1;
+  int rc = uv_tcp_bind(&d->mesh_listener, (struct sockaddr *)&ss, 0);
+  if (rc < 0 && !d->iface[0]) { /* no IPv6 here */
+    hp_addr_parse("0.0.0.0", 0, &ss);
+    rc = uv_tcp_bind(&d->mesh_listener, (struct sockaddr *)&ss, 0);
+  }
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&d->mesh_listener, 128, on_mesh_connection);
+  if (rc < 0) {
+    hc_error("cannot listen for the other daemons: %s", uv_strerror(rc));
+    return HORA_EIO;
+  }
+  int len = sizeof ss;
+  uv_tcp_getsockname(&d->mesh_listener, (struct sockaddr *)&ss, &len);
+  d->mesh_port = ntohs(ss.ss_family == AF_INET
+                           ? ((struct sockaddr_in *)&ss)->sin_port
+                           : ((struct sockaddr_in6 *)&ss)->sin6_port);
+  d->hb_timeout_ns = (uint64_t)(HC_MAX(0.2, hc_param_double(
+                                                "heartbeat_timeout")) *
+                                1e9);
+  return 0;
+}
+
+static int link_needed(int a, int b, int n) {
+  return a != b && (a == 0 || b == 0 || (a + 1) % n == b || (b + 1) % n == a);
+}
+
+int hd_mesh_start(struct hd_daemon *d) {
+  int n = (int)d->job.nhosts, me = (int)d->job.host_index;
+  d->peers = calloc((size_t)n, sizeof *d->peers);
+  if (!d->peers) return HORA_ENOMEM;
+  /* the knobs came with the JOB: read the timeout again */
+  d->hb_timeout_ns =
+      (uint64_t)(HC_MAX(0.2, hc_param_double("heartbeat_timeout")) * 1e9);
+  uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
+  uv_timer_init(d->loop, &d->hb_timer);
+  d->hb_timer.data = d;
+  uv_timer_start(&d->hb_timer, on_hb_timer, every, every);
+  for (int i = 0; i < n; i++) {
+    if (!link_needed(me, i, n)) continue;
+    d->peers[i].needed = 1;
+    d->peers_needed++;
+    if (i > me) continue; /* it calls us */
+    struct sockaddr_storage ss;
+    const struct hp_job_host *h = &d->job.hosts[i];
+    char name[300];
+    hd_host_name(d, i, name, sizeof name);
+    if (hp_addr_parse(h->addr, h->port, &ss) < 0) {
+      char why[160];
+      hc_fmt(why, sizeof why, "bad address '%s'", h->addr);
+      d->peers[i].lost = 1;
+      hd_control_fault(d, why);
+      return HORA_EINVAL;
+    }
+    int rc = hp_conn_connect(d->loop, (struct sockaddr *)&ss, d->secret,
+                             HP_AUTH_MESH, &connect_cb, NULL, &d->peers[i].c);
+    if (rc == 0) hp_conn_track(d->peers[i].c, &d->mesh_conns);
+    if (rc < 0) {
+      char why[300];
+      hc_fmt(why, sizeof why, "cannot connect to %s at %s port %u: %s", name,
+             h->addr, h->port, uv_strerror(rc));
+      hd_control_fault(d, why);
+      return HORA_EIO;
+    }
+  }
+  /* peers that called before our JOB came */
+  while (d->nearly) {
+    struct hp_conn *c = d->early[--d->nearly];
+    uint64_t v = (uint64_t)(uintptr_t)c->data;
+    c->data = NULL;
+    if (bind_peer(d, c, (uint32_t)(v >> 32), (uint32_t)v) < 0)
+      hp_conn_close(c, c->why);
+  }
+  check_up(d);
+  return 0;
+}
+
+void hd_mesh_close(struct hd_daemon *d, int graceful) {
+  if (d->mesh_listening) {
+    d->mesh_listening = 0;
+    uv_close((uv_handle_t *)&d->mesh_listener, NULL);
+  }
+  if (d->hb_timer.loop && !uv_is_closing((uv_handle_t *)&d->hb_timer))
+    uv_close((uv_handle_t *)&d->hb_timer, NULL);
+  while (d->nearly)
+    hp_conn_close(d->early[--d->nearly], "horad is closing");
+  for (uint32_t i = 0; d->peers && i < d->job.nhosts; i++) {
+    struct hd_peer *p = &d->peers[i];
+    if (!p->c || p->c->closing) continue;
+    if (graceful && !p->lost) {
+      struct hp_wbuf w;
+      hp_wbuf_init(&w);
+      hp_enc_text(&w, HP_MSG_BYE, "");
+      hp_conn_send(p->c, &w);
+      hp_wbuf_free(&w);
+      p->left = 1; /* ours: its closing is no loss */
+      p->lost = 1;
+      hp_conn_close_when_sent(p->c);
+    } else {
+      p->lost = 1;
+      hp_conn_close(p->c, "horad is closing");
+    }
+  }
+  /* strangers still in their handshake, and anything else not a peer */
+  for (struct hp_conn *c = d->mesh_conns; c; c = c->next)
+    if (!c->close_when_sent) hp_conn_close(c, "horad is closing");
+}

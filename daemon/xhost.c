@@ -1,0 +1,603 @@
+/* xhost.c -- allreduce and broadcast across hosts: hierarchical by
+ * construction.
+ *
+ * A tensor is cut into pieces (at most XH_PIECE_MAX bytes, never across a
+ * staging chunk) and up to XH_WINDOW pieces are in flight at once, so
+ * that reducing one piece locally, moving others over the network and
+ * copying finished ones back to the ranks all overlap. For each piece:
+ *
+ *  1. the local ranks' data are reduced into a working buffer W (this
+ *     daemon's own memory; AVERAGE is summed here);
+ *  2. allreduce: a ring reduce-scatter then allgather among the hosts over
+ *     TCP: in step s (of 2(n-1)) each daemon sends one n-th of W to the
+ *     next host and receives one from the previous; received data are
+ *     reduced into W (the first n-1 steps) or copied (the rest), and what
+ *     was received is what goes out in the next step. Broadcast: a chain
+ *     from the root's host around the ring;
+ *  3. W is written into every local rank's output (AVERAGE divides here,
+ *     once, by the job's size).
+ *
+ * Sends go straight from W (no copy); a piece's buffer is reused only once
+ * the socket has taken all of it. DATA that arrives for a piece (or an
+ * operation) not started yet waits in a queue until it is. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "reduce.h"
+
+#define XH_WINDOW 8
+#define XH_PIECE_MAX (1u << 20)
+#define XH_EARLY_MAX (256ull << 20) /* bytes a peer may send ahead */
+
+struct xh_slot {
+  struct hd_daemon *d;
+  unsigned char *w; /* XH_PIECE_MAX bytes */
+  int busy;         /* holds a piece of the running operation */
+  int pending;      /* sends from w not yet taken by the socket */
+  uint64_t piece, off, cnt;
+  int recvd; /* ring steps received */
+  int finalized;
+};
+
+struct early {
+  struct early *next;
+  struct hp_data_hdr h;
+  unsigned char *buf; /* the whole payload; data at + HP_DATA_HDR_LEN */
+  size_t len;         /* data bytes */
+};
+
+struct hd_xop {
+  int ran;             /* some operation has run: seq means something */
+  struct hd_tensor *t; /* the running operation, or NULL */
+  int active;
+  int in_step;
+  uint64_t seq; /* of the running (or last) operation */
+  int n, me, next, prev, root_host;
+  uint64_t es, chunk_elems, piece_elems, ppc, nchunks, npieces;
+  uint64_t wes; /* bytes per element of W */
+  int wide;     /* W holds wider elements than the tensor: WIDE_INT: the
+                   64-bit sums of an integer AVERAGE; WIDE_FLOAT: float32
+                   for a float16/bfloat16 SUM, PRODUCT or AVERAGE, rounded
+                   once at the end, as on one host (reduce.h) */
+  uint64_t next_piece, nfinished;
+  uint64_t *chunk_started, *chunk_final;
+  uint64_t chunks_consumed, chunks_out;
+  struct xh_slot slot[XH_WINDOW];
+  struct early *early, *early_tail;
+  uint64_t early_bytes;
+};
+
+/* ---- geometry ------------------------------------------------------------ */
+
+static uint64_t pieces_in_chunk(const struct hd_xop *x, uint64_t k) {
+  uint64_t len = HC_MIN(x->chunk_elems, x->t->count - k * x->chunk_elems);
+  return (len + x->piece_elems - 1) / x->piece_elems;
+}
+
+static void piece_range(const struct hd_xop *x, uint64_t p, uint64_t *off,
+                        uint64_t *cnt) {
+  uint64_t k = p / x->ppc, j = p % x->ppc;
+  uint64_t lo = k * x->chunk_elems + j * x->piece_elems;
+  uint64_t hi = HC_MIN(lo + x->piece_elems,
+                       HC_MIN((k + 1) * x->chunk_elems, x->t->count));
+  *off = lo;
+  *cnt = hi - lo;
+}
+
+static void seg_range(uint64_t cnt, int n, int s, uint64_t *lo,
+                      uint64_t *len) {
+  uint64_t a = cnt * (uint64_t)s / (uint64_t)n;
+  uint64_t b = cnt * (uint64_t)(s + 1) / (uint64_t)n;
+  *lo = a;
+  *len = b - a;
+}
+
+static int mod(int a, int n) { return ((a % n) + n) % n; }
+
+/* The segment sent / received in ring step s. */
+static int send_seg(const struct hd_xop *x, int s) {
+  return s < x->n - 1 ? mod(x->me - s, x->n)
+                      : mod(x->me + 1 - (s - (x->n - 1)), x->n);
+}
+static int recv_seg(const struct hd_xop *x, int s) {
+  return s < x->n - 1 ? mod(x->me - s - 1, x->n)
+                      : mod(x->me - (s - (x->n - 1)), x->n);
+}
+
+/* Where local rank i's data for elements [off, ...) of chunk k are. */
+static unsigned char *part_ptr(struct hd_daemon *d, struct hd_xop *x, int i,
+                               uint64_t off) {
+  struct hd_rank *r = &d->ranks[i];
+  struct hd_part *p = &x->t->part[i];
+  if (p->resident) return r->shm + p->offset + off * x->es;
+  uint64_t k = off / x->chunk_elems;
+  return r->shm + hd_staging_off(r, k) + (off - k * x->chunk_elems) * x->es;
+}
+
+static hora_op_t ring_op(const struct hd_tensor *t) {
+  return t->op == HORA_AVERAGE ? HORA_SUM : (hora_op_t)t->op;
+}
+
+/* An integer AVERAGE is summed exactly in 64 bits (int64 wraps) and
+ * divided once, as on one host (reduce.h): W holds those sums. */
+static int64_t load_wide(const void *p, uint64_t i, int dtype) {
+  switch (dtype) {
+  case HORA_UINT8: return ((const uint8_t *)p)[i];
+  case HORA_INT8: return ((const int8_t *)p)[i];
+  case HORA_INT16: return ((const int16_t *)p)[i];
+  case HORA_INT32: return ((const int32_t *)p)[i];
+  default: return ((const int64_t *)p)[i];
+  }
+}
+
+static void widen_sum(uint64_t *w, const void *const *src, int ns,
+                      uint64_t cnt, int dtype) {
+  for (uint64_t i = 0; i < cnt; i++) {
+    uint64_t acc = 0;
+    for (int k = 0; k < ns; k++) acc += (uint64_t)load_wide(src[k], i, dtype);
+    w[i] = acc;
+  }
+}
+
+static void narrow_avg(void *const *dst, int nd, const uint64_t *w,
+                       uint64_t cnt, int dtype, int64_t div) {
+  for (uint64_t i = 0; i < cnt; i++) {
+    uint64_t u = w[i];
+    int64_t s = u <= INT64_MAX ? (int64_t)u : -(int64_t)(~u) - 1;
+    uint64_t q = (uint64_t)(s / div);
+    for (int k = 0; k < nd; k++) {
+      switch (dtype) {
+      case HORA_UINT8:
+      case HORA_INT8: ((uint8_t *)dst[k])[i] = (uint8_t)q; break;
+      case HORA_INT16: ((uint16_t *)dst[k])[i] = (uint16_t)q; break;
+      case HORA_INT32: ((uint32_t *)dst[k])[i] = (uint32_t)q; break;
+      default: ((uint64_t *)dst[k])[i] = q;
+      }
+    }
+  }
+}
+
+enum { WIDE_NONE, WIDE_INT, WIDE_FLOAT };
+
+static float load_f(const void *p, uint64_t i, int dtype) {
+  uint16_t h = ((const uint16_t *)p)[i];
+  return dtype == HORA_FLOAT16 ? hd_half_to_float(h) : hd_bf16_to_float(h);
+}
+
+static void widen_float(float *w, const void *const *src, int ns,
+                        uint64_t cnt, int dtype, int op) {
+  for (uint64_t i = 0; i < cnt; i++) {
+    float acc = load_f(src[0], i, dtype);
+    for (int k = 1; k < ns; k++) {
+      float v = load_f(src[k], i, dtype);
+      acc = op == HORA_PRODUCT ? acc * v : acc + v;
+    }
+    w[i] = acc;
+  }
+}
+
+static void narrow_float(void *const *dst, int nd, const float *w,
+                         uint64_t cnt, int dtype, int op, int size) {
+  for (uint64_t i = 0; i < cnt; i++) {
+    float f = op == HORA_AVERAGE ? w[i] / (float)size : w[i];
+    uint16_t h;
+    if (f != f)
+      h = dtype == HORA_FLOAT16 ? 0x7e00 : 0x7fc0;
+    else
+      h = dtype == HORA_FLOAT16 ? hd_float_to_half(f) : hd_float_to_bf16(f);
+    for (int k = 0; k < nd; k++) ((uint16_t *)dst[k])[i] = h;
+  }
+}
+
+static int ring_dtype(const struct hd_xop *x) {
+  return x->wide == WIDE_INT     ? HORA_INT64
+         : x->wide == WIDE_FLOAT ? HORA_FLOAT32
+                                 : x->t->dtype;
+}
+
+/* ---- sending -------------------------------------------------------------- */
+
+static void run_ready_later(struct hd_daemon *d) {
+  if (d->xop && !d->xop->in_step) {
+    hd_run_ready(d);
+    hd_flush_wakeups(d);
+  }
+}
+
+static void on_sent(void *arg, int status) {
+  struct xh_slot *sl = arg;
+  (void)status; /* a failed send means a lost peer, reported there */
+  sl->pending--;
+  if (!sl->pending) run_ready_later(sl->d);
+}
+
+static void send_step(struct hd_daemon *d, struct hd_xop *x,
+                      struct xh_slot *sl, int step) {
+  uint64_t lo = 0, len = sl->cnt;
+  if (x->t->coll == HP_ALLREDUCE) seg_range(sl->cnt, x->n, send_seg(x, step), &lo, &len);
+  struct hp_conn *c = hd_mesh_conn(d, x->next);
+  if (!c) return; /* the host is lost: everything fails from there */
+  unsigned char hdr[HP_FRAME_HDR + HP_DATA_HDR_LEN];
+  struct hp_data_hdr h = {.seq = x->seq, .piece = sl->piece,
+                          .step = (uint32_t)step};
+  hp_data_frame_hdr(hdr, &h, (uint32_t)(len * x->wes));
+  sl->pending++;
+  hp_conn_send_zc(c, hdr, sizeof hdr, sl->w + lo * x->wes, len * x->wes,
+                  on_sent, sl);
+}
+
+/* ---- the steps of a piece --------------------------------------------------- */
+
+static void finalize(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl) {
+  struct hd_tensor *t = x->t;
+  void *dst[256];
+  int nd = 0;
+  for (int i = 0; i < d->nlocal && nd < 256; i++)
+    if (t->coll == HP_ALLREDUCE || !hd_is_root(d, t, i))
+      dst[nd++] = part_ptr(d, x, i, sl->off);
+  if (x->wide == WIDE_INT) {
+    narrow_avg(dst, nd, (const uint64_t *)sl->w, sl->cnt, t->dtype,
+               d->job.size);
+  } else if (x->wide == WIDE_FLOAT) {
+    narrow_float(dst, nd, (const float *)sl->w, sl->cnt, t->dtype, t->op,
+                 d->job.size);
+  } else if (t->coll == HP_ALLREDUCE) {
+    const void *src[1] = {sl->w};
+    hd_reduce(dst, nd, src, 1, sl->cnt, t->dtype, t->op, d->job.size);
+  } else {
+    for (int i = 0; i < nd; i++) memcpy(dst[i], sl->w, sl->cnt * x->es);
+  }
+  sl->finalized = 1;
+  x->chunk_final[sl->off / x->chunk_elems]++;
+}
+
+/* Takes in one ring step's data for the piece in sl. */
+static int take_step(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl,
+                     uint32_t step, const unsigned char *data, size_t len,
+                     char *why, size_t whylen) {
+  struct hd_tensor *t = x->t;
+  if (sl->finalized || (int)step != sl->recvd) {
+    hc_fmt(why, whylen, "ring step %u of piece %llu out of order (expected "
+           "%d)", step, (unsigned long long)sl->piece, sl->recvd);
+    return -1;
+  }
+  uint64_t lo = 0, cnt = sl->cnt;
+  if (t->coll == HP_ALLREDUCE)
+    seg_range(sl->cnt, x->n, recv_seg(x, (int)step), &lo, &cnt);
+  if (len != cnt * x->wes) {
+    hc_fmt(why, whylen, "ring step %u of piece %llu has %zu bytes, expected "
+           "%llu", step, (unsigned long long)sl->piece, len,
+           (unsigned long long)(cnt * x->wes));
+    return -1;
+  }
+  unsigned char *w = sl->w + lo * x->wes;
+  int last;
+  if (t->coll == HP_ALLREDUCE) {
+    if ((int)step < x->n - 1) {
+      void *dst[1] = {w};
+      const void *src[2] = {w, data};
+      hd_reduce(dst, 1, src, 2, cnt, ring_dtype(x), ring_op(t), 0);
+    } else {
+      memcpy(w, data, len);
+    }
+    sl->recvd++;
+    last = sl->recvd == 2 * (x->n - 1);
+    if (!last) send_step(d, x, sl, (int)step + 1);
+  } else {
+    if (step != 0) {
+      hc_fmt(why, whylen, "broadcast step %u", step);
+      return -1;
+    }
+    memcpy(w, data, len);
+    sl->recvd = 1;
+    last = 1;
+    if (x->next != x->root_host) send_step(d, x, sl, 0);
+  }
+  if (last) finalize(d, x, sl);
+  return 0;
+}
+
+static void drop_early(struct hd_xop *x, struct early **pp) {
+  struct early *e = *pp;
+  *pp = e->next;
+  if (x->early_tail == e) {
+    x->early_tail = NULL;
+    for (struct early *i = x->early; i; i = i->next) x->early_tail = i;
+  }
+  x->early_bytes -= e->len;
+  free(e->buf);
+  free(e);
+}
+
+/* Feeds the piece in sl what came for it before it started. */
+static int take_early(struct hd_daemon *d, struct hd_xop *x,
+                      struct xh_slot *sl) {
+  struct early **pp = &x->early;
+  while (*pp) {
+    struct early *e = *pp;
+    if (e->h.seq != x->seq || e->h.piece != sl->piece) {
+      pp = &e->next;
+      continue;
+    }
+    char why[256];
+    int rc = take_step(d, x, sl, e->h.step, e->buf + HP_DATA_HDR_LEN, e->len,
+                       why, sizeof why);
+    drop_early(x, pp);
+    if (rc < 0) {
+      hc_error("bad data from host %d: %s", x->prev, why);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* May piece p start: its slot free, its inputs copied in, room for its
+ * outputs in the staging areas? */
+static int can_start(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
+  struct xh_slot *sl = &x->slot[p % XH_WINDOW];
+  if (sl->busy || sl->pending) return 0;
+  uint64_t k = p / x->ppc;
+  for (int i = 0; i < d->nlocal; i++) {
+    struct hd_part *pt = &x->t->part[i];
+    if (hd_needs_in(d, x->t, i) && pt->ready <= k) return 0;
+    if (hd_needs_out(d, x->t, i) && k >= 2 && pt->done < k - 1) return 0;
+  }
+  return 1;
+}
+
+static void start_piece(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
+  struct hd_tensor *t = x->t;
+  struct xh_slot *sl = &x->slot[p % XH_WINDOW];
+  sl->busy = 1;
+  sl->piece = p;
+  sl->recvd = 0;
+  sl->finalized = 0;
+  piece_range(x, p, &sl->off, &sl->cnt);
+  if (t->coll == HP_ALLREDUCE) {
+    const void *src[256];
+    int ns = 0;
+    for (int i = 0; i < d->nlocal && ns < 256; i++)
+      src[ns++] = part_ptr(d, x, i, sl->off);
+    void *dst[1] = {sl->w};
+    if (x->wide == WIDE_INT)
+      widen_sum((uint64_t *)sl->w, src, ns, sl->cnt, t->dtype);
+    else if (x->wide == WIDE_FLOAT)
+      widen_float((float *)sl->w, src, ns, sl->cnt, t->dtype, t->op);
+    else
+      hd_reduce(dst, 1, src, ns, sl->cnt, t->dtype, ring_op(t), 0);
+    send_step(d, x, sl, 0);
+  } else if (x->root_host == x->me) {
+    for (int i = 0; i < d->nlocal; i++)
+      if (hd_is_root(d, t, i))
+        memcpy(sl->w, part_ptr(d, x, i, sl->off), sl->cnt * x->es);
+    send_step(d, x, sl, 0);
+    finalize(d, x, sl);
+  }
+  uint64_t k = p / x->ppc;
+  x->chunk_started[k]++;
+  while (x->chunks_consumed < x->nchunks &&
+         x->chunk_started[x->chunks_consumed] ==
+             pieces_in_chunk(x, x->chunks_consumed))
+    x->chunks_consumed++;
+  x->next_piece++;
+}
+
+/* ---- the operation ----------------------------------------------------- */
+
+static struct hd_xop *xop(struct hd_daemon *d) {
+  if (d->xop) return d->xop;
+  struct hd_xop *x = calloc(1, sizeof *x);
+  if (!x) return NULL;
+  for (int i = 0; i < XH_WINDOW; i++) {
+    x->slot[i].d = d;
+    if (!(x->slot[i].w = malloc(XH_PIECE_MAX))) {
+      for (int k = 0; k < i; k++) free(x->slot[k].w);
+      free(x);
+      return NULL;
+    }
+  }
+  return d->xop = x;
+}
+
+static int start_op(struct hd_daemon *d, struct hd_xop *x,
+                    struct hd_tensor *t) {
+  memset(&x->t, 0, offsetof(struct hd_xop, slot) - offsetof(struct hd_xop, t));
+  x->t = t;
+  x->active = 1;
+  x->ran = 1;
+  x->seq = t->seq;
+  x->n = (int)d->job.nhosts;
+  x->me = (int)d->job.host_index;
+  x->next = (x->me + 1) % x->n;
+  x->prev = (x->me + x->n - 1) % x->n;
+  x->root_host = -1;
+  if (t->coll == HP_BROADCAST)
+    for (uint32_t h = 0; h < d->job.nhosts; h++)
+      if (t->root >= d->job.hosts[h].first_rank &&
+          t->root < d->job.hosts[h].first_rank + d->job.hosts[h].nranks)
+        x->root_host = (int)h;
+  x->es = hora_dtype_size(t->dtype);
+  x->wide = WIDE_NONE;
+  if (t->coll == HP_ALLREDUCE && t->op == HORA_AVERAGE &&
+      t->dtype <= HORA_INT64)
+    x->wide = WIDE_INT;
+  if (t->coll == HP_ALLREDUCE &&
+      (t->dtype == HORA_FLOAT16 || t->dtype == HORA_BFLOAT16) &&
+      (t->op == HORA_SUM || t->op == HORA_AVERAGE || t->op == HORA_PRODUCT))
+    x->wide = WIDE_FLOAT;
+  x->wes = x->wide == WIDE_INT ? 8 : x->wide == WIDE_FLOAT ? 4 : x->es;
+  x->chunk_elems = HC_MAX(1, d->ranks[0].layout.chunk_size / x->es);
+  x->ppc = (x->chunk_elems * x->wes + XH_PIECE_MAX - 1) / XH_PIECE_MAX;
+  x->piece_elems = (x->chunk_elems + x->ppc - 1) / x->ppc;
+  x->nchunks = (t->count + x->chunk_elems - 1) / x->chunk_elems;
+  uint64_t last = t->count - (x->nchunks - 1) * x->chunk_elems;
+  x->npieces = (x->nchunks - 1) * x->ppc +
+               (last + x->piece_elems - 1) / x->piece_elems;
+  x->chunk_started = calloc(x->nchunks, sizeof *x->chunk_started);
+  x->chunk_final = calloc(x->nchunks, sizeof *x->chunk_final);
+  for (int i = 0; i < XH_WINDOW; i++) x->slot[i].busy = 0;
+  t->nchunks = x->nchunks;
+  t->chunk_elems = x->chunk_elems;
+  if (!x->chunk_started || !x->chunk_final ||
+      (x->root_host < 0 && t->coll == HP_BROADCAST)) {
+    free(x->chunk_started);
+    free(x->chunk_final);
+    x->chunk_started = x->chunk_final = NULL;
+    x->active = 0;
+    x->t = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+static void end_op(struct hd_xop *x) {
+  free(x->chunk_started);
+  free(x->chunk_final);
+  x->chunk_started = x->chunk_final = NULL;
+  x->t = NULL;
+  x->active = 0;
+}
+
+static int advance(struct hd_daemon *d, struct hd_xop *x) {
+  struct hd_tensor *t = x->t;
+  int progress = 0;
+  /* copy-in requests for streamed inputs, as staging slots free up */
+  for (int i = 0; i < d->nlocal; i++) {
+    struct hd_part *p = &t->part[i];
+    while (hd_needs_in(d, t, i) && p->issued < x->nchunks) {
+      uint64_t k = p->issued;
+      int free_slot = k < 2 || (hd_needs_out(d, t, i) ? p->done >= k - 1
+                                                      : x->chunks_consumed >= k - 1);
+      if (!free_slot) break;
+      hd_copy_req(&d->ranks[i], t, HP_CQ_COPY_IN, p->issued++);
+      progress = 1;
+    }
+  }
+  while (x->next_piece < x->npieces && can_start(d, x, x->next_piece)) {
+    uint64_t p = x->next_piece;
+    start_piece(d, x, p);
+    if (take_early(d, x, &x->slot[p % XH_WINDOW]) < 0) return -1;
+    progress = 1;
+  }
+  for (int s = 0; s < XH_WINDOW; s++) {
+    struct xh_slot *sl = &x->slot[s];
+    if (sl->busy && sl->finalized && !sl->pending) {
+      sl->busy = 0;
+      x->nfinished++;
+      progress = 1;
+    }
+  }
+  while (x->chunks_out < x->nchunks &&
+         x->chunk_final[x->chunks_out] == pieces_in_chunk(x, x->chunks_out)) {
+    for (int i = 0; i < d->nlocal; i++)
+      if (hd_needs_out(d, t, i))
+        hd_copy_req(&d->ranks[i], t, HP_CQ_COPY_OUT, x->chunks_out);
+    x->chunks_out++;
+    progress = 1;
+  }
+  return progress;
+}
+
+int hd_xhost_step(struct hd_daemon *d, struct hd_tensor *t) {
+  struct hd_xop *x = xop(d);
+  if (!x) {
+    hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+    return 1;
+  }
+  if (x->t != t) {
+    if (d->nlocal > 256 || start_op(d, x, t) < 0) {
+      hd_tensor_fail(d, t, HORA_ENOMEM, "horad cannot run this operation");
+      return 1;
+    }
+  }
+  x->in_step = 1;
+  int rc;
+  while ((rc = advance(d, x)) > 0) {}
+  x->in_step = 0;
+  if (rc < 0) {
+    char msg[HP_MSG_MAX + 1];
+    hc_fmt(msg, sizeof msg, "bad data from host %d", x->prev);
+    end_op(x);
+    hd_tensor_fail(d, t, HORA_EPROTO, msg);
+    return 1;
+  }
+  if (x->nfinished < x->npieces || x->chunks_out < x->nchunks) return 0;
+  for (int i = 0; i < d->nlocal; i++)
+    if (hd_needs_out(d, t, i) && t->part[i].done < x->nchunks) return 0;
+  end_op(x);
+  hd_tensor_finish(d, t);
+  return 1;
+}
+
+int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
+                  size_t len, int *keep, char *why, size_t whylen) {
+  struct hp_data_hdr h;
+  if (!payload || hp_dec_data_hdr(payload, len, &h) < 0) {
+    hc_fmt(why, whylen, "bad DATA header");
+    return -1;
+  }
+  struct hd_xop *x = xop(d);
+  int prev = ((int)d->job.host_index + (int)d->job.nhosts - 1) %
+             (int)d->job.nhosts;
+  if (!x || from != prev) {
+    hc_fmt(why, whylen, "DATA from host %d, which is not the previous one",
+           from);
+    return -1;
+  }
+  if (d->gone_rank != -1) return 0; /* the job is failing: ignore */
+  size_t n = len - HP_DATA_HDR_LEN;
+  if (x->active && h.seq == x->seq && h.piece < x->next_piece) {
+    struct xh_slot *sl = &x->slot[h.piece % XH_WINDOW];
+    if (!sl->busy || sl->piece != h.piece) {
+      hc_fmt(why, whylen, "DATA for finished piece %llu",
+             (unsigned long long)h.piece);
+      return -1;
+    }
+    if (take_step(d, x, sl, h.step, payload + HP_DATA_HDR_LEN, n, why,
+                  whylen) < 0)
+      return -1;
+    run_ready_later(d);
+    return 0;
+  }
+  if (h.seq < x->seq || (h.seq == x->seq && !x->active && x->ran)) {
+    hc_fmt(why, whylen, "DATA for finished operation %llu",
+           (unsigned long long)h.seq);
+    return -1;
+  }
+  if (x->early_bytes + n > XH_EARLY_MAX) {
+    hc_fmt(why, whylen, "the previous host ran too far ahead");
+    return -1;
+  }
+  struct early *e = calloc(1, sizeof *e);
+  if (!e) {
+    hc_fmt(why, whylen, "out of memory");
+    return -1;
+  }
+  e->h = h;
+  e->buf = payload;
+  e->len = n;
+  *keep = 1;
+  if (x->early_tail) x->early_tail->next = e;
+  else x->early = e;
+  x->early_tail = e;
+  x->early_bytes += n;
+  return 0;
+}
+
+void hd_xhost_abort(struct hd_daemon *d) {
+  struct hd_xop *x = d->xop;
+  if (!x) return;
+  if (x->active) end_op(x);
+  for (int i = 0; i < XH_WINDOW; i++) x->slot[i].busy = 0;
+  while (x->early) drop_early(x, &x->early);
+}
+
+void hd_xhost_free(struct hd_daemon *d) {
+  struct hd_xop *x = d->xop;
+  if (!x) return;
+  hd_xhost_abort(d);
+  for (int i = 0; i < XH_WINDOW; i++) free(x->slot[i].w);
+  free(x);
+  d->xop = NULL;
+}

@@ -1,0 +1,189 @@
+/* remote.c -- the ssh command line that starts horad on another host, and
+ * starting it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "common.h"
+#include "remote.h"
+#include "spawn.h"
+
+void hr_boot_line(char *buf, size_t len, int host, int port,
+                  const unsigned char *secret, size_t secret_len) {
+  char hex[2 * HP_SECRET_LEN + 1];
+  hp_hex(secret, HC_MIN(secret_len, (size_t)HP_SECRET_LEN), hex);
+  hc_fmt(buf, len, "HORA1 %d %d %s\n", host, port, hex);
+  memset(hex, 0, sizeof hex);
+}
+
+/* 'text' for a POSIX shell: ' becomes '\''. */
+static char *shell_quote(const char *s) {
+  size_t n = 3;
+  for (const char *p = s; *p; p++) n += *p == '\'' ? 4 : 1;
+  char *q = malloc(n), *o = q;
+  if (!q) return NULL;
+  *o++ = '\'';
+  for (const char *p = s; *p; p++) {
+    if (*p == '\'') {
+      memcpy(o, "'\\''", 4);
+      o += 4;
+    } else {
+      *o++ = *p;
+    }
+  }
+  *o++ = '\'';
+  *o = '\0';
+  return q;
+}
+
+char *hr_iface_arg(const struct hr_opts *o, const struct hr_host *h) {
+  if (h->iface) return strdup(h->iface);
+  if (!o->nifaces) return NULL;
+  size_t len = 1;
+  for (size_t i = 0; i < o->nifaces; i++) len += strlen(o->ifaces[i]) + 1;
+  char *s = malloc(len);
+  if (!s) return NULL;
+  s[0] = '\0';
+  for (size_t i = 0; i < o->nifaces; i++) {
+    if (i) strcat(s, ",");
+    strcat(s, o->ifaces[i]);
+  }
+  return s;
+}
+
+char **hr_ssh_argv(const struct hr_opts *o, const struct hr_host *h,
+                   const char *horad) {
+  size_t cap = 16 + o->nssh_opts, n = 0;
+  char **v = calloc(cap, sizeof *v);
+  if (!v) return NULL;
+  char port[16];
+  int p = h->ssh_port ? h->ssh_port : o->ssh_port;
+  char *iface = hr_iface_arg(o, h);
+#define ADD(s)                                                                 \
+  do {                                                                         \
+    if (!(v[n++] = strdup(s))) goto oom;                                       \
+  } while (0)
+  ADD("ssh");
+  ADD("-o");
+  ADD("BatchMode=yes");
+  ADD("-T");
+  if (p) {
+    hc_fmt(port, sizeof port, "%d", p);
+    ADD("-p");
+    ADD(port);
+  }
+  if (o->ssh_identity) {
+    ADD("-i");
+    ADD(o->ssh_identity);
+  }
+  if (h->user) {
+    ADD("-l");
+    ADD(h->user);
+  }
+  for (size_t i = 0; i < o->nssh_opts; i++) ADD(o->ssh_opts[i]);
+  ADD("--");
+  ADD(h->address ? h->address : h->name);
+  {
+    char *q = shell_quote(horad), *qi = iface ? shell_quote(iface) : NULL;
+    if (!q || (iface && !qi)) {
+      free(q);
+      free(qi);
+      goto oom;
+    }
+    size_t len = strlen(q) + (qi ? strlen(qi) : 0) + 64;
+    char *cmd = malloc(len);
+    if (cmd)
+      hc_fmt(cmd, len, "exec %s --rendezvous%s%s", q, qi ? " --iface " : "",
+             qi ? qi : "");
+    free(q);
+    free(qi);
+    if (!cmd) goto oom;
+    v[n++] = cmd;
+  }
+  v[n] = NULL;
+  free(iface);
+  return v;
+#undef ADD
+oom:
+  free(iface);
+  hr_strv_free(v);
+  return NULL;
+}
+
+int hr_spawn_ssh(char *const argv[], const char *line, pid_t *pid,
+                 int *out_fd, char *err, size_t errlen) {
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, ep[2] = {-1, -1};
+  if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(ep, O_CLOEXEC)) {
+    hc_fmt(err, errlen, "cannot start ssh: %s", strerror(errno));
+    int fds[] = {in[0], in[1], out[0], out[1], ep[0], ep[1]};
+    for (size_t i = 0; i < HC_ARRAY_SIZE(fds); i++)
+      if (fds[i] >= 0) close(fds[i]);
+    return -1;
+  }
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &old);
+  pid_t p = fork();
+  int fork_errno = errno;
+  if (p == 0) {
+    setsid();
+    dup2(in[0], STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(out[1], STDERR_FILENO);
+    for (int sig = 1; sig < NSIG; sig++) {
+      struct sigaction sa;
+      if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
+          (sa.sa_handler != SIG_IGN || sig == SIGPIPE)) {
+        sa.sa_handler = SIG_DFL;
+        sa.sa_flags = 0;
+        sigaction(sig, &sa, NULL);
+      }
+    }
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execvp(argv[0], argv);
+    int e = errno;
+    ssize_t w = write(ep[1], &e, sizeof e);
+    (void)w;
+    _exit(127);
+  }
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  close(in[0]);
+  close(out[1]);
+  close(ep[1]);
+  int e = p < 0 ? fork_errno : 0;
+  if (p > 0) {
+    ssize_t r;
+    do
+      r = read(ep[0], &e, sizeof e);
+    while (r < 0 && errno == EINTR);
+    if (r != (ssize_t)sizeof e) e = 0;
+  }
+  close(ep[0]);
+  if (e) {
+    hc_fmt(err, errlen, "cannot run %s: %s", argv[0], strerror(e));
+    if (p > 0) waitpid(p, NULL, 0);
+    close(in[1]);
+    close(out[0]);
+    return -1;
+  }
+  /* A few dozen bytes: they fit in the pipe, so this cannot block. */
+  size_t len = strlen(line), off = 0;
+  while (off < len) {
+    ssize_t w = write(in[1], line + off, len - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+  close(in[1]);
+  *pid = p;
+  *out_fd = out[0];
+  return 0;
+}

@@ -1,0 +1,37 @@
+/* remote.h -- starting horad on another host over ssh. */
+#ifndef HORA_LAUNCHER_REMOTE_H
+#define HORA_LAUNCHER_REMOTE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "cli.h"
+#include "hosts.h"
+
+/* The line horad reads first on its standard input: host index, the
+ * rendezvous port (0 for horad on this machine) and the job secret, hex.
+ * Never a command line or an environment variable: `ps` would show it. */
+void hr_boot_line(char *buf, size_t len, int host, int port,
+                  const unsigned char *secret, size_t secret_len);
+
+/* The --iface value for host h: its own interface from the config, else
+ * every --network-interface, comma separated; NULL when none. Returns a
+ * malloc'd string (caller frees). */
+char *hr_iface_arg(const struct hr_opts *o, const struct hr_host *h);
+
+/* The ssh command that starts horad on host h: the system ssh, so the
+ * user's ~/.ssh/config applies, in batch mode (a password prompt would
+ * hang), with -p / -i / -l and the config's extra options, and as remote
+ * command `exec 'horad' --rendezvous [--iface IF]`. Returns a
+ * NULL-terminated malloc'd vector (free with hr_strv_free()), or NULL. */
+char **hr_ssh_argv(const struct hr_opts *o, const struct hr_host *h,
+                   const char *horad);
+
+/* Starts argv[0] (looked up on PATH) in a session of its own with `line`
+ * written to its standard input (then closed), stdout and stderr on a new
+ * pipe: *out_fd, horarun's end, close-on-exec. Returns 0 with *pid, or -1
+ * with a reason in err. */
+int hr_spawn_ssh(char *const argv[], const char *line, pid_t *pid,
+                 int *out_fd, char *err, size_t errlen);
+
+#endif
