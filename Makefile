@@ -120,7 +120,18 @@ $(BUILD)/tests/%: tests/integration/%.c $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_HORA)
 
-check: all $(UNIT_BIN) $(ITEST_BIN)
+# Multi-host tests (tests/multihost/): mh_loop is a rank (links libhora);
+# mh_probe speaks the wire protocol itself, as a stranger would.
+MH_BIN := $(BUILD)/tests/mh_loop $(BUILD)/tests/mh_probe
+$(BUILD)/tests/mh_loop: tests/multihost/mh_loop.c $(LIBSO)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_HORA)
+
+$(BUILD)/tests/mh_probe: tests/multihost/mh_probe.c $(call obj,$(COMMON_SRC) proto/auth.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $^ -o $@ $(LDFLAGS) $(PKG_LIBS)
+
+check: all $(UNIT_BIN) $(ITEST_BIN) $(MH_BIN)
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/run.sh
 
 asan:

@@ -2,7 +2,7 @@
 # run.sh -- runs every hora test, each in its own process under a timeout,
 # and ends with "N passed, N failed[, N skipped]".
 #   unit tests:        $BUILD/tests/test_*        (exit 0 = pass)
-#   script tests:      tests/{build,cli,integration,python}/*.sh
+#   script tests:      tests/{build,cli,integration,multihost,python}/*.sh
 #                      (exit 0 = pass, 77 = skipped, else fail)
 # TESTS=pattern runs only the tests whose name contains the pattern.
 BUILD=${BUILD:-build}
@@ -39,7 +39,7 @@ for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
   run_one "unit/$(basename "$t")" 300 "$t"
 done
-for t in tests/build/*.sh tests/cli/*.sh tests/integration/*.sh tests/python/*.sh; do
+for t in tests/build/*.sh tests/cli/*.sh tests/integration/*.sh tests/multihost/*.sh tests/python/*.sh; do
   [ -f "$t" ] || continue
   run_one "${t#tests/}" 600 sh "$t"
 done

@@ -1,0 +1,67 @@
+#!/bin/sh
+# colls.sh -- collective results across hosts (network namespaces with
+# sshd, see lib.sh): it_coll (tests/integration/it_coll.c), whose every
+# rank checks every result against a reference it computes itself, run
+#   matrix  every dtype x every op x buffer kind x sizes 0..4099, broadcast
+#           from every root, barriers: 3 hosts x 2 ranks (-H), 2 hosts x 1
+#           rank (--hostfile), 2 x 2 from h1 itself (h1 is this machine);
+#   edges   the limits of the documented arithmetic, 3 x 2 (--config-file);
+#   mib     every dtype and op at just over 1 MiB (odd element counts), 3 x 1
+#           (ring chunks that do not divide evenly over the hosts);
+#   async   names submitted in rank-dependent orders, hundreds in flight,
+#           unnamed ones, awkward names: 3 x 2 (--config-file) and 2 x 1;
+#   threads several threads per rank submitting at once, 2 x 2;
+# and allreduce_perf's checked sweep up to 16 MiB over 2 x 1.
+. "$(dirname "$0")/lib.sh"
+need "$HORARUN" "$HORAD" "$T/it_coll"
+mh_setup 3
+
+# ok NAME NP: exit 0, each of the NP ranks reports its checks, none failed
+ok() {
+  expect_rc "$1" 0 &&
+    expect_count "$1" out "^\[[0-9]+\]<stdout>:rank [0-9]+ of $2: [0-9]+ checks, 0 failures" "$2" \
+      "every rank reports its checks, none failed"
+  expect_nogrep "$1" out "FAIL" "no check failed"
+  expect_quiet "$1"
+  mh_assert_no_job_procs "$MARK"
+}
+
+hrun matrix.3x2 240 -np 6 -H h1:2,h2:2,h3:2 "$T/it_coll" matrix -b -B "$MH_TMP/barrier.3x2" -x 6
+ok matrix.3x2 6
+
+mh_write_hostfile "$MH_TMP/hosts.2x1" h1:1 h2:1
+hrun matrix.2x1 240 --hostfile "$MH_TMP/hosts.2x1" "$T/it_coll" matrix -b -B "$MH_TMP/barrier.2x1" -x 2
+ok matrix.2x1 2
+
+HRUN_FROM=h1 hrun matrix.fromh1 240 -np 4 -H h1:2,h2:2 "$T/it_coll" matrix -x 4 -q
+ok matrix.fromh1 4
+
+mh_write_config "$MH_TMP/3x2.yaml" hosts=h1:2,h2:2,h3:2
+hrun edges.3x2 120 --config-file "$MH_TMP/3x2.yaml" "$T/it_coll" edges -x 6
+expect_rc edges.3x2 0
+expect_nogrep edges.3x2 out "FAIL" "no check failed"
+mh_assert_no_job_procs "$MARK"
+
+hrun mib.3x1 240 -np 3 -H h1:1,h2:1,h3:1 "$T/it_coll" matrix -s b1M+3 -m ip_alloc,oop_malloc -x 3 -q
+ok mib.3x1 3
+
+# the order test: every rank submits the same names in its own order
+hrun async.3x2 240 --config-file "$MH_TMP/3x2.yaml" "$T/it_coll" async -x 6
+ok async.3x2 6
+hrun async.2x1 240 -np 2 -H h1:1,h2:1 "$T/it_coll" async -x 2
+ok async.2x1 2
+
+hrun threads.2x2 240 -np 4 -H h1:2,h2:2 "$T/it_coll" threads -x 4
+ok threads.2x2 4
+
+# larger tensors streamed between hosts, checked (#wrong 0)
+if [ -x "$BUILD/benchmarks/allreduce_perf" ]; then
+  HRUN_NOMARK=1 hrun perf.2x1 240 -np 2 -H h1:1,h2:1 "$BUILD/benchmarks/allreduce_perf" -b 1M -e 16M -f 4 -n 3 -w 1
+  expect_rc perf.2x1 0 &&
+    expect_count perf.2x1 out '^\[0\]<stdout>: +[0-9]+ +[0-9]+ +float32 +sum .* 0$' 3 \
+      "three sizes, each with #wrong 0"
+  mh_assert_no_job_procs "$MARK"
+else
+  say "no $BUILD/benchmarks/allreduce_perf; its sweep is not run"
+fi
+finish

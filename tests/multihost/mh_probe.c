@@ -1,0 +1,323 @@
+/* mh_probe.c -- a stranger on a job's TCP ports (multi-host tests).
+ *
+ *   mh_probe HOST PORT MODE [control|mesh]
+ *
+ * Connects to HOST:PORT (horarun's rendezvous port: control, the default;
+ * a horad's mesh port: mesh), sends what MODE says, then waits up to 5 s
+ * for the peer to close the connection:
+ *
+ *   garbage           256 random bytes (never starting with the magic)
+ *   truncated         the first bytes of a valid AUTH_HELLO, then EOF
+ *   oversize          a header announcing a 4 GiB payload, and a few bytes
+ *   badversion        an AUTH_HELLO whose header says version 2
+ *   wrongsecret       the whole handshake with a random secret: HELLO, the
+ *                     peer's CHALLENGE (whose MAC we check, and expect not
+ *                     to match), then a PROOF made with our secret
+ *   wrongpurpose      a valid AUTH_HELLO for the other purpose (a mesh
+ *                     hello on a control port and the other way round)
+ *   hello-then-close  a valid AUTH_HELLO, then EOF
+ *
+ * Exit status: 0 when the peer closed the connection (EOF or reset, also
+ * while we were still sending); 1 when it kept it open for 5 s, or sent a
+ * frame other than AUTH_CHALLENGE (as if we were authenticated), or sent
+ * bytes that are not frames; 2 on a usage error or when the connection
+ * could not be made. One line on stdout says what happened. Arguments
+ * starting with --marker= are ignored. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "auth.h"
+#include "common.h"
+#include "msg.h"
+
+#define WAIT_MS 5000
+#define CONNECT_MS 5000
+
+static const char *g_host, *g_port, *g_mode;
+static double g_t0;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void out(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void out(int rc, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  printf("mh_probe: %s:%s %s: %s (%.2f s)\n", g_host, g_port, g_mode, buf,
+         now_s() - g_t0);
+  fflush(stdout);
+  exit(rc);
+}
+
+static int dial(const char *host, const char *port) {
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int rc = getaddrinfo(host, port, &hints, &res);
+  if (rc) out(2, "cannot resolve: %s", gai_strerror(rc));
+  int fd = -1, err = 0;
+  for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                ai->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+    if (errno == EINPROGRESS) {
+      struct pollfd p = {.fd = fd, .events = POLLOUT};
+      int n = poll(&p, 1, CONNECT_MS);
+      socklen_t len = sizeof err;
+      if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+          err == 0)
+        break;
+      if (n == 0) err = ETIMEDOUT;
+    } else {
+      err = errno;
+    }
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd < 0) out(2, "cannot connect: %s", strerror(err));
+  /* blocking from here on; waits use poll */
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+static int closed_errno(int e) {
+  return e == ECONNRESET || e == EPIPE || e == ECONNABORTED;
+}
+
+/* Sends all of p; a peer that closed meanwhile is the verdict (0). */
+static void send_all(int fd, const void *p, size_t n) {
+  const unsigned char *c = p;
+  while (n > 0) {
+    ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && closed_errno(errno))
+      out(0, "closed by the peer while we were sending (%s)", strerror(errno));
+    if (k < 0) out(2, "send: %s", strerror(errno));
+    c += k;
+    n -= (size_t)k;
+  }
+}
+
+static void put_header(unsigned char *h, uint32_t magic, uint16_t version,
+                       uint16_t type, uint32_t len, uint32_t reqid) {
+  for (int i = 0; i < 4; i++) h[i] = (unsigned char)(magic >> (8 * i));
+  for (int i = 0; i < 2; i++) h[4 + i] = (unsigned char)(version >> (8 * i));
+  for (int i = 0; i < 2; i++) h[6 + i] = (unsigned char)(type >> (8 * i));
+  for (int i = 0; i < 4; i++) h[8 + i] = (unsigned char)(len >> (8 * i));
+  for (int i = 0; i < 4; i++) h[12 + i] = (unsigned char)(reqid >> (8 * i));
+}
+
+static void random_bytes(void *p, size_t n) {
+  if (hp_random(p, n) != 0) out(2, "no random bytes");
+}
+
+/* Waits for one frame from the peer, until the deadline. Returns 1 with
+ * *h / *payload (valid until the next call) when one came; returns 0 when
+ * the peer closed (with the reason in how). Exits 1 on bytes that are not
+ * frames and on the deadline. */
+static int next_frame(int fd, struct hp_decoder *d, double deadline,
+                      struct hp_frame_hdr *h, const unsigned char **payload,
+                      const char **how) {
+  for (;;) {
+    char why[256];
+    int rc = hp_decoder_next(d, h, payload, why, sizeof why);
+    if (rc == 1) return 1;
+    if (rc < 0) out(1, "the peer sent bytes that are not a frame: %s", why);
+    double left = deadline - now_s();
+    if (left <= 0) out(1, "the peer kept the connection open for %d s", WAIT_MS / 1000);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int n = poll(&p, 1, (int)(left * 1000) + 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) out(2, "poll: %s", strerror(errno));
+    if (n == 0) continue; /* the deadline check above ends it */
+    unsigned char buf[4096];
+    ssize_t k = recv(fd, buf, sizeof buf, 0);
+    if (k == 0) {
+      *how = "EOF";
+      return 0;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && closed_errno(errno)) {
+      *how = "connection reset";
+      return 0;
+    }
+    if (k < 0) out(2, "recv: %s", strerror(errno));
+    if (hp_decoder_feed(d, buf, (size_t)k) != 0) out(2, "out of memory");
+  }
+}
+
+/* The verdict: the peer must close; an AUTH_CHALLENGE before that is
+ * allowed when allow_challenge (it answers a valid HELLO), anything else
+ * is not. */
+static void expect_close(int fd, struct hp_decoder *d, int allow_challenge) {
+  double deadline = now_s() + WAIT_MS / 1000.0;
+  struct hp_frame_hdr h;
+  const unsigned char *payload;
+  const char *how = "";
+  while (next_frame(fd, d, deadline, &h, &payload, &how)) {
+    if (h.type == HP_MSG_AUTH_CHALLENGE && allow_challenge) {
+      allow_challenge = 0;
+      continue;
+    }
+    out(1, "the peer answered with a frame of type %u (%u bytes), as if we "
+           "were let in", h.type, h.len);
+  }
+  out(0, "closed by the peer (%s)", how);
+}
+
+int main(int argc, char **argv) {
+  int n = 0;
+  for (int i = 0; i < argc; i++)
+    if (strncmp(argv[i], "--marker=", 9) != 0) argv[n++] = argv[i];
+  argc = n;
+  if (argc < 4 || argc > 5) {
+    fprintf(stderr, "usage: mh_probe HOST PORT MODE [control|mesh]\n"
+                    "  MODE: garbage truncated oversize badversion "
+                    "wrongsecret wrongpurpose hello-then-close\n");
+    return 2;
+  }
+  g_host = argv[1];
+  g_port = argv[2];
+  g_mode = argv[3];
+  uint8_t purpose = HP_AUTH_CONTROL;
+  if (argc == 5) {
+    if (!strcmp(argv[4], "mesh")) purpose = HP_AUTH_MESH;
+    else if (strcmp(argv[4], "control") != 0) {
+      fprintf(stderr, "mh_probe: purpose must be control or mesh\n");
+      return 2;
+    }
+  }
+  signal(SIGPIPE, SIG_IGN);
+  g_t0 = now_s();
+
+  const char *modes[] = {"garbage", "truncated", "oversize", "badversion",
+                         "wrongsecret", "wrongpurpose", "hello-then-close"};
+  int known = 0;
+  for (size_t i = 0; i < sizeof modes / sizeof *modes; i++)
+    known |= !strcmp(g_mode, modes[i]);
+  if (!known) {
+    fprintf(stderr, "mh_probe: unknown mode '%s'\n", g_mode);
+    return 2;
+  }
+
+  int fd = dial(g_host, g_port);
+  g_t0 = now_s();
+  struct hp_decoder d;
+  hp_decoder_init(&d);
+  unsigned char secret[HP_SECRET_LEN];
+  random_bytes(secret, sizeof secret);
+  struct hp_auth a;
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+
+  if (!strcmp(g_mode, "garbage")) {
+    unsigned char junk[256];
+    random_bytes(junk, sizeof junk);
+    if (junk[0] == (HP_FRAME_MAGIC & 0xff)) junk[0] ^= 0x80; /* never "HORA" */
+    send_all(fd, junk, sizeof junk);
+    expect_close(fd, &d, 0);
+  }
+
+  if (!strcmp(g_mode, "oversize")) {
+    unsigned char buf[HP_FRAME_HDR + 64];
+    put_header(buf, HP_FRAME_MAGIC, HP_PROTO_VERSION, HP_MSG_AUTH_HELLO,
+               0xfffffff0u, 0);
+    random_bytes(buf + HP_FRAME_HDR, 64);
+    send_all(fd, buf, sizeof buf);
+    expect_close(fd, &d, 0);
+  }
+
+  if (!strcmp(g_mode, "badversion")) {
+    unsigned char buf[HP_FRAME_HDR + 1 + HP_NONCE_LEN];
+    put_header(buf, HP_FRAME_MAGIC, HP_PROTO_VERSION + 1, HP_MSG_AUTH_HELLO,
+               1 + HP_NONCE_LEN, 0);
+    buf[HP_FRAME_HDR] = purpose;
+    random_bytes(buf + HP_FRAME_HDR + 1, HP_NONCE_LEN);
+    send_all(fd, buf, sizeof buf);
+    expect_close(fd, &d, 0);
+  }
+
+  /* the rest start with a genuine AUTH_HELLO */
+  uint8_t hello_purpose = purpose;
+  if (!strcmp(g_mode, "wrongpurpose"))
+    hello_purpose = purpose == HP_AUTH_MESH ? HP_AUTH_CONTROL : HP_AUTH_MESH;
+  hp_auth_init(&a, HP_AUTH_CONNECTOR, hello_purpose, secret);
+  if (hp_auth_start(&a, &w) != 0) out(2, "hp_auth_start failed");
+
+  if (!strcmp(g_mode, "truncated")) {
+    send_all(fd, w.data, HP_FRAME_HDR + 10); /* of 16 + 33 */
+    shutdown(fd, SHUT_WR);
+    expect_close(fd, &d, 0);
+  }
+
+  send_all(fd, w.data, w.len);
+  hp_wbuf_reset(&w);
+
+  if (!strcmp(g_mode, "hello-then-close")) {
+    shutdown(fd, SHUT_WR);
+    expect_close(fd, &d, 1);
+  }
+  if (!strcmp(g_mode, "wrongpurpose")) expect_close(fd, &d, 0);
+
+  /* wrongsecret: the peer's CHALLENGE, then our PROOF */
+  double deadline = now_s() + WAIT_MS / 1000.0;
+  struct hp_frame_hdr h;
+  const unsigned char *payload;
+  const char *how = "";
+  if (!next_frame(fd, &d, deadline, &h, &payload, &how))
+    out(0, "closed by the peer before its challenge (%s)", how);
+  if (h.type != HP_MSG_AUTH_CHALLENGE || h.len != HP_NONCE_LEN + HP_MAC_LEN)
+    out(1, "the peer answered our hello with a frame of type %u (%u bytes), "
+           "not a challenge", h.type, h.len);
+  unsigned char nonce_s[HP_NONCE_LEN];
+  memcpy(nonce_s, payload, HP_NONCE_LEN);
+  char why[256] = "";
+  int rc = hp_auth_step(&a, &h, payload, &w, why, sizeof why);
+  if (rc == 1) out(1, "the peer's MAC matched our random secret");
+  /* (rc is HORA_EAUTH: the peer holds another secret, as it should) */
+  /* PROOF = HMAC-SHA256(our secret, label | purpose | nonce_c | nonce_s) */
+  static const char label[] = "hora-auth-1 connector";
+  unsigned char in[sizeof label + 2 * HP_NONCE_LEN], mac[HP_MAC_LEN];
+  size_t k = strlen(label);
+  memcpy(in, label, k);
+  in[k++] = purpose;
+  memcpy(in + k, a.nonce_c, HP_NONCE_LEN);
+  k += HP_NONCE_LEN;
+  memcpy(in + k, nonce_s, HP_NONCE_LEN);
+  k += HP_NONCE_LEN;
+  unsigned int maclen = 0;
+  if (!HMAC(EVP_sha256(), secret, sizeof secret, in, k, mac, &maclen))
+    out(2, "HMAC failed");
+  unsigned char proof[HP_FRAME_HDR + HP_MAC_LEN];
+  put_header(proof, HP_FRAME_MAGIC, HP_PROTO_VERSION, HP_MSG_AUTH_PROOF,
+             HP_MAC_LEN, 0);
+  memcpy(proof + HP_FRAME_HDR, mac, HP_MAC_LEN);
+  send_all(fd, proof, sizeof proof);
+  expect_close(fd, &d, 0);
+  return 2; /* not reached */
+}
