@@ -201,8 +201,10 @@ static void handle_frame(struct hd_daemon *d, const struct hp_frame_hdr *h,
     if (!d->ranks) /* nothing started yet */
       close_everything(d);
     else
+      /* A rank that failed, or another host, may be the cause: give the
+       * ranks half a second to report the errors they got. */
       hd_teardown(d, why ? why : "aborted by horarun",
-                  d->gone_rank >= 0 ? 500 : 0);
+                  d->gone_rank >= 0 || d->multi ? 500 : 0);
     free(why);
   } else if (h->type == HP_MSG_HEARTBEAT) {
   } else {

@@ -177,6 +177,9 @@ struct hd_daemon {
   uint64_t hb_timeout_ns;
   struct hd_coord *coord;
   struct hd_xop *xop;
+  /* a host whose ranks all ended: what was decided still runs, nothing
+   * new can be */
+  char left_msg[HP_MSG_MAX + 1];
 };
 
 /* control.c */
@@ -242,6 +245,8 @@ void hd_coord_check_stalls(struct hd_daemon *d);
 
 /* negotiate.c, multi-host */
 void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m);
+/* Fails what waits for a decision (a host has left: none will come). */
+void hd_fail_undecided(struct hd_daemon *d, const char *why);
 
 /* engine_cpu.c: helpers the cross-host engine shares */
 int hd_needs_in(struct hd_daemon *d, struct hd_tensor *t, int i);

@@ -312,6 +312,11 @@ void hd_rank_left(struct hd_rank *r, const char *why) {
   if (d->gone_rank == -1) {
     d->gone_rank = r->info.rank;
     hc_fmt(d->gone_msg, sizeof d->gone_msg, "%s", why);
+    /* The other hosts: a crashed rank fails what they run with it; one
+     * that shut down hora finished its operations, so only those not
+     * decided yet fail (rank -1). */
+    hd_mesh_announce_gone(d, r->said_bye ? -1 : r->info.rank,
+                          (int)d->job.host_index, why);
   }
   hd_fail_all(d);
 }

@@ -61,7 +61,7 @@ static int read_bootstrap(struct hd_daemon *d, int *port) {
   line[n] = '\0';
   char hex[2 * HP_SECRET_LEN + 2];
   int host, p, used = 0;
-  if (sscanf(line, "HORA1 %d %d %66s%n", &host, &p, hex, &used) != 3 ||
+  if (sscanf(line, "HORA1 %d %d %65s%n", &host, &p, hex, &used) != 3 ||
       host < 0 || p < 0 || p > 65535 || line[used] != '\0' ||
       hp_unhex(hex, d->secret, HP_SECRET_LEN) < 0) {
     fprintf(stderr, "horad: error: malformed bootstrap line on standard "

@@ -59,6 +59,8 @@ int hd_mesh_send(struct hd_daemon *d, int host, struct hp_wbuf *w) {
 
 /* ---- failures ------------------------------------------------------------ */
 
+static void relay_left(struct hd_daemon *d, int from);
+
 /* Makes `msg` the reason every pending and later operation fails. */
 static void set_gone(struct hd_daemon *d, int rank, const char *msg) {
   if (d->gone_rank != -1) return;
@@ -71,6 +73,8 @@ static void set_gone(struct hd_daemon *d, int rank, const char *msg) {
 void hd_mesh_announce_gone(struct hd_daemon *d, int rank, int host,
                            const char *msg) {
   if (!d->multi || !d->peers) return;
+  if (rank < 0 && !d->left_msg[0]) /* our own undecided ones, too */
+    hc_fmt(d->left_msg, sizeof d->left_msg, "%s", msg);
   struct hp_rank_gone m = {.rank = rank, .host = host};
   hc_fmt(m.msg, sizeof m.msg, "%s", msg);
   struct hp_wbuf w;
@@ -103,6 +107,14 @@ static void host_lost(struct hd_daemon *d, int host, const char *why) {
 
 static void on_rank_gone(struct hd_daemon *d, int from,
                          const struct hp_rank_gone *m) {
+  if (m->rank < 0) { /* ranks that ended cleanly (see relay_left) */
+    if (!d->left_msg[0]) {
+      hc_fmt(d->left_msg, sizeof d->left_msg, "%s", m->msg);
+      hd_fail_undecided(d, d->left_msg);
+      if (d->job.host_index == 0) relay_left(d, from);
+    }
+    return;
+  }
   int fresh = d->gone_rank == -1;
   set_gone(d, m->rank, m->msg);
   /* The coordinator passes news from one host to all the others. */
@@ -118,6 +130,22 @@ static void on_rank_gone(struct hd_daemon *d, int from,
   }
 }
 
+/* The coordinator tells every other host that `from` has left (a
+ * RANK_GONE with rank -1: nothing running fails, only what waits for a
+ * decision). */
+static void relay_left(struct hd_daemon *d, int from) {
+  struct hp_rank_gone m = {.rank = -1, .host = from};
+  hc_fmt(m.msg, sizeof m.msg, "%s", d->left_msg);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  for (uint32_t i = 1; i < d->job.nhosts; i++) {
+    if ((int)i == from) continue;
+    hp_enc_rank_gone(&w, &m);
+    hd_mesh_send(d, (int)i, &w);
+  }
+  hp_wbuf_free(&w);
+}
+
 /* ---- frames -------------------------------------------------------------- */
 
 static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
@@ -127,11 +155,22 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
   case HP_MSG_HEARTBEAT:
     return 0;
   case HP_MSG_BYE: {
-    char name[300], msg[HP_MSG_MAX + 1];
+    /* Every rank there has ended: what was decided runs to its end (that
+     * host sent all it had to send before this), nothing new can start.
+     * A host torn down by horarun says why; the cause reaches us on its
+     * own (RANK_GONE, our heartbeats, horarun's ABORT). */
+    char *why = hp_dec_text(p, h->len);
     d->peers[from].left = 1;
-    hd_host_name(d, from, name, sizeof name);
-    hc_fmt(msg, sizeof msg, "the ranks of %s have ended", name);
-    set_gone(d, d->job.hosts[from].first_rank, msg);
+    if (why && !why[0] && !d->left_msg[0]) {
+      char name[300];
+      hd_host_name(d, from, name, sizeof name);
+      hc_fmt(d->left_msg, sizeof d->left_msg, "the ranks of %s have ended",
+             name);
+      hd_fail_undecided(d, d->left_msg);
+      /* hosts not linked to it hear it from the coordinator */
+      if (d->job.host_index == 0) relay_left(d, from);
+    }
+    free(why);
     return 0;
   }
   case HP_MSG_NEGO_READY: {
@@ -440,7 +479,7 @@ void hd_mesh_close(struct hd_daemon *d, int graceful) {
     if (graceful && !p->lost) {
       struct hp_wbuf w;
       hp_wbuf_init(&w);
-      hp_enc_text(&w, HP_MSG_BYE, "");
+      hp_enc_text(&w, HP_MSG_BYE, d->aborting ? "torn down" : "");
       hp_conn_send(p->c, &w);
       hp_wbuf_free(&w);
       p->left = 1; /* ours: its closing is no loss */

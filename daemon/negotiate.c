@@ -185,6 +185,14 @@ static void tell_coordinator(struct hd_daemon *d, struct hd_tensor *t,
                             .rank = d->ranks[t->first].info.rank};
   memcpy(m.name, t->name, sizeof m.name);
   hc_fmt(m.msg, sizeof m.msg, "%s", msg);
+  if (d->left_msg[0]) { /* a host has left: no decision can come */
+    char why[HP_MSG_MAX + 1];
+    hc_fmt(why, sizeof why, "%s '%s' cannot run: %s", coll_name(t->coll),
+           t->name, d->left_msg);
+    complete_all(d, t, HORA_EPEERGONE, why);
+    remove_tensor(d, t);
+    return;
+  }
   t->awaiting = 1;
   if (d->job.host_index == 0) {
     hd_coord_ready(d, 0, &m);
@@ -217,6 +225,27 @@ void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m) {
   t->seq = m->seq;
   queue_ready(d, t);
   hd_run_ready(d);
+  hd_flush_wakeups(d);
+}
+
+void hd_fail_undecided(struct hd_daemon *d, const char *why) {
+  for (size_t i = 0; i < d->table_size; i++) {
+    struct hd_tensor **pp = &d->table[i];
+    while (*pp) {
+      struct hd_tensor *t = *pp;
+      if (!t->awaiting) {
+        pp = &t->next_hash;
+        continue;
+      }
+      char msg[HP_MSG_MAX + 1];
+      hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", coll_name(t->coll),
+             t->name, why);
+      complete_all(d, t, HORA_EPEERGONE, msg);
+      *pp = t->next_hash;
+      d->ntensors--;
+      free(t);
+    }
+  }
   hd_flush_wakeups(d);
 }
 
