@@ -642,7 +642,8 @@ static void on_hb_timer(uv_timer_t *t) {
       d->quiet = 1;
       set_exit(j, HR_EXIT_LAUNCHER);
       char reason[300];
-      hc_fmt(reason, sizeof reason, "host %s is lost", d->name);
+      hc_fmt(reason, sizeof reason, "host %s is lost (no heartbeat)",
+             d->name);
       stop_job(j, reason);
       close_pipe(d);
       kill(-d->pid, SIGKILL); /* its ssh: it may wait for minutes */
@@ -1082,7 +1083,9 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
     j->multi = j->nd > 1;
     if (j->multi) {
       double hb = HC_MAX(0.2, hr_opts_knob_num(o, "heartbeat_timeout"));
-      j->hb_timeout_ns = (uint64_t)(hb * 1e9);
+      /* A little later than the daemons: when a host goes quiet, its
+       * peers' report (and their ranks' errors) should come first. */
+      j->hb_timeout_ns = (uint64_t)(hb * 1.5e9);
       uint64_t every = HC_MAX(50, (uint64_t)(hb * 1000 / 6));
       uv_timer_init(&j->loop, &j->hb_timer);
       j->hb_timer.data = j;
