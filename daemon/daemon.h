@@ -259,7 +259,12 @@ void hd_copy_req(struct hd_rank *r, struct hd_tensor *t, int kind, uint64_t k);
 int hd_xhost_step(struct hd_daemon *d, struct hd_tensor *t);
 /* A DATA frame from host `from`; sets *keep when it holds on to payload. */
 int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
-                  size_t len, int *keep, char *why, size_t whylen);
+                  size_t len, unsigned char *placed, int *keep, char *why,
+                  size_t whylen);
+/* Where the data of a DATA frame (header `pre`, frame length len) can go
+ * straight away, or NULL (see hp_conn_set_place). */
+void *hd_xhost_place(struct hd_daemon *d, int from, const unsigned char *pre,
+                     size_t len);
 void hd_xhost_abort(struct hd_daemon *d);
 void hd_xhost_free(struct hd_daemon *d);
 

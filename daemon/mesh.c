@@ -186,7 +186,8 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
     return 0;
   }
   case HP_MSG_DATA:
-    if (hd_xhost_data(d, from, p, h->len, keep, c->why, sizeof c->why) < 0)
+    if (hd_xhost_data(d, from, p, h->len, c->placed, keep, c->why,
+                      sizeof c->why) < 0)
       return -1;
     return 0;
   case HP_MSG_RANK_GONE: {
@@ -265,6 +266,14 @@ static void on_mesh_close(struct hp_conn *c, const char *why) {
   d->peers[host].c = NULL;
 }
 
+/* DATA goes straight into the running operation's buffers when it can. */
+static void *mesh_place(struct hp_conn *c, const struct hp_frame_hdr *h,
+                        const unsigned char *pre) {
+  struct hd_daemon *d = conn_daemon(c);
+  int from = host_of(d, c);
+  return from < 0 ? NULL : hd_xhost_place(d, from, pre, h->len);
+}
+
 static void on_connected_auth(struct hp_conn *c) {
   struct hd_daemon *d = conn_daemon(c);
   struct hp_wbuf w;
@@ -295,8 +304,10 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
   }
   if (hp_conn_accept(server, d->secret, HP_AUTH_MESH, &accept_cb, NULL, &c) < 0)
     hc_warn("cannot accept a mesh connection");
-  else
+  else {
     hp_conn_track(c, &d->mesh_conns);
+    hp_conn_set_place(c, HP_MSG_DATA, HP_DATA_HDR_LEN, mesh_place);
+  }
 }
 
 /* ---- heartbeats ------------------------------------------------------- */
@@ -443,7 +454,11 @@ int hd_mesh_start(struct hd_daemon *d) {
     }
     int rc = hp_conn_connect(d->loop, (struct sockaddr *)&ss, d->secret,
                              HP_AUTH_MESH, &connect_cb, NULL, &d->peers[i].c);
-    if (rc == 0) hp_conn_track(d->peers[i].c, &d->mesh_conns);
+    if (rc == 0) {
+      hp_conn_track(d->peers[i].c, &d->mesh_conns);
+      hp_conn_set_place(d->peers[i].c, HP_MSG_DATA, HP_DATA_HDR_LEN,
+                        mesh_place);
+    }
     if (rc < 0) {
       char why[300];
       hc_fmt(why, sizeof why, "cannot connect to %s at %s port %u: %s", name,

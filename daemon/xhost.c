@@ -32,7 +32,8 @@
 
 struct xh_slot {
   struct hd_daemon *d;
-  unsigned char *w; /* XH_PIECE_MAX bytes */
+  unsigned char *w;   /* XH_PIECE_MAX bytes, for wide elements */
+  unsigned char *buf; /* W of the piece: w, or a local rank's own memory */
   int busy;         /* holds a piece of the running operation */
   int pending;      /* sends from w not yet taken by the socket */
   uint64_t piece, off, cnt;
@@ -61,9 +62,10 @@ struct hd_xop {
                    for a float16/bfloat16 SUM, PRODUCT or AVERAGE, rounded
                    once at the end, as on one host (reduce.h) */
   uint64_t next_piece, nfinished;
-  uint64_t *chunk_started, *chunk_final;
-  uint64_t chunks_consumed, chunks_out;
+  uint64_t *chunk_started, *chunk_final; /* pieces started / finished */
+  uint64_t chunks_out; /* chunks whose pieces all finished */
   struct xh_slot slot[XH_WINDOW];
+  unsigned char *scratch; /* a reduce-scatter step's data, read into it */
   struct early *early, *early_tail;
   uint64_t early_bytes;
 };
@@ -223,7 +225,7 @@ static void send_step(struct hd_daemon *d, struct hd_xop *x,
                           .step = (uint32_t)step};
   hp_data_frame_hdr(hdr, &h, (uint32_t)(len * x->wes));
   sl->pending++;
-  hp_conn_send_zc(c, hdr, sizeof hdr, sl->w + lo * x->wes, len * x->wes,
+  hp_conn_send_zc(c, hdr, sizeof hdr, sl->buf + lo * x->wes, len * x->wes,
                   on_sent, sl);
 }
 
@@ -233,23 +235,27 @@ static void finalize(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl) 
   struct hd_tensor *t = x->t;
   void *dst[256];
   int nd = 0;
-  for (int i = 0; i < d->nlocal && nd < 256; i++)
-    if (t->coll == HP_ALLREDUCE || !hd_is_root(d, t, i))
-      dst[nd++] = part_ptr(d, x, i, sl->off);
+  /* W itself is an output when it is a rank's memory: it needs writing
+   * only to divide an AVERAGE */
+  int avg = t->coll == HP_ALLREDUCE && t->op == HORA_AVERAGE;
+  for (int i = 0; i < d->nlocal && nd < 256; i++) {
+    if (t->coll != HP_ALLREDUCE && hd_is_root(d, t, i)) continue;
+    unsigned char *p = part_ptr(d, x, i, sl->off);
+    if (p != sl->buf || avg || x->wide) dst[nd++] = p;
+  }
   if (x->wide == WIDE_INT) {
-    narrow_avg(dst, nd, (const uint64_t *)sl->w, sl->cnt, t->dtype,
+    narrow_avg(dst, nd, (const uint64_t *)sl->buf, sl->cnt, t->dtype,
                d->job.size);
   } else if (x->wide == WIDE_FLOAT) {
-    narrow_float(dst, nd, (const float *)sl->w, sl->cnt, t->dtype, t->op,
+    narrow_float(dst, nd, (const float *)sl->buf, sl->cnt, t->dtype, t->op,
                  d->job.size);
   } else if (t->coll == HP_ALLREDUCE) {
-    const void *src[1] = {sl->w};
-    hd_reduce(dst, nd, src, 1, sl->cnt, t->dtype, t->op, d->job.size);
+    const void *src[1] = {sl->buf};
+    if (nd) hd_reduce(dst, nd, src, 1, sl->cnt, t->dtype, t->op, d->job.size);
   } else {
-    for (int i = 0; i < nd; i++) memcpy(dst[i], sl->w, sl->cnt * x->es);
+    for (int i = 0; i < nd; i++) memcpy(dst[i], sl->buf, sl->cnt * x->es);
   }
   sl->finalized = 1;
-  x->chunk_final[sl->off / x->chunk_elems]++;
 }
 
 /* Takes in one ring step's data for the piece in sl. */
@@ -271,14 +277,14 @@ static int take_step(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl,
            (unsigned long long)(cnt * x->wes));
     return -1;
   }
-  unsigned char *w = sl->w + lo * x->wes;
+  unsigned char *w = sl->buf + lo * x->wes;
   int last;
   if (t->coll == HP_ALLREDUCE) {
     if ((int)step < x->n - 1) {
       void *dst[1] = {w};
       const void *src[2] = {w, data};
       hd_reduce(dst, 1, src, 2, cnt, ring_dtype(x), ring_op(t), 0);
-    } else {
+    } else if (data != w) {
       memcpy(w, data, len);
     }
     sl->recvd++;
@@ -289,7 +295,7 @@ static int take_step(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl,
       hc_fmt(why, whylen, "broadcast step %u", step);
       return -1;
     }
-    memcpy(w, data, len);
+    if (data != w) memcpy(w, data, len);
     sl->recvd = 1;
     last = 1;
     if (x->next != x->root_host) send_step(d, x, sl, 0);
@@ -354,32 +360,32 @@ static void start_piece(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
   sl->recvd = 0;
   sl->finalized = 0;
   piece_range(x, p, &sl->off, &sl->cnt);
+  /* W is the first local rank's own memory (the root's, for a
+   * broadcast from here): reduced into in place, sent from, received into,
+   * and copied to the other local ranks at the end. Only wide elements
+   * need a buffer of the daemon's. */
+  sl->buf = part_ptr(d, x, 0, sl->off);
   if (t->coll == HP_ALLREDUCE) {
     const void *src[256];
     int ns = 0;
     for (int i = 0; i < d->nlocal && ns < 256; i++)
       src[ns++] = part_ptr(d, x, i, sl->off);
-    void *dst[1] = {sl->w};
+    if (x->wide) sl->buf = sl->w;
+    void *dst[1] = {sl->buf};
     if (x->wide == WIDE_INT)
-      widen_sum((uint64_t *)sl->w, src, ns, sl->cnt, t->dtype);
+      widen_sum((uint64_t *)sl->buf, src, ns, sl->cnt, t->dtype);
     else if (x->wide == WIDE_FLOAT)
-      widen_float((float *)sl->w, src, ns, sl->cnt, t->dtype, t->op);
-    else
+      widen_float((float *)sl->buf, src, ns, sl->cnt, t->dtype, t->op);
+    else if (ns > 1)
       hd_reduce(dst, 1, src, ns, sl->cnt, t->dtype, ring_op(t), 0);
     send_step(d, x, sl, 0);
   } else if (x->root_host == x->me) {
     for (int i = 0; i < d->nlocal; i++)
-      if (hd_is_root(d, t, i))
-        memcpy(sl->w, part_ptr(d, x, i, sl->off), sl->cnt * x->es);
+      if (hd_is_root(d, t, i)) sl->buf = part_ptr(d, x, i, sl->off);
     send_step(d, x, sl, 0);
     finalize(d, x, sl);
   }
-  uint64_t k = p / x->ppc;
-  x->chunk_started[k]++;
-  while (x->chunks_consumed < x->nchunks &&
-         x->chunk_started[x->chunks_consumed] ==
-             pieces_in_chunk(x, x->chunks_consumed))
-    x->chunks_consumed++;
+  x->chunk_started[p / x->ppc]++;
   x->next_piece++;
 }
 
@@ -389,10 +395,15 @@ static struct hd_xop *xop(struct hd_daemon *d) {
   if (d->xop) return d->xop;
   struct hd_xop *x = calloc(1, sizeof *x);
   if (!x) return NULL;
+  if (!(x->scratch = malloc(XH_PIECE_MAX))) {
+    free(x);
+    return NULL;
+  }
   for (int i = 0; i < XH_WINDOW; i++) {
     x->slot[i].d = d;
     if (!(x->slot[i].w = malloc(XH_PIECE_MAX))) {
       for (int k = 0; k < i; k++) free(x->slot[k].w);
+      free(x->scratch);
       free(x);
       return NULL;
     }
@@ -468,7 +479,7 @@ static int advance(struct hd_daemon *d, struct hd_xop *x) {
     while (hd_needs_in(d, t, i) && p->issued < x->nchunks) {
       uint64_t k = p->issued;
       int free_slot = k < 2 || (hd_needs_out(d, t, i) ? p->done >= k - 1
-                                                      : x->chunks_consumed >= k - 1);
+                                                      : x->chunks_out >= k - 1);
       if (!free_slot) break;
       hd_copy_req(&d->ranks[i], t, HP_CQ_COPY_IN, p->issued++);
       progress = 1;
@@ -483,8 +494,10 @@ static int advance(struct hd_daemon *d, struct hd_xop *x) {
   for (int s = 0; s < XH_WINDOW; s++) {
     struct xh_slot *sl = &x->slot[s];
     if (sl->busy && sl->finalized && !sl->pending) {
+      /* a staging chunk is copied out once no send reads it any more */
       sl->busy = 0;
       x->nfinished++;
+      x->chunk_final[sl->off / x->chunk_elems]++;
       progress = 1;
     }
   }
@@ -530,8 +543,33 @@ int hd_xhost_step(struct hd_daemon *d, struct hd_tensor *t) {
   return 1;
 }
 
+void *hd_xhost_place(struct hd_daemon *d, int from, const unsigned char *pre,
+                     size_t len) {
+  struct hd_xop *x = d->xop;
+  struct hp_data_hdr h;
+  if (!x || !x->active || d->gone_rank != -1 ||
+      hp_dec_data_hdr(pre, HP_DATA_HDR_LEN, &h) < 0 || h.seq != x->seq ||
+      h.piece >= x->next_piece || from != x->prev)
+    return NULL;
+  struct xh_slot *sl = &x->slot[h.piece % XH_WINDOW];
+  if (!sl->busy || sl->piece != h.piece || sl->finalized ||
+      (int)h.step != sl->recvd)
+    return NULL;
+  uint64_t lo = 0, cnt = sl->cnt, n = len - HP_DATA_HDR_LEN;
+  if (x->t->coll == HP_ALLREDUCE) {
+    seg_range(sl->cnt, x->n, recv_seg(x, (int)h.step), &lo, &cnt);
+    if ((int)h.step < x->n - 1) /* reduce-scatter: reduced from scratch */
+      return n == cnt * x->wes && n <= XH_PIECE_MAX ? x->scratch : NULL;
+  } else if (h.step != 0) {
+    return NULL;
+  }
+  /* allgather or broadcast: straight into its place in W */
+  return n == cnt * x->wes ? sl->buf + lo * x->wes : NULL;
+}
+
 int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
-                  size_t len, int *keep, char *why, size_t whylen) {
+                  size_t len, unsigned char *placed, int *keep, char *why,
+                  size_t whylen) {
   struct hp_data_hdr h;
   if (!payload || hp_dec_data_hdr(payload, len, &h) < 0) {
     hc_fmt(why, whylen, "bad DATA header");
@@ -547,6 +585,12 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
   }
   if (d->gone_rank != -1) return 0; /* the job is failing: ignore */
   size_t n = len - HP_DATA_HDR_LEN;
+  if (placed) { /* hd_xhost_place() checked it: the data are there */
+    struct xh_slot *sl = &x->slot[h.piece % XH_WINDOW];
+    if (take_step(d, x, sl, h.step, placed, n, why, whylen) < 0) return -1;
+    run_ready_later(d);
+    return 0;
+  }
   if (x->active && h.seq == x->seq && h.piece < x->next_piece) {
     struct xh_slot *sl = &x->slot[h.piece % XH_WINDOW];
     if (!sl->busy || sl->piece != h.piece) {
@@ -598,6 +642,7 @@ void hd_xhost_free(struct hd_daemon *d) {
   if (!x) return;
   hd_xhost_abort(d);
   for (int i = 0; i < XH_WINDOW; i++) free(x->slot[i].w);
+  free(x->scratch);
   free(x);
   d->xop = NULL;
 }

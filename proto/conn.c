@@ -209,14 +209,27 @@ static int auth_frame(struct hp_conn *c) {
 
 /* ---- reading -------------------------------------------------------- */
 
+void hp_conn_set_place(struct hp_conn *c, uint16_t type, size_t pre,
+                       void *(*place)(struct hp_conn *, const struct hp_frame_hdr *,
+                                      const unsigned char *)) {
+  c->place_type = type;
+  c->place_pre = pre;
+  c->place = place;
+}
+
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   struct hp_conn *c = h->data;
+  size_t left;
   (void)hint;
   if (c->hgot < HP_FRAME_HDR) {
     *buf = uv_buf_init((char *)c->hdr + c->hgot,
                        (unsigned)(HP_FRAME_HDR - c->hgot));
+  } else if (c->dst) {
+    left = c->h.len - c->pgot;
+    *buf = uv_buf_init((char *)c->dst + (c->pgot - c->place_pre),
+                       (unsigned)HC_MIN(left, (size_t)1 << 30));
   } else {
-    size_t left = c->h.len - c->pgot;
+    left = (c->pre_phase ? c->place_pre : c->h.len) - c->pgot;
     *buf = uv_buf_init((char *)c->payload + c->pgot,
                        (unsigned)HC_MIN(left, (size_t)1 << 30));
   }
@@ -231,12 +244,32 @@ static void frame_done(struct hp_conn *c) {
     return;
   }
   int keep = 0;
+  c->placed = c->dst;
+  c->dst = NULL;
   int rc = c->cb->on_frame(c, &c->h, c->h.len ? c->payload : NULL, &keep);
+  c->placed = NULL;
   if (keep) {
     c->payload = NULL;
     c->pcap = 0;
   }
   if (rc < 0) hp_conn_close(c, c->why[0] ? c->why : "protocol error");
+}
+
+/* Makes room for n payload bytes, keeping the first `keep` read. */
+static int payload_room(struct hp_conn *c, size_t n, size_t keep) {
+  if (n <= c->pcap) return 0;
+  /* A large payload is never kept around once done with (a 16 MiB
+   * buffer per idle connection would add up): see on_read(). */
+  unsigned char *p = malloc(n);
+  if (!p) {
+    hp_conn_close(c, "out of memory");
+    return -1;
+  }
+  if (keep) memcpy(p, c->payload, keep);
+  free(c->payload);
+  c->payload = p;
+  c->pcap = n;
+  return 0;
 }
 
 static int start_payload(struct hp_conn *c) {
@@ -255,18 +288,17 @@ static int start_payload(struct hp_conn *c) {
       return -1;
     }
   }
-  if (c->h.len > c->pcap) {
-    /* A large payload is never kept around once done with (a 16 MiB
-     * buffer per idle connection would add up). */
-    free(c->payload);
-    c->payload = malloc(c->h.len);
-    c->pcap = c->payload ? c->h.len : 0;
-    if (!c->payload) {
-      hp_conn_close(c, "out of memory");
-      return -1;
-    }
-  }
-  return 0;
+  c->pre_phase = c->authed && c->place && c->h.type == c->place_type &&
+                 c->h.len > c->place_pre;
+  return payload_room(c, c->pre_phase ? c->place_pre : c->h.len, 0);
+}
+
+/* The first bytes of a placed frame are in: where does the rest go? */
+static int end_pre(struct hp_conn *c) {
+  c->pre_phase = 0;
+  c->dst = c->place(c, &c->h, c->payload);
+  if (c->dst) return 0;
+  return payload_room(c, c->h.len, c->place_pre);
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
@@ -292,8 +324,9 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     if (start_payload(c) < 0) return;
   } else {
     c->pgot += (size_t)n;
+    if (c->pre_phase && c->pgot == c->place_pre && end_pre(c) < 0) return;
   }
-  if (c->pgot == c->h.len) frame_done(c);
+  if (c->pgot == c->h.len && !c->pre_phase) frame_done(c);
   if (c->pcap > KEEP_MAX && c->hgot == 0) {
     free(c->payload);
     c->payload = NULL;

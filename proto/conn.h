@@ -47,6 +47,14 @@ struct hp_conn {
   int connected, authed, closing, reading;
   int nclosing; /* handles still closing */
   int close_when_sent;
+  /* Placement (see hp_conn_set_place). */
+  uint16_t place_type;
+  size_t place_pre;
+  void *(*place)(struct hp_conn *c, const struct hp_frame_hdr *h,
+                 const unsigned char *pre);
+  int pre_phase;
+  unsigned char *dst;    /* where the rest of the current payload goes */
+  unsigned char *placed; /* during on_frame: where it went, or NULL */
   struct hp_conn *next, **pprev; /* on its owner's list (hp_conn_track) */
   char peer[96]; /* "address:port", for messages */
   char why[256];
@@ -86,6 +94,17 @@ int hp_conn_send(struct hp_conn *c, struct hp_wbuf *w);
 int hp_conn_send_zc(struct hp_conn *c, const void *hdr, size_t hdrlen,
                     const void *p, size_t n, void (*done)(void *, int),
                     void *arg);
+
+/* Frames of type `type` are read in two parts: the first `pre` bytes of
+ * the payload, then place(c, h, those bytes) says where the other h->len -
+ * pre bytes go (straight into their final place: no copy), or NULL for
+ * the connection's own buffer. on_frame then finds that pointer in
+ * c->placed (its payload argument holds only the first `pre` bytes), or
+ * NULL when the whole payload is in its argument as usual. place() must
+ * return room for exactly h->len - pre bytes. */
+void hp_conn_set_place(struct hp_conn *c, uint16_t type, size_t pre,
+                       void *(*place)(struct hp_conn *, const struct hp_frame_hdr *,
+                                      const unsigned char *));
 
 /* Puts c on the list at *head (it leaves it when freed), so that the owner
  * can close every connection it has, authenticated or not. */
