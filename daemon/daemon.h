@@ -102,6 +102,7 @@ extern const struct hd_engine hd_engine_cpu;
 struct hd_peer {
   int needed;        /* a link this daemon keeps: ring neighbour, coordinator */
   struct hp_conn *c; /* once it has said PEER_HELLO */
+  int up;            /* both ends bound the link: it may carry anything */
   int left;          /* said goodbye: its ranks have ended */
   int lost;          /* its connection broke or fell silent */
 };
@@ -175,6 +176,8 @@ struct hd_daemon {
   size_t nearly;
   uv_timer_t hb_timer;
   uint64_t hb_timeout_ns;
+  uv_timer_t close_timer; /* a graceful close has this long */
+  unsigned nrejected;     /* strangers turned away (logging is thinned) */
   struct hd_coord *coord;
   struct hd_xop *xop;
   /* a host whose ranks all ended: what was decided still runs, nothing

@@ -18,6 +18,8 @@
 #include "daemon.h"
 
 #define HB_MIN_MS 50
+#define UNAUTH_MAX 64      /* strangers in their handshake at once */
+#define CLOSE_GRACE_MS 2000 /* queued goodbyes have this long to go out */
 
 static struct hd_daemon *conn_daemon(struct hp_conn *c) {
   return c->tcp.loop->data;
@@ -221,18 +223,52 @@ static int bind_peer(struct hd_daemon *d, struct hp_conn *c, uint32_t idx,
     return -1;
   }
   d->peers[idx].c = c;
+  d->peers[idx].up = 1;
+  /* The caller counts the link only once it hears this: before, we could
+   * not have understood anything but heartbeats. */
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_peer_hello(&w, d->job.host_index, d->job.nhosts);
+  hp_conn_send(c, &w);
+  hp_wbuf_free(&w);
   d->peers_up++;
   check_up(d);
   return 0;
+}
+
+static int early_index(struct hd_daemon *d, struct hp_conn *c) {
+  for (size_t i = 0; i < d->nearly; i++)
+    if (d->early[i] == c) return (int)i;
+  return -1;
 }
 
 static int on_mesh_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
                          unsigned char *p, int *keep) {
   struct hd_daemon *d = conn_daemon(c);
   int from = host_of(d, c);
-  if (from >= 0) return peer_frame(d, from, c, h, p, keep);
-  /* An accepted connection says who it is first. */
+  if (from >= 0 && d->peers[from].up) return peer_frame(d, from, c, h, p, keep);
   uint32_t idx, nhosts;
+  if (from >= 0) { /* we called: its PEER_HELLO says it is ready */
+    if (h->type == HP_MSG_HEARTBEAT) return 0;
+    if (h->type != HP_MSG_PEER_HELLO ||
+        hp_dec_peer_hello(p, h->len, &idx, &nhosts) < 0 ||
+        idx != (uint32_t)from || nhosts != d->job.nhosts) {
+      hc_fmt(c->why, sizeof c->why, "expected PEER_HELLO, got type %u",
+             h->type);
+      return -1;
+    }
+    d->peers[from].up = 1;
+    d->peers_up++;
+    check_up(d);
+    return 0;
+  }
+  if (early_index(d, c) >= 0) { /* waiting for our JOB */
+    if (h->type == HP_MSG_HEARTBEAT) return 0;
+    hc_fmt(c->why, sizeof c->why, "message type %u before the link is up",
+           h->type);
+    return -1;
+  }
+  /* An accepted connection says who it is first. */
   if (h->type != HP_MSG_PEER_HELLO ||
       hp_dec_peer_hello(p, h->len, &idx, &nhosts) < 0) {
     hc_fmt(c->why, sizeof c->why, "expected PEER_HELLO, got type %u",
@@ -252,18 +288,25 @@ static int on_mesh_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
 
 static void on_mesh_close(struct hp_conn *c, const char *why) {
   struct hd_daemon *d = conn_daemon(c);
-  for (size_t i = 0; i < d->nearly; i++)
-    if (d->early[i] == c) d->early[i] = d->early[--d->nearly];
+  int e = early_index(d, c);
+  if (e >= 0) d->early[e] = d->early[--d->nearly];
   int host = host_of(d, c);
   if (host < 0) {
-    if (!c->authed)
-      hc_warn("rejected a connection from %s: %s", c->peer, why);
-    else
-      hc_warn("dropped a connection from %s: %s", c->peer, why);
+    /* one line per stranger, thinned out when they come in floods */
+    unsigned n = ++d->nrejected;
+    if (n <= 20 || n % 100 == 0)
+      hc_warn("%s a connection from %s: %s%s",
+              c->authed ? "dropped" : "rejected", c->peer, why,
+              n == 20 ? " (from now on one line per 100)" : "");
     return;
   }
   if (!d->peers[host].lost) host_lost(d, host, why);
   d->peers[host].c = NULL;
+  if (!d->mesh_conns && d->close_timer.loop &&
+      uv_is_active((uv_handle_t *)&d->close_timer)) {
+    uv_timer_stop(&d->close_timer); /* every goodbye went out */
+    uv_close((uv_handle_t *)&d->close_timer, NULL);
+  }
 }
 
 /* DATA goes straight into the running operation's buffers when it can. */
@@ -281,8 +324,7 @@ static void on_connected_auth(struct hp_conn *c) {
   hp_enc_peer_hello(&w, d->job.host_index, d->job.nhosts);
   hp_conn_send(c, &w);
   hp_wbuf_free(&w);
-  d->peers_up++;
-  check_up(d);
+  /* up once it answers (on_mesh_frame) */
 }
 
 static const struct hp_conn_cb accept_cb = {
@@ -300,6 +342,18 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
     uv_tcp_init(server->loop, &tmp);
     if (uv_accept(server, (uv_stream_t *)&tmp) == 0) {}
     uv_close((uv_handle_t *)&tmp, NULL);
+    return;
+  }
+  unsigned unauth = 0;
+  for (struct hp_conn *k = d->mesh_conns; k; k = k->next) unauth += !k->authed;
+  if (unauth >= UNAUTH_MAX) { /* a flood: the handshakes under way first */
+    uv_tcp_t *tmp = malloc(sizeof *tmp);
+    if (!tmp) return;
+    uv_tcp_init(server->loop, tmp);
+    uv_accept(server, (uv_stream_t *)tmp);
+    uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
+    if (++d->nrejected % 100 == 1)
+      hc_warn("too many connections in their handshake; refusing more");
     return;
   }
   if (hp_conn_accept(server, d->secret, HP_AUTH_MESH, &accept_cb, NULL, &c) < 0)
@@ -321,7 +375,9 @@ static void on_hb_timer(uv_timer_t *t) {
     struct hd_peer *p = &d->peers[i];
     if (!p->c || p->lost || p->c->closing) continue;
     if (!p->c->authed) continue;
-    if (now - p->c->last_rx > d->hb_timeout_ns) {
+    /* a link not up yet waits for the other's JOB (the start timeout
+     * covers it); a paused one is silent because we stopped reading */
+    if (p->up && !p->c->paused && now - p->c->last_rx > d->hb_timeout_ns) {
       char why[96];
       hc_fmt(why, sizeof why, "no heartbeat for %.1f s",
              (double)(now - p->c->last_rx) / 1e9);
@@ -331,6 +387,11 @@ static void on_hb_timer(uv_timer_t *t) {
     hp_frame_begin(&w, HP_MSG_HEARTBEAT, 0);
     hp_frame_end(&w);
     hp_conn_send(p->c, &w);
+  }
+  for (size_t i = 0; i < d->nearly; i++) { /* callers waiting for our JOB */
+    hp_frame_begin(&w, HP_MSG_HEARTBEAT, 0);
+    hp_frame_end(&w);
+    hp_conn_send(d->early[i], &w);
   }
   struct hp_conn *c = d->ctl_conn;
   if (c && c->authed && !c->closing && !d->ctl_closing) {
@@ -415,9 +476,17 @@ int hd_mesh_listen(struct hd_daemon *d) {
   d->mesh_port = ntohs(ss.ss_family == AF_INET
                            ? ((struct sockaddr_in *)&ss)->sin_port
                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
+  /* Heartbeats to horarun start now, before the JOB: a host waiting for
+   * a slower one must not look lost, and must notice horarun go quiet. */
   d->hb_timeout_ns = (uint64_t)(HC_MAX(0.2, hc_param_double(
                                                 "heartbeat_timeout")) *
                                 1e9);
+  uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
+  uv_timer_init(d->loop, &d->hb_timer);
+  d->hb_timer.data = d;
+  uv_timer_start(&d->hb_timer, on_hb_timer, every, every);
+  uv_timer_init(d->loop, &d->close_timer);
+  d->close_timer.data = d;
   return 0;
 }
 
@@ -433,8 +502,6 @@ int hd_mesh_start(struct hd_daemon *d) {
   d->hb_timeout_ns =
       (uint64_t)(HC_MAX(0.2, hc_param_double("heartbeat_timeout")) * 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
-  uv_timer_init(d->loop, &d->hb_timer);
-  d->hb_timer.data = d;
   uv_timer_start(&d->hb_timer, on_hb_timer, every, every);
   for (int i = 0; i < n; i++) {
     if (!link_needed(me, i, n)) continue;
@@ -479,6 +546,12 @@ int hd_mesh_start(struct hd_daemon *d) {
   return 0;
 }
 
+static void on_close_timer(uv_timer_t *t) {
+  struct hd_daemon *d = t->data;
+  hp_conn_close_all(&d->mesh_conns, "its goodbye was not taken in time");
+  uv_close((uv_handle_t *)t, NULL);
+}
+
 void hd_mesh_close(struct hd_daemon *d, int graceful) {
   if (d->mesh_listening) {
     d->mesh_listening = 0;
@@ -486,6 +559,13 @@ void hd_mesh_close(struct hd_daemon *d, int graceful) {
   }
   if (d->hb_timer.loop && !uv_is_closing((uv_handle_t *)&d->hb_timer))
     uv_close((uv_handle_t *)&d->hb_timer, NULL);
+  /* A peer that stops reading must not keep this horad alive. */
+  if (d->close_timer.loop && !uv_is_closing((uv_handle_t *)&d->close_timer)) {
+    if (graceful && d->mesh_conns && !uv_is_active((uv_handle_t *)&d->close_timer))
+      uv_timer_start(&d->close_timer, on_close_timer, CLOSE_GRACE_MS, 0);
+    else if (!graceful || !d->mesh_conns)
+      uv_close((uv_handle_t *)&d->close_timer, NULL);
+  }
   while (d->nearly)
     hp_conn_close(d->early[--d->nearly], "horad is closing");
   for (uint32_t i = 0; d->peers && i < d->job.nhosts; i++) {

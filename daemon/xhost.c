@@ -28,7 +28,8 @@
 
 #define XH_WINDOW 8
 #define XH_PIECE_MAX (1u << 20)
-#define XH_EARLY_MAX (256ull << 20) /* bytes a peer may send ahead */
+#define XH_EARLY_PAUSE (64ull << 20) /* early bytes: stop reading the link */
+#define XH_EARLY_MAX (256ull << 20)  /* a peer that ignores that: drop it */
 
 struct xh_slot {
   struct hd_daemon *d;
@@ -512,6 +513,13 @@ static int advance(struct hd_daemon *d, struct hd_xop *x) {
   return progress;
 }
 
+/* Reads the previous host's link again once the early data drained. */
+static void maybe_resume(struct hd_daemon *d, struct hd_xop *x) {
+  struct hp_conn *c = hd_mesh_conn(d, x->prev);
+  if (c && c->paused && x->early_bytes < XH_EARLY_PAUSE / 2)
+    hp_conn_resume(c);
+}
+
 int hd_xhost_step(struct hd_daemon *d, struct hd_tensor *t) {
   struct hd_xop *x = xop(d);
   if (!x) {
@@ -528,12 +536,13 @@ int hd_xhost_step(struct hd_daemon *d, struct hd_tensor *t) {
   int rc;
   while ((rc = advance(d, x)) > 0) {}
   x->in_step = 0;
+  maybe_resume(d, x);
   if (rc < 0) {
-    char msg[HP_MSG_MAX + 1];
-    hc_fmt(msg, sizeof msg, "bad data from host %d", x->prev);
-    end_op(x);
-    hd_tensor_fail(d, t, HORA_EPROTO, msg);
-    return 1;
+    /* as on the direct path: the link goes, and with it the host, so
+     * every host learns of it (nobody waits for our ring data forever) */
+    struct hp_conn *c = hd_mesh_conn(d, x->prev);
+    if (c) hp_conn_close(c, "bad data on the ring");
+    return 0;
   }
   if (x->nfinished < x->npieces || x->chunks_out < x->nchunks) return 0;
   for (int i = 0; i < d->nlocal; i++)
@@ -587,6 +596,10 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
   size_t n = len - HP_DATA_HDR_LEN;
   if (placed) { /* hd_xhost_place() checked it: the data are there */
     struct xh_slot *sl = &x->slot[h.piece % XH_WINDOW];
+    if (!x->active || h.seq != x->seq || !sl->busy || sl->piece != h.piece) {
+      hc_fmt(why, whylen, "placed DATA no longer expected");
+      return -1;
+    }
     if (take_step(d, x, sl, h.step, placed, n, why, whylen) < 0) return -1;
     run_ready_later(d);
     return 0;
@@ -626,12 +639,24 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
   else x->early = e;
   x->early_tail = e;
   x->early_bytes += n;
+  /* Backpressure: the previous host waits (in TCP) until we catch up. A
+   * broadcast chain needs it when a host downstream is slow. */
+  struct hp_conn *c = hd_mesh_conn(d, from);
+  if (c && x->early_bytes >= XH_EARLY_PAUSE) hp_conn_pause(c);
   return 0;
 }
+
 
 void hd_xhost_abort(struct hd_daemon *d) {
   struct hd_xop *x = d->xop;
   if (!x) return;
+  /* A frame being read into a rank's memory must not land there once
+   * the rank has its buffer back (with an error). */
+  struct hp_conn *c = d->peers ? hd_mesh_conn(d, x->prev) : NULL;
+  if (c) {
+    hp_conn_unplace(c);
+    hp_conn_resume(c);
+  }
   if (x->active) end_op(x);
   for (int i = 0; i < XH_WINDOW; i++) x->slot[i].busy = 0;
   while (x->early) drop_early(x, &x->early);

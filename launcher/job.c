@@ -98,6 +98,7 @@ struct hr_job {
   uint64_t hb_timeout_ns;
   char last_fault[512];
   struct hp_conn *conns; /* every rendezvous connection, also unproven */
+  unsigned nrejected;    /* strangers turned away (logging is thinned) */
 };
 
 static struct hr_job *the_job; /* for the connection callbacks */
@@ -582,8 +583,12 @@ static void on_rdv_close(struct hp_conn *c, const char *why) {
   struct hr_daemon *d = daemon_of(c);
   if (!d) {
     struct hr_job *j = the_job;
-    hr_say(j ? j->out : NULL, "%s a connection from %s: %s",
-           c->authed ? "dropped" : "rejected", c->peer, why);
+    /* one line per stranger, thinned out when they come in floods */
+    unsigned n = j ? ++j->nrejected : 1;
+    if (n <= 20 || n % 100 == 0)
+      hr_say(j ? j->out : NULL, "%s a connection from %s: %s%s",
+             c->authed ? "dropped" : "rejected", c->peer, why,
+             n == 20 ? " (from now on one line per 100)" : "");
     return;
   }
   d->conn = NULL;
@@ -597,6 +602,19 @@ static void on_rdv_connection(uv_stream_t *server, int status) {
   struct hr_job *j = server->data;
   struct hp_conn *c;
   if (status < 0 || j->closing) return;
+  unsigned unauth = 0;
+  for (struct hp_conn *k = j->conns; k; k = k->next) unauth += !k->authed;
+  if (unauth >= 64) { /* a flood: the handshakes under way first */
+    uv_tcp_t *tmp = malloc(sizeof *tmp);
+    if (!tmp) return;
+    uv_tcp_init(server->loop, tmp);
+    uv_accept(server, (uv_stream_t *)tmp);
+    uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
+    if (++j->nrejected % 100 == 1)
+      hr_say(j->out, "too many connections in their handshake; refusing "
+             "more");
+    return;
+  }
   if (hp_conn_accept(server, j->secret, HP_AUTH_CONTROL, &rdv_cb, NULL, &c) ==
       0)
     hp_conn_track(c, &j->conns);
@@ -646,8 +664,10 @@ static void on_hb_timer(uv_timer_t *t) {
              d->name);
       stop_job(j, reason);
       close_pipe(d);
-      kill(-d->pid, SIGKILL); /* its ssh: it may wait for minutes */
-      kill(d->pid, SIGKILL);
+      if (!d->reaped) { /* its ssh: it may wait for minutes */
+        kill(-d->pid, SIGKILL);
+        kill(d->pid, SIGKILL);
+      }
       continue;
     }
     struct hp_wbuf w;
@@ -848,9 +868,19 @@ static void on_stop_signal(uv_signal_t *s, int signum) {
 
 static void on_start_timeout(uv_timer_t *t) {
   struct hr_job *j = t->data;
+  /* Hosts that never registered are the cause; the others only waited
+   * for them. */
+  int unregistered = 0;
+  for (size_t i = 0; i < j->nd; i++)
+    unregistered |= j->d[i].started && !j->d[i].reaped && !j->d[i].registered &&
+                    j->d[i].remote;
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
     if (!d->started || d->reaped || d->ready) continue;
+    if (unregistered && d->registered) {
+      d->quiet = 1;
+      continue; /* stopped by the ABORT below */
+    }
     if (d->remote && !d->registered) {
       hr_say(j->out,
              "error: host %s: horad did not connect back within %d s "

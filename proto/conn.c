@@ -301,6 +301,13 @@ static int end_pre(struct hp_conn *c) {
   return payload_room(c, c->h.len, c->place_pre);
 }
 
+void hp_conn_unplace(struct hp_conn *c) {
+  if (!c->dst) return;
+  c->dst = NULL;
+  /* the bytes already placed are lost: the frame is only dropped now */
+  if (payload_room(c, c->h.len, c->place_pre) < 0) return;
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   struct hp_conn *c = s->data;
   (void)buf;
@@ -332,6 +339,20 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     c->payload = NULL;
     c->pcap = 0;
   }
+}
+
+void hp_conn_pause(struct hp_conn *c) {
+  if (c->paused || c->closing || !c->reading) return;
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  c->paused = 1;
+}
+
+void hp_conn_resume(struct hp_conn *c) {
+  if (!c->paused || c->closing) return;
+  c->paused = 0;
+  c->last_rx = hc_now_ns();
+  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+    hp_conn_close(c, "cannot read");
 }
 
 /* ---- setting up ------------------------------------------------------- */

@@ -45,6 +45,7 @@ struct hp_conn {
   struct hp_auth auth;
   int connector;
   int connected, authed, closing, reading;
+  int paused; /* hp_conn_pause(): not reading (no silence checks then) */
   int nclosing; /* handles still closing */
   int close_when_sent;
   /* Placement (see hp_conn_set_place). */
@@ -106,11 +107,20 @@ void hp_conn_set_place(struct hp_conn *c, uint16_t type, size_t pre,
                        void *(*place)(struct hp_conn *, const struct hp_frame_hdr *,
                                       const unsigned char *));
 
+/* A frame being read into a placed buffer goes on into the connection's
+ * own buffer instead (the placed one may be reused). */
+void hp_conn_unplace(struct hp_conn *c);
+
 /* Puts c on the list at *head (it leaves it when freed), so that the owner
  * can close every connection it has, authenticated or not. */
 void hp_conn_track(struct hp_conn *c, struct hp_conn **head);
 /* Closes every connection on the list. */
 void hp_conn_close_all(struct hp_conn **head, const char *why);
+
+/* Stops reading (backpressure: the peer's writes then wait in TCP) and
+ * starts again; resuming counts as hearing from the peer. */
+void hp_conn_pause(struct hp_conn *c);
+void hp_conn_resume(struct hp_conn *c);
 
 /* Closes the connection once every queued frame has been sent. */
 void hp_conn_close_when_sent(struct hp_conn *c);
