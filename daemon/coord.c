@@ -36,15 +36,6 @@ static uint64_t hash(const char *s) {
   return h;
 }
 
-static const char *coll_name(int c) {
-  switch (c) {
-  case HP_ALLREDUCE: return "allreduce";
-  case HP_BROADCAST: return "broadcast";
-  case HP_BARRIER: return "barrier";
-  default: return "unknown collective";
-  }
-}
-
 static struct hd_coord *coord(struct hd_daemon *d) {
   if (!d->coord) {
     d->coord = calloc(1, sizeof *d->coord);
@@ -60,33 +51,11 @@ static struct hd_coord *coord(struct hd_daemon *d) {
   return d->coord;
 }
 
-/* Describes how b differs from a; 0 when they agree. */
-static int mismatch(const struct hp_nego_ready *a, const struct hp_nego_ready *b,
-                    char *msg, size_t len) {
-  if (b->coll != a->coll)
-    hc_fmt(msg, len, "Mismatched operations on tensor '%s': rank %d did an "
-           "%s, but rank %d did a %s.", a->name, a->rank, coll_name(a->coll),
-           b->rank, coll_name(b->coll));
-  else if (b->dtype != a->dtype)
-    hc_fmt(msg, len, "Mismatched data types on tensor '%s': rank %d had type "
-           "%s, but rank %d had type %s.", a->name, a->rank,
-           hora_dtype_name(a->dtype), b->rank, hora_dtype_name(b->dtype));
-  else if (b->count != a->count)
-    hc_fmt(msg, len, "Mismatched %s tensor shapes on tensor '%s': rank %d "
-           "sent %llu elements, but rank %d sent %llu elements.",
-           coll_name(a->coll), a->name, a->rank, (unsigned long long)a->count,
-           b->rank, (unsigned long long)b->count);
-  else if (a->coll == HP_ALLREDUCE && b->op != a->op)
-    hc_fmt(msg, len, "Mismatched reduction operations on tensor '%s': rank "
-           "%d asked for %s, but rank %d asked for %s.", a->name, a->rank,
-           hora_op_name(a->op), b->rank, hora_op_name(b->op));
-  else if (a->coll == HP_BROADCAST && b->root != a->root)
-    hc_fmt(msg, len, "Mismatched broadcast root ranks on tensor '%s': rank "
-           "%d gave root %d, but rank %d gave root %d.", a->name, a->rank,
-           a->root, b->rank, b->root);
-  else
-    return 0;
-  return 1;
+static int mismatch(const struct hp_nego_ready *a,
+                    const struct hp_nego_ready *b, char *msg, size_t len) {
+  struct hd_meta ma = {a->coll, a->dtype, a->op, a->root, a->count};
+  struct hd_meta mb = {b->coll, b->dtype, b->op, b->root, b->count};
+  return hd_meta_mismatch(a->name, &ma, a->rank, &mb, b->rank, msg, len);
 }
 
 static void decide(struct hd_daemon *d, struct centry *e) {
@@ -185,7 +154,7 @@ void hd_coord_check_stalls(struct hd_daemon *d) {
         missing(d, e, who, sizeof who);
         e->mismatch = 1;
         hc_fmt(e->msg, sizeof e->msg, "%s '%s' stalled for %llu s: the ranks "
-               "of %s never submitted it", coll_name(e->first.coll),
+               "of %s never submitted it", hd_coll_name(e->first.coll),
                e->first.name, (unsigned long long)(age / 1000000000u), who);
         hc_error("%s", e->msg);
         struct hp_nego_decide m = {.seq = UINT64_MAX,
@@ -210,7 +179,7 @@ void hd_coord_check_stalls(struct hd_daemon *d) {
         hc_warn("stall: %s '%s' has waited %llu s for the ranks of %s; the "
                 "other hosts' ranks submitted it. Ranks may be issuing "
                 "collectives in a different order or with different names.",
-                coll_name(e->first.coll), e->first.name,
+                hd_coll_name(e->first.coll), e->first.name,
                 (unsigned long long)(age / 1000000000u), who);
       }
     }

@@ -246,6 +246,18 @@ void hd_coord_ready(struct hd_daemon *d, int host,
 void hd_coord_free(struct hd_daemon *d);
 void hd_coord_check_stalls(struct hd_daemon *d);
 
+/* negotiate.c: a participant's metadata, compared across ranks */
+struct hd_meta {
+  uint8_t coll, dtype, op;
+  int32_t root;
+  uint64_t count;
+};
+const char *hd_coll_name(int coll); /* "allreduce" */
+/* Describes how b (of rank rb) differs from a (of rank ra) in msg, as
+ * Horovod words it; 0 when they agree. */
+int hd_meta_mismatch(const char *name, const struct hd_meta *a, int ra,
+                     const struct hd_meta *b, int rb, char *msg, size_t len);
+
 /* negotiate.c, multi-host */
 void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m);
 /* Fails what waits for a decision (a host has left: none will come). */

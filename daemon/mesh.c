@@ -18,7 +18,6 @@
 #include "daemon.h"
 
 #define HB_MIN_MS 50
-#define UNAUTH_MAX 64      /* strangers in their handshake at once */
 #define CLOSE_GRACE_MS 2000 /* queued goodbyes have this long to go out */
 
 static struct hd_daemon *conn_daemon(struct hp_conn *c) {
@@ -344,14 +343,7 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
     uv_close((uv_handle_t *)&tmp, NULL);
     return;
   }
-  unsigned unauth = 0;
-  for (struct hp_conn *k = d->mesh_conns; k; k = k->next) unauth += !k->authed;
-  if (unauth >= UNAUTH_MAX) { /* a flood: the handshakes under way first */
-    uv_tcp_t *tmp = malloc(sizeof *tmp);
-    if (!tmp) return;
-    uv_tcp_init(server->loop, tmp);
-    uv_accept(server, (uv_stream_t *)tmp);
-    uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
+  if (hp_conn_refuse_flood(server, d->mesh_conns)) {
     if (++d->nrejected % 100 == 1)
       hc_warn("too many connections in their handshake; refusing more");
     return;

@@ -11,7 +11,7 @@
 
 #include "daemon.h"
 
-static const char *coll_name(int c) {
+const char *hd_coll_name(int c) {
   switch (c) {
   case HP_ALLREDUCE: return "allreduce";
   case HP_BROADCAST: return "broadcast";
@@ -52,15 +52,9 @@ static int grow_table(struct hd_daemon *d) {
   return 0;
 }
 
-/* Per-participant metadata, kept to explain a mismatch. */
-struct meta {
-  uint8_t coll, dtype, op;
-  int32_t root;
-  uint64_t count;
-};
 
-static struct meta *metas_of(struct hd_daemon *d, struct hd_tensor *t) {
-  return (struct meta *)(t->part + d->nlocal);
+static struct hd_meta *metas_of(struct hd_daemon *d, struct hd_tensor *t) {
+  return (struct hd_meta *)(t->part + d->nlocal);
 }
 
 static void remove_tensor(struct hd_daemon *d, struct hd_tensor *t) {
@@ -130,40 +124,42 @@ static int check_entry(struct hd_rank *r, const struct hp_sqe *e, char *why,
   return 0;
 }
 
+int hd_meta_mismatch(const char *name, const struct hd_meta *a, int ra,
+                     const struct hd_meta *b, int rb, char *msg, size_t len) {
+  if (b->coll != a->coll)
+    hc_fmt(msg, len, "Mismatched operations on tensor '%s': rank %d did an "
+           "%s, but rank %d did a %s.", name, ra, hd_coll_name(a->coll), rb,
+           hd_coll_name(b->coll));
+  else if (b->dtype != a->dtype)
+    hc_fmt(msg, len, "Mismatched data types on tensor '%s': rank %d had "
+           "type %s, but rank %d had type %s.", name, ra,
+           hora_dtype_name(a->dtype), rb, hora_dtype_name(b->dtype));
+  else if (b->count != a->count)
+    hc_fmt(msg, len, "Mismatched %s tensor shapes on tensor '%s': rank %d "
+           "sent %llu elements, but rank %d sent %llu elements.",
+           hd_coll_name(a->coll), name, ra, (unsigned long long)a->count, rb,
+           (unsigned long long)b->count);
+  else if (a->coll == HP_ALLREDUCE && b->op != a->op)
+    hc_fmt(msg, len, "Mismatched reduction operations on tensor '%s': rank "
+           "%d asked for %s, but rank %d asked for %s.", name, ra,
+           hora_op_name(a->op), rb, hora_op_name(b->op));
+  else if (a->coll == HP_BROADCAST && b->root != a->root)
+    hc_fmt(msg, len, "Mismatched broadcast root ranks on tensor '%s': rank "
+           "%d gave root %d, but rank %d gave root %d.", name, ra, a->root,
+           rb, b->root);
+  else
+    return 0;
+  return 1;
+}
+
 static int describe_mismatch(struct hd_daemon *d, struct hd_tensor *t,
                              char *msg, size_t len) {
-  struct meta *m = metas_of(d, t);
-  const struct meta *a = &m[t->first];
+  struct hd_meta *m = metas_of(d, t);
   int ra = d->ranks[t->first].info.rank;
-  for (int i = 0; i < d->nlocal; i++) {
-    const struct meta *b = &m[i];
-    int rb = d->ranks[i].info.rank;
-    if (b->coll != a->coll) {
-      hc_fmt(msg, len, "Mismatched operations on tensor '%s': rank %d did an "
-             "%s, but rank %d did a %s.", t->name, ra, coll_name(a->coll), rb,
-             coll_name(b->coll));
-    } else if (b->dtype != a->dtype) {
-      hc_fmt(msg, len, "Mismatched data types on tensor '%s': rank %d had "
-             "type %s, but rank %d had type %s.", t->name, ra,
-             hora_dtype_name(a->dtype), rb, hora_dtype_name(b->dtype));
-    } else if (b->count != a->count) {
-      hc_fmt(msg, len, "Mismatched %s tensor shapes on tensor '%s': rank %d "
-             "sent %llu elements, but rank %d sent %llu elements.",
-             coll_name(a->coll), t->name, ra, (unsigned long long)a->count, rb,
-             (unsigned long long)b->count);
-    } else if (a->coll == HP_ALLREDUCE && b->op != a->op) {
-      hc_fmt(msg, len, "Mismatched reduction operations on tensor '%s': rank "
-             "%d asked for %s, but rank %d asked for %s.", t->name, ra,
-             hora_op_name(a->op), rb, hora_op_name(b->op));
-    } else if (a->coll == HP_BROADCAST && b->root != a->root) {
-      hc_fmt(msg, len, "Mismatched broadcast root ranks on tensor '%s': rank "
-             "%d gave root %d, but rank %d gave root %d.", t->name, ra,
-             a->root, rb, b->root);
-    } else {
-      continue;
-    }
-    return 1;
-  }
+  for (int i = 0; i < d->nlocal; i++)
+    if (hd_meta_mismatch(t->name, &m[t->first], ra, &m[i],
+                         d->ranks[i].info.rank, msg, len))
+      return 1;
   return 0;
 }
 
@@ -187,7 +183,7 @@ static void tell_coordinator(struct hd_daemon *d, struct hd_tensor *t,
   hc_fmt(m.msg, sizeof m.msg, "%s", msg);
   if (d->left_msg[0]) { /* a host has left: no decision can come */
     char why[HP_MSG_MAX + 1];
-    hc_fmt(why, sizeof why, "%s '%s' cannot run: %s", coll_name(t->coll),
+    hc_fmt(why, sizeof why, "%s '%s' cannot run: %s", hd_coll_name(t->coll),
            t->name, d->left_msg);
     complete_all(d, t, HORA_EPEERGONE, why);
     remove_tensor(d, t);
@@ -238,7 +234,7 @@ void hd_fail_undecided(struct hd_daemon *d, const char *why) {
         continue;
       }
       char msg[HP_MSG_MAX + 1];
-      hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", coll_name(t->coll),
+      hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", hd_coll_name(t->coll),
              t->name, why);
       complete_all(d, t, HORA_EPEERGONE, msg);
       *pp = t->next_hash;
@@ -277,12 +273,12 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
   int rc = check_entry(r, &e, why, sizeof why);
   if (rc < 0) {
     hc_fmt(msg, sizeof msg, "rank %d: bad %s request for tensor '%s': %s",
-           r->info.rank, coll_name(e.coll), e.name, why);
+           r->info.rank, hd_coll_name(e.coll), e.name, why);
     hd_complete(r, e.id, rc, msg);
     return;
   }
   if (d->gone_rank != -1) {
-    hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", coll_name(e.coll),
+    hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", hd_coll_name(e.coll),
            e.name, d->gone_msg);
     hd_complete(r, e.id, d->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE,
                 msg);
@@ -295,7 +291,7 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
   struct hd_tensor **pp = slot_of(d, e.name), *t = *pp;
   if (!t) {
     t = calloc(1, sizeof *t + (size_t)d->nlocal *
-                                  (sizeof(struct hd_part) + sizeof(struct meta)));
+                                  (sizeof(struct hd_part) + sizeof(struct hd_meta)));
     if (!t) {
       hd_complete(r, e.id, HORA_ENOMEM, "horad is out of memory");
       return;
@@ -327,7 +323,7 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
   p->resident = (e.flags & HP_F_RESIDENT) != 0;
   p->offset = e.offset;
   metas_of(d, t)[r->idx] =
-      (struct meta){e.coll, e.dtype, e.op, e.root, e.count};
+      (struct hd_meta){e.coll, e.dtype, e.op, e.root, e.count};
   if (++t->nsubmitted == d->nlocal) make_ready(d, t);
 }
 
@@ -368,7 +364,7 @@ void hd_fail_all(struct hd_daemon *d) {
     while ((t = d->table[i])) {
       char msg[HP_MSG_MAX + 1];
       hc_fmt(msg, sizeof msg, "%s '%s' cannot complete: %s",
-             coll_name(t->coll), t->name, d->gone_msg);
+             hd_coll_name(t->coll), t->name, d->gone_msg);
       complete_all(d, t, status, msg);
       d->table[i] = t->next_hash;
       d->ntensors--;
@@ -408,7 +404,7 @@ void hd_check_stalls(struct hd_daemon *d) {
       missing_ranks(d, t, who, sizeof who);
       if (d->stall_fail_ns && age >= d->stall_fail_ns) {
         hc_fmt(msg, sizeof msg, "%s '%s' stalled for %llu s: rank(s) %s never "
-               "submitted it", coll_name(t->coll), t->name,
+               "submitted it", hd_coll_name(t->coll), t->name,
                (unsigned long long)(age / 1000000000u), who);
         hc_error("%s", msg);
         complete_all(d, t, HORA_ESTALL, msg);
@@ -422,7 +418,7 @@ void hd_check_stalls(struct hd_daemon *d) {
         hc_warn("stall: %s '%s' has waited %llu s for rank(s) %s; the other "
                 "ranks submitted it. Ranks may be issuing collectives in a "
                 "different order or with different names.",
-                coll_name(t->coll), t->name,
+                hd_coll_name(t->coll), t->name,
                 (unsigned long long)(age / 1000000000u), who);
       }
       pp = &t->next_hash;

@@ -602,14 +602,7 @@ static void on_rdv_connection(uv_stream_t *server, int status) {
   struct hr_job *j = server->data;
   struct hp_conn *c;
   if (status < 0 || j->closing) return;
-  unsigned unauth = 0;
-  for (struct hp_conn *k = j->conns; k; k = k->next) unauth += !k->authed;
-  if (unauth >= 64) { /* a flood: the handshakes under way first */
-    uv_tcp_t *tmp = malloc(sizeof *tmp);
-    if (!tmp) return;
-    uv_tcp_init(server->loop, tmp);
-    uv_accept(server, (uv_stream_t *)tmp);
-    uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
+  if (hp_conn_refuse_flood(server, j->conns)) {
     if (++j->nrejected % 100 == 1)
       hr_say(j->out, "too many connections in their handshake; refusing "
              "more");
@@ -909,6 +902,14 @@ static void on_start_timeout(uv_timer_t *t) {
 
 /* ---- setting up ---------------------------------------------------------- */
 
+static void start_failed(struct hr_job *j, struct hr_daemon *d,
+                         const char *err) {
+  hr_say(j->out, "error: host %s: %s", d->name, err);
+  d->reaped = 1;
+  set_exit(j, HR_EXIT_LAUNCHER);
+  stop_job(j, "a horad could not be started");
+}
+
 static void start_remote(struct hr_job *j, struct hr_daemon *d,
                          const char *line) {
   char err[1024];
@@ -931,10 +932,7 @@ static void start_remote(struct hr_job *j, struct hr_daemon *d,
   int rc = hr_spawn_ssh(argv, line, &d->pid, &fd, err, sizeof err);
   hr_strv_free(argv);
   if (rc < 0) {
-    hr_say(j->out, "error: host %s: %s", d->name, err);
-    d->reaped = 1;
-    set_exit(j, HR_EXIT_LAUNCHER);
-    stop_job(j, "a horad could not be started");
+    start_failed(j, d, err);
     return;
   }
   d->started = 1;
@@ -969,10 +967,7 @@ static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
   free(iface);
   memset(line, 0, sizeof line);
   if (rc < 0) {
-    hr_say(j->out, "error: host %s: %s", d->name, err);
-    d->reaped = 1;
-    set_exit(j, HR_EXIT_LAUNCHER);
-    stop_job(j, "a horad could not be started");
+    start_failed(j, d, err);
     return;
   }
   d->started = 1;

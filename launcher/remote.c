@@ -136,18 +136,7 @@ int hr_spawn_ssh(char *const argv[], const char *line, pid_t *pid,
     dup2(in[0], STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
     dup2(out[1], STDERR_FILENO);
-    for (int sig = 1; sig < NSIG; sig++) {
-      struct sigaction sa;
-      if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
-          (sa.sa_handler != SIG_IGN || sig == SIGPIPE)) {
-        sa.sa_handler = SIG_DFL;
-        sa.sa_flags = 0;
-        sigaction(sig, &sa, NULL);
-      }
-    }
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
+    hr_child_signals();
     execvp(argv[0], argv);
     int e = errno;
     ssize_t w = write(ep[1], &e, sizeof e);

@@ -85,6 +85,24 @@ oom:
   return NULL;
 }
 
+void hr_child_signals(void) {
+  /* Handlers horarun installed must not run here once signals are
+   * unblocked (exec would reset them, but only later); SIGPIPE was
+   * ignored for horarun's sake only. */
+  for (int sig = 1; sig < NSIG; sig++) {
+    struct sigaction sa;
+    if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
+        (sa.sa_handler != SIG_IGN || sig == SIGPIPE)) {
+      sa.sa_handler = SIG_DFL;
+      sa.sa_flags = 0;
+      sigaction(sig, &sa, NULL);
+    }
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 /* In the child between fork and exec: only async-signal-safe calls. */
 static void child_exec(const char *path, char *const envp[], int sock,
                        int devnull, int errw, int boot, const char *iface) {
@@ -104,21 +122,7 @@ static void child_exec(const char *path, char *const envp[], int sock,
     for (long fd = HR_CONTROL_FD + 2; fd < max && fd < 65536; fd++)
       close((int)fd);
   }
-  /* Handlers horarun installed must not run here once signals are
-   * unblocked (exec would reset them, but only later); SIGPIPE was
-   * ignored for horarun's sake only. */
-  for (int sig = 1; sig < NSIG; sig++) {
-    struct sigaction sa;
-    if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_DFL &&
-        (sa.sa_handler != SIG_IGN || sig == SIGPIPE)) {
-      sa.sa_handler = SIG_DFL;
-      sa.sa_flags = 0;
-      sigaction(sig, &sa, NULL);
-    }
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
+  hr_child_signals();
   if (strchr(path, '/'))
     execve(path, argv, envp);
   else

@@ -31,6 +31,11 @@ void hr_strv_free(char **v);
  * every other fd closed. On success returns 0, *pid and *fd (horarun's end,
  * close-on-exec; the caller owns it); returns -1 with a reason in err when
  * horad could not be started (including when exec failed). */
+/* In a child between fork and exec (async-signal-safe): default
+ * dispositions for what horarun caught or ignored for itself, and no
+ * blocked signals. */
+void hr_child_signals(void);
+
 /* With `boot` (a bootstrap line, see remote.h) horad also gets
  * --bootstrap and reads that line from its standard input, a pipe; with
  * `iface`, --iface IFACE. */

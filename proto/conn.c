@@ -67,6 +67,18 @@ void hp_conn_track(struct hp_conn *c, struct hp_conn **head) {
   *head = c;
 }
 
+int hp_conn_refuse_flood(uv_stream_t *server, const struct hp_conn *list) {
+  unsigned unauth = 0;
+  for (const struct hp_conn *k = list; k; k = k->next) unauth += !k->authed;
+  if (unauth < HP_UNAUTH_MAX) return 0;
+  uv_tcp_t *tmp = malloc(sizeof *tmp);
+  if (!tmp) return 0; /* hp_conn_accept() fails (and takes it) then */
+  uv_tcp_init(server->loop, tmp);
+  uv_accept(server, (uv_stream_t *)tmp);
+  uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
+  return 1;
+}
+
 void hp_conn_close_all(struct hp_conn **head, const char *why) {
   for (struct hp_conn *c = *head; c; c = c->next) hp_conn_close(c, why);
 }

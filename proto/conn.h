@@ -111,6 +111,15 @@ void hp_conn_set_place(struct hp_conn *c, uint16_t type, size_t pre,
  * own buffer instead (the placed one may be reused). */
 void hp_conn_unplace(struct hp_conn *c);
 
+/* Strangers in their handshake at once: past this, new connections are
+ * accepted and closed at once (the handshakes under way go first). */
+#define HP_UNAUTH_MAX 64
+
+/* When `list` (see hp_conn_track) holds HP_UNAUTH_MAX connections still in
+ * their handshake, accepts the pending connection of `server`, closes it
+ * and returns 1; else returns 0 and leaves it to hp_conn_accept(). */
+int hp_conn_refuse_flood(uv_stream_t *server, const struct hp_conn *list);
+
 /* Puts c on the list at *head (it leaves it when freed), so that the owner
  * can close every connection it has, authenticated or not. */
 void hp_conn_track(struct hp_conn *c, struct hp_conn **head);
