@@ -8,6 +8,8 @@
 #   edges   the limits of the documented arithmetic, 3 x 2 (--config-file);
 #   mib     every dtype and op at just over 1 MiB (odd element counts), 3 x 1
 #           (ring chunks that do not divide evenly over the hosts);
+#   chunks  tensors streamed through 64 KiB staging chunks (1 MiB arena),
+#           averages, products, broadcasts, 3 x 2;
 #   async   names submitted in rank-dependent orders, hundreds in flight,
 #           unnamed ones, awkward names: 3 x 2 (--config-file) and 2 x 1;
 #   threads several threads per rank submitting at once, 2 x 2;
@@ -44,6 +46,14 @@ mh_assert_no_job_procs "$MARK"
 
 hrun mib.3x1 240 -np 3 -H h1:1,h2:1,h3:1 "$T/it_coll" matrix -s b1M+3 -m ip_alloc,oop_malloc -x 3 -q
 ok mib.3x1 3
+
+# tensors larger than a small arena: streamed through the staging chunks
+# of each rank while the pieces cross hosts (copy-in, ring, copy-out of
+# different chunks overlap); averages, products and broadcasts
+hrun chunks.3x2 240 HORA_ARENA_SIZE=1M HORA_CHUNK_SIZE=64K -np 6 \
+  -H h1:2,h2:2,h3:2 "$T/it_coll" matrix -s b2M+7 -o average,product \
+  -m ip_malloc,oop_sm_ra,rankmix -b -x 6 -q
+ok chunks.3x2 6
 
 # the order test: every rank submits the same names in its own order
 hrun async.3x2 240 --config-file "$MH_TMP/3x2.yaml" "$T/it_coll" async -x 6
