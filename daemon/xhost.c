@@ -63,7 +63,7 @@ struct hd_xop {
                    for a float16/bfloat16 SUM, PRODUCT or AVERAGE, rounded
                    once at the end, as on one host (reduce.h) */
   uint64_t next_piece, nfinished;
-  uint64_t *chunk_started, *chunk_final; /* pieces started / finished */
+  uint64_t *chunk_final; /* per chunk: pieces finished */
   uint64_t chunks_out; /* chunks whose pieces all finished */
   struct xh_slot slot[XH_WINDOW];
   unsigned char *scratch; /* a reduce-scatter step's data, read into it */
@@ -386,7 +386,6 @@ static void start_piece(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
     send_step(d, x, sl, 0);
     finalize(d, x, sl);
   }
-  x->chunk_started[p / x->ppc]++;
   x->next_piece++;
 }
 
@@ -446,16 +445,14 @@ static int start_op(struct hd_daemon *d, struct hd_xop *x,
   uint64_t last = t->count - (x->nchunks - 1) * x->chunk_elems;
   x->npieces = (x->nchunks - 1) * x->ppc +
                (last + x->piece_elems - 1) / x->piece_elems;
-  x->chunk_started = calloc(x->nchunks, sizeof *x->chunk_started);
   x->chunk_final = calloc(x->nchunks, sizeof *x->chunk_final);
   for (int i = 0; i < XH_WINDOW; i++) x->slot[i].busy = 0;
   t->nchunks = x->nchunks;
   t->chunk_elems = x->chunk_elems;
-  if (!x->chunk_started || !x->chunk_final ||
+  if (!x->chunk_final ||
       (x->root_host < 0 && t->coll == HP_BROADCAST)) {
-    free(x->chunk_started);
     free(x->chunk_final);
-    x->chunk_started = x->chunk_final = NULL;
+    x->chunk_final = NULL;
     x->active = 0;
     x->t = NULL;
     return -1;
@@ -464,9 +461,8 @@ static int start_op(struct hd_daemon *d, struct hd_xop *x,
 }
 
 static void end_op(struct hd_xop *x) {
-  free(x->chunk_started);
   free(x->chunk_final);
-  x->chunk_started = x->chunk_final = NULL;
+  x->chunk_final = NULL;
   x->t = NULL;
   x->active = 0;
 }
