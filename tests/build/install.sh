@@ -8,7 +8,7 @@ cd "$HORA_TOP"
 make -s BUILD="$BUILD" install PREFIX="$tmp/prefix" >"$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
 for f in bin/horarun bin/horad lib/libhora.so lib/libhora.a include/hora.h \
   lib/pkgconfig/hora.pc share/man/man1/horarun.1 share/man/man3/hora.3 \
-  share/man/man8/horad.8; do
+  share/man/man5/hora.yaml.5 share/man/man8/horad.8; do
   [ -e "$tmp/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done
 cat >"$tmp/p.c" <<'C'
