@@ -38,7 +38,7 @@ static void usage(FILE *f) {
           "See horad(8).\n");
 }
 
-/* Reads "HORA1 <host> <port> <secret-hex>" from stdin (the ssh channel, or
+/* Reads "HORA1 <host> <port> <secret-hex> <heartbeat-timeout>" from stdin (the ssh channel, or
  * a pipe from horarun): the secret never appears on a command line or in
  * the environment. Returns 0 or -1 (reported). */
 static int read_bootstrap(struct hd_daemon *d, int *port) {
@@ -61,9 +61,10 @@ static int read_bootstrap(struct hd_daemon *d, int *port) {
   line[n] = '\0';
   char hex[2 * HP_SECRET_LEN + 2];
   int host, p, used = 0;
-  if (sscanf(line, "HORA1 %d %d %65s%n", &host, &p, hex, &used) != 3 ||
-      host < 0 || p < 0 || p > 65535 || line[used] != '\0' ||
-      hp_unhex(hex, d->secret, HP_SECRET_LEN) < 0) {
+  double hb = 0;
+  if (sscanf(line, "HORA1 %d %d %65s %lf%n", &host, &p, hex, &hb, &used) != 4 ||
+      host < 0 || p < 0 || p > 65535 || line[used] != '\0' || !(hb > 0) ||
+      hb > 1e6 || hp_unhex(hex, d->secret, HP_SECRET_LEN) < 0) {
     fprintf(stderr, "horad: error: malformed bootstrap line on standard "
                     "input (horad is started by horarun)\n");
     return -1;
@@ -73,6 +74,11 @@ static int read_bootstrap(struct hd_daemon *d, int *port) {
   d->boot = 1;
   d->boot_host = host;
   *port = p;
+  /* horarun's heartbeat timeout: both ends must use it from the start,
+   * before the job (and its environment) arrives */
+  char v[32];
+  hc_fmt(v, sizeof v, "%g", hb);
+  setenv("HORA_HEARTBEAT_TIMEOUT", v, 1);
   return 0;
 }
 

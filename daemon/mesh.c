@@ -289,6 +289,11 @@ static void on_mesh_close(struct hp_conn *c, const char *why) {
   struct hd_daemon *d = conn_daemon(c);
   int e = early_index(d, c);
   if (e >= 0) d->early[e] = d->early[--d->nearly];
+  if (!d->mesh_conns && d->close_timer.loop &&
+      uv_is_active((uv_handle_t *)&d->close_timer)) {
+    uv_timer_stop(&d->close_timer); /* every goodbye went out */
+    uv_close((uv_handle_t *)&d->close_timer, NULL);
+  }
   int host = host_of(d, c);
   if (host < 0) {
     /* one line per stranger, thinned out when they come in floods */
@@ -301,11 +306,6 @@ static void on_mesh_close(struct hp_conn *c, const char *why) {
   }
   if (!d->peers[host].lost) host_lost(d, host, why);
   d->peers[host].c = NULL;
-  if (!d->mesh_conns && d->close_timer.loop &&
-      uv_is_active((uv_handle_t *)&d->close_timer)) {
-    uv_timer_stop(&d->close_timer); /* every goodbye went out */
-    uv_close((uv_handle_t *)&d->close_timer, NULL);
-  }
 }
 
 /* DATA goes straight into the running operation's buffers when it can. */

@@ -40,6 +40,8 @@ struct xh_slot {
   uint64_t piece, off, cnt;
   int recvd; /* ring steps received */
   int finalized;
+  int divide_w; /* W is a rank's memory and an AVERAGE: divide it once the
+                   socket has taken every send from it */
 };
 
 struct early {
@@ -237,12 +239,14 @@ static void finalize(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl) 
   void *dst[256];
   int nd = 0;
   /* W itself is an output when it is a rank's memory: it needs writing
-   * only to divide an AVERAGE */
-  int avg = t->coll == HP_ALLREDUCE && t->op == HORA_AVERAGE;
+   * only to divide an AVERAGE, and not before the last send from it has
+   * left (the next host must get the sum): see advance(). */
   for (int i = 0; i < d->nlocal && nd < 256; i++) {
     if (t->coll != HP_ALLREDUCE && hd_is_root(d, t, i)) continue;
     unsigned char *p = part_ptr(d, x, i, sl->off);
-    if (p != sl->buf || avg || x->wide) dst[nd++] = p;
+    if (p != sl->buf || x->wide) dst[nd++] = p;
+    else if (t->op == HORA_AVERAGE && t->coll == HP_ALLREDUCE)
+      sl->divide_w = 1;
   }
   if (x->wide == WIDE_INT) {
     narrow_avg(dst, nd, (const uint64_t *)sl->buf, sl->cnt, t->dtype,
@@ -360,6 +364,7 @@ static void start_piece(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
   sl->piece = p;
   sl->recvd = 0;
   sl->finalized = 0;
+  sl->divide_w = 0;
   piece_range(x, p, &sl->off, &sl->cnt);
   /* W is the first local rank's own memory (the root's, for a
    * broadcast from here): reduced into in place, sent from, received into,
@@ -491,6 +496,12 @@ static int advance(struct hd_daemon *d, struct hd_xop *x) {
   for (int s = 0; s < XH_WINDOW; s++) {
     struct xh_slot *sl = &x->slot[s];
     if (sl->busy && sl->finalized && !sl->pending) {
+      if (sl->divide_w) { /* in place: dst and src the very same */
+        void *dst[1] = {sl->buf};
+        const void *src[1] = {sl->buf};
+        hd_reduce(dst, 1, src, 1, sl->cnt, t->dtype, t->op, d->job.size);
+        sl->divide_w = 0;
+      }
       /* a staging chunk is copied out once no send reads it any more */
       sl->busy = 0;
       x->nfinished++;
@@ -647,8 +658,12 @@ void hd_xhost_abort(struct hd_daemon *d) {
   struct hd_xop *x = d->xop;
   if (!x) return;
   /* A frame being read into a rank's memory must not land there once
-   * the rank has its buffer back (with an error). */
-  struct hp_conn *c = d->peers ? hd_mesh_conn(d, x->prev) : NULL;
+   * the rank has its buffer back (with an error); a link paused for
+   * backpressure must be read again (to hear of the end). */
+  int prev = d->job.nhosts
+                 ? (int)((d->job.host_index + d->job.nhosts - 1) % d->job.nhosts)
+                 : 0;
+  struct hp_conn *c = d->peers ? hd_mesh_conn(d, prev) : NULL;
   if (c) {
     hp_conn_unplace(c);
     hp_conn_resume(c);

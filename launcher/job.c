@@ -950,8 +950,9 @@ static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
   char err[1024], line[128];
   int fd = -1;
   if (j->multi)
-    hr_boot_line(line, sizeof line, (int)(d - j->d), d->remote ? j->rdv_port : 0,
-                 j->secret, sizeof j->secret);
+    hr_boot_line(line, sizeof line, (int)(d - j->d),
+                 d->remote ? j->rdv_port : 0, j->secret, sizeof j->secret,
+                 (double)j->hb_timeout_ns / 1.5e9);
   if (d->remote) {
     start_remote(j, d, line);
     memset(line, 0, sizeof line);

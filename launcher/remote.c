@@ -15,10 +15,12 @@
 #include "spawn.h"
 
 void hr_boot_line(char *buf, size_t len, int host, int port,
-                  const unsigned char *secret, size_t secret_len) {
+                  const unsigned char *secret, size_t secret_len,
+                  double heartbeat_timeout) {
   char hex[2 * HP_SECRET_LEN + 1];
   hp_hex(secret, HC_MIN(secret_len, (size_t)HP_SECRET_LEN), hex);
-  hc_fmt(buf, len, "HORA1 %d %d %s\n", host, port, hex);
+  hc_fmt(buf, len, "HORA1 %d %d %s %g\n", host, port, hex,
+         heartbeat_timeout);
   memset(hex, 0, sizeof hex);
 }
 

@@ -9,10 +9,12 @@
 #include "hosts.h"
 
 /* The line horad reads first on its standard input: host index, the
- * rendezvous port (0 for horad on this machine) and the job secret, hex.
- * Never a command line or an environment variable: `ps` would show it. */
+ * rendezvous port (0 for horad on this machine), the job secret in hex
+ * (never on a command line or in the environment: `ps` would show it) and
+ * the heartbeat timeout in seconds (both ends need it before the job). */
 void hr_boot_line(char *buf, size_t len, int host, int port,
-                  const unsigned char *secret, size_t secret_len);
+                  const unsigned char *secret, size_t secret_len,
+                  double heartbeat_timeout);
 
 /* The --iface value for host h: its own interface from the config, else
  * every --network-interface, comma separated; NULL when none. Returns a

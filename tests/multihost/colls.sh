@@ -8,6 +8,7 @@
 #   edges   the limits of the documented arithmetic, 3 x 2 (--config-file);
 #   mib     every dtype and op at just over 1 MiB (odd element counts), 3 x 1
 #           (ring chunks that do not divide evenly over the hosts);
+#   avg     float averages of 8M elements (several windows of pieces), 2 x 1;
 #   chunks  tensors streamed through 64 KiB staging chunks (1 MiB arena),
 #           averages, products, broadcasts, 3 x 2;
 #   async   names submitted in rank-dependent orders, hundreds in flight,
@@ -46,6 +47,12 @@ mh_assert_no_job_procs "$MARK"
 
 hrun mib.3x1 240 -np 3 -H h1:1,h2:1,h3:1 "$T/it_coll" matrix -s b1M+3 -m ip_alloc,oop_malloc -x 3 -q
 ok mib.3x1 3
+
+# large float averages: the last division must wait until every send of
+# the (undivided) sum has left, or the next host divides twice
+hrun avg.2x1 240 -np 2 -H h1:1,h2:1 "$T/it_coll" matrix -t float32,float64 \
+  -o average -s 8M+1 -m ip_alloc,oop_malloc -x 2 -q
+ok avg.2x1 2
 
 # tensors larger than a small arena: streamed through the staging chunks
 # of each rank while the pieces cross hosts (copy-in, ring, copy-out of
