@@ -207,6 +207,7 @@ static void handle_frame(struct hd_daemon *d, const struct hp_frame_hdr *h,
                   d->gone_rank >= 0 || d->multi ? 500 : 0);
     free(why);
   } else if (h->type == HP_MSG_HEARTBEAT) {
+    /* nothing to do: arriving refreshed the connection's last_rx */
   } else {
     hc_warn("unexpected message type %u from horarun; ignored", h->type);
   }
