@@ -35,6 +35,8 @@ IT_START=$(date +%s.%N)
 IT_FAILURES=0
 MARK="hora-it-$IT_NAME-$$-$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
 IT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/hora-it-$IT_NAME.XXXXXX") || exit 1
+T_JOBS=$IT_TMP # where each job's files go (tests/expect.sh)
+. "$HORA_TOP/tests/expect.sh"
 case "$BUILD" in
 *build-asan | *build-asan/) HORA_TEST_SCALE=${HORA_TEST_SCALE:-small} ;;
 esac
@@ -61,10 +63,6 @@ it_elapsed() {
 say() { echo "[$IT_NAME +$(it_elapsed "$IT_START")s] $*"; }
 
 # fail MESSAGE: one failure; the driver goes on and exits 1 in finish.
-fail() {
-  IT_FAILURES=$((IT_FAILURES + 1))
-  echo "FAIL: $*"
-}
 
 skip() {
   echo "$*"
@@ -72,21 +70,6 @@ skip() {
 }
 
 is_small() { [ "$HORA_TEST_SCALE" = small ]; }
-
-# show NAME: the command, exit status and the end of the output of job NAME.
-show() {
-  # once per job: later failures of the same job refer to it
-  if [ -e "$IT_TMP/$1.shown" ]; then
-    echo "    (output of $1 shown above)"
-    return
-  fi
-  : >"$IT_TMP/$1.shown"
-  echo "    --- $1: $(cat "$IT_TMP/$1.cmd" 2>/dev/null)"
-  echo "    --- exit status $(cat "$IT_TMP/$1.rc" 2>/dev/null), $(cat "$IT_TMP/$1.time" 2>/dev/null)s; last lines of stdout:"
-  tail -n "${2:-25}" "$IT_TMP/$1.out" 2>/dev/null | sed 's/^/    | /'
-  echo "    --- last lines of stderr:"
-  tail -n "${2:-25}" "$IT_TMP/$1.err" 2>/dev/null | sed 's/^/    | /'
-}
 
 # hrun NAME TIMEOUT [VAR=value ...] HORARUN-ARGS...
 # Runs horarun under a timeout, with the job's marker, in a private TMPDIR;
@@ -150,57 +133,10 @@ solo() {
   it_sanitized "$_name"
 }
 
-# expect_rc NAME WANT: the job's exit status must be WANT.
-expect_rc() {
-  _rc=$(cat "$IT_TMP/$1.rc" 2>/dev/null)
-  if [ "$_rc" != "$2" ]; then
-    fail "$1: expected exit status $2, got ${_rc:-?}"
-    show "$1"
-    return 1
-  fi
-  return 0
-}
-
-# expect_grep NAME out|err ERE WHAT: some line of the job's stdout/stderr
-# must match ERE.
-expect_grep() {
-  if ! grep -Eq -- "$3" "$IT_TMP/$1.$2"; then
-    fail "$1: $4: expected a line of $2 matching /$3/, found none"
-    show "$1"
-    return 1
-  fi
-  return 0
-}
-
-# expect_nogrep NAME out|err ERE WHAT: no line may match ERE.
-expect_nogrep() {
-  if grep -Eq -- "$3" "$IT_TMP/$1.$2"; then
-    fail "$1: $4: expected no line of $2 matching /$3/, found:"
-    grep -E -- "$3" "$IT_TMP/$1.$2" | head -n 10 | sed 's/^/    | /'
-    show "$1" 10
-    return 1
-  fi
-  return 0
-}
-
-# expect_count NAME out|err ERE N WHAT: exactly N lines match ERE.
-expect_count() {
-  _n=$(grep -Ec -- "$3" "$IT_TMP/$1.$2")
-  if [ "$_n" != "$4" ]; then
-    fail "$1: $5: expected $4 lines of $2 matching /$3/, found $_n"
-    show "$1"
-    return 1
-  fi
-  return 0
-}
-
-# expect_quiet NAME: no warning or error logged by horad, libhora or
-# horarun (a healthy job has nothing to complain about).
-expect_quiet() {
-  expect_nogrep "$1" err '(^|>:)(horad|hora|libhora|horarun)(\[[0-9]+\])?:? (WARNING|ERROR|FATAL)' \
-    "nothing logged at warning level or above"
-}
-
+# show, fail and the expect_* verdicts: tests/expect.sh. expect_quiet: no
+# warning or error logged by horad, libhora or horarun (a healthy job has
+# nothing to complain about).
+QUIET_RE='(^|>:)(horad|hora|libhora|horarun)(\[[0-9]+\])?:? (WARNING|ERROR|FATAL)'
 # it_marked_pids MARKER: processes (not this shell) whose command line or
 # environment holds MARKER.
 it_marked_pids() {

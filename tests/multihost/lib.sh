@@ -65,6 +65,7 @@
 
 HORA_TOP=${HORA_TOP:-$(cd "$(dirname "$0")/../.." && pwd)}
 BUILD=$(cd "${BUILD:-$HORA_TOP/build}" 2>/dev/null && pwd) || BUILD=${BUILD:-$HORA_TOP/build}
+. "$HORA_TOP/tests/expect.sh"
 HORARUN=${HORARUN:-$BUILD/bin/horarun}
 HORAD=${HORAD:-$(dirname "$HORARUN")/horad}
 # shellcheck disable=SC2034 # used by the drivers
@@ -100,6 +101,7 @@ MH_BR="$MH_ID-br"
 MH_SSHD=${MH_SSHD:-$(command -v sshd 2>/dev/null || echo /usr/sbin/sshd)}
 MH_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 MH_TMP=""
+T_JOBS=""                  # each job's files (tests/expect.sh): MH_TMP
 MH_HOSTS=""                # h1 .. hN
 MH_NODES=""                # every namespace but the bridge's: client hx h1..
 MH_BG=""                   # background pids of this driver (killed at exit)
@@ -127,10 +129,6 @@ mh_past() {
 say() { echo "[$IT_NAME +$(mh_elapsed "$IT_START")s] $*"; }
 
 # fail MESSAGE: one failure; the driver goes on and exits 1 in finish.
-fail() {
-  IT_FAILURES=$((IT_FAILURES + 1))
-  echo "FAIL: $*"
-}
 
 # skip REASON: this machine cannot run the test (exit 77, or a failure with
 # HORA_MULTIHOST=require).
@@ -460,6 +458,7 @@ mh_setup() {
   _n=${1:-3}
   mh_prereq
   MH_TMP=$(mktemp -d "/tmp/hora-mh.XXXXXX") || exit 1
+  T_JOBS=$MH_TMP
   MH_UP=1
   trap 'mh_on_exit' EXIT
   trap 'exit 130' INT
@@ -613,18 +612,6 @@ mh_on_exit() {
 
 # ---- jobs -----------------------------------------------------------------------
 # show NAME: the command, exit status and the end of the output of job NAME.
-show() {
-  if [ -e "$MH_TMP/$1.shown" ]; then
-    echo "    (output of $1 shown above)"
-    return
-  fi
-  : >"$MH_TMP/$1.shown"
-  echo "    --- $1: $(cat "$MH_TMP/$1.cmd" 2>/dev/null)"
-  echo "    --- exit status $(cat "$MH_TMP/$1.rc" 2>/dev/null), $(cat "$MH_TMP/$1.time" 2>/dev/null)s; last lines of stdout:"
-  tail -n "${2:-25}" "$MH_TMP/$1.out" 2>/dev/null | sed 's/^/    | /'
-  echo "    --- last lines of stderr:"
-  tail -n "${2:-25}" "$MH_TMP/$1.err" 2>/dev/null | sed 's/^/    | /'
-}
 
 # hrun_start NAME [VAR=value ...] HORARUN-ARGS...: horarun in the
 # background, on the client (or on $HRUN_FROM), with the job's marker
@@ -738,60 +725,12 @@ mh_sanitized() {
   fi
 }
 
-# expect_rc NAME WANT: the job's exit status must be WANT ("nonzero": any
-# status but 0, and not killed by the test's timeout).
-expect_rc() {
-  local _rc
-  _rc=$(cat "$MH_TMP/$1.rc" 2>/dev/null)
-  case "$2" in
-  nonzero) [ -n "$_rc" ] && [ "$_rc" != 0 ] && [ "$_rc" != 124 ] && return 0 ;;
-  *) [ "$_rc" = "$2" ] && return 0 ;;
-  esac
-  fail "$1: expected exit status $2, got ${_rc:-?}"
-  show "$1"
-  return 1
-}
-
-# expect_grep NAME out|err ERE WHAT: some line must match ERE.
-expect_grep() {
-  if ! grep -Eq -- "$3" "$MH_TMP/$1.$2"; then
-    fail "$1: $4: expected a line of $2 matching /$3/, found none"
-    show "$1"
-    return 1
-  fi
-  return 0
-}
-
-# expect_nogrep NAME out|err ERE WHAT: no line may match ERE.
-expect_nogrep() {
-  if grep -Eq -- "$3" "$MH_TMP/$1.$2"; then
-    fail "$1: $4: expected no line of $2 matching /$3/, found:"
-    grep -E -- "$3" "$MH_TMP/$1.$2" | head -n 10 | sed 's/^/    | /'
-    show "$1" 10
-    return 1
-  fi
-  return 0
-}
-
-# expect_count NAME out|err ERE N WHAT: exactly N lines match ERE.
-expect_count() {
-  local _n
-  _n=$(grep -Ec -- "$3" "$MH_TMP/$1.$2")
-  if [ "$_n" != "$4" ]; then
-    fail "$1: $5: expected $4 lines of $2 matching /$3/, found $_n"
-    show "$1"
-    return 1
-  fi
-  return 0
-}
-
-# expect_quiet NAME: no warning or error logged by horad (also as relayed
-# by horarun: "horarun: host h1: horad[PID] WARNING: ..."), libhora,
-# horarun or ssh (a healthy job has nothing to complain about).
-expect_quiet() {
-  expect_nogrep "$1" err '(^|>:|: )(horad|hora|libhora|horarun)(\[[0-9]+\])?:? (WARNING|ERROR|FATAL)|^horarun: (error|warning)|^ssh:' \
-    "nothing logged at warning level or above"
-}
+# show, fail, expect_rc (also "nonzero"), expect_grep, expect_nogrep,
+# expect_count, expect_quiet: tests/expect.sh. expect_quiet here: no
+# warning or error logged by horad (also as relayed by horarun: "horarun:
+# host h1: horad[PID] WARNING: ..."), libhora, horarun or ssh (a healthy job
+# has nothing to complain about).
+QUIET_RE='(^|>:|: )(horad|hora|libhora|horarun)(\[[0-9]+\])?:? (WARNING|ERROR|FATAL)|^horarun: (error|warning)|^ssh:'
 
 # expect_within NAME SECONDS WHAT: the job took at most SECONDS.
 expect_within() {
@@ -846,6 +785,7 @@ if [ "$IT_NAME" = lib ]; then
   if [ "${1:-}" = --clean ]; then
     mh_prereq
     MH_TMP=$(mktemp -d "/tmp/hora-mh.XXXXXX") || exit 1
+  T_JOBS=$MH_TMP
     mh_cleanup_stale
     [ -e "$MH_TMP/made-etc-netns" ] && rmdir /etc/netns 2>/dev/null
     rm -rf "$MH_TMP"
