@@ -30,12 +30,6 @@ struct hd_coord {
   uint64_t seq;
 };
 
-static uint64_t hash(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
 static struct hd_coord *coord(struct hd_daemon *d) {
   if (!d->coord) {
     d->coord = calloc(1, sizeof *d->coord);
@@ -58,17 +52,18 @@ static int mismatch(const struct hp_nego_ready *a,
   return hd_meta_mismatch(a->name, &ma, a->rank, &mb, b->rank, msg, len);
 }
 
-static void decide(struct hd_daemon *d, struct centry *e) {
-  struct hp_nego_decide m = {.seq = d->coord->seq++};
+/* Sends the decision on e (status 0: run it as decision number `seq`) to
+ * every host that said ready for it: only those hold it (a stalled
+ * operation fails only where it was submitted). */
+static void send_decision(struct hd_daemon *d, struct centry *e,
+                          uint64_t seq, int status) {
+  struct hp_nego_decide m = {.seq = seq, .status = status};
   memcpy(m.name, e->first.name, sizeof m.name);
-  if (e->mismatch) {
-    m.status = HORA_EMISMATCH;
-    hc_fmt(m.msg, sizeof m.msg, "%s", e->msg);
-  }
+  if (status) hc_fmt(m.msg, sizeof m.msg, "%s", e->msg);
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   for (uint32_t i = 1; i < d->job.nhosts; i++) {
-    if (!e->seen[i]) continue; /* a stalled operation fails only there */
+    if (!e->seen[i]) continue;
     hp_enc_nego_decide(&w, &m);
     hd_mesh_send(d, (int)i, &w);
   }
@@ -76,8 +71,12 @@ static void decide(struct hd_daemon *d, struct centry *e) {
   if (e->seen[0]) hd_decide(d, &m);
 }
 
+static void decide(struct hd_daemon *d, struct centry *e) {
+  send_decision(d, e, d->coord->seq++, e->mismatch ? HORA_EMISMATCH : 0);
+}
+
 static void unlink_entry(struct hd_coord *c, struct centry *e) {
-  struct centry **pp = &c->table[hash(e->first.name) & (c->size - 1)];
+  struct centry **pp = &c->table[hd_name_hash(e->first.name) & (c->size - 1)];
   while (*pp != e) pp = &(*pp)->next;
   *pp = e->next;
   c->n--;
@@ -91,7 +90,7 @@ void hd_coord_ready(struct hd_daemon *d, int host,
     hc_error("coordinator out of memory");
     return;
   }
-  struct centry **pp = &c->table[hash(m->name) & (c->size - 1)], *e;
+  struct centry **pp = &c->table[hd_name_hash(m->name) & (c->size - 1)], *e;
   for (e = *pp; e && strcmp(e->first.name, m->name); e = e->next) {}
   if (!e) {
     e = calloc(1, sizeof *e + d->job.nhosts);
@@ -152,24 +151,11 @@ void hd_coord_check_stalls(struct hd_daemon *d) {
       char who[512];
       if (d->stall_fail_ns && age >= d->stall_fail_ns) {
         missing(d, e, who, sizeof who);
-        e->mismatch = 1;
         hc_fmt(e->msg, sizeof e->msg, "%s '%s' stalled for %llu s: the ranks "
                "of %s never submitted it", hd_coll_name(e->first.coll),
                e->first.name, (unsigned long long)(age / 1000000000u), who);
         hc_error("%s", e->msg);
-        struct hp_nego_decide m = {.seq = UINT64_MAX,
-                                   .status = HORA_ESTALL};
-        memcpy(m.name, e->first.name, sizeof m.name);
-        hc_fmt(m.msg, sizeof m.msg, "%s", e->msg);
-        struct hp_wbuf w;
-        hp_wbuf_init(&w);
-        for (uint32_t h = 1; h < d->job.nhosts; h++) {
-          if (!e->seen[h]) continue;
-          hp_enc_nego_decide(&w, &m);
-          hd_mesh_send(d, (int)h, &w);
-        }
-        hp_wbuf_free(&w);
-        if (e->seen[0]) hd_decide(d, &m);
+        send_decision(d, e, UINT64_MAX, HORA_ESTALL);
         unlink_entry(c, e);
         continue;
       }

@@ -253,6 +253,7 @@ struct hd_meta {
   uint64_t count;
 };
 const char *hd_coll_name(int coll); /* "allreduce" */
+uint64_t hd_name_hash(const char *name); /* FNV-1a, for the name tables */
 /* Describes how b (of rank rb) differs from a (of rank ra) in msg, as
  * Horovod words it; 0 when they agree. */
 int hd_meta_mismatch(const char *name, const struct hd_meta *a, int ra,

@@ -71,6 +71,21 @@ static void set_gone(struct hd_daemon *d, int rank, const char *msg) {
   hd_fail_all(d);
 }
 
+/* Spreads m: the coordinator reaches every host (but `skip`, where it came
+ * from); the others tell the coordinator, which passes it on. */
+static void send_gone(struct hd_daemon *d, const struct hp_rank_gone *m,
+                      int skip) {
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  for (uint32_t i = 0; i < d->job.nhosts; i++) {
+    if (i == d->job.host_index || (int)i == skip) continue;
+    if (d->job.host_index != 0 && i != 0) continue;
+    hp_enc_rank_gone(&w, m);
+    hd_mesh_send(d, (int)i, &w);
+  }
+  hp_wbuf_free(&w);
+}
+
 void hd_mesh_announce_gone(struct hd_daemon *d, int rank, int host,
                            const char *msg) {
   if (!d->multi || !d->peers) return;
@@ -78,17 +93,7 @@ void hd_mesh_announce_gone(struct hd_daemon *d, int rank, int host,
     hc_fmt(d->left_msg, sizeof d->left_msg, "%s", msg);
   struct hp_rank_gone m = {.rank = rank, .host = host};
   hc_fmt(m.msg, sizeof m.msg, "%s", msg);
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  /* The coordinator reaches every host; the others tell the coordinator,
-   * which passes it on. */
-  for (uint32_t i = 0; i < d->job.nhosts; i++) {
-    if ((int)i == (int)d->job.host_index) continue;
-    if (d->job.host_index != 0 && i != 0) continue;
-    hp_enc_rank_gone(&w, &m);
-    hd_mesh_send(d, (int)i, &w);
-  }
-  hp_wbuf_free(&w);
+  send_gone(d, &m, -1);
 }
 
 static void host_lost(struct hd_daemon *d, int host, const char *why) {
@@ -119,16 +124,7 @@ static void on_rank_gone(struct hd_daemon *d, int from,
   int fresh = d->gone_rank == -1;
   set_gone(d, m->rank, m->msg);
   /* The coordinator passes news from one host to all the others. */
-  if (fresh && d->job.host_index == 0) {
-    struct hp_wbuf w;
-    hp_wbuf_init(&w);
-    for (uint32_t i = 1; i < d->job.nhosts; i++) {
-      if ((int)i == from) continue;
-      hp_enc_rank_gone(&w, m);
-      hd_mesh_send(d, (int)i, &w);
-    }
-    hp_wbuf_free(&w);
-  }
+  if (fresh && d->job.host_index == 0) send_gone(d, m, from);
 }
 
 /* The coordinator tells every other host that `from` has left (a
@@ -137,14 +133,7 @@ static void on_rank_gone(struct hd_daemon *d, int from,
 static void relay_left(struct hd_daemon *d, int from) {
   struct hp_rank_gone m = {.rank = -1, .host = from};
   hc_fmt(m.msg, sizeof m.msg, "%s", d->left_msg);
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  for (uint32_t i = 1; i < d->job.nhosts; i++) {
-    if ((int)i == from) continue;
-    hp_enc_rank_gone(&w, &m);
-    hd_mesh_send(d, (int)i, &w);
-  }
-  hp_wbuf_free(&w);
+  send_gone(d, &m, from);
 }
 
 /* ---- frames -------------------------------------------------------------- */

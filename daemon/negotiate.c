@@ -20,14 +20,14 @@ const char *hd_coll_name(int c) {
   }
 }
 
-static uint64_t hash_name(const char *s) {
+uint64_t hd_name_hash(const char *s) {
   uint64_t h = 1469598103934665603ull; /* FNV-1a */
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
   return h;
 }
 
 static struct hd_tensor **slot_of(struct hd_daemon *d, const char *name) {
-  struct hd_tensor **pp = &d->table[hash_name(name) & (d->table_size - 1)];
+  struct hd_tensor **pp = &d->table[hd_name_hash(name) & (d->table_size - 1)];
   while (*pp && strcmp((*pp)->name, name)) pp = &(*pp)->next_hash;
   return pp;
 }
@@ -40,7 +40,7 @@ static int grow_table(struct hd_daemon *d) {
     struct hd_tensor *e = d->table[i];
     while (e) {
       struct hd_tensor *next = e->next_hash;
-      struct hd_tensor **pp = &t[hash_name(e->name) & (n - 1)];
+      struct hd_tensor **pp = &t[hd_name_hash(e->name) & (n - 1)];
       e->next_hash = *pp;
       *pp = e;
       e = next;

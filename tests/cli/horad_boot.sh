@@ -1,0 +1,63 @@
+#!/bin/sh
+# horad_boot.sh -- horad's own start in a job on several hosts, when what
+# it is given is wrong: the bootstrap line on its standard input (from
+# horarun, over ssh or a pipe) malformed, truncated or absent; no way to
+# find horarun; horarun not listening; a --network-interface this host
+# lacks. Each ends at once with a one-line error and a non-zero status,
+# and the secret never shows in what horad prints.
+. "$(dirname "$0")/lib.sh"
+HORAD=$BUILD/bin/horad
+[ -x "$HORAD" ] || { echo "no $HORAD: run make first"; exit 77; }
+secret=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+
+# run_hd STDIN-TEXT ARGS...: horad with that standard input
+run_hd() {
+  _in=$1
+  shift
+  printf '%s' "$_in" | timeout -k 5 20 "$HORAD" "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  cat "$TMP/out" "$TMP/err" >>"$TMP/all"
+}
+
+for line in "garbage" "" "HORA1 0 5000" "HORA1 0 5000 ${secret%?} 3" \
+  "HORA1 0 5000 ${secret}00 3" "HORA1 0 5000 $secret" "HORA1 0 5000 $secret 0" \
+  "HORA1 -1 5000 $secret 3" "HORA1 0 70000 $secret 3" \
+  "HORA1 0 5000 ${secret%??}zz 3" "HORA1 0 5000 $secret 3 extra"; do
+  run_hd "$line
+" --rendezvous --launcher 127.0.0.1
+  expect_rc 2 "bootstrap line '$line'"
+  expect_in err "malformed bootstrap line on standard input" "'$line'"
+done
+note "11 malformed bootstrap lines -> exit 2, 'malformed bootstrap line'"
+
+# standard input closed without a line at all
+run_hd "" --rendezvous --launcher 127.0.0.1
+expect_rc 2 "no bootstrap line"
+expect_in err "malformed bootstrap line" "no bootstrap line"
+
+# a good line, but nothing tells horad where horarun is
+(unset SSH_CONNECTION
+ run_hd "HORA1 0 5000 $secret 3
+" --rendezvous
+ expect_rc 2 "no SSH_CONNECTION"
+ expect_in err 'no $SSH_CONNECTION to find horarun by' "no SSH_CONNECTION") || exit 1
+note "no \$SSH_CONNECTION and no --launcher -> exit 2"
+
+# horarun is not there: the connection is refused
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 9)
+run_hd "HORA1 0 $port $secret 3
+" --rendezvous --launcher 127.0.0.1
+expect_rc 1 "horarun not listening"
+expect_in err "connection to horarun (127.0.0.1:$port): cannot connect" "refused"
+note "horarun not listening -> exit 1, $(grep -o 'cannot connect.*' "$TMP/err" | head -n 1)"
+
+# an interface this host does not have
+run_hd "HORA1 0 5000 $secret 3
+" --rendezvous --launcher 127.0.0.1 --iface nosuch0,nosuch1
+expect_rc 1 "unknown interface"
+expect_in err "no network interface of 'nosuch0,nosuch1' has an address on this host" "iface"
+note "--iface nosuch0,nosuch1 -> exit 1"
+
+# the secret never appears in anything horad printed above
+expect_not_in all "$secret" "the secret in horad's output"
+note "the secret is not printed"
