@@ -162,14 +162,13 @@ static void start_job(struct hd_daemon *d) {
   apply_job_env(d);
   if (d->job.nhosts > 1) {
     d->multi = 1;
-    if (!d->boot && d->job.secret_len) {
-      memcpy(d->secret, d->job.secret, sizeof d->secret);
-    } else if (!d->boot) {
-      hc_error("a multi-host job needs the job secret; stopping");
+    if (!d->boot) { /* the secret comes only on the bootstrap line */
+      hc_error("a multi-host job needs --bootstrap (the job secret); "
+               "stopping");
       close_everything(d);
       return;
     }
-    if (d->job.host_index != (uint32_t)d->boot_host && d->boot) {
+    if (d->job.host_index != (uint32_t)d->boot_host) {
       hc_error("the job is for host %u, but this is host %d; stopping",
                d->job.host_index, d->boot_host);
       close_everything(d);

@@ -325,13 +325,6 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
   struct hd_daemon *d = server->loop->data;
   struct hp_conn *c;
   if (status < 0) return;
-  if (!d->boot && !(d->have_job && d->job.secret_len)) {
-    uv_tcp_t tmp; /* no secret yet: nobody can be let in */
-    uv_tcp_init(server->loop, &tmp);
-    if (uv_accept(server, (uv_stream_t *)&tmp) == 0) {}
-    uv_close((uv_handle_t *)&tmp, NULL);
-    return;
-  }
   if (hp_conn_refuse_flood(server, d->mesh_conns)) {
     if (++d->nrejected % 100 == 1)
       hc_warn("too many connections in their handshake; refusing more");

@@ -331,7 +331,6 @@ void hp_enc_job(struct hp_wbuf *w, const struct hp_job *m) {
     hp_put_u32(w, (uint32_t)h->first_rank);
     hp_put_u32(w, (uint32_t)h->nranks);
   }
-  hp_put_bytes(w, m->secret, m->secret_len);
   hp_frame_end(w);
 }
 
@@ -389,14 +388,6 @@ int hp_dec_job(const unsigned char *p, size_t n, struct hp_job *m) {
     h->port = hp_get_u16(&r);
     h->first_rank = (int32_t)hp_get_u32(&r);
     h->nranks = (int32_t)hp_get_u32(&r);
-  }
-  size_t slen;
-  const unsigned char *sec = hp_get_bytes(&r, &slen);
-  if (sec && (slen == 0 || slen == sizeof m->secret)) {
-    memcpy(m->secret, sec, slen);
-    m->secret_len = (uint32_t)slen;
-  } else if (sec) {
-    r.err = HORA_EPROTO;
   }
   int rc = finish(&r);
   if (rc == 0 && m->host_index >= m->nhosts) rc = HORA_EPROTO;

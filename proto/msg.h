@@ -157,10 +157,6 @@ struct hp_job {
   /* the hosts (one entry, this host, for a single-host job) */
   uint32_t host_index, nhosts;
   struct hp_job_host *hosts;
-  /* the job secret: sent only over a local socketpair (a remote horad
-   * gets it on its ssh stdin); secret_len 0 or HP_JOB_SECRET_LEN */
-  uint32_t secret_len;
-  unsigned char secret[32];
   char *hostname;
   char *cwd;
   uint32_t argc;

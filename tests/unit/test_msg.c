@@ -514,7 +514,6 @@ static int job_with_counts(uint32_t nlocal, uint32_t argc, uint32_t envc,
       hp_put_u16(&w, 0);
       hp_put_u32(&w, 0);
       hp_put_u32(&w, 4);
-      hp_put_u32(&w, 0); /* no secret */
     }
   }
   unsigned char *cp = malloc(w.len);
