@@ -171,30 +171,36 @@ int main(int argc, char **argv) {
 
   struct hd_daemon *d = calloc(1, sizeof *d);
   if (!d) return 1;
-  int port = 0;
-  if (boot && read_bootstrap(d, &port) < 0) return 2;
-  if (iface) hc_fmt(d->iface, sizeof d->iface, "%s", iface);
   d->loop = uv_default_loop();
   d->loop->data = d;
   d->efd = -1;
   d->gone_rank = -1;
+  int port = 0, rc;
+  if (boot && read_bootstrap(d, &port) < 0) {
+    rc = 2;
+    goto out;
+  }
+  if (iface) hc_fmt(d->iface, sizeof d->iface, "%s", iface);
   if (gethostname(d->hostname, sizeof d->hostname - 1) < 0)
     strcpy(d->hostname, "localhost");
-  if (boot && hd_mesh_listen(d) < 0) return 1;
+  rc = 1;
+  if (boot && hd_mesh_listen(d) < 0) goto out;
   if (rendezvous) {
     char addr[128];
-    if (launcher)
+    if (launcher) {
       hc_fmt(addr, sizeof addr, "%s", launcher);
-    else if (launcher_from_ssh(addr, sizeof addr) < 0) {
+    } else if (launcher_from_ssh(addr, sizeof addr) < 0) {
       hc_error("no $SSH_CONNECTION to find horarun by: give --launcher");
-      return 2;
+      rc = 2;
+      goto out;
     }
-    if (hd_control_connect(d, addr, port) < 0) return 1;
+    if (hd_control_connect(d, addr, port) < 0) goto out;
   } else if (hd_control_open(d, fd) < 0) {
-    return 1;
+    goto out;
   }
   uv_run(d->loop, UV_RUN_DEFAULT);
-  int rc = d->done_sent ? 0 : 1;
+  rc = d->done_sent ? 0 : 1;
+out: /* also after a failed start: whatever was opened is closed */
   hd_local_close(d);
   hd_rings_close(d);
   hd_mesh_close(d, 0);
