@@ -36,6 +36,10 @@ const struct hc_param hc_params[] = {
      HC_P_DOUBLE, "3",
      "seconds of silence after which a host of a multi-host job is declared "
      "lost (its daemons exchange heartbeats several times a second)"},
+    {"max_pending", "HORA_MAX_PENDING", NULL, "--max-pending", HC_P_INT,
+     "65536",
+     "operations one rank may have in flight in horad at once; more are "
+     "refused with HORA_ELIMIT (each costs horad a few hundred bytes)"},
     {"kill_grace", "HORA_KILL_GRACE", NULL, NULL, HC_P_DOUBLE, "5",
      "seconds between SIGTERM and SIGKILL when a job is torn down"},
     /* Horovod's tuning parameters (horovodrun's flags and --config-file

@@ -154,6 +154,11 @@ void hd_job_go(struct hd_daemon *d) {
   }
   send_ready(d);
   hd_spawn_all(d);
+  d->max_pending = (uint64_t)HC_MAX(1, hc_param_int("max_pending"));
+  if (d->ranks && hd_comms_init(d) < 0) {
+    hc_error("out of memory setting up the job's communicators; stopping");
+    hd_teardown(d, "horad is out of memory", 0);
+  }
 }
 
 static void start_job(struct hd_daemon *d) {

@@ -1,8 +1,9 @@
 /* mesh.c -- the TCP links between the daemons of a multi-host job.
  *
- * Each daemon keeps links to its ring neighbours and to the coordinator
- * (host 0), which therefore links to every host: control messages scale
- * with hosts, not ranks. Of a pair, the higher host index connects and the
+ * Each daemon links to every other (a full mesh: a process set's ring
+ * runs among its own hosts, and alltoall exchanges between every pair);
+ * host 0 relays news of failures, and each communicator's first host
+ * coordinates its negotiation. Of a pair, the higher host index connects and the
  * lower accepts, so each pair has one connection, used both ways. Every
  * connection starts with the handshake of auth.h, then PEER_HELLO says
  * which host is calling. Heartbeats flow on every link (and on the TCP
@@ -67,7 +68,6 @@ static void set_gone(struct hd_daemon *d, int rank, const char *msg) {
   if (d->gone_rank != -1) return;
   d->gone_rank = rank;
   hc_fmt(d->gone_msg, sizeof d->gone_msg, "%s", msg);
-  hd_xhost_abort(d);
   hd_fail_all(d);
 }
 
@@ -165,16 +165,29 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
   }
   case HP_MSG_NEGO_READY: {
     struct hp_nego_ready m;
-    if (d->job.host_index != 0 || hp_dec_nego_ready(p, h->len, &m) < 0) break;
-    hd_coord_ready(d, from, &m);
+    if (hp_dec_nego_ready(p, h->len, &m) < 0) break;
+    struct hd_comm *cm = hd_comm_get(d, m.comm);
+    if (cm && cm->removed) return 0;
+    int pos = -1;
+    for (int k = 0; cm && k < cm->nhosts; k++)
+      if (cm->hosts[k] == from) pos = k;
+    if (!cm || cm->me != 0 || pos <= 0) break; /* we do not coordinate it */
+    hd_coord_ready(cm, pos, &m);
     return 0;
   }
   case HP_MSG_NEGO_DECIDE: {
     struct hp_nego_decide m;
-    if (from != 0 || hp_dec_nego_decide(p, h->len, &m) < 0) break;
+    if (hp_dec_nego_decide(p, h->len, &m) < 0) break;
+    struct hd_comm *cm = hd_comm_get(d, m.comm);
+    if (cm && cm->removed) return 0;
+    if (!cm || cm->nhosts < 2 || cm->hosts[0] != from) break;
     hd_decide(d, &m);
     return 0;
   }
+  case HP_MSG_XDATA:
+    if (hd_xcoll_data(d, from, p, h->len, keep, c->why, sizeof c->why) < 0)
+      return -1;
+    return 0;
   case HP_MSG_DATA:
     if (hd_xhost_data(d, from, p, h->len, c->placed, keep, c->why,
                       sizeof c->why) < 0)
@@ -464,8 +477,11 @@ int hd_mesh_listen(struct hd_daemon *d) {
   return 0;
 }
 
+/* A full mesh: process sets of any hosts run rings among them, and
+ * alltoall exchanges between every pair. */
 static int link_needed(int a, int b, int n) {
-  return a != b && (a == 0 || b == 0 || (a + 1) % n == b || (b + 1) % n == a);
+  (void)n;
+  return a != b;
 }
 
 int hd_mesh_start(struct hd_daemon *d) {
