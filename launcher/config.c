@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
-#include "cli.h"
+#include "opts.h"
 #include "common.h"
 #include "config.h"
 #include "hosts.h"

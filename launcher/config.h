@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "cli.h"
+#include "opts.h"
 
 /* Reads the YAML file at `path` and applies every setting in it to *o, over
  * what is there (the command line parser calls it where --config-file
