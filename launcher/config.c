@@ -605,6 +605,21 @@ static int env_put(struct cfg *c, yaml_node_t *at, const char *name,
   return 0;
 }
 
+/* A knob's variable (HORA_SPIN_US, HOROVOD_CYCLE_TIME) in `env` must hold
+ * a value of the knob (or be empty: unset). */
+static int check_knob_var(struct cfg *c, yaml_node_t *at, const char *path,
+                          const char *name, const char *value) {
+  char why[256];
+  for (size_t i = 0; i < hc_nparams && *value; i++) {
+    const struct hc_param *p = &hc_params[i];
+    if (strcmp(p->env, name) && (!p->hvd_env || strcmp(p->hvd_env, name)))
+      continue;
+    if (hc_param_check(p, value, why, sizeof why) < 0)
+      return fail(c, at, "'%s': bad value '%s': %s", path, value, why);
+  }
+  return 0;
+}
+
 static int key_env(struct cfg *c, yaml_node_t *v, const char *path,
                    const void *arg) {
   (void)arg;
@@ -630,6 +645,7 @@ static int key_env(struct cfg *c, yaml_node_t *v, const char *path,
                   "one)",
                   sub, text(k));
     if (scalar(c, val, sub, "a single value", &s) < 0 ||
+        check_knob_var(c, val, sub, text(k), s) < 0 ||
         env_put(c, val, text(k), s) < 0)
       return -1;
   }

@@ -24,47 +24,6 @@ const struct hr_knob_unit *hr_knob_unit(const struct hc_param *p) {
   return NULL;
 }
 
-int hr_knob_check(const struct hc_param *p, const char *v, char *why,
-                  size_t whylen) {
-  char *end = NULL;
-  int ok = *v != '\0';
-  const char *expected = "a non-negative whole number";
-  switch (p->type) {
-  case HC_P_INT: {
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    ok = ok && !*end && errno == 0 && n >= 0 && n <= INT_MAX;
-    break;
-  }
-  case HC_P_SIZE:
-    ok = ok && hc_parse_size(v) >= 0;
-    expected = "a size like 64M";
-    break;
-  case HC_P_DOUBLE: {
-    double d = strtod(v, &end);
-    int unit = !strcmp(p->name, "autotune_gaussian_process_noise");
-    ok = ok && !*end && isfinite(d) && d >= 0 && (!unit || d <= 1);
-    expected = unit ? "a number from 0 to 1" : "a non-negative number";
-    break;
-  }
-  case HC_P_STRING:
-    if (!strcmp(p->name, "log_level")) {
-      ok = hc_parse_level(v) >= 0;
-      expected = "trace, debug, info, warning, error or fatal";
-    } else {
-      expected = "a non-empty value";
-    }
-    break;
-  case HC_P_BOOL:
-    ok = !strcmp(v, "0") || !strcmp(v, "1");
-    expected = "0 or 1";
-    break;
-  }
-  if (ok) return 0;
-  hc_fmt(why, whylen, "expected %s", expected);
-  return -1;
-}
-
 char *hr_opts_own(struct hr_opts *o, char *s) {
   if (!s) return NULL;
   char **g = realloc(o->owned, (o->nowned + 1) * sizeof *g);
@@ -93,7 +52,7 @@ int hr_opts_set_knob(struct hr_opts *o, size_t i, const char *v, int flag_unit,
     hc_fmt(buf, sizeof buf, "%lld", n * u->scale);
     v = buf;
   }
-  if (hr_knob_check(p, v, why, whylen) < 0) return -1;
+  if (hc_param_check(p, v, why, whylen) < 0) return -1;
   char *copy = hr_opts_own(o, strdup(v));
   if (!copy) {
     hc_fmt(why, whylen, "out of memory");
@@ -166,6 +125,34 @@ void hr_opts_free(struct hr_opts *o) {
   free(o->env);
   hr_hosts_free(o->cfg_hosts, o->ncfg_hosts);
   memset(o, 0, sizeof *o);
+}
+
+int hr_env_check(const struct hr_opts *o, char *const envp[], char *err,
+                 size_t errlen) {
+  char why[256];
+  for (size_t i = 0; i < hc_nparams; i++) {
+    const struct hc_param *p = &hc_params[i];
+    if (o->knob && o->knob[i]) continue; /* the flag replaces them */
+    const char *names[] = {p->env, p->hvd_env};
+    for (size_t k = 0; k < HC_ARRAY_SIZE(names); k++) {
+      const char *v = NULL;
+      if (names[k] && !(v = hr_env_get(o->env, names[k]))) /* config's env */
+        v = hr_env_get(envp, names[k]);
+      if (!v || !*v || hc_param_check(p, v, why, sizeof why) == 0) continue;
+      hc_fmt(err, errlen, "invalid %s value '%s' in the environment: %s",
+             names[k], v, why);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+const char *hr_env_get(char *const envp[], const char *name) {
+  size_t len = strlen(name);
+  for (size_t i = 0; envp && envp[i]; i++)
+    if (!strncmp(envp[i], name, len) && envp[i][len] == '=')
+      return envp[i] + len + 1;
+  return NULL;
 }
 
 double hr_opts_knob_num(const struct hr_opts *o, const char *name) {

@@ -82,17 +82,12 @@ struct hr_knob_unit {
 const struct hr_knob_unit *hr_knob_unit(const struct hc_param *p);
 
 /* Sets knob i (an index into hc_params) to a copy of v after checking it
- * with hr_knob_check(). With `flag_unit`, v is in the unit of the knob's
+ * with hc_param_check(). With `flag_unit`, v is in the unit of the knob's
  * flag where that differs from the variable's (--fusion-threshold-mb takes
  * MiB; the variables hold bytes) and is converted. Returns 0, or -1 with
  * "expected ..." in why. */
 int hr_opts_set_knob(struct hr_opts *o, size_t i, const char *v, int flag_unit,
                      char *why, size_t whylen);
-
-/* Checks value v of knob p against its type and range. Returns 0, or -1
- * with "expected ..." in why. */
-int hr_knob_check(const struct hc_param *p, const char *v, char *why,
-                  size_t whylen);
 
 /* The hosts of the job, from whichever of -H, --hostfile and a config's
  * `hosts` came last (o->host_source), else "localhost:<np>"; hosts without
@@ -106,5 +101,17 @@ int hr_opts_hosts(const struct hr_opts *o, struct hr_host **hosts, size_t *n,
  * given, else the environment (HORA_*, then the Horovod alias) when it
  * holds a number, else the table's default. */
 double hr_opts_knob_num(const struct hr_opts *o, const char *name);
+
+/* Checks the HORA_* variables of the knobs, and their Horovod aliases, in
+ * the environment `envp` (NULL-terminated "NAME=value") and a config
+ * file's `env` (which goes over it), as horad and the ranks will read them: an empty one counts as unset, and one whose knob
+ * was given as a flag or in a config file is replaced, so not checked.
+ * Returns 0, or -1 with "invalid NAME value 'v' in the environment:
+ * expected ..." in err. */
+int hr_env_check(const struct hr_opts *o, char *const envp[], char *err,
+                 size_t errlen);
+
+/* The value of `name` in envp, or NULL. */
+const char *hr_env_get(char *const envp[], const char *name);
 
 #endif

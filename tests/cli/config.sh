@@ -126,7 +126,7 @@ bad_config "wrong type" 'params:
 ' "bad.yaml:2: 'params.cycle_time_ms' must be a number, not a list"
 bad_config "bad number" 'np: 2
 params: {cache_capacity: -3}
-' "bad.yaml:2: 'params.cache_capacity': bad value '-3': expected a non-negative whole number"
+' "bad.yaml:2: 'params.cache_capacity': bad value '-3': expected a non-negative whole number of entries"
 bad_config "duplicate key" 'np: 1
 verbose: true
 np: 2

@@ -705,10 +705,10 @@ static void test_errors_types(void) {
 static void test_errors_values(void) {
   config_error(0, "params:\n  cache_capacity: lots\n",
                ":2: 'params.cache_capacity': bad value 'lots': expected a "
-               "non-negative whole number");
+               "non-negative whole number of entries");
   config_error(0, "stall_check: {warning_time_seconds: -5}\n",
                ":1: 'stall_check.warning_time_seconds': bad value '-5': "
-               "expected a non-negative whole number");
+               "expected a non-negative whole number of seconds");
   config_error(0, "autotune:\n  gaussian_process_noise: 1.5\n",
                ":2: 'autotune.gaussian_process_noise': bad value '1.5': "
                "expected a number from 0 to 1");
@@ -720,7 +720,7 @@ static void test_errors_values(void) {
                "whole number from 0 to 1048576");
   config_error(0, "params: {cycle_time_ms: fast}\n",
                ":1: 'params.cycle_time_ms': bad value 'fast': expected a "
-               "non-negative number");
+               "non-negative number of milliseconds");
   config_error(0, "params: {torus_allreduce: maybe}\n",
                ":1: 'params.torus_allreduce': bad value 'maybe': expected "
                "true or false");
@@ -738,10 +738,10 @@ static void test_errors_values(void) {
                "number from 1 to 1048576");
   config_error(0, "start_timeout: -1\n",
                ":1: 'start_timeout': bad value '-1': expected a non-negative "
-               "whole number");
+               "whole number of seconds");
   config_error(0, "knobs:\n  arena_size: lots\n",
-               ":2: 'knobs.arena_size': bad value 'lots': expected a size like "
-               "64M");
+               ":2: 'knobs.arena_size': bad value 'lots': expected a size in "
+               "bytes, like 64M (suffixes K, M, G)");
   config_error(0, "controller: nccl\n",
                ":1: 'controller': bad value 'nccl': expected gloo or mpi");
   config_error(0, "ssh:\n  port: 70000\n",
@@ -822,6 +822,104 @@ static void test_errors_syntax(void) {
   hr_opts_free(&o);
 }
 
+/* hc_param_check(): each type, with what it says is expected. */
+static void param_case(const char *knob, const char *v, const char *why) {
+  const struct hc_param *p = hc_param_find(knob);
+  char got[256] = "";
+  CHECK(p != NULL);
+  if (!p) return;
+  int rc = hc_param_check(p, v, got, sizeof got);
+  if (!why) {
+    if (rc != 0) TL_FAIL("%s='%s' refused: %s", knob, v, got);
+  } else {
+    CHECK_EQ_INT(rc, -1);
+    CHECK_EQ_STR(got, why);
+  }
+}
+
+static void test_param_check(void) {
+  const char *secs = "expected a non-negative number of seconds";
+  const char *us = "expected a non-negative whole number of microseconds";
+  const char *size = "expected a size in bytes, like 64M (suffixes K, M, G)";
+  param_case("kill_grace", "2.5", NULL);
+  param_case("kill_grace", "0", NULL);
+  param_case("kill_grace", "abc", secs);
+  param_case("kill_grace", "-1", secs);
+  param_case("kill_grace", "nan", secs);
+  param_case("kill_grace", "inf", secs);
+  param_case("kill_grace", " 1", secs);
+  param_case("kill_grace", "1s", secs);
+  param_case("kill_grace", "", secs);
+  param_case("spin_us", "200", NULL);
+  param_case("spin_us", "-3x", us);
+  param_case("spin_us", "-3", us);
+  param_case("spin_us", "+3", us);
+  param_case("spin_us", "3.5", us);
+  param_case("spin_us", "2147483648", us);
+  param_case("spin_us", "99999999999999999999", us);
+  param_case("threads", "x",
+             "expected a non-negative whole number of threads");
+  param_case("thread_affinity", "x", "expected a non-negative whole number");
+  param_case("arena_size", "64M", NULL);
+  param_case("arena_size", "1.5G", NULL);
+  param_case("arena_size", "4096", NULL);
+  param_case("arena_size", "lots", size);
+  param_case("arena_size", "-1M", size);
+  param_case("arena_size", "nanM", size);
+  param_case("arena_size", "1e30G", size);
+  param_case("autotune_gaussian_process_noise", "0.5", NULL);
+  param_case("autotune_gaussian_process_noise", "1.5",
+             "expected a number from 0 to 1");
+  param_case("autotune", "1", NULL);
+  param_case("autotune", "yes", "expected 0 or 1");
+  param_case("log_level", "debug", NULL);
+  param_case("log_level", "loud",
+             "expected trace, debug, info, warning, error or fatal");
+  param_case("timeline_filename", "/tmp/t.json", NULL);
+  param_case("timeline_filename", "", "expected a non-empty value");
+  for (size_t i = 0; i < hc_nparams; i++) { /* every default is valid */
+    char why[256];
+    const struct hc_param *p = &hc_params[i];
+    if (*p->def && hc_param_check(p, p->def, why, sizeof why) < 0)
+      TL_FAIL("default of %s '%s' refused: %s", p->name, p->def, why);
+  }
+}
+
+/* hr_env_check(): the knobs' variables in the environment. */
+static void test_env_check(void) {
+  struct hr_opts o;
+  char err[512];
+  CHECK_EQ_INT(hr_opts_init(&o), 0);
+  char *good[] = {"HORA_SPIN_US=10", "HORA_KILL_GRACE=", "PATH=/bin",
+                  "HOROVOD_CYCLE_TIME=0.5", "HORA_SPIN_USX=abc", NULL};
+  CHECK_EQ_INT(hr_env_check(&o, good, err, sizeof err), 0);
+  char *grace[] = {"PATH=/bin", "HORA_KILL_GRACE=abc", NULL};
+  CHECK_EQ_INT(hr_env_check(&o, grace, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "invalid HORA_KILL_GRACE value 'abc' in the environment: "
+                    "expected a non-negative number of seconds");
+  char *spin[] = {"HORA_SPIN_US=-3x", NULL};
+  CHECK_EQ_INT(hr_env_check(&o, spin, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "invalid HORA_SPIN_US value '-3x' in the environment: "
+                    "expected a non-negative whole number of microseconds");
+  char *alias[] = {"HOROVOD_FUSION_THRESHOLD=big", NULL};
+  CHECK_EQ_INT(hr_env_check(&o, alias, err, sizeof err), -1);
+  CHECK_PREFIX(err, "invalid HOROVOD_FUSION_THRESHOLD value 'big'");
+  /* a knob given as a flag replaces its variables: not checked */
+  const struct hc_param *p = hc_param_find("spin_us");
+  o.knob[p - hc_params] = "5";
+  CHECK_EQ_INT(hr_env_check(&o, spin, err, sizeof err), 0);
+  hr_opts_free(&o);
+  /* a config's env goes over the environment, and is checked as it loads */
+  CHECK_EQ_INT(load("env: {HORA_SPIN_US: \"7\"}\n", &o, err, sizeof err), 0);
+  CHECK_EQ_INT(hr_env_check(&o, spin, err, sizeof err), 0);
+  hr_opts_free(&o);
+  config_error(0, "env:\n  HORA_KILL_GRACE: soon\n",
+               ":2: 'env.HORA_KILL_GRACE': bad value 'soon': expected a "
+               "non-negative number of seconds");
+  config_error(0, "env: {HOROVOD_AUTOTUNE: \"yes\"}\n",
+               ":1: 'env.HOROVOD_AUTOTUNE': bad value 'yes': expected 0 or 1");
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -841,6 +939,8 @@ int main(void) {
   RUN(test_errors_types);
   RUN(test_errors_values);
   RUN(test_errors_syntax);
+  RUN(test_param_check);
+  RUN(test_env_check);
   const char *files[] = {"c.yaml", "first.yaml", "second.yaml", "hosts"};
   for (size_t i = 0; i < HC_ARRAY_SIZE(files); i++) {
     char p[400];
