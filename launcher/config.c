@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <yaml.h>
 
 #include "opts.h"
 #include "common.h"
 #include "config.h"
 #include "hosts.h"
+#include "textfile.h"
 
 #define PATH_LEN 256 /* room for a key path in messages */
 
@@ -782,22 +782,18 @@ static int load(struct cfg *c, yaml_parser_t *p, yaml_document_t *doc) {
 int hr_config_load(const char *path, struct hr_opts *o, char *err,
                    size_t errlen) {
   struct cfg c = {.file = path, .o = o, .err = err, .errlen = errlen};
-  FILE *f = fopen(path, "rb");
-  struct stat st;
-  if (!f || fstat(fileno(f), &st) < 0 || S_ISDIR(st.st_mode)) {
-    hc_fmt(err, errlen, "cannot read config file '%s': %s", path,
-           f && S_ISDIR(st.st_mode) ? strerror(EISDIR) : strerror(errno));
-    if (f) fclose(f);
+  char *text;
+  size_t len;
+  if (hr_read_text(path, "config file", HR_CONFIG_MAX, &text, &len, err, errlen) < 0)
     return -1;
-  }
   yaml_parser_t parser;
   yaml_document_t doc;
   if (!yaml_parser_initialize(&parser)) {
     hc_fmt(err, errlen, "%s: out of memory", path);
-    fclose(f);
+    free(text);
     return -1;
   }
-  yaml_parser_set_input_file(&parser, f);
+  yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
   int rc = load(&c, &parser, &doc);
   if (rc == 0) {
     c.doc = &doc;
@@ -807,6 +803,6 @@ int hr_config_load(const char *path, struct hr_opts *o, char *err,
     yaml_document_delete(&doc);
   }
   yaml_parser_delete(&parser);
-  fclose(f);
+  free(text);
   return rc;
 }

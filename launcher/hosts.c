@@ -22,6 +22,7 @@
 
 #include "common.h"
 #include "hosts.h"
+#include "textfile.h"
 
 void hr_hosts_free(struct hr_host *hosts, size_t nhosts) {
   for (size_t i = 0; hosts && i < nhosts; i++) {
@@ -358,41 +359,29 @@ int hr_hostfile_parse(const char *path, struct hr_host **hosts, size_t *nhosts,
                       char *err, size_t errlen) {
   *hosts = NULL;
   *nhosts = 0;
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    hc_fmt(err, errlen, "cannot read host file '%s': %s", path,
-           strerror(errno));
-    return -1;
-  }
+  char *text;
+  size_t len;
+  if (hr_read_text(path, "host file", HR_HOSTFILE_MAX, &text, &len, err, errlen) < 0) return -1;
   struct hr_host *h = NULL;
-  size_t n = 0, cap = 0, linecap = 0;
-  char *line = NULL, where[320];
-  ssize_t len;
+  size_t n = 0, cap = 0;
+  char where[320];
   int rc = 0;
-  for (long lineno = 1; rc == 0 && (len = getline(&line, &linecap, f)) >= 0;
-       lineno++) {
+  char *line = text, *end = text + len;
+  for (long lineno = 1; rc == 0 && line < end; lineno++) {
+    char *nl = memchr(line, '\n', (size_t)(end - line));
+    if (nl) *nl = '\0';
     hc_fmt(where, sizeof where, "%s:%ld", path, lineno);
-    if (memchr(line, '\0', (size_t)len)) {
-      hc_fmt(err, errlen, "%s: NUL byte in the line (not a text file?)", where);
-      rc = -1;
-      break;
-    }
     line[strcspn(line, "#")] = '\0';
     rc = hostfile_line(line, where, &h, &n, &cap, err, errlen);
+    line = nl ? nl + 1 : end;
   }
-  if (rc == 0 && ferror(f)) {
-    hc_fmt(err, errlen, "cannot read host file '%s': %s", path,
-           strerror(errno));
-    rc = -1;
-  }
+  free(text);
   if (rc == 0 && n == 0) {
     hc_fmt(err, errlen,
            "%s: no hosts in the file (expected lines like 'node1 slots=4')",
            path);
     rc = -1;
   }
-  free(line);
-  fclose(f);
   if (rc < 0) {
     hr_hosts_free(h, n);
     return -1;

@@ -48,6 +48,20 @@ run_hr() {
   rc=$?
 }
 
+# run_hr_bounded SECONDS ARGS...: run_hr under a time limit and, except
+# under AddressSanitizer (which reserves terabytes of address space), a
+# 2 GiB address space limit, so that a horarun that grows without bound
+# fails the test instead of the machine.
+run_hr_bounded() {
+  _limit=$1
+  shift
+  (
+    ldd "$HORARUN" 2>/dev/null | grep -q libasan || ulimit -v 2097152
+    exec timeout -k 2 "$_limit" "$HORARUN" "$@"
+  ) >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+}
+
 expect_rc() { # expected what
   [ "$rc" -eq "$1" ] || fail "$2: exit status $rc, expected $1"
 }

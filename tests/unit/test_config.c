@@ -13,6 +13,7 @@
 #include "config.h"
 #include "hosts.h"
 #include "testlib.h"
+#include "textfile.h"
 
 #define CHECK_PREFIX(s, prefix)                                                \
   do {                                                                         \
@@ -822,6 +823,36 @@ static void test_errors_syntax(void) {
   hr_opts_free(&o);
 }
 
+/* Huge or binary files fail at once, naming the file (and the line). */
+static void test_file_limits(void) {
+  struct hr_opts o;
+  char err[1024], want[1100];
+  CHECK_EQ_INT(hr_opts_init(&o), 0);
+  CHECK_EQ_INT(hr_config_load("/dev/zero", &o, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "/dev/zero:1: NUL byte in the line (not a text file?)");
+  const char *p = write_file("big.yaml", "np: 1\n");
+  CHECK_EQ_INT(truncate(p, (off_t)HR_CONFIG_MAX + 1), 0);
+  hc_fmt(want, sizeof want,
+         "%s: larger than 1 MiB (the most a config file may hold)", p);
+  CHECK_EQ_INT(hr_config_load(p, &o, err, sizeof err), -1);
+  CHECK_EQ_STR(err, want);
+  unlink(p);
+  hr_opts_free(&o);
+  size_t len = HR_FILE_LINE_MAX + 40;
+  char *text = malloc(len + 1);
+  CHECK(text != NULL);
+  if (!text) return;
+  memset(text, ' ', len);
+  memcpy(text, "np: 2\nverbose: true", 19);
+  text[len - 2] = '#'; /* a blank-padded line, then a comment */
+  text[len - 1] = '\n';
+  text[len] = '\0';
+  config_error(0, text,
+               ":2: line longer than 65536 bytes (the most a config file "
+               "allows)");
+  free(text);
+}
+
 /* hc_param_check(): each type, with what it says is expected. */
 static void param_case(const char *knob, const char *v, const char *why) {
   const struct hc_param *p = hc_param_find(knob);
@@ -939,6 +970,7 @@ int main(void) {
   RUN(test_errors_types);
   RUN(test_errors_values);
   RUN(test_errors_syntax);
+  RUN(test_file_limits);
   RUN(test_param_check);
   RUN(test_env_check);
   const char *files[] = {"c.yaml", "first.yaml", "second.yaml", "hosts"};

@@ -1,14 +1,18 @@
 /* test_hosts.c -- host lists (launcher/hosts.c): the host file parser
  * (--hostfile) with every accepted form and every error with its file:line,
  * the -H parser, merging of entries for the same machine, and Horovod's rank
- * layout (local and cross ranks) including "more processes than slots". */
+ * layout (local and cross ranks) including "more processes than slots",
+ * and the limits on a host file's size and lines. */
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common.h"
 #include "hosts.h"
 #include "testlib.h"
+#include "textfile.h"
 
 #define CHECK_HOST(hs, i, nm, sl)                                              \
   do {                                                                         \
@@ -223,6 +227,67 @@ static void test_hostfile_unreadable(void) {
   CHECK_EQ_STR(err, want);
 }
 
+
+/* Huge or binary files fail at once, naming the file (and the line). */
+static void test_hostfile_limits(void) {
+  char err[512] = "", want[600];
+  struct hr_host *h = NULL;
+  size_t n = 0;
+  CHECK_EQ_INT(hr_hostfile_parse("/dev/zero", &h, &n, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "/dev/zero:1: NUL byte in the line (not a text file?)");
+  CHECK(h == NULL);
+
+  /* past HR_HOSTFILE_MAX: a sparse file, refused by its size */
+  const char *p = write_file("big.txt", "a\n", 2);
+  CHECK_EQ_INT(truncate(p, (off_t)HR_HOSTFILE_MAX + 1), 0);
+  hc_fmt(want, sizeof want,
+         "%s: larger than 16 MiB (the most a host file may hold)", p);
+  CHECK_EQ_INT(hr_hostfile_parse(p, &h, &n, err, sizeof err), -1);
+  CHECK_EQ_STR(err, want);
+  /* the same bytes as a stream (no size to look at) */
+  char cmd[400];
+  hc_fmt(cmd, sizeof cmd, "%s/fifo", dir);
+  unlink(cmd);
+  CHECK_EQ_INT(mkfifo(cmd, 0600), 0);
+  pid_t pid = fork();
+  if (pid == 0) { /* a writer of 17 MiB of valid lines */
+    FILE *f = fopen(cmd, "w");
+    for (long i = 0; f && i < (17L << 20) / 8; i++)
+      if (fputs("a:1 #xx\n", f) < 0) break;
+    _exit(0);
+  }
+  hc_fmt(want, sizeof want,
+         "%s: larger than 16 MiB (the most a host file may hold)", cmd);
+  CHECK_EQ_INT(hr_hostfile_parse(cmd, &h, &n, err, sizeof err), -1);
+  CHECK_EQ_STR(err, want);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  unlink(cmd);
+
+  /* a line past HR_FILE_LINE_MAX, and one just at it */
+  size_t len = HR_FILE_LINE_MAX + 20;
+  char *text = malloc(len + 1);
+  CHECK(text != NULL);
+  if (!text) return;
+  memcpy(text, "a slots=2\n#", 11);
+  memset(text + 11, 'x', len - 11);
+  text[11 + HR_FILE_LINE_MAX - 1] = '\n';
+  memcpy(text + 11 + HR_FILE_LINE_MAX, "b:3\n", 4);
+  p = write_file("long.txt", text, 11 + HR_FILE_LINE_MAX + 4);
+  CHECK_EQ_INT(hr_hostfile_parse(p, &h, &n, err, sizeof err), 0);
+  CHECK_EQ_INT(n, 2);
+  hr_hosts_free(h, n);
+  memset(text + 11, 'x', len - 11);
+  text[len - 1] = '\n';
+  p = write_file("long.txt", text, len);
+  hc_fmt(want, sizeof want,
+         "%s:2: line longer than 65536 bytes (the most a host file allows)",
+         p);
+  CHECK_EQ_INT(hr_hostfile_parse(p, &h, &n, err, sizeof err), -1);
+  CHECK_EQ_STR(err, want);
+  free(text);
+}
+
 /* ---- -H
  * ----------------------------------------------------------------------- */
 
@@ -423,11 +488,12 @@ int main(void) {
   RUN(test_hostfile_local_merge);
   RUN(test_hostfile_errors);
   RUN(test_hostfile_unreadable);
+  RUN(test_hostfile_limits);
   RUN(test_hosts_list);
   RUN(test_name_ok);
   RUN(test_add_merge);
   RUN(test_layout);
-  const char *files[] = {"hosts.txt", "nul.txt"};
+  const char *files[] = {"hosts.txt", "nul.txt", "big.txt", "long.txt"};
   for (size_t i = 0; i < HC_ARRAY_SIZE(files); i++) {
     hc_fmt(path, sizeof path, "%s/%s", dir, files[i]);
     unlink(path);
