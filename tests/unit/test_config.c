@@ -823,6 +823,100 @@ static void test_errors_syntax(void) {
   hr_opts_free(&o);
 }
 
+/* A NUL character ("\0" in a double-quoted YAML string) in any key or
+ * value is refused with the file, the line and the key: C strings would
+ * silently end there. */
+static void test_nul(void) {
+  config_error(0, "np: \"4\\0x\"\n", ":1: 'np' holds a NUL character");
+  config_error(0, "\"verbose\\0junk\": true\n",
+               ":1: key 'verbose\\0junk' at the top level holds a NUL "
+               "character");
+  config_error(0, "np: 1\nenv:\n  \"A\\0B\": x\n",
+               ":3: key 'A\\0B' in 'env' holds a NUL character");
+  config_error(0, "hosts: \"localhost:2\\0,evil:9\"\n",
+               ":1: 'hosts' holds a NUL character");
+  config_error(0, "hosts:\n  - a\n  - \"b:2\\0x\"\n",
+               ":3: 'hosts[1]' holds a NUL character");
+  config_error(0, "hosts:\n  - {name: a, user: \"u\\0v\"}\n",
+               ":2: 'hosts[0].user' holds a NUL character");
+  config_error(0, "network_interfaces: \"lo\\0x\"\n",
+               ":1: 'network_interfaces' holds a NUL character");
+  config_error(0, "ssh:\n  options: [-v, \"-o\\0x\"]\n",
+               ":2: 'ssh.options[1]' holds a NUL character");
+  config_error(0, "knobs: {\"threads\\0\": 2}\n",
+               ":1: key 'threads\\0' in 'knobs' holds a NUL character");
+}
+
+/* Deep nesting, huge mappings and many aliases are refused before libyaml
+ * builds the document (100,000 levels took it 36 s), at once. */
+static void test_depth(void) {
+  /* 16 levels are fine (then refused as a type error) */
+  config_error(0, "env: {A: [[[[[[[[[[[[[[1]]]]]]]]]]]]]]}\n",
+               ":1: 'env.A' must be a single value, not a list");
+  config_error(0, "env: {A: [[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]}\n",
+               ":1: nested deeper than 16 levels in 'env.A[0][0][0][0][0][0]"
+               "[0][0][0][0][0][0][0][0]'");
+  config_error(0, "a:\n b:\n  c:\n   d:\n    e:\n     f:\n      g:\n       h:\n"
+               "        i:\n         j:\n          k:\n           l:\n"
+               "            m:\n             n:\n              o:\n"
+               "               p:\n                q: 1\n",
+               ":17: nested deeper than 16 levels in "
+               "'a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p'");
+  /* 100,000 levels in lines of 1000 */
+  size_t n = 100000, len = 3 + 2 * (n + n / 1000 * 2) + 1;
+  char *text = malloc(len), *p = text;
+  CHECK(text != NULL);
+  if (!text) return;
+  p += sprintf(p, "a:\n");
+  for (size_t i = 0; i < n; i++) {
+    if (i % 1000 == 0) p += sprintf(p, "%s ", i ? "\n" : "");
+    *p++ = '[';
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (i % 1000 == 0) p += sprintf(p, "\n ");
+    *p++ = ']';
+  }
+  *p++ = '\n';
+  *p = '\0';
+  CHECK(p < text + len);
+  uint64_t t0 = hc_now_ns();
+  config_error(1, text, ":2: nested deeper than 16 levels in 'a[0]");
+  uint64_t ms = (hc_now_ns() - t0) / 1000000;
+  if (ms > 1000) TL_FAIL("100,000 levels took %llu ms", (unsigned long long)ms);
+  free(text);
+
+  /* a mapping of more than 4096 keys */
+  text = malloc(4100 * 16 + 16);
+  CHECK(text != NULL);
+  if (!text) return;
+  p = text + sprintf(text, "env:\n");
+  for (int i = 0; i < 4097; i++) p += sprintf(p, "  A%d: x\n", i);
+  config_error(0, text, ":4098: more than 4096 keys in 'env'");
+  /* 4096 are fine */
+  struct hr_opts o;
+  char err[1024];
+  p = text + sprintf(text, "env:\n");
+  for (int i = 0; i < 4096; i++) p += sprintf(p, "  A%d: x\n", i);
+  CHECK_EQ_INT(load(text, &o, err, sizeof err), 0);
+  CHECK_EQ_INT(o.nenv, 4096);
+  hr_opts_free(&o);
+  free(text);
+
+  /* anchors and aliases */
+  text = malloc(1100 * 24 + 64);
+  CHECK(text != NULL);
+  if (!text) return;
+  p = text + sprintf(text, "ssh:\n  options: [&a x");
+  for (int i = 1; i < 1100; i++) p += sprintf(p, ",\n    *a");
+  sprintf(p, "]\n");
+  config_error(0, text,
+               ":1026: more than 1024 YAML anchors and aliases (&x, *x)");
+  CHECK_EQ_INT(load("ssh: {options: [&a -v, *a]}\n", &o, err, sizeof err), 0);
+  CHECK_EQ_INT(o.nssh_opts, 2);
+  hr_opts_free(&o);
+  free(text);
+}
+
 /* Huge or binary files fail at once, naming the file (and the line). */
 static void test_file_limits(void) {
   struct hr_opts o;
@@ -971,6 +1065,8 @@ int main(void) {
   RUN(test_errors_values);
   RUN(test_errors_syntax);
   RUN(test_file_limits);
+  RUN(test_nul);
+  RUN(test_depth);
   RUN(test_param_check);
   RUN(test_env_check);
   const char *files[] = {"c.yaml", "first.yaml", "second.yaml", "hosts"};
