@@ -441,9 +441,25 @@ int hr_layout_make(struct hr_layout *l, struct hr_host *hosts, size_t nhosts,
   }
   l->np = np;
   int rank = 0;
+  size_t used = 0;
   for (size_t h = 0; h < nhosts; h++) {
     hosts[h].first_rank = rank;
     hosts[h].nranks = HC_MIN(hosts[h].slots, np - rank);
+    used += hosts[h].nranks > 0;
+    if (hosts[h].nranks > HR_HOST_RANKS_MAX || used > HR_HOSTS_MAX) {
+      if (used > HR_HOSTS_MAX)
+        hc_fmt(err, errlen,
+               "%d processes would need more than %d hosts; horad takes at "
+               "most %d hosts in one job",
+               np, HR_HOSTS_MAX, HR_HOSTS_MAX);
+      else
+        hc_fmt(err, errlen,
+               "%d processes would put %d ranks on host '%s'; horad runs at "
+               "most %d ranks on one host (spread them over more hosts)",
+               np, hosts[h].nranks, hosts[h].name, HR_HOST_RANKS_MAX);
+      hr_layout_free(l);
+      return -1;
+    }
     for (int i = 0; i < hosts[h].nranks; i++, rank++)
       l->ranks[rank] = (struct hr_rank){.rank = rank,
                                         .host = (int)h,

@@ -6,6 +6,11 @@
 #include <stddef.h>
 
 #define HR_SLOTS_MAX 1000000 /* more slots than this on one host is a typo */
+/* What one JOB message can describe, as horad's decoder (hp_dec_job() in
+ * proto/msg.c) takes it: at most 65536 ranks on one host and 65536 hosts
+ * with ranks. test_hosts checks both against the decoder. */
+#define HR_HOST_RANKS_MAX 65536
+#define HR_HOSTS_MAX 65536
 
 /* One host of the job, in the order the user gave them. */
 struct hr_host {
@@ -92,7 +97,9 @@ int hr_host_is_local(const char *name);
 long hr_hosts_slots(const struct hr_host *hosts, size_t nhosts);
 
 /* Places np ranks on the hosts. Takes ownership of `hosts` (also on error).
- * Returns 0, or -1 with a reason in err (e.g. more processes than slots). */
+ * Returns 0, or -1 with a reason in err: more processes than slots, more
+ * than HR_HOST_RANKS_MAX ranks on one host, more than HR_HOSTS_MAX hosts
+ * with ranks. */
 int hr_layout_make(struct hr_layout *l, struct hr_host *hosts, size_t nhosts,
                    int np, char *err, size_t errlen);
 void hr_layout_free(struct hr_layout *l);

@@ -89,6 +89,12 @@ usage_error "too many processes" \
 usage_error "too many processes, two entries" \
   "requested 4 processes but the hosts give only 3 slots" \
   -np 4 -H localhost:2,127.0.0.1 true
+usage_error "-np over what one host's horad takes" \
+  "100000 processes would put 100000 ranks on host 'localhost'; horad runs at most 65536 ranks on one host" \
+  -np 100000 true
+usage_error "-np over the maximum" \
+  "invalid -np value '1048577': expected a whole number from 1 to 1048576" \
+  -np 1048577 true
 usage_error "-H empty slots" "bad host 'localhost:'" -np 1 -H localhost: true
 usage_error "-H zero slots" "bad host 'localhost:0'" -np 1 -H localhost:0 true
 usage_error "-H letters as slots" "bad host 'localhost:x'" \

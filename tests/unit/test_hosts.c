@@ -11,6 +11,7 @@
 
 #include "common.h"
 #include "hosts.h"
+#include "msg.h"
 #include "testlib.h"
 #include "textfile.h"
 
@@ -478,6 +479,84 @@ static void test_layout(void) {
   CHECK_EQ_STR(err, "requested 6 processes but the hosts give only 5 slots");
 }
 
+/* A JOB for host 0 of `nhosts` hosts, `nlocal` ranks on it and one on each
+ * of the others, through the encoder and horad's decoder: returns what
+ * hp_dec_job() returns. */
+static int job_roundtrip(uint32_t nlocal, uint32_t nhosts) {
+  int32_t size = (int32_t)(nlocal + nhosts - 1);
+  struct hp_job_rank *ranks = calloc(nlocal, sizeof *ranks);
+  struct hp_job_host *hosts = calloc(nhosts, sizeof *hosts);
+  char *argv[] = {"true", NULL}, *envp[] = {NULL};
+  if (!ranks || !hosts) {
+    free(ranks);
+    free(hosts);
+    return -1000;
+  }
+  for (uint32_t i = 0; i < nlocal; i++) /* local rank 0 is on every host */
+    ranks[i] = (struct hp_job_rank){(int32_t)i, (int32_t)i, 0,
+                                    i == 0 ? (int32_t)nhosts : 1};
+  for (uint32_t i = 0; i < nhosts; i++)
+    hosts[i] = (struct hp_job_host){.name = "h", .addr = "10.0.0.1",
+                                    .port = 1,
+                                    .first_rank = i ? (int32_t)(nlocal + i - 1) : 0,
+                                    .nranks = i ? 1 : (int32_t)nlocal};
+  struct hp_job m = {.size = size, .local_size = (int32_t)nlocal,
+                     .nlocal = nlocal, .ranks = ranks, .host_index = 0,
+                     .nhosts = nhosts, .hosts = hosts, .hostname = "h",
+                     .cwd = "/", .argc = 1, .argv = argv, .envc = 0,
+                     .envp = envp};
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_job(&w, &m);
+  free(ranks);
+  free(hosts);
+  int rc = -2000;
+  struct hp_job d;
+  if (!w.err && w.len > HP_FRAME_HDR) {
+    rc = hp_dec_job(w.data + HP_FRAME_HDR, w.len - HP_FRAME_HDR, &d);
+    hp_job_free(&d);
+  }
+  hp_wbuf_free(&w);
+  return rc;
+}
+
+/* horarun's limits are exactly those of horad's JOB decoder, and the layout
+ * refuses a job past them with the numbers. */
+static void test_job_limits(void) {
+  CHECK_EQ_INT(job_roundtrip(HR_HOST_RANKS_MAX, 1), 0);
+  CHECK(job_roundtrip(HR_HOST_RANKS_MAX + 1, 1) < 0);
+  CHECK_EQ_INT(job_roundtrip(1, HR_HOSTS_MAX), 0);
+  CHECK(job_roundtrip(1, HR_HOSTS_MAX + 1) < 0);
+
+  struct hr_host *h;
+  size_t n;
+  struct hr_layout l;
+  char err[512] = "";
+  CHECK_EQ_INT(hr_hosts_parse("localhost:100000", &h, &n, err, sizeof err), 0);
+  CHECK_EQ_INT(hr_layout_make(&l, h, n, 100000, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "100000 processes would put 100000 ranks on host "
+                    "'localhost'; horad runs at most 65536 ranks on one host "
+                    "(spread them over more hosts)");
+  CHECK_EQ_INT(hr_hosts_parse("a:65536,b:65536", &h, &n, err, sizeof err), 0);
+  CHECK_EQ_INT(hr_layout_make(&l, h, n, 100000, err, sizeof err), 0);
+  CHECK_EQ_INT(l.hosts[0].nranks, 65536);
+  CHECK_EQ_INT(l.hosts[1].nranks, 100000 - 65536);
+  hr_layout_free(&l);
+  /* more hosts with ranks than a JOB can list */
+  n = HR_HOSTS_MAX + 1;
+  h = calloc(n, sizeof *h);
+  CHECK(h != NULL);
+  if (!h) return;
+  for (size_t i = 0; i < n; i++) {
+    char name[32];
+    hc_fmt(name, sizeof name, "h%zu", i);
+    h[i] = (struct hr_host){.name = strdup(name), .slots = 1};
+  }
+  CHECK_EQ_INT(hr_layout_make(&l, h, n, HR_HOSTS_MAX + 1, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "65537 processes would need more than 65536 hosts; horad "
+                    "takes at most 65536 hosts in one job");
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -493,6 +572,7 @@ int main(void) {
   RUN(test_name_ok);
   RUN(test_add_merge);
   RUN(test_layout);
+  RUN(test_job_limits);
   const char *files[] = {"hosts.txt", "nul.txt", "big.txt", "long.txt"};
   for (size_t i = 0; i < HC_ARRAY_SIZE(files); i++) {
     hc_fmt(path, sizeof path, "%s/%s", dir, files[i]);
