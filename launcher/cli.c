@@ -54,7 +54,8 @@ static const struct opt builtin_opts[] = {
      "the hosts give"},
     {"-H", "--hosts", "HOST[:SLOTS],...", O_HOSTS,
      "hosts to run on and how many processes each may run (a HOST alone has "
-     "1 slot; IPv6 as [::1]:4); default localhost:N for -np N. Hosts other "
+     "1 slot; IPv6 as [::1]:4 or [fe80::1%eth0]:4); default localhost:N for "
+     "-np N. Hosts other "
      "than this machine are reached with ssh"},
     {"-hostfile", "--hostfile", "FILE", O_HOSTFILE,
      "read the hosts from FILE, one per line: 'HOST slots=N', 'HOST:N' or "

@@ -343,6 +343,28 @@ static void test_hosts_forms(void) {
     CHECK_EQ_INT(o.cfg_hosts[1].local, 1);
   }
   hr_opts_free(&o);
+  /* Scoped IPv6 addresses keep their zone, in every form. */
+  CHECK_EQ_INT(load("hosts:\n  - \"[fe80::1%eth0]:2\"\n  - fe80::2%eth0\n"
+                    "  - {name: \"[fe80::3%eth1]\", slots: 4}\n"
+                    "  - {name: n4, address: \"fe80::4%2\"}\n",
+                    &o, err, sizeof err),
+               0);
+  CHECK_EQ_STR(err, "");
+  CHECK_EQ_INT(o.ncfg_hosts, 4);
+  if (o.ncfg_hosts == 4) {
+    CHECK_EQ_STR(o.cfg_hosts[0].name, "fe80::1%eth0");
+    CHECK_EQ_INT(o.cfg_hosts[0].slots, 2);
+    CHECK_EQ_STR(o.cfg_hosts[1].name, "fe80::2%eth0");
+    CHECK_EQ_STR(o.cfg_hosts[2].name, "fe80::3%eth1");
+    CHECK_EQ_INT(o.cfg_hosts[2].slots, 4);
+    CHECK_EQ_STR(o.cfg_hosts[3].address, "fe80::4%2");
+  }
+  hr_opts_free(&o);
+  CHECK_EQ_INT(load("hosts: \"[fe80::1%eth0]:2,b\"\n", &o, err, sizeof err),
+               0);
+  CHECK_EQ_INT(o.ncfg_hosts, 2);
+  if (o.ncfg_hosts == 2) CHECK_EQ_STR(o.cfg_hosts[0].name, "fe80::1%eth0");
+  hr_opts_free(&o);
 }
 
 /* A second file replaces the first one's values; env adds up by name. */

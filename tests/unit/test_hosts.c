@@ -3,6 +3,10 @@
  * the -H parser, merging of entries for the same machine, and Horovod's rank
  * layout (local and cross ranks) including "more processes than slots",
  * and the limits on a host file's size and lines. */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -12,6 +16,9 @@
 #include "common.h"
 #include "hosts.h"
 #include "msg.h"
+#include "opts.h"
+#include "remote.h"
+#include "spawn.h"
 #include "testlib.h"
 #include "textfile.h"
 
@@ -339,6 +346,84 @@ static void test_hosts_list(void) {
   hosts_error("[::1]2", want);
 }
 
+/* Scoped IPv6 addresses ("fe80::1%eth0") in -H, host files, the name
+ * check and the ssh command line: the zone is kept as written. */
+static void test_scoped_ipv6(void) {
+  struct hr_host *h;
+  size_t n;
+  char err[512] = "";
+  CHECK(hr_host_name_ok("fe80::1%eth0"));
+  CHECK(hr_host_name_ok("fe80::1%2"));
+  CHECK(hr_host_name_ok("fe80::1%br-lan.10_x"));
+  CHECK(!hr_host_name_ok("fe80::1%"));
+  CHECK(!hr_host_name_ok("fe80::1%-oProxyCommand"));
+  CHECK(!hr_host_name_ok("fe80::1%a;b"));
+  CHECK(!hr_host_name_ok("fe80::1%a b"));
+  CHECK(!hr_host_name_ok("fe80::1%waytoolonginterface0"));
+  CHECK(!hr_host_name_ok("fe80::zz%eth0"));
+  CHECK(!hr_host_name_ok("%eth0"));
+  CHECK(!hr_host_name_ok("node1%eth0"));
+
+  CHECK_EQ_INT(hr_hosts_parse("[fe80::1%eth0]:2,fe80::2%eth1,[fe80::3%7]", &h,
+                              &n, err, sizeof err),
+               0);
+  CHECK_EQ_INT(n, 3);
+  if (n == 3) {
+    CHECK_HOST(h, 0, "fe80::1%eth0", 2);
+    CHECK_HOST(h, 1, "fe80::2%eth1", 1);
+    CHECK_HOST(h, 2, "fe80::3%7", 1);
+    CHECK_EQ_INT(h[0].local, 0);
+  }
+  /* the ssh command line carries the zone */
+  struct hr_opts o;
+  CHECK_EQ_INT(hr_opts_init(&o), 0);
+  char **argv = n ? hr_ssh_argv(&o, &h[0], "horad") : NULL;
+  int seen = 0;
+  for (char **a = argv; a && *a; a++) seen |= !strcmp(*a, "fe80::1%eth0");
+  CHECK(seen);
+  hr_strv_free(argv);
+  hr_opts_free(&o);
+  hr_hosts_free(h, n);
+  hosts_error("fe80::1%eth0:2",
+              "bad host 'fe80::1%eth0:2': expected HOST or HOST:SLOTS, e.g. "
+              "node1:4 (IPv6 as [::1]:4)");
+  hosts_error("[fe80::1%]:2", "bad host '[fe80::1%]:2': expected HOST or "
+                              "HOST:SLOTS, e.g. node1:4 (IPv6 as [::1]:4)");
+
+  const char *p = hostfile("[fe80::1%eth0] slots=2\nfe80::2%eth0 slots=3\n"
+                           "[fe80::3%eth0]:4 # c\n");
+  CHECK_EQ_INT(hr_hostfile_parse(p, &h, &n, err, sizeof err), 0);
+  CHECK_EQ_INT(n, 3);
+  if (n == 3) {
+    CHECK_HOST(h, 0, "fe80::1%eth0", 2);
+    CHECK_HOST(h, 1, "fe80::2%eth0", 3);
+    CHECK_HOST(h, 2, "fe80::3%eth0", 4);
+  }
+  hr_hosts_free(h, n);
+
+  /* A link-local address of this machine is local on its own interface
+   * (by name or index), not with another zone. */
+  struct ifaddrs *ifs;
+  if (getifaddrs(&ifs) < 0) return;
+  for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)i->ifa_addr;
+    if (!s6 || s6->sin6_family != AF_INET6 ||
+        !IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr))
+      continue;
+    char a[INET6_ADDRSTRLEN], name[128];
+    inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a);
+    hc_fmt(name, sizeof name, "%s%%%s", a, i->ifa_name);
+    CHECK(hr_host_is_local(name));
+    hc_fmt(name, sizeof name, "%s%%%u", a, if_nametoindex(i->ifa_name));
+    CHECK(hr_host_is_local(name));
+    hc_fmt(name, sizeof name, "%s%%nosuch0", a);
+    CHECK(!hr_host_is_local(name));
+    printf("link-local %s%%%s is local\n", a, i->ifa_name);
+    break;
+  }
+  freeifaddrs(ifs);
+}
+
 static void test_name_ok(void) {
   CHECK(hr_host_name_ok("node-1.example.com"));
   CHECK(hr_host_name_ok("10.0.0.5"));
@@ -570,6 +655,7 @@ int main(void) {
   RUN(test_hostfile_limits);
   RUN(test_hosts_list);
   RUN(test_name_ok);
+  RUN(test_scoped_ipv6);
   RUN(test_add_merge);
   RUN(test_layout);
   RUN(test_job_limits);
