@@ -46,6 +46,7 @@ struct hr_daemon {
   int started, pipe_open, pipe_closing;
   int ready, done, reaped, finished;
   int quiet;  /* its failure was reported: no "exited unexpectedly" */
+  int job_sent; /* its JOB is on the way: it has ranks to run */
   int killed; /* horarun sent it SIGKILL after the reap grace */
   int wstatus;
   /* multi-host */
@@ -201,6 +202,7 @@ static int send_job(struct hr_job *j, struct hr_daemon *d) {
   free(hosts);
   int rc = r->w.err ? UV_ENOMEM : r->w.len == 0 ? UV_E2BIG : 0;
   if (send_req(d, r) < 0 && rc == 0) rc = UV_EPIPE;
+  d->job_sent = rc == 0;
   return rc;
 }
 
@@ -806,7 +808,10 @@ static void check_daemon(struct hr_daemon *d) {
     print_tail(d);
     set_exit(j, HR_EXIT_LAUNCHER);
     stop_job(j, "a horad could not be started");
-  } else if (d->started && !d->done && !d->quiet) {
+  } else if (d->started && !d->done && !d->quiet &&
+             (d->job_sent || !j->stopping)) {
+    /* (One stopped before it had a job, because of another host, had
+     * nothing to run: its exit is no news.) */
     hr_say(j->out, "error: horad on host %s exited unexpectedly (%s)", d->name,
            st);
     set_exit(j, HR_EXIT_LAUNCHER);

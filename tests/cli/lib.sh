@@ -108,6 +108,34 @@ fake_horad() {
   echo "$f"
 }
 
+# use_fake_ssh: puts an `ssh` first on PATH that runs the remote command
+# (horad --rendezvous) on this machine, told where horarun is
+# (--launcher 127.0.0.1), so that "remote" hosts need no sshd. It appends
+# the host it was given to $TMP/ssh.hosts, one line each. Set before the
+# job:
+#   FAKE_SSH_FAIL="h1 h2"  these hosts fail as unresolvable (exit 255)
+use_fake_ssh() {
+  mkdir -p "$TMP/bin" || fail "mkdir"
+  export FAKE_SSH_TMP="$TMP"
+  cat >"$TMP/bin/ssh" <<'SSH'
+#!/bin/sh
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done
+shift
+host=$1
+shift
+echo "$host" >>"$FAKE_SSH_TMP/ssh.hosts"
+case " ${FAKE_SSH_FAIL:-} " in
+*" $host "*)
+  echo "ssh: Could not resolve hostname $host: Name or service not known" >&2
+  exit 255 ;;
+esac
+exec sh -c "$* --launcher 127.0.0.1"
+SSH
+  chmod +x "$TMP/bin/ssh" || fail "chmod"
+  PATH=$TMP/bin:$PATH
+  export PATH
+}
+
 # use_fake_horad: makes horarun start the fake horad.
 use_fake_horad() {
   HORA_HORAD=$(fake_horad) || fail "cannot build the fake horad"
