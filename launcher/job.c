@@ -607,14 +607,10 @@ static void on_rdv_connection(uv_stream_t *server, int status) {
   struct hr_job *j = server->data;
   struct hp_conn *c;
   if (status < 0 || j->closing) return;
-  if (hp_conn_refuse_flood(server, j->conns)) {
-    if (++j->nrejected % 100 == 1)
-      hr_say(j->out, "too many connections in their handshake; refusing "
-             "more");
-    return;
-  }
-  if (hp_conn_accept(server, j->secret, HP_AUTH_CONTROL, &rdv_cb, j, &c) == 0)
-    hp_conn_track(c, &j->conns);
+  /* A flood of strangers makes room for this one (conn.h): a real horad
+   * always gets in. */
+  hp_conn_accept_tracked(server, j->secret, HP_AUTH_CONTROL, &rdv_cb, j,
+                         &j->conns, &c);
 }
 
 static int open_rendezvous(struct hr_job *j) {

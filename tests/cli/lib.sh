@@ -108,15 +108,31 @@ fake_horad() {
   echo "$f"
 }
 
+# Builds tests/cli/flood.c (cached in $BUILD/tests) and prints its path.
+flood_bin() {
+  f=$BUILD/tests/flood
+  if [ ! -x "$f" ] || [ "$HORA_TOP/tests/cli/flood.c" -nt "$f" ]; then
+    mkdir -p "$BUILD/tests" || return 1
+    ${CC:-cc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra \
+      "$HORA_TOP/tests/cli/flood.c" -o "$f.tmp.$$" >&2 &&
+      mv "$f.tmp.$$" "$f" || return 1
+  fi
+  echo "$f"
+}
+
 # use_fake_ssh: puts an `ssh` first on PATH that runs the remote command
 # (horad --rendezvous) on this machine, told where horarun is
 # (--launcher 127.0.0.1), so that "remote" hosts need no sshd. It appends
 # the host it was given to $TMP/ssh.hosts, one line each. Set before the
 # job:
 #   FAKE_SSH_FAIL="h1 h2"  these hosts fail as unresolvable (exit 255)
+#   FAKE_SSH_FLOOD=N       first open N silent connections to the
+#                          rendezvous port (from the bootstrap line), held
+#                          for 20 s, and start horad once they are up
 use_fake_ssh() {
   mkdir -p "$TMP/bin" || fail "mkdir"
-  export FAKE_SSH_TMP="$TMP"
+  FAKE_SSH_FLOODER=$(flood_bin) || fail "cannot build tests/cli/flood.c"
+  export FAKE_SSH_FLOODER FAKE_SSH_TMP="$TMP" FAKE_SSH_MARK="$MARK"
   cat >"$TMP/bin/ssh" <<'SSH'
 #!/bin/sh
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done
@@ -129,6 +145,19 @@ case " ${FAKE_SSH_FAIL:-} " in
   echo "ssh: Could not resolve hostname $host: Name or service not known" >&2
   exit 255 ;;
 esac
+if [ -n "${FAKE_SSH_FLOOD:-}" ]; then
+  IFS= read -r line || exit 255
+  port=$(echo "$line" | cut -d ' ' -f 3)
+  fifo=$FAKE_SSH_TMP/flood.$$
+  mkfifo "$fifo" || exit 255
+  "$FAKE_SSH_FLOODER" "$port" "$FAKE_SSH_FLOOD" 20 "$FAKE_SSH_MARK" \
+    >"$fifo" 2>&1 </dev/null &
+  read -r ready <"$fifo"
+  rm -f "$fifo"
+  case "$ready" in ready*) ;; *) echo "fake ssh: $ready" >&2; exit 255 ;; esac
+  printf '%s\n' "$line" | sh -c "$* --launcher 127.0.0.1"
+  exit $?
+fi
 exec sh -c "$* --launcher 127.0.0.1"
 SSH
   chmod +x "$TMP/bin/ssh" || fail "chmod"

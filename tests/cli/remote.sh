@@ -3,7 +3,8 @@
 # (use_fake_ssh in lib.sh) runs horad --rendezvous on this machine, so
 # every host but localhost takes horarun's multi-host path (ssh, the
 # rendezvous, the mesh). Checks: a scoped IPv6 host reaches ssh with its
-# zone; one host whose ssh fails is the only one reported.
+# zone; one host whose ssh fails is the only one reported; a flood of
+# silent connections on the rendezvous port does not keep the daemons out.
 . "$(dirname "$0")/lib.sh"
 [ -x "$BUILD/bin/horad" ] || { echo "no $BUILD/bin/horad: run make first"; exit 77; }
 unset HORA_HORAD
@@ -46,5 +47,18 @@ n=$(grep -c '^horarun: error:' "$TMP/err")
 unset FAKE_SSH_FAIL
 note "a failed ssh: one error, about that host only"
 
+# ---- a flood of silent connections on the rendezvous port ----------------------
+# 200 strangers connect, and stay silent, before the remote horad does.
+FAKE_SSH_FLOOD=200 && export FAKE_SSH_FLOOD
+start=$(date +%s)
+run_hr --start-timeout 30 -np 2 -H localhost:1,fakehost:1 \
+  sh -c 'echo "r=$HORA_RANK"'
+unset FAKE_SSH_FLOOD
+expect_rc 0 "a flood of silent connections"
+expect_in out "[1]<stdout>:r=1" "the remote rank ran"
+expect_not_in err "error:" "no error"
+el=$(($(date +%s) - start))
+[ "$el" -lt 15 ] || fail "the flood delayed the job by ${el}s"
+note "200 silent connections on the rendezvous port: the job runs (${el}s)"
 kill_marked
 exit 0
