@@ -173,7 +173,8 @@ const char *hc_param_str(const char *name) {
 long long hc_parse_size(const char *s) {
   if (!s || !*s) return -1;
   char *end;
-  if (!isdigit((unsigned char)*s) && *s != '.') return -1; /* " 1", "-1", "inf" */
+  /* no " 1", "-1" or "inf" (strtod would take them) */
+  if (!isdigit((unsigned char)*s) && *s != '.') return -1;
   double v = strtod(s, &end);
   if (end == s || !isfinite(v) || v < 0) return -1;
   double mult = 1;
@@ -216,7 +217,8 @@ int hc_param_check(const struct hc_param *p, const char *v, char *why,
   case HC_P_SIZE: {
     long long x = hc_parse_size(v);
     if (x >= 0 && (p->max <= 0 || x <= p->max)) return 0;
-    hc_fmt(why, whylen, "expected a size in bytes, like 64M (suffixes K, M, G)");
+    hc_fmt(why, whylen,
+           "expected a size in bytes, like 64M (suffixes K, M, G)");
     return -1;
   }
   case HC_P_DOUBLE: {

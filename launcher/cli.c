@@ -403,4 +403,3 @@ int hr_cli_parse(int argc, char **argv, struct hr_opts *o) {
   finish(o);
   return HR_CLI_RUN;
 }
-

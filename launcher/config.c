@@ -765,10 +765,10 @@ static void parse_error(struct cfg *c, const yaml_parser_t *p) {
  * the second pass, which reports it. */
 
 struct level {
-  int map;       /* a mapping (else a list) */
-  int in_value;  /* a mapping: its key has been read */
-  long index;    /* a list: the item being read; a mapping: its keys */
-  char key[64];  /* a mapping: the key being read, "?" when not plain */
+  int map;      /* a mapping (else a list) */
+  int in_value; /* a mapping: its key has been read */
+  long index;   /* a list: the item being read; a mapping: its keys */
+  char key[64]; /* a mapping: the key being read, "?" when not plain */
 };
 
 /* The key path to the value being read ("hosts[1].name"), into buf. */
@@ -778,8 +778,7 @@ static const char *event_path(const struct level *lv, int depth, char *buf,
   buf[0] = '\0';
   for (int i = 0; i < depth && n < len; i++) {
     if (lv[i].map && lv[i].in_value)
-      n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "." : "",
-                            lv[i].key);
+      n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "." : "", lv[i].key);
     else if (!lv[i].map)
       n += (size_t)snprintf(buf + n, len - n, "[%ld]", lv[i].index);
   }
@@ -792,8 +791,7 @@ static const char *event_path(const struct level *lv, int depth, char *buf,
 static void value_done(struct level *lv, int depth) {
   if (depth == 0) return;
   struct level *l = &lv[depth - 1];
-  if (l->map)
-    l->in_value = 0;
+  if (l->map) l->in_value = 0;
   l->index++;
 }
 
@@ -836,8 +834,8 @@ static int prescan_fail(struct cfg *c, const yaml_event_t *e, const char *fmt,
 
 /* One event; returns 1 at the end of the stream, 0 to go on, -1 on an
  * error (in c->err). */
-static int prescan_event(struct cfg *c, const yaml_event_t *e,
-                         struct level *lv, int *depth) {
+static int prescan_event(struct cfg *c, const yaml_event_t *e, struct level *lv,
+                         int *depth) {
   char path[PATH_LEN], where_buf[PATH_LEN + 8];
   struct level *top = *depth ? &lv[*depth - 1] : NULL;
   int is_key = top && top->map && !top->in_value;
@@ -913,7 +911,7 @@ static int prescan(struct cfg *c, const char *text, size_t len) {
   yaml_parser_t p;
   struct level lv[HR_CONFIG_DEPTH_MAX];
   int depth = 0, rc = 0;
-  long refs = 0; /* anchors and aliases */
+  long refs = 0;                             /* anchors and aliases */
   if (!yaml_parser_initialize(&p)) return 0; /* the loader says it */
   yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
   while (rc == 0) {
@@ -923,8 +921,10 @@ static int prescan(struct cfg *c, const char *text, size_t len) {
     /* libyaml looks each alias up among every anchor: keep it linear */
     if (rc == 0 && (e.type == YAML_ALIAS_EVENT || anchor_of(&e)) &&
         ++refs > HR_CONFIG_ANCHORS_MAX)
-      rc = prescan_fail(c, &e, "more than %d YAML anchors and aliases (&x, "
-                        "*x)", HR_CONFIG_ANCHORS_MAX);
+      rc = prescan_fail(c, &e,
+                        "more than %d YAML anchors and aliases (&x, "
+                        "*x)",
+                        HR_CONFIG_ANCHORS_MAX);
     yaml_event_delete(&e);
   }
   yaml_parser_delete(&p);
@@ -963,7 +963,8 @@ int hr_config_load(const char *path, struct hr_opts *o, char *err,
   struct cfg c = {.file = path, .o = o, .err = err, .errlen = errlen};
   char *text;
   size_t len;
-  if (hr_read_text(path, "config file", HR_CONFIG_MAX, &text, &len, err, errlen) < 0)
+  if (hr_read_text(path, "config file", HR_CONFIG_MAX, &text, &len, err,
+                   errlen) < 0)
     return -1;
   yaml_parser_t parser;
   yaml_document_t doc;

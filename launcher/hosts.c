@@ -132,9 +132,7 @@ static int name_ok(const char *host, size_t len, int ipv6) {
     char addr[INET6_ADDRSTRLEN];
     struct in6_addr a6;
     size_t n = (size_t)(pct - host);
-    if (n == 0 || n >= sizeof addr ||
-        !zone_ok(pct + 1, len - n - 1))
-      return 0;
+    if (n == 0 || n >= sizeof addr || !zone_ok(pct + 1, len - n - 1)) return 0;
     memcpy(addr, host, n);
     addr[n] = '\0';
     return inet_pton(AF_INET6, addr, &a6) == 1;
@@ -411,7 +409,9 @@ int hr_hostfile_parse(const char *path, struct hr_host **hosts, size_t *nhosts,
   *nhosts = 0;
   char *text;
   size_t len;
-  if (hr_read_text(path, "host file", HR_HOSTFILE_MAX, &text, &len, err, errlen) < 0) return -1;
+  if (hr_read_text(path, "host file", HR_HOSTFILE_MAX, &text, &len, err,
+                   errlen) < 0)
+    return -1;
   struct hr_host *h = NULL;
   size_t n = 0, cap = 0;
   char where[320];

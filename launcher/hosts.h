@@ -45,11 +45,11 @@ struct hr_layout {
 
 /* Parses "host[:slots],..." (a bare host has 1 slot; IPv6 as "[::1]:2" or
  * bare "::1", a scoped one as "[fe80::1%eth0]:2" or "fe80::1%eth0", the
- * zone kept in the name). Entries naming the same host are merged (slots summed), and
- * so are all names of this machine (localhost, 127.0.0.1, ::1, the host
- * name), since one machine runs one horad. On success returns 0 and fills
- * *hosts (caller frees with hr_hosts_free()); on error returns -1 with a
- * one-line reason in err. */
+ * zone kept in the name). Entries naming the same host are merged (slots
+ * summed), and so are all names of this machine (localhost, 127.0.0.1,
+ * ::1, the host name), since one machine runs one horad. On success returns 0
+ * and fills *hosts (caller frees with hr_hosts_free()); on error returns -1
+ * with a one-line reason in err. */
 int hr_hosts_parse(const char *spec, struct hr_host **hosts, size_t *nhosts,
                    char *err, size_t errlen);
 
@@ -57,11 +57,12 @@ int hr_hosts_parse(const char *spec, struct hr_host **hosts, size_t *nhosts,
  * (mpirun's and horovodrun's form), "HOST:N" or "HOST" (1 slot); '#'
  * starts a comment (whole line or trailing); blank lines, surrounding
  * blanks and CRLF line ends are fine; IPv6 as "[::1] slots=2" or
- * "[::1]:2", scoped as "[fe80::1%eth0] slots=2". Same-host entries merge as in hr_hosts_parse(). Returns 0 and
- * fills *hosts (free with hr_hosts_free()), or -1 with a reason in err
- * that names the file and line ("hosts.txt:3: bad slots value 'x': ..."),
- * or the file and strerror when it cannot be read; a file without hosts is
- * an error. */
+ * "[::1]:2", scoped as "[fe80::1%eth0] slots=2". Same-host entries merge
+ * as in hr_hosts_parse(). Returns 0 and fills *hosts (free with
+ * hr_hosts_free()), or -1 with a reason in err that names the file and line
+ * ("hosts.txt:3: bad slots value 'x': ..."), or the file and strerror when
+ * it cannot be read; a file without hosts, or one past the limits of
+ * textfile.h, is an error. */
 int hr_hostfile_parse(const char *path, struct hr_host **hosts, size_t *nhosts,
                       char *err, size_t errlen);
 

@@ -104,10 +104,10 @@ double hr_opts_knob_num(const struct hr_opts *o, const char *name);
 
 /* Checks the HORA_* variables of the knobs, and their Horovod aliases, in
  * the environment `envp` (NULL-terminated "NAME=value") and a config
- * file's `env` (which goes over it), as horad and the ranks will read them: an empty one counts as unset, and one whose knob
- * was given as a flag or in a config file is replaced, so not checked.
- * Returns 0, or -1 with "invalid NAME value 'v' in the environment:
- * expected ..." in err. */
+ * file's `env` (which goes over it), as horad and the ranks will read them: an
+ * empty one counts as unset, and one whose knob was given as a flag or in a
+ * config file is replaced, so not checked. Returns 0, or -1 with "invalid NAME
+ * value 'v' in the environment: expected ..." in err. */
 int hr_env_check(const struct hr_opts *o, char *const envp[], char *err,
                  size_t errlen);
 

@@ -60,8 +60,7 @@ int hr_read_text(const char *path, const char *what, size_t max, char **text,
     errno = EISDIR;
   }
   if (fd < 0) {
-    hc_fmt(err, errlen, "cannot read %s '%s': %s", what, path,
-           strerror(errno));
+    hc_fmt(err, errlen, "cannot read %s '%s': %s", what, path, strerror(errno));
     return -1;
   }
   if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > max) {
@@ -75,8 +74,7 @@ int hr_read_text(const char *path, const char *what, size_t max, char **text,
   for (;;) {
     if (n + 1 >= cap) { /* room for a chunk, one byte past the limit and
                            the final NUL at most */
-      size_t ncap = HC_MIN(cap ? cap * 2 : (size_t)CHUNK,
-                           max + 2);
+      size_t ncap = HC_MIN(cap ? cap * 2 : (size_t)CHUNK, max + 2);
       char *g = realloc(buf, ncap);
       if (!g) {
         hc_fmt(err, errlen, "%s: out of memory", path);

@@ -360,8 +360,7 @@ static void test_hosts_forms(void) {
     CHECK_EQ_STR(o.cfg_hosts[3].address, "fe80::4%2");
   }
   hr_opts_free(&o);
-  CHECK_EQ_INT(load("hosts: \"[fe80::1%eth0]:2,b\"\n", &o, err, sizeof err),
-               0);
+  CHECK_EQ_INT(load("hosts: \"[fe80::1%eth0]:2,b\"\n", &o, err, sizeof err), 0);
   CHECK_EQ_INT(o.ncfg_hosts, 2);
   if (o.ncfg_hosts == 2) CHECK_EQ_STR(o.cfg_hosts[0].name, "fe80::1%eth0");
   hr_opts_free(&o);
@@ -878,7 +877,8 @@ static void test_depth(void) {
   config_error(0, "env: {A: [[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]}\n",
                ":1: nested deeper than 16 levels in 'env.A[0][0][0][0][0][0]"
                "[0][0][0][0][0][0][0][0]'");
-  config_error(0, "a:\n b:\n  c:\n   d:\n    e:\n     f:\n      g:\n       h:\n"
+  config_error(0,
+               "a:\n b:\n  c:\n   d:\n    e:\n     f:\n      g:\n       h:\n"
                "        i:\n         j:\n          k:\n           l:\n"
                "            m:\n             n:\n              o:\n"
                "               p:\n                q: 1\n",
@@ -912,13 +912,15 @@ static void test_depth(void) {
   CHECK(text != NULL);
   if (!text) return;
   p = text + sprintf(text, "env:\n");
-  for (int i = 0; i < 4097; i++) p += sprintf(p, "  A%d: x\n", i);
+  for (int i = 0; i < 4097; i++)
+    p += sprintf(p, "  A%d: x\n", i);
   config_error(0, text, ":4098: more than 4096 keys in 'env'");
   /* 4096 are fine */
   struct hr_opts o;
   char err[1024];
   p = text + sprintf(text, "env:\n");
-  for (int i = 0; i < 4096; i++) p += sprintf(p, "  A%d: x\n", i);
+  for (int i = 0; i < 4096; i++)
+    p += sprintf(p, "  A%d: x\n", i);
   CHECK_EQ_INT(load(text, &o, err, sizeof err), 0);
   CHECK_EQ_INT(o.nenv, 4096);
   hr_opts_free(&o);
@@ -929,7 +931,8 @@ static void test_depth(void) {
   CHECK(text != NULL);
   if (!text) return;
   p = text + sprintf(text, "ssh:\n  options: [&a x");
-  for (int i = 1; i < 1100; i++) p += sprintf(p, ",\n    *a");
+  for (int i = 1; i < 1100; i++)
+    p += sprintf(p, ",\n    *a");
   sprintf(p, "]\n");
   config_error(0, text,
                ":1026: more than 1024 YAML anchors and aliases (&x, *x)");
@@ -1004,8 +1007,7 @@ static void test_param_check(void) {
   param_case("spin_us", "3.5", us);
   param_case("spin_us", "2147483648", us);
   param_case("spin_us", "99999999999999999999", us);
-  param_case("threads", "x",
-             "expected a non-negative whole number of threads");
+  param_case("threads", "x", "expected a non-negative whole number of threads");
   param_case("thread_affinity", "x", "expected a non-negative whole number");
   param_case("arena_size", "64M", NULL);
   param_case("arena_size", "1.5G", NULL);
@@ -1037,7 +1039,7 @@ static void test_env_check(void) {
   struct hr_opts o;
   char err[512];
   CHECK_EQ_INT(hr_opts_init(&o), 0);
-  char *good[] = {"HORA_SPIN_US=10", "HORA_KILL_GRACE=", "PATH=/bin",
+  char *good[] = {"HORA_SPIN_US=10",        "HORA_KILL_GRACE=",  "PATH=/bin",
                   "HOROVOD_CYCLE_TIME=0.5", "HORA_SPIN_USX=abc", NULL};
   CHECK_EQ_INT(hr_env_check(&o, good, err, sizeof err), 0);
   char *grace[] = {"PATH=/bin", "HORA_KILL_GRACE=abc", NULL};

@@ -45,8 +45,9 @@ static void on_server_close(struct hp_conn *c, const char *why) {
   if (strstr(why, "dropped for a newer connection")) s->dropped++;
 }
 
-static const struct hp_conn_cb server_cb = {
-    .on_auth = on_server_auth, .on_frame = on_frame, .on_close = on_server_close};
+static const struct hp_conn_cb server_cb = {.on_auth = on_server_auth,
+                                            .on_frame = on_frame,
+                                            .on_close = on_server_close};
 
 static void on_client_auth(struct hp_conn *c) {
   struct server *s = c->data;
@@ -57,8 +58,9 @@ static void on_client_close(struct hp_conn *c, const char *why) {
   (void)c, (void)why;
 }
 
-static const struct hp_conn_cb client_cb = {
-    .on_auth = on_client_auth, .on_frame = on_frame, .on_close = on_client_close};
+static const struct hp_conn_cb client_cb = {.on_auth = on_client_auth,
+                                            .on_frame = on_frame,
+                                            .on_close = on_client_close};
 
 static void on_connection(uv_stream_t *server, int status) {
   struct server *s = server->data;
@@ -70,8 +72,8 @@ static void on_connection(uv_stream_t *server, int status) {
       hp_conn_track(c, &s->conns);
       s->accepted++;
     }
-  } else if (hp_conn_accept_tracked(server, secret, HP_AUTH_MESH, &server_cb,
-                                    s, &s->conns, &c) == 0) {
+  } else if (hp_conn_accept_tracked(server, secret, HP_AUTH_MESH, &server_cb, s,
+                                    &s->conns, &c) == 0) {
     s->accepted++;
   }
 }
@@ -128,7 +130,8 @@ static unsigned strangers(const struct server *s) {
 }
 
 static void server_close(struct server *s, int *fds, int n) {
-  for (int i = 0; i < n; i++) close(fds[i]);
+  for (int i = 0; i < n; i++)
+    close(fds[i]);
   hp_conn_close_all(&s->conns, "done");
   uv_close((uv_handle_t *)&s->tcp, NULL);
   uv_close((uv_handle_t *)&s->deadline, NULL);
@@ -144,7 +147,8 @@ static void real_peer_gets_in(int legacy, int hello) {
   server_open(&s, legacy);
   flood(&s, fds, NFLOOD, hello);
   /* the listener takes in the whole flood first */
-  while (s.accepted < NFLOOD) uv_run(&s.loop, UV_RUN_ONCE);
+  while (s.accepted < NFLOOD)
+    uv_run(&s.loop, UV_RUN_ONCE);
   unsigned held = strangers(&s);
   CHECK(held <= (legacy ? HP_UNAUTH_MAX : HP_UNAUTH_PER_SOURCE));
   CHECK(s.dropped + (int)held >= NFLOOD - 1);
@@ -163,9 +167,15 @@ static void real_peer_gets_in(int legacy, int hello) {
   server_close(&s, fds, NFLOOD);
 }
 
-static void test_accept_tracked(void) { real_peer_gets_in(0, 0); }
-static void test_accept_tracked_talkers(void) { real_peer_gets_in(0, 1); }
-static void test_refuse_flood(void) { real_peer_gets_in(1, 0); }
+static void test_accept_tracked(void) {
+  real_peer_gets_in(0, 0);
+}
+static void test_accept_tracked_talkers(void) {
+  real_peer_gets_in(0, 1);
+}
+static void test_refuse_flood(void) {
+  real_peer_gets_in(1, 0);
+}
 
 /* The silent go first: a stranger that has begun its handshake outlives
  * the silent ones accepted after it. */
@@ -174,11 +184,14 @@ static void test_silent_first(void) {
   int fds[HP_UNAUTH_PER_SOURCE + 8];
   server_open(&s, 0);
   flood(&s, fds, 1, 1); /* the oldest, talking */
-  while (s.accepted < 1) uv_run(&s.loop, UV_RUN_ONCE);
-  while (!s.conns->heard) uv_run(&s.loop, UV_RUN_ONCE);
+  while (s.accepted < 1)
+    uv_run(&s.loop, UV_RUN_ONCE);
+  while (!s.conns->heard)
+    uv_run(&s.loop, UV_RUN_ONCE);
   struct hp_conn *talker = s.conns;
   flood(&s, fds + 1, HP_UNAUTH_PER_SOURCE + 7, 0);
-  while (s.accepted < HP_UNAUTH_PER_SOURCE + 8) uv_run(&s.loop, UV_RUN_ONCE);
+  while (s.accepted < HP_UNAUTH_PER_SOURCE + 8)
+    uv_run(&s.loop, UV_RUN_ONCE);
   int found = 0;
   for (struct hp_conn *k = s.conns; k; k = k->next)
     found |= k == talker && !k->closing;

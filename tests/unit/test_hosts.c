@@ -235,7 +235,6 @@ static void test_hostfile_unreadable(void) {
   CHECK_EQ_STR(err, want);
 }
 
-
 /* Huge or binary files fail at once, naming the file (and the line). */
 static void test_hostfile_limits(void) {
   char err[512] = "", want[600];
@@ -289,8 +288,7 @@ static void test_hostfile_limits(void) {
   text[len - 1] = '\n';
   p = write_file("long.txt", text, len);
   hc_fmt(want, sizeof want,
-         "%s:2: line longer than 65536 bytes (the most a host file allows)",
-         p);
+         "%s:2: line longer than 65536 bytes (the most a host file allows)", p);
   CHECK_EQ_INT(hr_hostfile_parse(p, &h, &n, err, sizeof err), -1);
   CHECK_EQ_STR(err, want);
   free(text);
@@ -379,7 +377,8 @@ static void test_scoped_ipv6(void) {
   CHECK_EQ_INT(hr_opts_init(&o), 0);
   char **argv = n ? hr_ssh_argv(&o, &h[0], "horad") : NULL;
   int seen = 0;
-  for (char **a = argv; a && *a; a++) seen |= !strcmp(*a, "fe80::1%eth0");
+  for (char **a = argv; a && *a; a++)
+    seen |= !strcmp(*a, "fe80::1%eth0");
   CHECK(seen);
   hr_strv_free(argv);
   hr_opts_free(&o);
@@ -581,14 +580,24 @@ static int job_roundtrip(uint32_t nlocal, uint32_t nhosts) {
     ranks[i] = (struct hp_job_rank){(int32_t)i, (int32_t)i, 0,
                                     i == 0 ? (int32_t)nhosts : 1};
   for (uint32_t i = 0; i < nhosts; i++)
-    hosts[i] = (struct hp_job_host){.name = "h", .addr = "10.0.0.1",
-                                    .port = 1,
-                                    .first_rank = i ? (int32_t)(nlocal + i - 1) : 0,
-                                    .nranks = i ? 1 : (int32_t)nlocal};
-  struct hp_job m = {.size = size, .local_size = (int32_t)nlocal,
-                     .nlocal = nlocal, .ranks = ranks, .host_index = 0,
-                     .nhosts = nhosts, .hosts = hosts, .hostname = "h",
-                     .cwd = "/", .argc = 1, .argv = argv, .envc = 0,
+    hosts[i] =
+        (struct hp_job_host){.name = "h",
+                             .addr = "10.0.0.1",
+                             .port = 1,
+                             .first_rank = i ? (int32_t)(nlocal + i - 1) : 0,
+                             .nranks = i ? 1 : (int32_t)nlocal};
+  struct hp_job m = {.size = size,
+                     .local_size = (int32_t)nlocal,
+                     .nlocal = nlocal,
+                     .ranks = ranks,
+                     .host_index = 0,
+                     .nhosts = nhosts,
+                     .hosts = hosts,
+                     .hostname = "h",
+                     .cwd = "/",
+                     .argc = 1,
+                     .argv = argv,
+                     .envc = 0,
                      .envp = envp};
   struct hp_wbuf w;
   hp_wbuf_init(&w);
