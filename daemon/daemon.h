@@ -52,6 +52,7 @@ struct hd_rank {
   uint64_t npending; /* its operations the daemon holds (max_pending) */
   struct hd_tensor *staging_owner; /* the streamed operation using its
                                       staging area, or NULL */
+  int exit_held; /* its failed exit waits for the culprit's (victim_timer) */
   int gone; /* no longer takes part in collectives */
   int broken; /* wrote nonsense into its rings: no longer polled */
   uv_timer_t lost_timer; /* connection closed without goodbye */
@@ -240,6 +241,7 @@ struct hd_daemon {
   struct hp_conn **early; /* authenticated peers that spoke before the JOB */
   size_t nearly;
   uv_timer_t hb_timer;
+  uv_timer_t victim_timer; /* releases exits held back (hd_send_exit) */
   uint64_t hb_timeout_ns;
   uv_timer_t close_timer; /* a graceful close has this long */
   unsigned nrejected;     /* strangers turned away (logging is thinned) */

@@ -163,7 +163,6 @@ int main(int argc, char **argv) {
   struct hd_daemon *d = calloc(1, sizeof *d);
   if (!d) return 1;
   d->loop = uv_default_loop();
-  d->loop->data = d;
   d->efd = -1;
   d->gone_rank = -1;
   int port = 0, rc;

@@ -21,9 +21,7 @@
 #define HB_MIN_MS 50
 #define CLOSE_GRACE_MS 2000 /* queued goodbyes have this long to go out */
 
-static struct hd_daemon *conn_daemon(struct hp_conn *c) {
-  return c->tcp.loop->data;
-}
+static struct hd_daemon *conn_daemon(struct hp_conn *c) { return c->data; }
 
 void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len) {
   if (host >= 0 && (uint32_t)host < d->job.nhosts) {
@@ -335,20 +333,16 @@ static const struct hp_conn_cb connect_cb = {.on_auth = on_connected_auth,
                                              .on_close = on_mesh_close};
 
 static void on_mesh_connection(uv_stream_t *server, int status) {
-  struct hd_daemon *d = server->loop->data;
+  struct hd_daemon *d = server->data;
   struct hp_conn *c;
   if (status < 0) return;
-  if (hp_conn_refuse_flood(server, d->mesh_conns)) {
-    if (++d->nrejected % 100 == 1)
-      hc_warn("too many connections in their handshake; refusing more");
-    return;
-  }
-  if (hp_conn_accept(server, d->secret, HP_AUTH_MESH, &accept_cb, NULL, &c) < 0)
+  /* strangers in their handshake make room for newer connections: they
+   * never keep the real daemons out */
+  if (hp_conn_accept_tracked(server, d->secret, HP_AUTH_MESH, &accept_cb, d,
+                             &d->mesh_conns, &c) < 0)
     hc_warn("cannot accept a mesh connection");
-  else {
-    hp_conn_track(c, &d->mesh_conns);
+  else
     hp_conn_set_place(c, HP_MSG_DATA, HP_DATA_HDR_LEN, mesh_place);
-  }
 }
 
 /* ---- heartbeats ------------------------------------------------------- */
@@ -446,6 +440,7 @@ int hd_mesh_listen(struct hd_daemon *d) {
   }
   uv_tcp_init(d->loop, &d->mesh_listener);
   d->mesh_listener.data = d;
+  d->mesh_listener.data = d;
   d->mesh_listening = 1;
   int rc = uv_tcp_bind(&d->mesh_listener, (struct sockaddr *)&ss, 0);
   if (rc < 0 && !d->iface[0]) { /* no IPv6 here */
@@ -471,6 +466,8 @@ int hd_mesh_listen(struct hd_daemon *d) {
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_init(d->loop, &d->hb_timer);
   d->hb_timer.data = d;
+  uv_timer_init(d->loop, &d->victim_timer);
+  d->victim_timer.data = d;
   uv_timer_start(&d->hb_timer, on_hb_timer, every, every);
   uv_timer_init(d->loop, &d->close_timer);
   d->close_timer.data = d;
@@ -510,7 +507,7 @@ int hd_mesh_start(struct hd_daemon *d) {
       return HORA_EINVAL;
     }
     int rc = hp_conn_connect(d->loop, (struct sockaddr *)&ss, d->secret,
-                             HP_AUTH_MESH, &connect_cb, NULL, &d->peers[i].c);
+                             HP_AUTH_MESH, &connect_cb, d, &d->peers[i].c);
     if (rc == 0) {
       hp_conn_track(d->peers[i].c, &d->mesh_conns);
       hp_conn_set_place(d->peers[i].c, HP_MSG_DATA, HP_DATA_HDR_LEN,
@@ -549,6 +546,9 @@ void hd_mesh_close(struct hd_daemon *d, int graceful) {
   }
   if (d->hb_timer.loop && !uv_is_closing((uv_handle_t *)&d->hb_timer))
     uv_close((uv_handle_t *)&d->hb_timer, NULL);
+  if (d->victim_timer.loop &&
+      !uv_is_closing((uv_handle_t *)&d->victim_timer))
+    uv_close((uv_handle_t *)&d->victim_timer, NULL);
   /* A peer that stops reading must not keep this horad alive. */
   if (d->close_timer.loop && !uv_is_closing((uv_handle_t *)&d->close_timer)) {
     if (graceful && d->mesh_conns && !uv_is_active((uv_handle_t *)&d->close_timer))

@@ -1,5 +1,6 @@
 /* conn.c -- framed, authenticated TCP connections on libuv (see conn.h). */
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -54,7 +55,13 @@ int hp_addr_parse(const char *addr, int port, struct sockaddr_storage *ss) {
   if (inet_pton(AF_INET6, tmp, &s6->sin6_addr) != 1) return -1;
   s6->sin6_family = AF_INET6;
   s6->sin6_port = htons((uint16_t)port);
-  if (pct) s6->sin6_scope_id = (uint32_t)atoi(pct + 1);
+  if (pct) { /* a zone: its number, or an interface's name */
+    const char *z = pct + 1;
+    char *end;
+    unsigned long v = strtoul(z, &end, 10);
+    if (*z && !*end && v <= UINT32_MAX) s6->sin6_scope_id = (uint32_t)v;
+    else if (!(s6->sin6_scope_id = if_nametoindex(z))) return -1;
+  }
   return 0;
 }
 
