@@ -109,6 +109,7 @@ int hd_comms_init(struct hd_daemon *d) {
 }
 
 void hd_comms_free(struct hd_daemon *d) {
+  hd_coord_held_free(d);
   for (uint32_t i = 0; i < d->ncomms; i++) hd_comm_free(d->comms[i]);
   free(d->comms);
   d->comms = NULL;

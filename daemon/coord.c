@@ -261,3 +261,49 @@ void hd_coord_free(struct hd_comm *cm) {
   free(c);
   cm->coord = NULL;
 }
+
+/* ---- readiness for a set not added yet ---------------------------------- */
+
+#define HELD_MAX 65536
+
+struct hd_held_ready {
+  int from;
+  struct hp_nego_ready m;
+};
+
+int hd_coord_hold(struct hd_daemon *d, int from,
+                  const struct hp_nego_ready *m) {
+  if (d->nheld >= HELD_MAX || m->comm >= d->ncomms + 1024) return -1;
+  struct hd_held_ready *v = realloc(d->held, (d->nheld + 1) * sizeof *v);
+  if (!v) return -1;
+  d->held = v;
+  v[d->nheld].from = from;
+  v[d->nheld].m = *m;
+  d->nheld++;
+  return 0;
+}
+
+void hd_coord_replay(struct hd_comm *c) {
+  struct hd_daemon *d = c->d;
+  size_t k = 0;
+  for (size_t i = 0; i < d->nheld; i++) {
+    struct hd_held_ready *h = &d->held[i];
+    if (h->m.comm != c->id) {
+      d->held[k++] = *h;
+      continue;
+    }
+    int pos = -1;
+    for (int j = 0; j < c->nhosts; j++)
+      if (c->hosts[j] == h->from) pos = j;
+    if (c->me == 0 && pos > 0) hd_coord_ready(c, pos, &h->m);
+    else hc_warn("readiness for process set %u from host %d, which has no "
+                 "part in it; ignored", c->id, h->from);
+  }
+  d->nheld = k;
+}
+
+void hd_coord_held_free(struct hd_daemon *d) {
+  free(d->held);
+  d->held = NULL;
+  d->nheld = 0;
+}

@@ -219,6 +219,10 @@ struct hd_daemon {
   struct hd_comm **comms;
   uint32_t ncomms;  /* entries of comms[]; the next set gets this id */
   uint64_t max_pending; /* operations one rank may have in flight */
+  /* NEGO_READY for a process set this daemon has not added yet (its
+   * ranks may be quicker elsewhere): replayed once it is */
+  struct hd_held_ready *held;
+  size_t nheld;
 
   /* first rank that left the job, and why: later operations fail with it */
   int gone_rank;
@@ -326,6 +330,12 @@ void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len);
 /* coord.c: negotiation across hosts, on a communicator's first host */
 void hd_coord_ready(struct hd_comm *c, int host, const struct hp_nego_ready *m);
 void hd_coord_free(struct hd_comm *c);
+/* Keeps a READY for a set not added here yet (from: global host index);
+ * < 0 when too many are held already. */
+int hd_coord_hold(struct hd_daemon *d, int from, const struct hp_nego_ready *m);
+/* Hands c's held READYs to its coordinator (c was just added). */
+void hd_coord_replay(struct hd_comm *c);
+void hd_coord_held_free(struct hd_daemon *d);
 void hd_coord_check_stalls(struct hd_comm *c);
 
 /* coll.c: the collectives, described once */

@@ -166,6 +166,12 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
     if (hp_dec_nego_ready(p, h->len, &m) < 0) break;
     struct hd_comm *cm = hd_comm_get(d, m.comm);
     if (cm && cm->removed) return 0;
+    if (!cm && m.comm >= d->ncomms) { /* added there, not here yet */
+      if (hd_coord_hold(d, from, &m) == 0) return 0;
+      hc_fmt(c->why, sizeof c->why, "too much readiness for process sets "
+             "not added yet");
+      return -1;
+    }
     int pos = -1;
     for (int k = 0; cm && k < cm->nhosts; k++)
       if (cm->hosts[k] == from) pos = k;

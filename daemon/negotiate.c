@@ -725,6 +725,7 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
       return;
     }
     hc_debug("process set %u added (%d ranks)", n->id, n->size);
+    hd_coord_replay(n);
     complete_all(t, (int)n->id, NULL);
     return;
   }
