@@ -185,6 +185,14 @@ void hd_coord_ready(struct hd_comm *cm, int host,
   e->seen[host] = 1;
   e->last_rank = m->rank;
   e->nready++;
+  if (hd_comm_host_left(cm)) { /* a host of the set has left: never now */
+    hc_fmt(e->msg, sizeof e->msg, "%s '%s' cannot run: %s",
+           hd_coll_name(e->first.coll), e->first.name,
+           cm->d->left_msg[0] ? cm->d->left_msg : "a host has left");
+    send_decision(cm, e, UINT64_MAX, HORA_EPEERGONE);
+    unlink_entry(c, e);
+    return;
+  }
   if (m->coll == HORA_COLL_JOIN && !c->joined[host]) {
     c->joined[host] = 1;
     if (e->nready < cm->nhosts) {
@@ -306,4 +314,17 @@ void hd_coord_held_free(struct hd_daemon *d) {
   free(d->held);
   d->held = NULL;
   d->nheld = 0;
+}
+
+void hd_coord_fail(struct hd_comm *cm, const char *why) {
+  struct hd_coord *c = cm->coord;
+  if (!c) return;
+  for (size_t i = 0; i < c->size; i++)
+    while (c->table[i]) {
+      struct centry *e = c->table[i];
+      hc_fmt(e->msg, sizeof e->msg, "%s '%s' cannot run: %s",
+             hd_coll_name(e->first.coll), e->first.name, why);
+      send_decision(cm, e, UINT64_MAX, HORA_EPEERGONE);
+      unlink_entry(c, e);
+    }
 }

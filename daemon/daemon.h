@@ -10,6 +10,7 @@
 #include "auth.h"
 #include "common.h"
 #include "conn.h"
+#include "link.h"
 #include "msg.h"
 #include "shm.h"
 
@@ -137,8 +138,8 @@ struct hd_comm {
   int njoined;       /* local members that have joined */
   int32_t last_joined;
   struct hd_coord *coord;  /* coord.c: when hosts[0] is this host */
-  struct hd_xop *xop;      /* xhost.c: its running cross-host operation */
-  struct hd_xcoll *xc;     /* xcoll.c: the same, for the other collectives */
+  struct hd_xop *xop;      /* xhost/ring.c: its running cross-host operation */
+  struct hd_xcoll *xc;     /* xhost/exchange.c: the same, for the others */
 };
 
 /* An engine executes ready operations (a named struct of function
@@ -173,8 +174,8 @@ struct hd_peer {
   int lost;          /* its connection broke or fell silent */
 };
 
-struct hd_xop;   /* xhost.c: the cross-host part of the running operation */
-struct hd_xcoll; /* xcoll.c: the same for allgather, alltoall, reducescatter */
+struct hd_xop;   /* xhost/ring.c: the cross-host part of the running operation */
+struct hd_xcoll; /* xhost/exchange.c: the same for allgather, alltoall, reducescatter */
 struct hd_coord; /* coord.c: a communicator's coordinator table */
 
 struct hd_daemon {
@@ -235,6 +236,7 @@ struct hd_daemon {
   unsigned char secret[HP_SECRET_LEN];
   char iface[256]; /* --iface: hora's TCP uses the first of these
                       interfaces (comma separated) this host has */
+  const struct hd_link *link; /* to the other hosts (the TCP mesh) */
   uv_tcp_t mesh_listener;
   int mesh_listening;
   uint16_t mesh_port;
@@ -316,7 +318,7 @@ int hd_control_connect(struct hd_daemon *d, const char *addr, int port);
 void hd_control_fault(struct hd_daemon *d, const char *msg);
 void hd_job_go(struct hd_daemon *d); /* the mesh is up: spawn, READY */
 
-/* mesh.c: connections between the daemons of a multi-host job */
+/* links/mesh.c: connections between the daemons of a multi-host job */
 int hd_mesh_listen(struct hd_daemon *d);
 int hd_mesh_start(struct hd_daemon *d);
 void hd_mesh_close(struct hd_daemon *d, int graceful);
@@ -336,6 +338,8 @@ int hd_coord_hold(struct hd_daemon *d, int from, const struct hp_nego_ready *m);
 /* Hands c's held READYs to its coordinator (c was just added). */
 void hd_coord_replay(struct hd_comm *c);
 void hd_coord_held_free(struct hd_daemon *d);
+/* Fails every entry (a host of the set has left), telling its hosts. */
+void hd_coord_fail(struct hd_comm *c, const char *why);
 void hd_coord_check_stalls(struct hd_comm *c);
 
 /* coll.c: the collectives, described once */
@@ -364,10 +368,18 @@ uint64_t hd_row_elems(const struct hd_meta *m);
 
 /* negotiate.c, multi-host */
 void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m);
-/* Fails what waits for a decision (a host has left: none will come). */
-void hd_fail_undecided(struct hd_daemon *d, const char *why);
+/* Host `left` has left (its ranks ended), as host `from` says: what waits
+ * for a decision that can no longer come fails. Only the coordinator of a
+ * communicator decides that for the others (its decisions and its word
+ * come in order on one link): a host fails its own waiting operations
+ * only when their coordinator is `from`; a coordinator fails its entries
+ * of the sets `left` is in, by decisions to every host. */
+void hd_fail_undecided(struct hd_daemon *d, int from, int left,
+                       const char *why);
+/* 1 when a host of c has left. */
+int hd_comm_host_left(const struct hd_comm *c);
 
-/* engine_cpu.c: helpers the cross-host algorithms share */
+/* engines/cpu.c: helpers the cross-host algorithms share */
 int hd_needs_in(struct hd_tensor *t, int i);
 int hd_needs_out(struct hd_tensor *t, int i);
 int hd_is_root(struct hd_tensor *t, int i);
@@ -381,14 +393,14 @@ void *hd_neutral(struct hd_tensor *t, uint64_t count);
 /* Applies prescale (pre = 1) or postscale to count elements at p. */
 void hd_scale_buf(const struct hd_tensor *t, void *p, uint64_t count, int pre);
 
-/* xcoll.c: allgather, alltoall and reducescatter across hosts */
+/* xhost/exchange.c: allgather, alltoall and reducescatter across hosts */
 int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t);
 int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
                   size_t len, int *keep, char *why, size_t whylen);
 void hd_xcoll_abort(struct hd_comm *c);
 void hd_xcoll_free(struct hd_comm *c);
 
-/* xhost.c: allreduce and broadcast across hosts */
+/* xhost/ring.c: allreduce and broadcast across hosts */
 int hd_xhost_step(struct hd_comm *c, struct hd_tensor *t);
 /* A DATA frame from host `from`; sets *keep when it holds on to payload. */
 int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,

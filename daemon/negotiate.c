@@ -343,7 +343,7 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
                                           : hd_comm_rank(c, t->first);
   memcpy(m.name, t->name, sizeof m.name);
   if (status < 0) hc_fmt(m.msg, sizeof m.msg, "%s", msg);
-  if (d->left_msg[0]) { /* a host has left: no decision can come */
+  if (hd_comm_host_left(c)) { /* a host has left: no decision can come */
     char why[HP_MSG_MAX + 1];
     hc_fmt(why, sizeof why, "%s '%s' cannot run: %s",
            hd_coll_name(t->meta.coll), t->name, d->left_msg);
@@ -444,10 +444,26 @@ void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m) {
   hd_flush_wakeups(d);
 }
 
-void hd_fail_undecided(struct hd_daemon *d, const char *why) {
+int hd_comm_host_left(const struct hd_comm *c) {
+  const struct hd_daemon *d = c->d;
+  for (int k = 0; d->peers && k < c->nhosts; k++)
+    if (d->peers[c->hosts[k]].left) return 1;
+  return 0;
+}
+
+void hd_fail_undecided(struct hd_daemon *d, int from, int left,
+                       const char *why) {
   for (uint32_t k = 0; k < d->ncomms; k++) {
     struct hd_comm *c = d->comms[k];
-    if (!c) continue;
+    if (!c || c->removed || c->nhosts < 2) continue;
+    int in = 0;
+    for (int j = 0; j < c->nhosts; j++) in |= c->hosts[j] == left;
+    if (!in) continue; /* a set without that host goes on */
+    if (c->me == 0) {
+      hd_coord_fail(c, why);
+      continue;
+    }
+    if (c->hosts[0] != from) continue; /* its coordinator will say */
     for (size_t i = 0; i < c->table_size; i++) {
       struct hd_tensor **pp = &c->table[i];
       while (*pp) {

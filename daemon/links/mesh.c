@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "../daemon.h"
 
 #define HB_MIN_MS 50
 #define CLOSE_GRACE_MS 2000 /* queued goodbyes have this long to go out */
@@ -112,10 +112,11 @@ static void host_lost(struct hd_daemon *d, int host, const char *why) {
 static void on_rank_gone(struct hd_daemon *d, int from,
                          const struct hp_rank_gone *m) {
   if (m->rank < 0) { /* ranks that ended cleanly (see relay_left) */
-    if (!d->left_msg[0]) {
-      hc_fmt(d->left_msg, sizeof d->left_msg, "%s", m->msg);
-      hd_fail_undecided(d, d->left_msg);
-      if (d->job.host_index == 0) relay_left(d, from);
+    if (m->host < 0 || (uint32_t)m->host >= d->job.nhosts) return;
+    if (!d->left_msg[0]) hc_fmt(d->left_msg, sizeof d->left_msg, "%s", m->msg);
+    if (!d->peers[m->host].left) {
+      d->peers[m->host].left = 1;
+      hd_fail_undecided(d, from, m->host, m->msg);
     }
     return;
   }
@@ -149,12 +150,12 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
      * own (RANK_GONE, our heartbeats, horarun's ABORT). */
     char *why = hp_dec_text(p, h->len);
     d->peers[from].left = 1;
-    if (why && !why[0] && !d->left_msg[0]) {
-      char name[300];
+    if (why && !why[0]) {
+      char name[300], msg[HP_MSG_MAX + 1];
       hd_host_name(d, from, name, sizeof name);
-      hc_fmt(d->left_msg, sizeof d->left_msg, "the ranks of %s have ended",
-             name);
-      hd_fail_undecided(d, d->left_msg);
+      hc_fmt(msg, sizeof msg, "the ranks of %s have ended", name);
+      if (!d->left_msg[0]) hc_fmt(d->left_msg, sizeof d->left_msg, "%s", msg);
+      hd_fail_undecided(d, from, from, msg);
       /* hosts not linked to it hear it from the coordinator */
       if (d->job.host_index == 0) relay_left(d, from);
     }
@@ -491,6 +492,7 @@ int hd_mesh_start(struct hd_daemon *d) {
   int n = (int)d->job.nhosts, me = (int)d->job.host_index;
   d->peers = calloc((size_t)n, sizeof *d->peers);
   if (!d->peers) return HORA_ENOMEM;
+  d->link = &hd_link_tcp;
   /* the knobs came with the JOB: read the timeout again */
   d->hb_timeout_ns =
       (uint64_t)(HC_MAX(0.2, hc_param_double("heartbeat_timeout")) * 1e9);
@@ -585,3 +587,49 @@ void hd_mesh_close(struct hd_daemon *d, int graceful) {
   for (struct hp_conn *c = d->mesh_conns; c; c = c->next)
     if (!c->close_when_sent) hp_conn_close(c, "horad is closing");
 }
+
+/* ---- the link interface of the cross-host algorithms ------------------- */
+
+static int tcp_send(struct hd_daemon *d, int host, const void *hdr,
+                    size_t hdrlen, const void *p, size_t n,
+                    void (*done)(void *, int), void *arg) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  if (!c) return -1;
+  hp_conn_send_zc(c, hdr, hdrlen, p, n, done, arg); /* done always comes */
+  return 0;
+}
+
+static void tcp_pause(struct hd_daemon *d, int host) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  if (c) hp_conn_pause(c);
+}
+
+static void tcp_resume(struct hd_daemon *d, int host) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  if (c) hp_conn_resume(c);
+}
+
+static int tcp_paused(struct hd_daemon *d, int host) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  return c && c->paused;
+}
+
+static void tcp_unplace(struct hd_daemon *d, int host) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  if (c) hp_conn_unplace(c);
+}
+
+static void tcp_drop(struct hd_daemon *d, int host, const char *why) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  if (c) hp_conn_close(c, why);
+}
+
+const struct hd_link hd_link_tcp = {
+    .name = "tcp",
+    .send = tcp_send,
+    .pause = tcp_pause,
+    .resume = tcp_resume,
+    .paused = tcp_paused,
+    .unplace = tcp_unplace,
+    .drop = tcp_drop,
+};

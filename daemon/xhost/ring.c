@@ -1,4 +1,4 @@
-/* xhost.c -- allreduce and broadcast across hosts: hierarchical by
+/* ring.c -- allreduce and broadcast across hosts: hierarchical by
  * construction.
  *
  * A tensor is cut into pieces (at most XH_PIECE_MAX bytes, never across a
@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
-#include "reduce.h"
+#include "../daemon.h"
+#include "../reduce.h"
 
 #define XH_WINDOW 8
 #define XH_PIECE_MAX (1u << 20)
@@ -226,15 +226,14 @@ static void send_step(struct hd_daemon *d, struct hd_xop *x,
                       struct xh_slot *sl, int step) {
   uint64_t lo = 0, len = sl->cnt;
   if (x->t->meta.coll == HORA_COLL_ALLREDUCE) seg_range(sl->cnt, x->n, send_seg(x, step), &lo, &len);
-  struct hp_conn *c = hd_mesh_conn(d, x->next_host);
-  if (!c) return; /* the host is lost: everything fails from there */
   unsigned char hdr[HP_FRAME_HDR + HP_DATA_HDR_LEN];
   struct hp_data_hdr h = {.seq = x->seq, .piece = sl->piece,
                           .step = (uint32_t)step, .comm = x->c->id};
   hp_data_frame_hdr(hdr, &h, (uint32_t)(len * x->wes));
   sl->pending++;
-  hp_conn_send_zc(c, hdr, sizeof hdr, sl->buf + lo * x->wes, len * x->wes,
-                  on_sent, sl);
+  if (d->link->send(d, x->next_host, hdr, sizeof hdr, sl->buf + lo * x->wes,
+                    len * x->wes, on_sent, sl) < 0)
+    sl->pending--; /* the host is lost: everything fails from there */
 }
 
 /* ---- the steps of a piece --------------------------------------------------- */
@@ -541,9 +540,8 @@ static int advance(struct hd_daemon *d, struct hd_xop *x) {
 
 /* Reads the previous host's link again once the early data drained. */
 static void maybe_resume(struct hd_daemon *d, struct hd_xop *x) {
-  struct hp_conn *c = hd_mesh_conn(d, x->prev_host);
-  if (c && c->paused && x->early_bytes < XH_EARLY_PAUSE / 2)
-    hp_conn_resume(c);
+  if (d->link->paused(d, x->prev_host) && x->early_bytes < XH_EARLY_PAUSE / 2)
+    d->link->resume(d, x->prev_host);
 }
 
 int hd_xhost_step(struct hd_comm *cm, struct hd_tensor *t) {
@@ -567,8 +565,7 @@ int hd_xhost_step(struct hd_comm *cm, struct hd_tensor *t) {
   if (rc < 0) {
     /* as on the direct path: the link goes, and with it the host, so
      * every host learns of it (nobody waits for our ring data forever) */
-    struct hp_conn *c = hd_mesh_conn(d, x->prev_host);
-    if (c) hp_conn_close(c, "bad data on the ring");
+    d->link->drop(d, x->prev_host, "bad data on the ring");
     return 0;
   }
   if (x->nfinished < x->npieces || x->chunks_out < x->nchunks) return 0;
@@ -679,8 +676,7 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
   x->early_bytes += n;
   /* Backpressure: the previous host waits (in TCP) until we catch up. A
    * broadcast chain needs it when a host downstream is slow. */
-  struct hp_conn *c = hd_mesh_conn(d, from);
-  if (c && x->early_bytes >= XH_EARLY_PAUSE) hp_conn_pause(c);
+  if (x->early_bytes >= XH_EARLY_PAUSE) d->link->pause(d, from);
   return 0;
 }
 
@@ -691,13 +687,10 @@ void hd_xhost_abort(struct hd_comm *cm) {
   /* A frame being read into a rank's memory must not land there once
    * the rank has its buffer back (with an error); a link paused for
    * backpressure must be read again (to hear of the end). */
-  struct hp_conn *c = d->peers && cm->nhosts > 1 && cm->me >= 0
-                          ? hd_mesh_conn(d, cm->hosts[(cm->me + cm->nhosts - 1) %
-                                                      cm->nhosts])
-                          : NULL;
-  if (c) {
-    hp_conn_unplace(c);
-    hp_conn_resume(c);
+  if (d->link && cm->nhosts > 1 && cm->me >= 0) {
+    int prev = cm->hosts[(cm->me + cm->nhosts - 1) % cm->nhosts];
+    d->link->unplace(d, prev);
+    d->link->resume(d, prev);
   }
   if (x->active) end_op(x);
   for (int i = 0; i < XH_WINDOW; i++) x->slot[i].busy = 0;

@@ -1,4 +1,4 @@
-/* engine_cpu.c -- the CPU engine: collectives on tensors in host memory.
+/* cpu.c -- the CPU engine: collectives on tensors in host memory.
  *
  * Allreduce and broadcast: when every participant's tensor lies in its
  * arena, the operation runs in one pass, in place, split across the
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
-#include "reduce.h"
+#include "../daemon.h"
+#include "../reduce.h"
 
 #define PARALLEL_MIN_BYTES (256u << 10)
 #define SLICE_ALIGN 64u

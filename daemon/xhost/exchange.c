@@ -1,4 +1,4 @@
-/* xcoll.c -- allgather, alltoall and reducescatter across hosts.
+/* exchange.c -- allgather, alltoall and reducescatter across hosts.
  *
  * Hierarchical, each byte crossing the network once per host that needs
  * it, over direct links between the communicator's hosts (the mesh is
@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
-#include "reduce.h"
+#include "../daemon.h"
+#include "../reduce.h"
 
 #define XC_FRAME (4u << 20)
 #define XC_EARLY_MAX (256ull << 20)
@@ -115,8 +115,6 @@ static void on_sent(void *arg, int status) {
 static void send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
                        uint64_t n) {
   struct hd_daemon *d = x->c->d;
-  struct hp_conn *conn = hd_mesh_conn(d, x->c->hosts[k]);
-  if (!conn) return; /* the host is lost: everything fails from there */
   uint64_t off = 0;
   do {
     uint64_t len = HC_MIN((uint64_t)XC_FRAME, n - off);
@@ -124,7 +122,11 @@ static void send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
     struct hp_xdata_hdr h = {.comm = x->c->id, .seq = x->seq, .offset = off};
     hp_xdata_frame_hdr(hdr, &h, (uint32_t)len);
     x->pending++;
-    hp_conn_send_zc(conn, hdr, sizeof hdr, p + off, len, on_sent, x);
+    if (d->link->send(d, x->c->hosts[k], hdr, sizeof hdr, p + off, len,
+                      on_sent, x) < 0) {
+      x->pending--; /* the host is lost: everything fails from there */
+      return;
+    }
     off += len;
   } while (off < n);
 }
