@@ -40,7 +40,7 @@ ALL_CFLAGS := -std=c11 $(WARN) $(DEFS) -pthread -fPIC -Iinclude -Icommon -Iproto
 
 COMMON_SRC   := common/log.c common/err.c common/params.c proto/msg.c
 NET_SRC      := proto/auth.c proto/conn.c
-DAEMON_SRC   := $(wildcard daemon/*.c)
+DAEMON_SRC   := $(wildcard daemon/*.c daemon/*/*.c)
 LAUNCHER_SRC := $(wildcard launcher/*.c)
 CLIENT_SRC   := $(wildcard libclient/*.c)
 

@@ -60,6 +60,8 @@ struct hc_param {
   enum hc_ptype type;
   const char *def;  /* default, as text */
   const char *help; /* one line */
+  const char *unit; /* of a number: "seconds", "bytes", ...; or NULL */
+  double max;       /* largest value of a number; 0: the type's */
 };
 
 extern const struct hc_param hc_params[];
@@ -71,8 +73,17 @@ const struct hc_param *hc_param_find(const char *name);
 const char *hc_param_str(const char *name);
 long long hc_param_int(const char *name);
 double hc_param_double(const char *name);
-/* Parses "64M", "1G", "4096" into bytes; -1 when malformed. */
+/* Parses "64M", "1G", "4096" into bytes; -1 when malformed or past
+ * 2^62. */
 long long hc_parse_size(const char *s);
+/* Checks `value` for knob p: INT a whole number 0..INT_MAX (digits only),
+ * SIZE one hc_parse_size() reads, DOUBLE a finite number >= 0, each at
+ * most p->max when set; BOOL 0 or 1; log_level a level; another STRING
+ * anything not empty. Returns 0, or -1 with "expected ..." (the type and
+ * the unit, e.g. "expected a non-negative number of seconds") in why.
+ * Every component that reads a knob from outside can call it. */
+int hc_param_check(const struct hc_param *p, const char *value, char *why,
+                   size_t whylen);
 
 /* ---- strings ---------------------------------------------------------- */
 /* snprintf into a fixed buffer; never overflows, always terminated. */

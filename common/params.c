@@ -1,6 +1,8 @@
 /* params.c -- every knob in one described table. horarun's --help, the
  * environment horad and libhora read, and the man pages come from here. */
 #include <ctype.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,35 +11,50 @@
 const struct hc_param hc_params[] = {
     {"arena_size", "HORA_ARENA_SIZE", NULL, "--arena-size", HC_P_SIZE, "128M",
      "bytes of shared arena per rank (hora_alloc memory and staging of small "
-     "tensors); suffixes K, M, G"},
+     "tensors); suffixes K, M, G",
+     "bytes", 0},
     {"chunk_size", "HORA_CHUNK_SIZE", NULL, "--chunk-size", HC_P_SIZE, "8M",
-     "bytes per chunk when a tensor is streamed through the staging area"},
+     "bytes per chunk when a tensor is streamed through the staging area",
+     "bytes", 0},
     {"spin_us", "HORA_SPIN_US", NULL, "--spin-us", HC_P_INT, "200",
-     "microseconds a waiting side polls shared memory before it sleeps"},
+     "microseconds a waiting side polls shared memory before it sleeps",
+     "microseconds", 0},
     {"threads", "HORA_THREADS", NULL, "--threads", HC_P_INT, "0",
-     "reduction threads in horad (0: one per online core)"},
+     "reduction threads in horad (0: one per online core)",
+     "threads", 0},
     {"start_timeout", "HORA_START_TIMEOUT", "HOROVOD_START_TIMEOUT",
      "--start-timeout", HC_P_INT, "30",
-     "seconds the job may take to start before horarun gives up"},
+     "seconds the job may take to start before horarun gives up",
+     "seconds", 0},
     {"log_level", "HORA_LOG_LEVEL", "HOROVOD_LOG_LEVEL", "--log-level",
      HC_P_STRING, "warning",
-     "trace, debug, info, warning, error or fatal"},
+     "trace, debug, info, warning, error or fatal",
+     NULL, 0},
     {"stall_check_time", "HORA_STALL_CHECK_TIME_SECONDS",
      "HOROVOD_STALL_CHECK_TIME_SECONDS", "--stall-check-warning-time-seconds",
      HC_P_INT, "60",
      "seconds before horad warns that some ranks have not submitted a "
-     "tensor others wait on (0: never)"},
+     "tensor others wait on (0: never)",
+     "seconds", 0},
     {"stall_shutdown_time", "HORA_STALL_SHUTDOWN_TIME_SECONDS",
      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
      "--stall-check-shutdown-time-seconds", HC_P_INT, "0",
      "seconds after which such a stalled operation fails with HORA_ESTALL "
-     "on the ranks that wait (0: never)"},
+     "on the ranks that wait (0: never)",
+     "seconds", 0},
     {"heartbeat_timeout", "HORA_HEARTBEAT_TIMEOUT", NULL, "--heartbeat-timeout",
      HC_P_DOUBLE, "3",
      "seconds of silence after which a host of a multi-host job is declared "
-     "lost (its daemons exchange heartbeats several times a second)"},
+     "lost (its daemons exchange heartbeats several times a second)",
+     "seconds", 0},
+    {"max_pending", "HORA_MAX_PENDING", NULL, "--max-pending", HC_P_INT,
+     "65536",
+     "operations one rank may have in flight in horad at once; more are "
+     "refused with HORA_ELIMIT (each costs horad a few hundred bytes)",
+     "operations", 1048576},
     {"kill_grace", "HORA_KILL_GRACE", NULL, NULL, HC_P_DOUBLE, "5",
-     "seconds between SIGTERM and SIGKILL when a job is torn down"},
+     "seconds between SIGTERM and SIGKILL when a job is torn down",
+     "seconds", 0},
     /* Horovod's tuning parameters (horovodrun's flags and --config-file
      * keys). hora's horad does not act on these yet; a flag sets them in
      * the environment of every rank under both names, as horovodrun
@@ -46,81 +63,101 @@ const struct hc_param hc_params[] = {
      "--fusion-threshold-mb", HC_P_SIZE, "128M",
      "tensor fusion buffer; the flag takes MiB (0: no fusion), the variables "
      "hold bytes, as with horovodrun. hora does not fuse yet: the ranks "
-     "only see the value"},
+     "only see the value",
+     "bytes", 0},
     {"cycle_time", "HORA_CYCLE_TIME", "HOROVOD_CYCLE_TIME", "--cycle-time-ms",
      HC_P_DOUBLE, "1",
      "milliseconds between Horovod's negotiation cycles; hora negotiates as "
-     "requests arrive, so the ranks only see the value"},
+     "requests arrive, so the ranks only see the value",
+     "milliseconds", 0},
     {"cache_capacity", "HORA_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY",
      "--cache-capacity", HC_P_INT, "1024",
      "entries of Horovod's response cache (0: off); passed to the ranks, "
-     "not used by hora"},
+     "not used by hora",
+     "entries", 0},
     {"hierarchical_allreduce", "HORA_HIERARCHICAL_ALLREDUCE",
      "HOROVOD_HIERARCHICAL_ALLREDUCE", "--hierarchical-allreduce", HC_P_BOOL,
      "0",
      "Horovod's hierarchical allreduce; hora's allreduce is hierarchical "
      "anyway (reduce on the host, then a ring between hosts), so this only "
-     "reaches the ranks' environment"},
+     "reaches the ranks' environment",
+     NULL, 0},
     {"hierarchical_allgather", "HORA_HIERARCHICAL_ALLGATHER",
      "HOROVOD_HIERARCHICAL_ALLGATHER", "--hierarchical-allgather", HC_P_BOOL,
      "0", "Horovod's hierarchical allgather; passed to the ranks, not used "
-     "by hora"},
+     "by hora",
+     NULL, 0},
     {"torus_allreduce", "HORA_TORUS_ALLREDUCE", "HOROVOD_TORUS_ALLREDUCE",
      "--torus-allreduce", HC_P_BOOL, "0",
-     "Horovod's 2-D torus allreduce; passed to the ranks, not used by hora"},
+     "Horovod's 2-D torus allreduce; passed to the ranks, not used by hora",
+     NULL, 0},
     {"autotune", "HORA_AUTOTUNE", "HOROVOD_AUTOTUNE", "--autotune", HC_P_BOOL,
      "0", "Horovod's autotuning of the parameters above; passed to the "
-     "ranks, hora does not tune yet"},
+     "ranks, hora does not tune yet",
+     NULL, 0},
     {"autotune_log_file", "HORA_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_LOG",
      "--autotune-log-file", HC_P_STRING, "",
-     "CSV file of autotuning trials; passed to the ranks"},
+     "CSV file of autotuning trials; passed to the ranks",
+     NULL, 0},
     {"autotune_warmup_samples", "HORA_AUTOTUNE_WARMUP_SAMPLES",
      "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "--autotune-warmup-samples", HC_P_INT,
-     "3", "autotuning samples discarded at the start; passed to the ranks"},
+     "3", "autotuning samples discarded at the start; passed to the ranks",
+     "samples", 0},
     {"autotune_steps_per_sample", "HORA_AUTOTUNE_STEPS_PER_SAMPLE",
      "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "--autotune-steps-per-sample",
-     HC_P_INT, "10", "steps per autotuning sample; passed to the ranks"},
+     HC_P_INT, "10", "steps per autotuning sample; passed to the ranks",
+     "steps", 0},
     {"autotune_bayes_opt_max_samples", "HORA_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
      "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
      "--autotune-bayes-opt-max-samples", HC_P_INT, "20",
-     "samples of autotuning's Bayesian optimization; passed to the ranks"},
+     "samples of autotuning's Bayesian optimization; passed to the ranks",
+     "samples", 0},
     {"autotune_gaussian_process_noise",
      "HORA_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
      "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
      "--autotune-gaussian-process-noise", HC_P_DOUBLE, "0.8",
      "noise of autotuning's Gaussian process, from 0 to 1; passed to the "
-     "ranks"},
+     "ranks",
+     NULL, 1},
     {"timeline_filename", "HORA_TIMELINE", "HOROVOD_TIMELINE",
      "--timeline-filename", HC_P_STRING, "",
      "Horovod's timeline file (Chrome trace) on rank 0; passed to the "
-     "ranks, hora writes no timeline yet"},
+     "ranks, hora writes no timeline yet",
+     NULL, 0},
     {"timeline_mark_cycles", "HORA_TIMELINE_MARK_CYCLES",
      "HOROVOD_TIMELINE_MARK_CYCLES", "--timeline-mark-cycles", HC_P_BOOL, "0",
-     "mark negotiation cycles in the timeline; passed to the ranks"},
+     "mark negotiation cycles in the timeline; passed to the ranks",
+     NULL, 0},
     {"stall_check_disable", "HORA_STALL_CHECK_DISABLE",
      "HOROVOD_STALL_CHECK_DISABLE", "--no-stall-check", HC_P_BOOL, "0",
      "turn the stall check off: horarun then also sets the two stall check "
-     "times above to 0 (never)"},
+     "times above to 0 (never)",
+     NULL, 0},
     {"mpi_threads_disable", "HORA_MPI_THREADS_DISABLE",
      "HOROVOD_MPI_THREADS_DISABLE", "--mpi-threads-disable", HC_P_BOOL, "0",
      "Horovod's MPI threading switch; hora uses no MPI, so the ranks only "
-     "see the value"},
+     "see the value",
+     NULL, 0},
     {"num_nccl_streams", "HORA_NUM_NCCL_STREAMS", "HOROVOD_NUM_NCCL_STREAMS",
      "--num-nccl-streams", HC_P_INT, "1",
      "NCCL streams per device in Horovod; passed to the ranks, hora uses "
-     "one"},
+     "one",
+     "streams", 0},
     {"thread_affinity", "HORA_THREAD_AFFINITY", "HOROVOD_THREAD_AFFINITY",
      "--thread-affinity", HC_P_INT, "0",
      "core for Horovod's background thread; passed to the ranks (hora has "
-     "no background thread in the ranks)"},
+     "no background thread in the ranks)",
+     NULL, 0},
     {"gloo_timeout_seconds", "HORA_GLOO_TIMEOUT_SECONDS",
      "HOROVOD_GLOO_TIMEOUT_SECONDS", "--gloo-timeout-seconds", HC_P_INT, "30",
      "Horovod's Gloo timeout; hora uses no Gloo, so the ranks only see the "
-     "value"},
+     "value",
+     "seconds", 0},
     {"log_hide_timestamp", "HORA_LOG_HIDE_TIME", "HOROVOD_LOG_HIDE_TIME",
      "--log-without-timestamp", HC_P_BOOL, "0",
      "drop the time from Horovod's log lines; hora's log lines carry none, "
-     "so the ranks only see the value"},
+     "so the ranks only see the value",
+     NULL, 0},
 };
 const size_t hc_nparams = HC_ARRAY_SIZE(hc_params);
 
@@ -141,8 +178,10 @@ const char *hc_param_str(const char *name) {
 long long hc_parse_size(const char *s) {
   if (!s || !*s) return -1;
   char *end;
+  /* no " 1", "-1" or "inf" (strtod would take them) */
+  if (!isdigit((unsigned char)*s) && *s != '.') return -1;
   double v = strtod(s, &end);
-  if (end == s || v < 0) return -1;
+  if (end == s || !isfinite(v) || v < 0) return -1;
   double mult = 1;
   switch (toupper((unsigned char)*end)) {
   case 'K': mult = 1024.0; end++; break;
@@ -153,8 +192,65 @@ long long hc_parse_size(const char *s) {
   }
   if (toupper((unsigned char)*end) == 'B') end++;
   if (toupper((unsigned char)*end) == 'I') end++;
-  if (*end) return -1;
+  if (*end || v * mult > 0x1p62) return -1;
   return (long long)(v * mult);
+}
+
+/* "a non-negative number of seconds", "a number from 0 to 1". */
+static void expect_number(const struct hc_param *p, const char *what,
+                          char *why, size_t whylen) {
+  if (p->max > 0)
+    hc_fmt(why, whylen, "expected %s from 0 to %g%s%s", what, p->max,
+           p->unit ? " " : "", p->unit ? p->unit : "");
+  else
+    hc_fmt(why, whylen, "expected a non-negative %s%s%s", what,
+           p->unit ? " of " : "", p->unit ? p->unit : "");
+}
+
+int hc_param_check(const struct hc_param *p, const char *v, char *why,
+                   size_t whylen) {
+  char *end;
+  switch (p->type) {
+  case HC_P_INT: {
+    size_t n = strspn(v, "0123456789");
+    long long x = n && !v[n] && n <= 10 ? strtoll(v, &end, 10) : -1;
+    if (x >= 0 && x <= INT_MAX && (p->max <= 0 || x <= p->max)) return 0;
+    expect_number(p, p->max > 0 ? "a whole number" : "whole number", why,
+                  whylen);
+    return -1;
+  }
+  case HC_P_SIZE: {
+    long long x = hc_parse_size(v);
+    if (x >= 0 && (p->max <= 0 || x <= p->max)) return 0;
+    hc_fmt(why, whylen,
+           "expected a size in bytes, like 64M (suffixes K, M, G)");
+    return -1;
+  }
+  case HC_P_DOUBLE: {
+    int lead = isdigit((unsigned char)*v) || (*v == '.' && v[1]);
+    double d = lead ? strtod(v, &end) : -1;
+    if (lead && !*end && isfinite(d) && d >= 0 && (p->max <= 0 || d <= p->max))
+      return 0;
+    expect_number(p, p->max > 0 ? "a number" : "number", why, whylen);
+    return -1;
+  }
+  case HC_P_STRING:
+    if (!strcmp(p->name, "log_level")) {
+      if (hc_parse_level(v) >= 0) return 0;
+      hc_fmt(why, whylen, "expected trace, debug, info, warning, error or "
+             "fatal");
+      return -1;
+    }
+    if (*v) return 0;
+    hc_fmt(why, whylen, "expected a non-empty value");
+    return -1;
+  case HC_P_BOOL:
+    if (!strcmp(v, "0") || !strcmp(v, "1")) return 0;
+    hc_fmt(why, whylen, "expected 0 or 1");
+    return -1;
+  }
+  hc_fmt(why, whylen, "expected a value of a known type");
+  return -1;
 }
 
 long long hc_param_int(const char *name) {

@@ -68,8 +68,34 @@ void hd_control_send(struct hd_daemon *d, struct hp_wbuf *w) {
   ctl_send(d, w, 0);
 }
 
+#define VICTIM_HOLD_MS 1000
+
+static void on_victim_timer(uv_timer_t *t) {
+  struct hd_daemon *d = t->data;
+  for (int i = 0; i < d->nlocal; i++)
+    if (d->ranks[i].exit_held && !d->ranks[i].reported)
+      hd_send_exit(d, &d->ranks[i]);
+}
+
+/* A rank of this host that fails after a rank of another host was gone is
+ * most likely its victim: its exit waits a little, so that horarun hears
+ * of the culprit first and names it (the culprit's host may be slower to
+ * report it than the news of it travelled here). */
+static int hold_exit(struct hd_daemon *d, struct hd_rank *r) {
+  int failed = r->exit_how != HP_EXIT_CODE || r->exit_code != 0;
+  if (!failed || r->exit_held || !d->multi || !d->victim_timer.loop ||
+      d->gone_rank < 0 || d->gone_rank == r->info.rank)
+    return 0;
+  for (int i = 0; i < d->nlocal; i++)
+    if (d->ranks[i].info.rank == d->gone_rank) return 0; /* ours: known */
+  r->exit_held = 1;
+  if (!uv_is_active((uv_handle_t *)&d->victim_timer))
+    uv_timer_start(&d->victim_timer, on_victim_timer, VICTIM_HOLD_MS, 0);
+  return 1;
+}
+
 void hd_send_exit(struct hd_daemon *d, struct hd_rank *r) {
-  if (r->reported) return;
+  if (r->reported || hold_exit(d, r)) return;
   r->reported = 1;
   d->nexited++;
   struct hp_exit m = {.rank = r->info.rank,
@@ -154,6 +180,11 @@ void hd_job_go(struct hd_daemon *d) {
   }
   send_ready(d);
   hd_spawn_all(d);
+  d->max_pending = (uint64_t)HC_MAX(1, hc_param_int("max_pending"));
+  if (d->ranks && hd_comms_init(d) < 0) {
+    hc_error("out of memory setting up the job's communicators; stopping");
+    hd_teardown(d, "horad is out of memory", 0);
+  }
 }
 
 static void start_job(struct hd_daemon *d) {
@@ -285,21 +316,21 @@ int hd_control_open(struct hd_daemon *d, int fd) {
 /* ---- TCP to horarun (a horad started over ssh) ------------------------ */
 
 static void on_ctl_auth(struct hp_conn *c) {
-  struct hd_daemon *d = c->tcp.loop->data;
+  struct hd_daemon *d = c->data;
   hc_debug("authenticated to horarun at %s", c->peer);
   send_register(d);
 }
 
 static int on_ctl_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
                         unsigned char *p, int *keep) {
-  struct hd_daemon *d = c->tcp.loop->data;
+  struct hd_daemon *d = c->data;
   (void)keep;
   handle_frame(d, h, p);
   return 0;
 }
 
 static void on_ctl_close(struct hp_conn *c, const char *why) {
-  struct hd_daemon *d = c->tcp.loop->data;
+  struct hd_daemon *d = c->data;
   d->ctl_conn = NULL;
   if (d->done_sent || d->ctl_closing) {
     close_everything(d);

@@ -10,6 +10,7 @@
 #include "auth.h"
 #include "common.h"
 #include "conn.h"
+#include "link.h"
 #include "msg.h"
 #include "shm.h"
 
@@ -49,54 +50,120 @@ struct hd_rank {
   size_t nbacklog, capbacklog;
   int wake_rank, wake_prog; /* pending wake-ups after a batch of pushes */
 
+  uint64_t npending; /* its operations the daemon holds (max_pending) */
+  struct hd_tensor *staging_owner; /* the streamed operation using its
+                                      staging area, or NULL */
+  int exit_held; /* its failed exit waits for the culprit's (victim_timer) */
   int gone; /* no longer takes part in collectives */
   int broken; /* wrote nonsense into its rings: no longer polled */
   uv_timer_t lost_timer; /* connection closed without goodbye */
 };
 
-/* A participant's view of one operation. */
+/* What a participant said about an operation; compared across ranks
+ * (coll.c: how depends on the collective). */
+struct hd_meta {
+  uint8_t coll, dtype, op, ndims;
+  int32_t root;
+  uint64_t count;
+  int64_t shape[HP_MAX_DIMS];
+  double prescale, postscale;
+  uint64_t aux_hash; /* of the recv_counts / splits / ranks array */
+};
+
+/* A participant's view of one operation (index: the local member). */
 struct hd_part {
   uint64_t id;
   int submitted;
+  int joined;       /* the rank has joined: neutral input, no output */
   int resident;     /* data in the arena at offset */
   uint64_t offset;  /* from the segment start */
+  uint64_t count;   /* elements it sends */
+  uint64_t recv_offset, recv_count; /* HP_F_RECV */
+  int64_t *aux;     /* private copy of its array (HP_F_AUX) */
+  uint64_t naux;
   uint64_t ready;   /* chunks copied into staging (streamed) */
   uint64_t done;    /* chunks copied out of staging (streamed) */
   uint64_t issued;  /* chunks whose COPY_IN was sent */
 };
 
-/* A named operation, from the first submission until it completes. */
+/* A named operation of a communicator, from the first submission until
+ * it completes: one negotiated collective and how far its plan went. */
 struct hd_tensor {
   struct hd_tensor *next_hash, *next_ready;
+  struct hd_comm *comm;
   char name[HP_NAME_MAX + 1];
-  uint8_t coll, dtype, op;
-  int32_t root;
-  uint64_t count;
-  double prescale, postscale;
-  int first; /* local index of the first submitter: the metadata reference */
+  struct hd_meta meta; /* the first submitter's: the reference */
+  int first;    /* local member index of the first submitter */
   int awaiting; /* multi-host: told the coordinator, waits for its decision */
   uint64_t seq; /* multi-host: the coordinator's decision number */
   int nsubmitted;
+  int queued;   /* in the ready queue: decided, running or to run */
+  const struct hd_engine *engine; /* chosen when it was queued */
   int stall_warned;
+  int value;    /* a non-negative result (join: the last rank to join) */
   uint64_t t_first; /* when the first rank submitted it */
   /* execution of a streamed operation */
   uint64_t nchunks, chunk_elems, reduced;
-  struct hd_part part[]; /* one per local rank */
+  void *neutral; /* a joined member's input */
+  struct hd_meta *metas; /* one per local member */
+  struct hd_part part[]; /* one per local member */
 };
 
-/* An engine executes ready operations (habit 6: a named struct of function
- * pointers). The CPU engine serves tensors in host memory; a GPU engine
- * (NCCL) takes its place for device tensors, registered beside it. */
+/* A communicator: the global set (id 0) or a process set. Its members
+ * are global ranks, sorted; those of this host are local[0..nlocal) (as
+ * indices into d->ranks), those of host hosts[k] are members
+ * [host_first[k], host_first[k] + host_n[k]). Each negotiates on its own:
+ * its own name table, ready queue, coordinator (its first host) and
+ * cross-host state, so disjoint sets never wait for each other. */
+struct hd_comm {
+  struct hd_daemon *d;
+  uint32_t id;
+  int removed;  /* hora_process_set_remove'd: refuses new operations */
+  int size;     /* members */
+  int32_t *members;
+  int nlocal;
+  int *local;        /* index into d->ranks, in member order */
+  int *local_member; /* member index of local[i] */
+  int *part_of;      /* by index into d->ranks: its local index here, or -1 */
+  unsigned char *joined; /* local members that have joined (global set) */
+  int nhosts;
+  int *hosts;        /* global host indices, in member order */
+  int *host_first, *host_n;
+  int me;            /* position of this host in hosts[], -1: none */
+  /* negotiation */
+  struct hd_tensor **table;
+  size_t table_size, ntensors;
+  struct hd_tensor *ready_head, *ready_tail;
+  /* join (global set only) */
+  int njoined;       /* local members that have joined */
+  int32_t last_joined;
+  struct hd_coord *coord;  /* coord.c: when hosts[0] is this host */
+  struct hd_xop *xop;      /* xhost/ring.c: its running cross-host operation */
+  struct hd_xcoll *xc;     /* xhost/exchange.c: the same, for the others */
+};
+
+/* An engine executes ready operations (a named struct of function
+ * pointers, in a registry: hd_engines). The first whose can_run accepts
+ * an operation runs it. The CPU engine serves tensors in host memory; a
+ * GPU engine (NCCL) registers beside it for device tensors. An engine
+ * that works on a thread of its own completes through the loop
+ * (uv_async), never by touching loop state from that thread. */
 struct hd_engine {
   const char *name;
   int (*init)(struct hd_daemon *d);
   void (*fini)(struct hd_daemon *d);
-  /* Advances the operation; returns 1 when it completed (every participant
-   * was sent its DONE), 0 when it waits for ranks. */
-  int (*step)(struct hd_daemon *d, struct hd_tensor *t);
+  int (*can_run)(struct hd_daemon *d, const struct hd_tensor *t);
+  /* Advances the operation; returns 1 when it completed (every
+   * participant was sent its DONE), 0 when it waits (for ranks, peers or
+   * its thread: it calls hd_comm_progress() when it can go on). */
+  int (*progress)(struct hd_daemon *d, struct hd_tensor *t);
+  /* Drops what the engine holds for the communicator's operations (they
+   * are being failed). */
+  void (*abort)(struct hd_daemon *d, struct hd_comm *c);
 };
 
 extern const struct hd_engine hd_engine_cpu;
+extern const struct hd_engine *const hd_engines[];
 
 /* A host of a multi-host job, as this daemon sees it. */
 struct hd_peer {
@@ -107,8 +174,9 @@ struct hd_peer {
   int lost;          /* its connection broke or fell silent */
 };
 
-struct hd_xop;   /* xhost.c: the cross-host part of the running operation */
-struct hd_coord; /* coord.c: the coordinator's table (host 0 only) */
+struct hd_xop;   /* xhost/ring.c: the cross-host part of the running operation */
+struct hd_xcoll; /* xhost/exchange.c: the same for allgather, alltoall, reducescatter */
+struct hd_coord; /* coord.c: a communicator's coordinator table */
 
 struct hd_daemon {
   uv_loop_t *loop;
@@ -148,11 +216,14 @@ struct hd_daemon {
   int aborting, term_sent, kill_sent, done_sent;
   int nexited;
 
-  /* negotiation */
-  struct hd_tensor **table;
-  size_t table_size, ntensors;
-  struct hd_tensor *ready_head, *ready_tail;
-  const struct hd_engine *engine;
+  /* communicators, by id (0: the global set; NULL: removed or never) */
+  struct hd_comm **comms;
+  uint32_t ncomms;  /* entries of comms[]; the next set gets this id */
+  uint64_t max_pending; /* operations one rank may have in flight */
+  /* NEGO_READY for a process set this daemon has not added yet (its
+   * ranks may be quicker elsewhere): replayed once it is */
+  struct hd_held_ready *held;
+  size_t nheld;
 
   /* first rank that left the job, and why: later operations fail with it */
   int gone_rank;
@@ -165,6 +236,7 @@ struct hd_daemon {
   unsigned char secret[HP_SECRET_LEN];
   char iface[256]; /* --iface: hora's TCP uses the first of these
                       interfaces (comma separated) this host has */
+  const struct hd_link *link; /* to the other hosts (the TCP mesh) */
   uv_tcp_t mesh_listener;
   int mesh_listening;
   uint16_t mesh_port;
@@ -175,11 +247,10 @@ struct hd_daemon {
   struct hp_conn **early; /* authenticated peers that spoke before the JOB */
   size_t nearly;
   uv_timer_t hb_timer;
+  uv_timer_t victim_timer; /* releases exits held back (hd_send_exit) */
   uint64_t hb_timeout_ns;
   uv_timer_t close_timer; /* a graceful close has this long */
   unsigned nrejected;     /* strangers turned away (logging is thinned) */
-  struct hd_coord *coord;
-  struct hd_xop *xop;
   /* a host whose ranks all ended: what was decided still runs, nothing
    * new can be */
   char left_msg[HP_MSG_MAX + 1];
@@ -211,15 +282,33 @@ void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg);
 void hd_flush_wakeups(struct hd_daemon *d);
 void hd_kick(struct hd_daemon *d);
 
-/* negotiate.c */
+/* negotiate.c: submissions, readiness, decisions, the run queues */
 void hd_submit(struct hd_rank *r, const struct hp_sqe *e);
 void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e);
 void hd_run_ready(struct hd_daemon *d);
+/* Runs what is ready on one communicator (an engine that can go on). */
+void hd_comm_progress(struct hd_comm *c);
 void hd_fail_all(struct hd_daemon *d);
 void hd_tensor_finish(struct hd_daemon *d, struct hd_tensor *t);
 void hd_tensor_fail(struct hd_daemon *d, struct hd_tensor *t, int status,
                     const char *msg);
 void hd_check_stalls(struct hd_daemon *d);
+
+/* comm.c: communicators */
+int hd_comms_init(struct hd_daemon *d); /* the global set */
+void hd_comms_free(struct hd_daemon *d);
+/* A new set of the given sorted, distinct global ranks; its id is
+ * d->ncomms. NULL when out of memory. */
+struct hd_comm *hd_comm_new(struct hd_daemon *d, const int32_t *ranks, int n);
+void hd_comm_free(struct hd_comm *c);
+struct hd_comm *hd_comm_get(struct hd_daemon *d, uint32_t id);
+/* The member index of a global rank, or -1. */
+int hd_comm_member(const struct hd_comm *c, int32_t rank);
+/* The position in c->hosts of the host of member m. */
+int hd_comm_host_of(const struct hd_comm *c, int member);
+/* The global rank of local member i. */
+int32_t hd_comm_rank(const struct hd_comm *c, int i);
+struct hd_rank *hd_comm_local(const struct hd_comm *c, int i);
 
 /* main.c */
 void hd_free_job(struct hd_daemon *d);
@@ -229,7 +318,7 @@ int hd_control_connect(struct hd_daemon *d, const char *addr, int port);
 void hd_control_fault(struct hd_daemon *d, const char *msg);
 void hd_job_go(struct hd_daemon *d); /* the mesh is up: spawn, READY */
 
-/* mesh.c: connections between the daemons of a multi-host job */
+/* links/mesh.c: connections between the daemons of a multi-host job */
 int hd_mesh_listen(struct hd_daemon *d);
 int hd_mesh_start(struct hd_daemon *d);
 void hd_mesh_close(struct hd_daemon *d, int graceful);
@@ -240,39 +329,79 @@ void hd_mesh_announce_gone(struct hd_daemon *d, int rank, int host,
                            const char *msg);
 void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len);
 
-/* coord.c: negotiation across hosts */
-void hd_coord_ready(struct hd_daemon *d, int host,
-                    const struct hp_nego_ready *m);
-void hd_coord_free(struct hd_daemon *d);
-void hd_coord_check_stalls(struct hd_daemon *d);
+/* coord.c: negotiation across hosts, on a communicator's first host */
+void hd_coord_ready(struct hd_comm *c, int host, const struct hp_nego_ready *m);
+void hd_coord_free(struct hd_comm *c);
+/* Keeps a READY for a set not added here yet (from: global host index);
+ * < 0 when too many are held already. */
+int hd_coord_hold(struct hd_daemon *d, int from, const struct hp_nego_ready *m);
+/* Hands c's held READYs to its coordinator (c was just added). */
+void hd_coord_replay(struct hd_comm *c);
+void hd_coord_held_free(struct hd_daemon *d);
+/* Fails every entry (a host of the set has left), telling its hosts. */
+void hd_coord_fail(struct hd_comm *c, const char *why);
+void hd_coord_check_stalls(struct hd_comm *c);
 
-/* negotiate.c: a participant's metadata, compared across ranks */
-struct hd_meta {
-  uint8_t coll, dtype, op;
-  int32_t root;
-  uint64_t count;
+/* coll.c: the collectives, described once */
+struct hd_coll {
+  const char *name; /* "allreduce" */
+  unsigned traits;  /* HORA_CF_* */
+  /* checks what is particular to it in a submission; 0 or HORA_E* */
+  int (*check)(struct hd_comm *c, struct hd_rank *r, const struct hp_sqe *e,
+               char *why, size_t len);
 };
-const char *hd_coll_name(int coll); /* "allreduce" */
+const struct hd_coll *hd_coll(int coll); /* NULL when unknown */
+const char *hd_coll_name(int coll);      /* "allreduce" */
 uint64_t hd_name_hash(const char *name); /* FNV-1a, for the name tables */
+uint64_t hd_aux_hash(const int64_t *v, uint64_t n);
 /* Describes how b (of rank rb) differs from a (of rank ra) in msg, as
  * Horovod words it; 0 when they agree. */
 int hd_meta_mismatch(const char *name, const struct hd_meta *a, int ra,
                      const struct hd_meta *b, int rb, char *msg, size_t len);
+void hd_meta_to_ready(const struct hd_meta *m, struct hp_nego_ready *r);
+void hd_meta_from_ready(const struct hp_nego_ready *r, struct hd_meta *m);
+/* The reducescatter block of member `member`: rows [*first, +*n). */
+void hd_rs_block(uint64_t rows, int size, int member, uint64_t *first,
+                 uint64_t *n);
+/* Elements per row of dimension 0 (1 for 1-D and scalars). */
+uint64_t hd_row_elems(const struct hd_meta *m);
 
 /* negotiate.c, multi-host */
 void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m);
-/* Fails what waits for a decision (a host has left: none will come). */
-void hd_fail_undecided(struct hd_daemon *d, const char *why);
+/* Host `left` has left (its ranks ended), as host `from` says: what waits
+ * for a decision that can no longer come fails. Only the coordinator of a
+ * communicator decides that for the others (its decisions and its word
+ * come in order on one link): a host fails its own waiting operations
+ * only when their coordinator is `from`; a coordinator fails its entries
+ * of the sets `left` is in, by decisions to every host. */
+void hd_fail_undecided(struct hd_daemon *d, int from, int left,
+                       const char *why);
+/* 1 when a host of c has left. */
+int hd_comm_host_left(const struct hd_comm *c);
 
-/* engine_cpu.c: helpers the cross-host engine shares */
-int hd_needs_in(struct hd_daemon *d, struct hd_tensor *t, int i);
-int hd_needs_out(struct hd_daemon *d, struct hd_tensor *t, int i);
-int hd_is_root(struct hd_daemon *d, struct hd_tensor *t, int i);
+/* engines/cpu.c: helpers the cross-host algorithms share */
+int hd_needs_in(struct hd_tensor *t, int i);
+int hd_needs_out(struct hd_tensor *t, int i);
+int hd_is_root(struct hd_tensor *t, int i);
 uint64_t hd_staging_off(struct hd_rank *r, uint64_t k);
 void hd_copy_req(struct hd_rank *r, struct hd_tensor *t, int kind, uint64_t k);
+/* Where local member i's input / output of t lie (arena-resident). */
+unsigned char *hd_in_ptr(struct hd_tensor *t, int i);
+unsigned char *hd_out_ptr(struct hd_tensor *t, int i);
+/* The neutral input of a joined member (count elements), or NULL. */
+void *hd_neutral(struct hd_tensor *t, uint64_t count);
+/* Applies prescale (pre = 1) or postscale to count elements at p. */
+void hd_scale_buf(const struct hd_tensor *t, void *p, uint64_t count, int pre);
 
-/* xhost.c: allreduce and broadcast across hosts */
-int hd_xhost_step(struct hd_daemon *d, struct hd_tensor *t);
+/* xhost/exchange.c: allgather, alltoall and reducescatter across hosts */
+int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t);
+int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
+                  size_t len, int *keep, char *why, size_t whylen);
+void hd_xcoll_abort(struct hd_comm *c);
+void hd_xcoll_free(struct hd_comm *c);
+
+/* xhost/ring.c: allreduce and broadcast across hosts */
+int hd_xhost_step(struct hd_comm *c, struct hd_tensor *t);
 /* A DATA frame from host `from`; sets *keep when it holds on to payload. */
 int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
                   size_t len, unsigned char *placed, int *keep, char *why,
@@ -281,8 +410,8 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
  * straight away, or NULL (see hp_conn_set_place). */
 void *hd_xhost_place(struct hd_daemon *d, int from, const unsigned char *pre,
                      size_t len);
-void hd_xhost_abort(struct hd_daemon *d);
-void hd_xhost_free(struct hd_daemon *d);
+void hd_xhost_abort(struct hd_comm *c);
+void hd_xhost_free(struct hd_comm *c);
 
 /* pool.c: reduction threads */
 int hd_pool_init(int nthreads);

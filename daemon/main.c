@@ -105,20 +105,11 @@ void hd_free_job(struct hd_daemon *d) {
   }
   free(d->ranks);
   d->ranks = NULL;
-  hd_xhost_free(d);
-  hd_coord_free(d);
   free(d->peers);
   d->peers = NULL;
   free(d->early);
   d->early = NULL;
-  for (size_t i = 0; i < d->table_size; i++)
-    while (d->table[i]) {
-      struct hd_tensor *t = d->table[i];
-      d->table[i] = t->next_hash;
-      free(t);
-    }
-  free(d->table);
-  d->table = NULL;
+  hd_comms_free(d);
   if (d->efd >= 0) close(d->efd);
   d->efd = -1;
   hp_job_free(&d->job);
@@ -172,7 +163,6 @@ int main(int argc, char **argv) {
   struct hd_daemon *d = calloc(1, sizeof *d);
   if (!d) return 1;
   d->loop = uv_default_loop();
-  d->loop->data = d;
   d->efd = -1;
   d->gone_rank = -1;
   int port = 0, rc;

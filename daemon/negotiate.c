@@ -1,43 +1,33 @@
-/* negotiate.c -- matching the local ranks' submissions by tensor name.
+/* negotiate.c -- matching the local members' submissions by name, per
+ * communicator.
  *
- * Ranks may submit names in any order. A tensor becomes ready when every
- * local rank has submitted it; its metadata are then compared with the
- * first submitter's and a disagreement fails the operation on every rank
- * with a message naming both ranks and both values (the job goes on).
- * Ready tensors run in the order they became ready. */
+ * Ranks may submit names in any order. An operation becomes ready when
+ * every local member of its communicator has submitted it (a member that
+ * has joined counts as having submitted, with a neutral contribution);
+ * its metadata are then compared with the first submitter's and a
+ * disagreement fails the operation on every rank with a message naming
+ * both ranks and both values (the job goes on). A communicator with
+ * members on several hosts then asks its coordinator (coord.c), whose
+ * decisions every host runs in the same order. Ready operations run in
+ * order, one communicator independently of the others. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
 
-const char *hd_coll_name(int c) {
-  switch (c) {
-  case HP_ALLREDUCE: return "allreduce";
-  case HP_BROADCAST: return "broadcast";
-  case HP_BARRIER: return "barrier";
-  default: return "unknown collective";
-  }
-}
-
-uint64_t hd_name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
-static struct hd_tensor **slot_of(struct hd_daemon *d, const char *name) {
-  struct hd_tensor **pp = &d->table[hd_name_hash(name) & (d->table_size - 1)];
+static struct hd_tensor **slot_of(struct hd_comm *c, const char *name) {
+  struct hd_tensor **pp = &c->table[hd_name_hash(name) & (c->table_size - 1)];
   while (*pp && strcmp((*pp)->name, name)) pp = &(*pp)->next_hash;
   return pp;
 }
 
-static int grow_table(struct hd_daemon *d) {
-  size_t n = d->table_size ? d->table_size * 2 : 256;
+static int grow_table(struct hd_comm *c) {
+  size_t n = c->table_size ? c->table_size * 2 : 64;
   struct hd_tensor **t = calloc(n, sizeof *t);
   if (!t) return HORA_ENOMEM;
-  for (size_t i = 0; i < d->table_size; i++) {
-    struct hd_tensor *e = d->table[i];
+  for (size_t i = 0; i < c->table_size; i++) {
+    struct hd_tensor *e = c->table[i];
     while (e) {
       struct hd_tensor *next = e->next_hash;
       struct hd_tensor **pp = &t[hd_name_hash(e->name) & (n - 1)];
@@ -46,43 +36,102 @@ static int grow_table(struct hd_daemon *d) {
       e = next;
     }
   }
-  free(d->table);
-  d->table = t;
-  d->table_size = n;
+  free(c->table);
+  c->table = t;
+  c->table_size = n;
   return 0;
 }
 
-
-static struct hd_meta *metas_of(struct hd_daemon *d, struct hd_tensor *t) {
-  return (struct hd_meta *)(t->part + d->nlocal);
-}
-
-static void remove_tensor(struct hd_daemon *d, struct hd_tensor *t) {
-  struct hd_tensor **pp = slot_of(d, t->name);
-  if (*pp == t) *pp = t->next_hash;
-  d->ntensors--;
+static void free_tensor(struct hd_comm *c, struct hd_tensor *t) {
+  for (int i = 0; i < c->nlocal; i++) {
+    struct hd_rank *r = hd_comm_local(c, i);
+    if (t->part[i].submitted && r->npending) r->npending--;
+    if (r->staging_owner == t) r->staging_owner = NULL;
+    free(t->part[i].aux);
+  }
+  free(t->neutral);
   free(t);
 }
 
+static void remove_tensor(struct hd_comm *c, struct hd_tensor *t) {
+  struct hd_tensor **pp = slot_of(c, t->name);
+  if (*pp == t) *pp = t->next_hash;
+  c->ntensors--;
+  free_tensor(c, t);
+}
+
 /* Sends every participant that submitted t the same completion. */
-static void complete_all(struct hd_daemon *d, struct hd_tensor *t, int status,
-                         const char *msg) {
-  for (int i = 0; i < d->nlocal; i++)
-    if (t->part[i].submitted) hd_complete(&d->ranks[i], t->part[i].id, status, msg);
+static void complete_all(struct hd_tensor *t, int status, const char *msg) {
+  struct hd_comm *c = t->comm;
+  for (int i = 0; i < c->nlocal; i++)
+    if (t->part[i].submitted)
+      hd_complete(hd_comm_local(c, i), t->part[i].id, status, msg);
 }
 
 void hd_tensor_finish(struct hd_daemon *d, struct hd_tensor *t) {
-  complete_all(d, t, 0, NULL);
+  complete_all(t, t->value, NULL);
 }
 
 void hd_tensor_fail(struct hd_daemon *d, struct hd_tensor *t, int status,
                     const char *msg) {
-  complete_all(d, t, status, msg);
+  complete_all(t, status, msg);
 }
 
-static int check_entry(struct hd_rank *r, const struct hp_sqe *e, char *why,
+/* ---- checking a submission ---------------------------------------------- */
+
+static int in_arena(const struct hp_shm_hdr *h, uint64_t off, uint64_t bytes) {
+  uint64_t lo = h->arena_off, hi = h->arena_off + h->arena_size;
+  return off >= lo && off <= hi && bytes <= hi - off;
+}
+
+static int check_range(struct hd_rank *r, const char *what, uint64_t off,
+                       uint64_t count, int dtype, char *why, size_t len) {
+  uint64_t es = hora_dtype_size(dtype);
+  if (!in_arena(&r->layout, off, count * es)) {
+    hc_fmt(why, len, "%s [%llu, +%llu) lies outside the arena", what,
+           (unsigned long long)off, (unsigned long long)(count * es));
+    return HORA_EINVAL;
+  }
+  if (off % es) {
+    hc_fmt(why, len, "%s offset %llu is not aligned to its %s elements", what,
+           (unsigned long long)off, hora_dtype_name(dtype));
+    return HORA_EINVAL;
+  }
+  return 0;
+}
+
+/* The elements a member must be able to receive, or UINT64_MAX. */
+static uint64_t want_recv(const struct hd_comm *c, const struct hp_sqe *e,
+                          const int64_t *aux, int member) {
+  uint64_t sum = 0;
+  switch (e->coll) {
+  case HORA_COLL_ALLGATHER:
+    if (!aux) return e->count * (uint64_t)c->size;
+    for (int i = 0; i < c->size; i++) sum += (uint64_t)aux[i];
+    return sum;
+  case HORA_COLL_ALLTOALL:
+    if (!aux) return e->count;
+    for (int i = 0; i < c->size; i++) sum += (uint64_t)aux[c->size + i];
+    return sum;
+  case HORA_COLL_REDUCESCATTER: {
+    struct hd_meta m = {.ndims = e->ndims, .count = e->count};
+    memcpy(m.shape, e->shape, sizeof m.shape);
+    uint64_t rows = e->ndims ? (uint64_t)e->shape[0] : e->count, first, n;
+    hd_rs_block(rows, c->size, member, &first, &n);
+    return n * hd_row_elems(&m);
+  }
+  default:
+    return UINT64_MAX;
+  }
+}
+
+/* Checks e; on success *auxp holds a private copy of its array. */
+static int check_entry(struct hd_comm *c, struct hd_rank *r,
+                       const struct hp_sqe *e, int64_t **auxp, char *why,
                        size_t len) {
-  if (e->coll < HP_ALLREDUCE || e->coll > HP_BARRIER) {
+  const struct hd_coll *k = hd_coll(e->coll);
+  *auxp = NULL;
+  if (!k) {
     hc_fmt(why, len, "unknown collective %u", e->coll);
     return HORA_EINVAL;
   }
@@ -90,250 +139,534 @@ static int check_entry(struct hd_rank *r, const struct hp_sqe *e, char *why,
     hc_fmt(why, len, "unknown data type %u", e->dtype);
     return HORA_EINVAL;
   }
-  if (e->coll == HP_ALLREDUCE && e->op >= HORA_OP_COUNT) {
-    hc_fmt(why, len, "unknown reduction operation %u", e->op);
-    return HORA_EINVAL;
-  }
-  if (e->coll == HP_BROADCAST &&
-      (e->root < 0 || e->root >= r->d->job.size)) {
-    hc_fmt(why, len, "root rank %d is out of range [0, %d)", e->root,
-           r->d->job.size);
-    return HORA_EINVAL;
-  }
-  uint64_t es = hora_dtype_size(e->dtype);
   if (e->count > UINT64_MAX / 16) {
     hc_fmt(why, len, "element count %llu is too large",
            (unsigned long long)e->count);
     return HORA_EINVAL;
   }
-  if (e->flags & HP_F_RESIDENT) {
-    const struct hp_shm_hdr *h = &r->layout;
-    uint64_t bytes = e->count * es, lo = h->arena_off,
-             hi = h->arena_off + h->arena_size;
-    if (e->offset < lo || e->offset > hi || bytes > hi - e->offset) {
-      hc_fmt(why, len, "buffer [%llu, +%llu) lies outside the arena",
-             (unsigned long long)e->offset, (unsigned long long)bytes);
-      return HORA_EINVAL;
+  if (e->ndims > HP_MAX_DIMS) {
+    hc_fmt(why, len, "%u dimensions (at most %u)", e->ndims, HP_MAX_DIMS);
+    return HORA_EINVAL;
+  }
+  if (e->ndims) {
+    uint64_t prod = 1;
+    for (int i = 0; i < e->ndims; i++) {
+      if (e->shape[i] < 0 ||
+          (e->shape[i] && prod > UINT64_MAX / 16 / (uint64_t)e->shape[i])) {
+        hc_fmt(why, len, "dimension %d of the shape is %lld", i,
+               (long long)e->shape[i]);
+        return HORA_EINVAL;
+      }
+      prod *= (uint64_t)e->shape[i];
     }
-    if (e->offset % es) {
-      hc_fmt(why, len, "buffer offset %llu is not aligned to its %s elements",
-             (unsigned long long)e->offset, hora_dtype_name(e->dtype));
+    if (prod != e->count) {
+      hc_fmt(why, len, "its shape has %llu elements, but it sends %llu",
+             (unsigned long long)prod, (unsigned long long)e->count);
       return HORA_EINVAL;
     }
   }
+  if (!(k->traits & HORA_CF_OP) && e->coll != HORA_COLL_BROADCAST &&
+      (k->traits & HORA_CF_CTRL) == 0 && e->op >= HORA_OP_COUNT) {
+    hc_fmt(why, len, "unknown reduction operation %u", e->op);
+    return HORA_EINVAL;
+  }
+  int rc = k->check ? k->check(c, r, e, why, len) : 0;
+  if (rc < 0) return rc;
+  uint64_t es = hora_dtype_size(e->dtype);
+  int outsized = (k->traits & HORA_CF_OUT) != 0;
+  if ((e->flags & HP_F_RESIDENT) &&
+      (rc = check_range(r, "buffer", e->offset, e->count, e->dtype, why,
+                        len)) < 0)
+    return rc;
+  if (outsized && e->count && !(e->flags & HP_F_RESIDENT)) {
+    hc_fmt(why, len, "its input must lie in the arena");
+    return HORA_EINVAL;
+  }
+  if (e->flags & HP_F_AUX) {
+    if (e->aux_count > (uint64_t)2 * (uint64_t)r->d->job.size + 2) {
+      hc_fmt(why, len, "%llu array entries", (unsigned long long)e->aux_count);
+      return HORA_EINVAL;
+    }
+    if ((rc = check_range(r, "array", e->aux_offset, e->aux_count, HORA_INT64,
+                          why, len)) < 0)
+      return rc;
+    int64_t *aux = malloc((size_t)(e->aux_count ? e->aux_count : 1) * 8);
+    if (!aux) {
+      hc_fmt(why, len, "horad is out of memory");
+      return HORA_ENOMEM;
+    }
+    memcpy(aux, r->shm + e->aux_offset, (size_t)e->aux_count * 8);
+    for (uint64_t i = 0; i < e->aux_count; i++)
+      if (aux[i] < 0 || (uint64_t)aux[i] > UINT64_MAX / 64 / (uint64_t)r->d->job.size) {
+        hc_fmt(why, len, "entry %llu of its array is %lld",
+               (unsigned long long)i, (long long)aux[i]);
+        free(aux);
+        return HORA_EINVAL;
+      }
+    *auxp = aux;
+  }
+  int member = hd_comm_member(c, r->info.rank);
+  if (e->coll == HORA_COLL_PS_ADD) {
+    int64_t *v = *auxp;
+    for (uint64_t i = 0; i < e->aux_count; i++)
+      if (v[i] >= r->d->job.size || (i && v[i] <= v[i - 1])) {
+        hc_fmt(why, len, "process set ranks must be sorted, distinct and in "
+               "[0, %d)", r->d->job.size);
+        goto bad;
+      }
+  }
+  if (e->coll == HORA_COLL_ALLGATHER && *auxp &&
+      (uint64_t)(*auxp)[member] != e->count) {
+    hc_fmt(why, len, "it sends %llu elements, but its receive counts say %lld "
+           "for it", (unsigned long long)e->count, (long long)(*auxp)[member]);
+    goto bad;
+  }
+  if (e->coll == HORA_COLL_ALLTOALL && *auxp) {
+    uint64_t sum = 0;
+    for (int i = 0; i < c->size; i++) sum += (uint64_t)(*auxp)[i];
+    if (sum != e->count) {
+      hc_fmt(why, len, "its splits add up to %llu elements, but it sends %llu",
+             (unsigned long long)sum, (unsigned long long)e->count);
+      goto bad;
+    }
+  }
+  if (outsized) {
+    uint64_t want = want_recv(c, e, *auxp, member);
+    if (e->recv_count < want) {
+      hc_fmt(why, len, "its output holds %llu elements, but %llu arrive",
+             (unsigned long long)e->recv_count, (unsigned long long)want);
+      goto bad;
+    }
+    if ((rc = check_range(r, "output", e->recv_offset, e->recv_count,
+                          e->dtype, why, len)) < 0) {
+      free(*auxp);
+      *auxp = NULL;
+      return rc;
+    }
+    (void)es;
+  }
   return 0;
+bad:
+  free(*auxp);
+  *auxp = NULL;
+  return HORA_EINVAL;
 }
 
-int hd_meta_mismatch(const char *name, const struct hd_meta *a, int ra,
-                     const struct hd_meta *b, int rb, char *msg, size_t len) {
-  if (b->coll != a->coll)
-    hc_fmt(msg, len, "Mismatched operations on tensor '%s': rank %d did an "
-           "%s, but rank %d did a %s.", name, ra, hd_coll_name(a->coll), rb,
-           hd_coll_name(b->coll));
-  else if (b->dtype != a->dtype)
-    hc_fmt(msg, len, "Mismatched data types on tensor '%s': rank %d had "
-           "type %s, but rank %d had type %s.", name, ra,
-           hora_dtype_name(a->dtype), rb, hora_dtype_name(b->dtype));
-  else if (b->count != a->count)
-    hc_fmt(msg, len, "Mismatched %s tensor shapes on tensor '%s': rank %d "
-           "sent %llu elements, but rank %d sent %llu elements.",
-           hd_coll_name(a->coll), name, ra, (unsigned long long)a->count, rb,
-           (unsigned long long)b->count);
-  else if (a->coll == HP_ALLREDUCE && b->op != a->op)
-    hc_fmt(msg, len, "Mismatched reduction operations on tensor '%s': rank "
-           "%d asked for %s, but rank %d asked for %s.", name, ra,
-           hora_op_name(a->op), rb, hora_op_name(b->op));
-  else if (a->coll == HP_BROADCAST && b->root != a->root)
-    hc_fmt(msg, len, "Mismatched broadcast root ranks on tensor '%s': rank "
-           "%d gave root %d, but rank %d gave root %d.", name, ra, a->root,
-           rb, b->root);
-  else
-    return 0;
-  return 1;
-}
+/* ---- readiness ------------------------------------------------------------- */
 
-static int describe_mismatch(struct hd_daemon *d, struct hd_tensor *t,
-                             char *msg, size_t len) {
-  struct hd_meta *m = metas_of(d, t);
-  int ra = d->ranks[t->first].info.rank;
-  for (int i = 0; i < d->nlocal; i++)
-    if (hd_meta_mismatch(t->name, &m[t->first], ra, &m[i],
-                         d->ranks[i].info.rank, msg, len))
-      return 1;
-  return 0;
-}
-
-static void queue_ready(struct hd_daemon *d, struct hd_tensor *t) {
+static void queue_ready(struct hd_comm *c, struct hd_tensor *t) {
+  t->queued = 1;
   t->next_ready = NULL;
-  if (d->ready_tail) d->ready_tail->next_ready = t;
-  else d->ready_head = t;
-  d->ready_tail = t;
+  t->engine = NULL;
+  for (int i = 0; hd_engines[i]; i++)
+    if (!hd_engines[i]->can_run || hd_engines[i]->can_run(c->d, t)) {
+      t->engine = hd_engines[i];
+      break;
+    }
+  if (c->ready_tail) c->ready_tail->next_ready = t;
+  else c->ready_head = t;
+  c->ready_tail = t;
+}
+
+static int is_ready(const struct hd_comm *c, const struct hd_tensor *t) {
+  if (t->queued || t->awaiting) return 0;
+  if (t->meta.coll == HORA_COLL_JOIN) return t->nsubmitted == c->nlocal;
+  int n = 0;
+  for (int i = 0; i < c->nlocal; i++)
+    n += t->part[i].submitted || c->joined[i];
+  return n == c->nlocal;
+}
+
+/* Local members' disagreements, and what joined members cannot do. */
+static int describe_problem(struct hd_comm *c, struct hd_tensor *t, char *msg,
+                            size_t len) {
+  int ra = hd_comm_rank(c, t->first);
+  for (int i = 0; i < c->nlocal; i++)
+    if (t->part[i].submitted &&
+        hd_meta_mismatch(t->name, &t->meta, ra, &t->metas[i],
+                         hd_comm_rank(c, i), msg, len))
+      return HORA_EMISMATCH;
+  for (int i = 0; i < c->nlocal; i++) {
+    if (t->part[i].submitted || !c->joined[i]) continue;
+    t->part[i].joined = 1;
+    if (t->meta.coll == HORA_COLL_BROADCAST &&
+        hd_comm_rank(c, i) == t->meta.root) {
+      hc_fmt(msg, len, "broadcast '%s' cannot run: its root rank %d has "
+             "joined", t->name, t->meta.root);
+      return HORA_EINVAL;
+    }
+    if (t->meta.coll == HORA_COLL_PS_ADD || t->meta.coll == HORA_COLL_PS_REMOVE) {
+      hc_fmt(msg, len, "%s cannot run while rank %d has joined",
+             hd_coll_name(t->meta.coll), hd_comm_rank(c, i));
+      return HORA_EINVAL;
+    }
+  }
+  if (t->meta.coll == HORA_COLL_ALLTOALL) { /* local pairs agree */
+    for (int i = 0; i < c->nlocal; i++)
+      for (int j = 0; j < c->nlocal; j++) {
+        const struct hd_part *pi = &t->part[i], *pj = &t->part[j];
+        if (!pi->aux || !pj->aux || pi->joined || pj->joined) continue;
+        int64_t sent = pi->aux[c->local_member[j]];
+        int64_t want = pj->aux[c->size + c->local_member[i]];
+        if (sent != want) {
+          hc_fmt(msg, len, "Mismatched alltoall splits on tensor '%s': rank "
+                 "%d sends %lld elements to rank %d, which expects %lld.",
+                 t->name, hd_comm_rank(c, i), (long long)sent,
+                 hd_comm_rank(c, j), (long long)want);
+          return HORA_EMISMATCH;
+        }
+      }
+  }
+  if (t->meta.coll == HORA_COLL_ALLGATHER) { /* joined members send none */
+    for (int i = 0; i < c->nlocal; i++) {
+      const struct hd_part *p = &t->part[t->first];
+      if (t->part[i].joined && p->aux && p->aux[c->local_member[i]]) {
+        hc_fmt(msg, len, "allgather '%s': rank %d has joined, but the receive "
+               "counts expect %lld elements from it", t->name,
+               hd_comm_rank(c, i), (long long)p->aux[c->local_member[i]]);
+        return HORA_EINVAL;
+      }
+    }
+  }
+  return 0;
 }
 
 /* Multi-host: asks the coordinator; hd_decide() queues it. */
-static void tell_coordinator(struct hd_daemon *d, struct hd_tensor *t,
-                             const char *msg) {
-  struct hp_nego_ready m = {.coll = t->coll,
-                            .dtype = t->dtype,
-                            .op = t->op,
-                            .root = t->root,
-                            .count = t->count,
-                            .rank = d->ranks[t->first].info.rank};
+static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
+                             int status, const char *msg) {
+  struct hd_daemon *d = c->d;
+  struct hp_nego_ready m;
+  memset(&m, 0, sizeof m);
+  m.comm = c->id;
+  hd_meta_to_ready(&t->meta, &m);
+  m.rank = t->meta.coll == HORA_COLL_JOIN ? c->last_joined
+                                          : hd_comm_rank(c, t->first);
   memcpy(m.name, t->name, sizeof m.name);
-  hc_fmt(m.msg, sizeof m.msg, "%s", msg);
-  if (d->left_msg[0]) { /* a host has left: no decision can come */
+  if (status < 0) hc_fmt(m.msg, sizeof m.msg, "%s", msg);
+  if (hd_comm_host_left(c)) { /* a host has left: no decision can come */
     char why[HP_MSG_MAX + 1];
-    hc_fmt(why, sizeof why, "%s '%s' cannot run: %s", hd_coll_name(t->coll),
-           t->name, d->left_msg);
-    complete_all(d, t, HORA_EPEERGONE, why);
-    remove_tensor(d, t);
+    hc_fmt(why, sizeof why, "%s '%s' cannot run: %s",
+           hd_coll_name(t->meta.coll), t->name, d->left_msg);
+    complete_all(t, HORA_EPEERGONE, why);
+    remove_tensor(c, t);
     return;
   }
   t->awaiting = 1;
-  if (d->job.host_index == 0) {
-    hd_coord_ready(d, 0, &m);
+  if (c->me == 0) {
+    hd_coord_ready(c, 0, &m);
     return;
   }
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_nego_ready(&w, &m);
-  hd_mesh_send(d, 0, &w); /* a lost coordinator fails everything anyway */
+  hd_mesh_send(d, c->hosts[0], &w); /* a lost coordinator fails all anyway */
   hp_wbuf_free(&w);
 }
 
+static void make_ready(struct hd_comm *c, struct hd_tensor *t) {
+  char msg[HP_MSG_MAX + 1] = "";
+  int bad = describe_problem(c, t, msg, sizeof msg);
+  if (t->meta.coll == HORA_COLL_JOIN) t->value = c->last_joined;
+  if (c->nhosts > 1) { /* the other hosts must fail it too */
+    tell_coordinator(c, t, bad, msg);
+    return;
+  }
+  if (bad) {
+    hc_info("%s", msg);
+    complete_all(t, bad, msg);
+    remove_tensor(c, t);
+    return;
+  }
+  queue_ready(c, t);
+}
+
+/* A member joined: what waited for it only may be ready now. */
+static void recheck(struct hd_comm *c) {
+  for (size_t i = 0; i < c->table_size; i++) {
+    struct hd_tensor *t = c->table[i], *next;
+    for (; t; t = next) {
+      next = t->next_hash;
+      if (t->meta.coll != HORA_COLL_JOIN && is_ready(c, t)) make_ready(c, t);
+    }
+  }
+}
+
+/* An operation every local member has joined before it came: it runs
+ * here with neutral inputs only (the coordinator sent its metadata). */
+static struct hd_tensor *materialize(struct hd_comm *c,
+                                     const struct hp_nego_decide *m) {
+  if (c->ntensors >= c->table_size / 2 && grow_table(c) < 0) return NULL;
+  size_t n = (size_t)c->nlocal;
+  struct hd_tensor *t =
+      calloc(1, sizeof *t + n * (sizeof(struct hd_part) + sizeof(struct hd_meta)));
+  if (!t) return NULL;
+  t->comm = c;
+  t->metas = (struct hd_meta *)(t->part + n);
+  hc_fmt(t->name, sizeof t->name, "%s", m->name);
+  hd_meta_from_ready(&m->meta, &t->meta);
+  t->t_first = hc_now_ns();
+  for (size_t i = 0; i < n; i++) t->part[i].joined = 1;
+  struct hd_tensor **pp = slot_of(c, t->name);
+  t->next_hash = *pp;
+  *pp = t;
+  c->ntensors++;
+  t->awaiting = 1;
+  return t;
+}
+
 void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m) {
-  if (!d->table_size) return;
-  struct hd_tensor *t = *slot_of(d, m->name);
+  struct hd_comm *c = hd_comm_get(d, m->comm);
+  struct hd_tensor *t = c && c->table_size ? *slot_of(c, m->name) : NULL;
+  if (!t && c && m->status >= 0 && c->nlocal && c->njoined == c->nlocal &&
+      m->meta.coll != HORA_COLL_JOIN && !(t = materialize(c, m))) {
+    hc_error("out of memory: the job cannot go on");
+    hd_teardown(d, "horad is out of memory", 0);
+    return;
+  }
   if (!t || !t->awaiting) {
     if (d->gone_rank == -1)
-      hc_warn("decision for tensor '%s', which is not waiting for one; "
-              "ignored", m->name);
+      hc_warn("decision for tensor '%s' of process set %u, which is not "
+              "waiting for one; ignored", m->name, m->comm);
     return;
   }
   t->awaiting = 0;
   if (m->status < 0) {
     hc_info("%s", m->msg);
-    complete_all(d, t, m->status, m->msg);
-    remove_tensor(d, t);
+    complete_all(t, m->status, m->msg);
+    remove_tensor(c, t);
     hd_flush_wakeups(d);
     return;
   }
   t->seq = m->seq;
-  queue_ready(d, t);
-  hd_run_ready(d);
+  if (t->meta.coll == HORA_COLL_JOIN) t->value = m->value;
+  queue_ready(c, t);
+  hd_comm_progress(c);
   hd_flush_wakeups(d);
 }
 
-void hd_fail_undecided(struct hd_daemon *d, const char *why) {
-  for (size_t i = 0; i < d->table_size; i++) {
-    struct hd_tensor **pp = &d->table[i];
-    while (*pp) {
-      struct hd_tensor *t = *pp;
-      if (!t->awaiting) {
-        pp = &t->next_hash;
-        continue;
+int hd_comm_host_left(const struct hd_comm *c) {
+  const struct hd_daemon *d = c->d;
+  for (int k = 0; d->peers && k < c->nhosts; k++)
+    if (d->peers[c->hosts[k]].left) return 1;
+  return 0;
+}
+
+void hd_fail_undecided(struct hd_daemon *d, int from, int left,
+                       const char *why) {
+  for (uint32_t k = 0; k < d->ncomms; k++) {
+    struct hd_comm *c = d->comms[k];
+    if (!c || c->removed || c->nhosts < 2) continue;
+    int in = 0;
+    for (int j = 0; j < c->nhosts; j++) in |= c->hosts[j] == left;
+    if (!in) continue; /* a set without that host goes on */
+    if (c->me == 0) {
+      hd_coord_fail(c, why);
+      continue;
+    }
+    if (c->hosts[0] != from) continue; /* its coordinator will say */
+    for (size_t i = 0; i < c->table_size; i++) {
+      struct hd_tensor **pp = &c->table[i];
+      while (*pp) {
+        struct hd_tensor *t = *pp;
+        if (!t->awaiting) {
+          pp = &t->next_hash;
+          continue;
+        }
+        char msg[HP_MSG_MAX + 1];
+        hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s",
+               hd_coll_name(t->meta.coll), t->name, why);
+        complete_all(t, HORA_EPEERGONE, msg);
+        *pp = t->next_hash;
+        c->ntensors--;
+        free_tensor(c, t);
       }
-      char msg[HP_MSG_MAX + 1];
-      hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", hd_coll_name(t->coll),
-             t->name, why);
-      complete_all(d, t, HORA_EPEERGONE, msg);
-      *pp = t->next_hash;
-      d->ntensors--;
-      free(t);
     }
   }
   hd_flush_wakeups(d);
 }
 
-static void make_ready(struct hd_daemon *d, struct hd_tensor *t) {
-  char msg[HP_MSG_MAX + 1] = "";
-  int bad = describe_mismatch(d, t, msg, sizeof msg);
-  if (d->multi) { /* the other hosts must fail it too */
-    tell_coordinator(d, t, bad ? msg : "");
-    return;
+/* ---- submissions ------------------------------------------------------------ */
+
+static void fill_meta(struct hd_meta *m, const struct hp_sqe *e,
+                      const int64_t *aux) {
+  memset(m, 0, sizeof *m);
+  m->coll = e->coll;
+  m->dtype = e->dtype;
+  m->op = e->op;
+  m->ndims = e->ndims;
+  m->root = e->root;
+  m->count = e->count;
+  memcpy(m->shape, e->shape, sizeof m->shape);
+  m->prescale = e->prescale == 0 ? 1.0 : e->prescale;
+  m->postscale = e->postscale == 0 ? 1.0 : e->postscale;
+  /* alltoall splits differ per rank by design: local pairs are checked
+   * when it is ready, remote ones by the sizes that arrive */
+  if (aux && e->coll != HORA_COLL_ALLTOALL)
+    m->aux_hash = hd_aux_hash(aux, e->aux_count);
+  if (!hd_coll(e->coll) || !(hd_coll(e->coll)->traits & HORA_CF_OP)) {
+    m->prescale = m->postscale = 1.0;
+    if (e->coll != HORA_COLL_REDUCESCATTER) m->op = 0;
   }
-  if (bad) {
-    hc_info("%s", msg);
-    complete_all(d, t, HORA_EMISMATCH, msg);
-    remove_tensor(d, t);
-    return;
-  }
-  t->next_ready = NULL;
-  if (d->ready_tail) d->ready_tail->next_ready = t;
-  else d->ready_head = t;
-  d->ready_tail = t;
+  if (e->coll != HORA_COLL_BROADCAST && e->coll != HORA_COLL_PS_REMOVE)
+    m->root = 0;
+}
+
+/* The array an allgather or alltoall without one implies. */
+static int64_t *implied_aux(const struct hd_comm *c, const struct hp_sqe *e) {
+  size_t n = e->coll == HORA_COLL_ALLTOALL ? 2 * (size_t)c->size
+                                           : (size_t)c->size;
+  int64_t *v = malloc(n * sizeof *v);
+  if (!v) return NULL;
+  int64_t each = e->coll == HORA_COLL_ALLTOALL
+                     ? (int64_t)(e->count / (uint64_t)c->size)
+                     : (int64_t)e->count;
+  for (size_t i = 0; i < n; i++) v[i] = each;
+  return v;
+}
+
+static void refuse(struct hd_rank *r, const struct hp_sqe *e, int rc,
+                   const char *fmt, const char *why) {
+  char msg[HP_MSG_MAX + 1];
+  hc_fmt(msg, sizeof msg, fmt, r->info.rank, hd_coll_name(e->coll), e->name,
+         why);
+  hd_complete(r, e->id, rc, msg);
 }
 
 void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
   struct hd_daemon *d = r->d;
   struct hp_sqe e = *in;
   e.name[HP_NAME_MAX] = '\0';
-  char why[HP_MSG_MAX + 1], msg[HP_MSG_MAX + 1];
+  char why[HP_MSG_MAX + 1];
   if (r->gone) return;
-  int rc = check_entry(r, &e, why, sizeof why);
+  struct hd_comm *c = hd_comm_get(d, e.comm);
+  if (!c || c->removed) {
+    hc_fmt(why, sizeof why, "process set %u does not exist%s", e.comm,
+           c ? " any more (it was removed)" : "");
+    refuse(r, &e, HORA_ENOSET, "rank %d: %s '%s': %s", why);
+    return;
+  }
+  int idx = c->part_of[r->idx];
+  if (idx < 0) {
+    hc_fmt(why, sizeof why, "rank %d is not a member of process set %u",
+           r->info.rank, c->id);
+    refuse(r, &e, HORA_ENOTMEMBER, "rank %d: %s '%s': %s", why);
+    return;
+  }
+  int64_t *aux = NULL;
+  int rc = check_entry(c, r, &e, &aux, why, sizeof why);
   if (rc < 0) {
-    hc_fmt(msg, sizeof msg, "rank %d: bad %s request for tensor '%s': %s",
-           r->info.rank, hd_coll_name(e.coll), e.name, why);
-    hd_complete(r, e.id, rc, msg);
+    refuse(r, &e, rc, "rank %d: bad %s request for tensor '%s': %s", why);
     return;
   }
   if (d->gone_rank != -1) {
+    char msg[HP_MSG_MAX + 1];
     hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", hd_coll_name(e.coll),
            e.name, d->gone_msg);
     hd_complete(r, e.id, d->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE,
                 msg);
+    free(aux);
     return;
   }
-  if (d->ntensors >= d->table_size / 2 && grow_table(d) < 0) {
+  if (r->npending >= d->max_pending) {
+    char msg[HP_MSG_MAX + 1];
+    hc_fmt(msg, sizeof msg, "rank %d: %s '%s' refused: the rank already has "
+           "%llu operations in flight (HORA_MAX_PENDING)", r->info.rank,
+           hd_coll_name(e.coll), e.name, (unsigned long long)r->npending);
+    hd_complete(r, e.id, HORA_ELIMIT, msg);
+    free(aux);
+    return;
+  }
+  if ((e.coll == HORA_COLL_ALLGATHER || e.coll == HORA_COLL_ALLTOALL) &&
+      !aux && !(aux = implied_aux(c, &e))) {
     hd_complete(r, e.id, HORA_ENOMEM, "horad is out of memory");
     return;
   }
-  struct hd_tensor **pp = slot_of(d, e.name), *t = *pp;
+  if (c->ntensors >= c->table_size / 2 && grow_table(c) < 0) {
+    hd_complete(r, e.id, HORA_ENOMEM, "horad is out of memory");
+    free(aux);
+    return;
+  }
+  struct hd_tensor **pp = slot_of(c, e.name), *t = *pp;
   if (!t) {
-    t = calloc(1, sizeof *t + (size_t)d->nlocal *
-                                  (sizeof(struct hd_part) + sizeof(struct hd_meta)));
+    size_t n = (size_t)c->nlocal;
+    t = calloc(1, sizeof *t + n * (sizeof(struct hd_part) +
+                                   sizeof(struct hd_meta)));
     if (!t) {
       hd_complete(r, e.id, HORA_ENOMEM, "horad is out of memory");
+      free(aux);
       return;
     }
+    t->comm = c;
+    t->metas = (struct hd_meta *)(t->part + n);
     memcpy(t->name, e.name, sizeof t->name);
-    t->coll = e.coll;
-    t->dtype = e.dtype;
-    t->op = e.op;
-    t->root = e.root;
-    t->count = e.count;
-    t->prescale = e.prescale;
-    t->postscale = e.postscale;
-    t->first = r->idx;
+    fill_meta(&t->meta, &e, aux);
+    t->first = idx;
     t->t_first = hc_now_ns();
     *pp = t;
-    d->ntensors++;
-  } else if (t->part[r->idx].submitted) {
+    c->ntensors++;
+  } else if (t->part[idx].submitted) {
+    char msg[HP_MSG_MAX + 1];
     hc_fmt(msg, sizeof msg,
            "rank %d submitted tensor '%s' while an operation of the same name "
            "is still in flight on that rank; names of pending operations must "
            "be unique",
            r->info.rank, e.name);
     hd_complete(r, e.id, HORA_EDUPNAME, msg);
+    free(aux);
+    return;
+  } else if (t->queued || t->awaiting) {
+    char msg[HP_MSG_MAX + 1];
+    hc_fmt(msg, sizeof msg, "rank %d submitted tensor '%s' after it ran "
+           "without it (the rank had joined)", r->info.rank, e.name);
+    hd_complete(r, e.id, HORA_EINVAL, msg);
+    free(aux);
     return;
   }
-  struct hd_part *p = &t->part[r->idx];
+  struct hd_part *p = &t->part[idx];
   p->id = e.id;
   p->submitted = 1;
   p->resident = (e.flags & HP_F_RESIDENT) != 0;
   p->offset = e.offset;
-  metas_of(d, t)[r->idx] =
-      (struct hd_meta){e.coll, e.dtype, e.op, e.root, e.count};
-  if (++t->nsubmitted == d->nlocal) make_ready(d, t);
+  p->count = e.count;
+  p->recv_offset = e.recv_offset;
+  p->recv_count = e.recv_count;
+  p->aux = aux;
+  p->naux = aux ? (e.coll == HORA_COLL_ALLTOALL ? 2u * (uint64_t)c->size
+                  : e.aux_count ? e.aux_count : (uint64_t)c->size)
+                : 0;
+  fill_meta(&t->metas[idx], &e, aux);
+  r->npending++;
+  t->nsubmitted++;
+  if (e.coll == HORA_COLL_JOIN) {
+    c->joined[idx] = 1;
+    c->njoined++;
+    c->last_joined = r->info.rank;
+  }
+  if (is_ready(c, t)) make_ready(c, t);
+  if (e.coll == HORA_COLL_JOIN) recheck(c);
+}
+
+static struct hd_tensor *running(struct hd_comm *c, struct hd_rank *r,
+                                 uint64_t id, struct hd_part **pp) {
+  int idx = c->part_of[r->idx];
+  if (idx < 0) return NULL;
+  for (struct hd_tensor *t = c->ready_head; t; t = t->next_ready)
+    if (t->part[idx].submitted && t->part[idx].id == id) {
+      *pp = &t->part[idx];
+      return t;
+    }
+  return NULL;
 }
 
 void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e) {
   struct hd_daemon *d = r->d;
-  struct hd_tensor *t = d->ready_head;
-  struct hd_part *p = t ? &t->part[r->idx] : NULL;
-  if (!p || p->id != e->id || p->resident) {
+  struct hd_tensor *t = NULL;
+  struct hd_part *p = NULL;
+  for (uint32_t k = 0; k < d->ncomms && !t; k++)
+    if (d->comms[k]) t = running(d->comms[k], r, e->id, &p);
+  if (!t || p->resident || r->staging_owner != t) {
     hc_debug("rank %d: chunk event for an operation that is not running; "
-            "ignored", r->info.rank);
+             "ignored", r->info.rank);
     return;
   }
   uint64_t *ctr = e->kind == HP_SQ_CHUNK_READY ? &p->ready : &p->done;
@@ -345,72 +678,165 @@ void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e) {
   (*ctr)++;
 }
 
+/* ---- running ---------------------------------------------------------------- */
+
+static void run_ctrl(struct hd_comm *c, struct hd_tensor *t);
+
+void hd_comm_progress(struct hd_comm *c) {
+  while (c->ready_head) {
+    struct hd_tensor *t = c->ready_head;
+    if (hd_coll(t->meta.coll)->traits & HORA_CF_CTRL) {
+      run_ctrl(c, t);
+    } else if (!t->engine) {
+      complete_all(t, HORA_ENOTSUP, "no engine can run this operation");
+    } else if (!t->engine->progress(c->d, t)) {
+      return;
+    }
+    c->ready_head = t->next_ready;
+    if (!c->ready_head) c->ready_tail = NULL;
+    remove_tensor(c, t);
+  }
+}
+
 void hd_run_ready(struct hd_daemon *d) {
-  while (d->ready_head) {
-    struct hd_tensor *t = d->ready_head;
-    if (!d->engine->step(d, t)) return;
-    d->ready_head = t->next_ready;
-    if (!d->ready_head) d->ready_tail = NULL;
-    remove_tensor(d, t);
+  /* a communicator may be added while this runs: index, not pointer */
+  for (uint32_t k = 0; k < d->ncomms; k++)
+    if (d->comms[k] && d->comms[k]->ready_head) hd_comm_progress(d->comms[k]);
+}
+
+static int same_members(const struct hd_comm *c, const int64_t *v, uint64_t n) {
+  if ((uint64_t)c->size != n) return 0;
+  for (uint64_t i = 0; i < n; i++)
+    if (c->members[i] != v[i]) return 0;
+  return 1;
+}
+
+/* Barrier, join and process sets: decided is done. */
+static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
+  struct hd_daemon *d = c->d;
+  char msg[HP_MSG_MAX + 1];
+  switch (t->meta.coll) {
+  case HORA_COLL_JOIN:
+    memset(c->joined, 0, (size_t)c->nlocal);
+    c->njoined = 0;
+    c->last_joined = -1;
+    complete_all(t, t->value < 0 ? 0 : t->value, NULL);
+    return;
+  case HORA_COLL_PS_ADD: {
+    const struct hd_part *p = &t->part[t->first];
+    for (uint32_t k = 0; k < d->ncomms; k++)
+      if (d->comms[k] && !d->comms[k]->removed &&
+          same_members(d->comms[k], p->aux, p->naux)) {
+        hc_fmt(msg, sizeof msg, "Attempted to add a duplicate process set: "
+               "process set %u has the same ranks", k);
+        complete_all(t, HORA_EEXIST, msg);
+        return;
+      }
+    int32_t *ranks = malloc((size_t)p->naux * sizeof *ranks);
+    for (uint64_t i = 0; ranks && i < p->naux; i++) ranks[i] = (int32_t)p->aux[i];
+    struct hd_comm *n = ranks ? hd_comm_new(d, ranks, (int)p->naux) : NULL;
+    free(ranks);
+    if (!n) {
+      complete_all(t, HORA_ENOMEM, "horad is out of memory");
+      return;
+    }
+    hc_debug("process set %u added (%d ranks)", n->id, n->size);
+    hd_coord_replay(n);
+    complete_all(t, (int)n->id, NULL);
+    return;
+  }
+  case HORA_COLL_PS_REMOVE: {
+    struct hd_comm *x = t->meta.root > 0
+                            ? hd_comm_get(d, (uint32_t)t->meta.root) : NULL;
+    if (!x || x->removed) {
+      hc_fmt(msg, sizeof msg, "process set %d cannot be removed: %s",
+             t->meta.root, t->meta.root == 0 ? "it is the global set"
+                                             : "no such process set");
+      complete_all(t, HORA_ENOSET, msg);
+      return;
+    }
+    x->removed = 1;
+    /* what is still pending there can never run now */
+    hc_fmt(msg, sizeof msg, "process set %u was removed", x->id);
+    for (size_t i = 0; i < x->table_size; i++)
+      while (x->table[i]) {
+        struct hd_tensor *o = x->table[i];
+        complete_all(o, HORA_ENOSET, msg);
+        x->table[i] = o->next_hash;
+        x->ntensors--;
+        free_tensor(x, o);
+      }
+    x->ready_head = x->ready_tail = NULL;
+    hd_xhost_abort(x);
+    hd_xcoll_abort(x);
+    complete_all(t, 0, NULL);
+    return;
+  }
+  default: /* barrier */
+    complete_all(t, 0, NULL);
   }
 }
 
 void hd_fail_all(struct hd_daemon *d) {
-  hd_xhost_abort(d);
-  if (!d->ntensors) return;
   int status = d->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE;
-  for (size_t i = 0; i < d->table_size; i++) {
-    struct hd_tensor *t;
-    while ((t = d->table[i])) {
-      char msg[HP_MSG_MAX + 1];
-      hc_fmt(msg, sizeof msg, "%s '%s' cannot complete: %s",
-             hd_coll_name(t->coll), t->name, d->gone_msg);
-      complete_all(d, t, status, msg);
-      d->table[i] = t->next_hash;
-      d->ntensors--;
-      free(t);
+  for (uint32_t k = 0; k < d->ncomms; k++) {
+    struct hd_comm *c = d->comms[k];
+    if (!c) continue;
+    for (int i = 0; hd_engines[i]; i++)
+      if (hd_engines[i]->abort) hd_engines[i]->abort(d, c);
+    for (size_t i = 0; i < c->table_size; i++) {
+      struct hd_tensor *t;
+      while ((t = c->table[i])) {
+        char msg[HP_MSG_MAX + 1];
+        hc_fmt(msg, sizeof msg, "%s '%s' cannot complete: %s",
+               hd_coll_name(t->meta.coll), t->name, d->gone_msg);
+        complete_all(t, status, msg);
+        c->table[i] = t->next_hash;
+        c->ntensors--;
+        free_tensor(c, t);
+      }
     }
+    c->ready_head = c->ready_tail = NULL;
   }
-  d->ready_head = d->ready_tail = NULL;
   hd_flush_wakeups(d);
 }
 
-/* Names the local ranks that have not submitted t, e.g. "1, 3". */
-static void missing_ranks(struct hd_daemon *d, struct hd_tensor *t, char *buf,
+/* Names the local members that have not submitted t, e.g. "1, 3". */
+static void missing_ranks(struct hd_comm *c, struct hd_tensor *t, char *buf,
                           size_t len) {
   size_t n = 0;
   buf[0] = '\0';
-  for (int i = 0; i < d->nlocal && n + 16 < len; i++)
-    if (!t->part[i].submitted)
+  for (int i = 0; i < c->nlocal && n + 16 < len; i++)
+    if (!t->part[i].submitted && !c->joined[i])
       n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? ", " : "",
-                            d->ranks[i].info.rank);
+                            hd_comm_rank(c, i));
 }
 
 /* The stall inspector: some ranks submitted a tensor, others not, for too
  * long. Warns once per tensor, naming the missing ranks; past the shutdown
  * time fails it on the ranks that wait. */
-void hd_check_stalls(struct hd_daemon *d) {
-  uint64_t now = hc_now_ns();
-  for (size_t i = 0; i < d->table_size; i++) {
-    struct hd_tensor **pp = &d->table[i];
+static void check_comm_stalls(struct hd_comm *c, uint64_t now) {
+  struct hd_daemon *d = c->d;
+  for (size_t i = 0; i < c->table_size; i++) {
+    struct hd_tensor **pp = &c->table[i];
     while (*pp) {
       struct hd_tensor *t = *pp;
       uint64_t age = now - t->t_first;
-      if (t->nsubmitted == d->nlocal) {
+      if (t->queued || t->awaiting) {
         pp = &t->next_hash;
         continue;
       }
       char who[256], msg[HP_MSG_MAX + 1];
-      missing_ranks(d, t, who, sizeof who);
+      missing_ranks(c, t, who, sizeof who);
       if (d->stall_fail_ns && age >= d->stall_fail_ns) {
         hc_fmt(msg, sizeof msg, "%s '%s' stalled for %llu s: rank(s) %s never "
-               "submitted it", hd_coll_name(t->coll), t->name,
+               "submitted it", hd_coll_name(t->meta.coll), t->name,
                (unsigned long long)(age / 1000000000u), who);
         hc_error("%s", msg);
-        complete_all(d, t, HORA_ESTALL, msg);
+        complete_all(t, HORA_ESTALL, msg);
         *pp = t->next_hash;
-        d->ntensors--;
-        free(t);
+        c->ntensors--;
+        free_tensor(c, t);
         continue;
       }
       if (d->stall_warn_ns && age >= d->stall_warn_ns && !t->stall_warned) {
@@ -418,12 +844,19 @@ void hd_check_stalls(struct hd_daemon *d) {
         hc_warn("stall: %s '%s' has waited %llu s for rank(s) %s; the other "
                 "ranks submitted it. Ranks may be issuing collectives in a "
                 "different order or with different names.",
-                hd_coll_name(t->coll), t->name,
+                hd_coll_name(t->meta.coll), t->name,
                 (unsigned long long)(age / 1000000000u), who);
       }
       pp = &t->next_hash;
     }
   }
-  if (d->multi && d->job.host_index == 0) hd_coord_check_stalls(d);
+  if (c->nhosts > 1 && c->me == 0) hd_coord_check_stalls(c);
+}
+
+void hd_check_stalls(struct hd_daemon *d) {
+  uint64_t now = hc_now_ns();
+  for (uint32_t k = 0; k < d->ncomms; k++)
+    if (d->comms[k] && !d->comms[k]->removed)
+      check_comm_stalls(d->comms[k], now);
   hd_flush_wakeups(d);
 }

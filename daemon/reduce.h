@@ -23,6 +23,11 @@
 void hd_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
                size_t count, hora_dtype_t dtype, hora_op_t op, int divisor);
 
+/* Multiplies count elements at p by f in place (prescale / postscale).
+ * Integers: in float64, truncated toward zero, saturating; float16 and
+ * bfloat16: in float32, rounded to nearest even. */
+void hd_scale(void *p, size_t count, hora_dtype_t dtype, double f);
+
 /* Selects the float16/bfloat16 kernels: 0 portable, 1 vector (x86-64 with
  * AVX2 and F16C, when the CPU has them), -1 only asks. Returns the one in
  * use. HORA_REDUCE_PORTABLE=1 in the environment forces the portable one.

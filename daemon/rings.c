@@ -122,8 +122,9 @@ int hd_rings_init(struct hd_daemon *d) {
   long threads = hc_param_int("threads");
   if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
   hd_pool_init((int)HC_MAX(1, HC_MIN(threads, 64)));
-  d->engine = &hd_engine_cpu;
-  return d->engine->init ? d->engine->init(d) : 0;
+  for (int i = 0; hd_engines[i]; i++)
+    if (hd_engines[i]->init && hd_engines[i]->init(d) < 0) return -1;
+  return 0;
 }
 
 static void on_closed(uv_handle_t *h) { (void)h; }

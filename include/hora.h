@@ -39,7 +39,11 @@ extern "C" {
   X(EPROTO, -2006, "protocol error")                                           \
   X(EAUTH, -2007, "authentication failed")                                     \
   X(ESTALL, -2008, "collective operation stalled")                             \
-  X(EBADHANDLE, -2009, "unknown or already completed handle")
+  X(EBADHANDLE, -2009, "unknown or already completed handle")              \
+  X(ENOSET, -2010, "unknown or removed process set")                         \
+  X(ENOTMEMBER, -2011, "this rank is not a member of the process set")       \
+  X(EVERSION, -2012, "libhora and horad speak different protocol versions")  \
+  X(ELIMIT, -2013, "a limit of hora was reached")
 
 typedef enum {
   HORA_OK = 0,
@@ -74,6 +78,47 @@ typedef enum {
   HORA_PRODUCT,
   HORA_OP_COUNT
 } hora_op_t;
+
+/* The collectives, described once: X(NAME, id, name, traits). Traits:
+ *   HORA_CF_OP     takes a reduction op (and prescale/postscale factors)
+ *   HORA_CF_ROOT   takes a root rank (a global rank)
+ *   HORA_CF_VARY   the number of elements may differ per rank
+ *   HORA_CF_SPLITS per-member split sizes (alltoall)
+ *   HORA_CF_OUT    the output differs in size from the input
+ *   HORA_CF_TAIL   ranks must agree on every dimension but the first
+ *   HORA_CF_SHAPE  ranks must agree on the whole shape
+ *   HORA_CF_CTRL   moves no tensor data (barrier, join, process sets) */
+#define HORA_CF_OP 0x01
+#define HORA_CF_ROOT 0x02
+#define HORA_CF_VARY 0x04
+#define HORA_CF_SPLITS 0x08
+#define HORA_CF_OUT 0x10
+#define HORA_CF_TAIL 0x20
+#define HORA_CF_SHAPE 0x40
+#define HORA_CF_CTRL 0x80
+#define HORA_COLL_MAP(X)                                                       \
+  X(ALLREDUCE, 1, "allreduce", HORA_CF_OP | HORA_CF_SHAPE)                     \
+  X(BROADCAST, 2, "broadcast", HORA_CF_ROOT | HORA_CF_SHAPE)                   \
+  X(BARRIER, 3, "barrier", HORA_CF_CTRL)                                       \
+  X(ALLGATHER, 4, "allgather",                                                 \
+    HORA_CF_VARY | HORA_CF_OUT | HORA_CF_TAIL)                                 \
+  X(ALLTOALL, 5, "alltoall",                                                   \
+    HORA_CF_VARY | HORA_CF_SPLITS | HORA_CF_OUT | HORA_CF_TAIL)                \
+  X(REDUCESCATTER, 6, "reducescatter",                                         \
+    HORA_CF_OP | HORA_CF_OUT | HORA_CF_SHAPE)                                  \
+  X(JOIN, 7, "join", HORA_CF_CTRL)                                             \
+  X(PS_ADD, 8, "process_set_add", HORA_CF_CTRL)                                \
+  X(PS_REMOVE, 9, "process_set_remove", HORA_CF_CTRL)
+
+typedef enum {
+#define HORA_COLL_ENUM(n, id, name, traits) HORA_COLL_##n = (id),
+  HORA_COLL_MAP(HORA_COLL_ENUM)
+#undef HORA_COLL_ENUM
+  HORA_COLL_MAX = 9
+} hora_coll_t;
+
+#define HORA_MAX_DIMS 8
+#define HORA_GLOBAL_PROCESS_SET 0
 
 /* Start-up and job layout. hora_init() connects to the local daemon named by
  * the environment horarun sets; without it the process is a job of size 1.
@@ -111,6 +156,102 @@ int hora_wait(int64_t handle);
 /* Sets *done to 1 when the operation has finished (its result is then
  * returned and the handle released), 0 otherwise. */
 int hora_test(int64_t handle, int *done);
+
+/* Every collective, in one request. Fields a collective does not use are
+ * ignored (zero them: hora_request_t r = {0}). Counts are in elements.
+ *   count        elements this rank sends (allgather, alltoall: may differ
+ *                per rank; reducescatter: the whole input)
+ *   recv_count   elements recvbuf holds; checked against what arrives
+ *                (allgather: the sum of recv_counts; alltoall: the sum of
+ *                recv_splits; reducescatter: this rank's block). 0: the
+ *                same as count (allreduce, broadcast)
+ *   shape        ndims dimensions (NULL: 1-D of count); ranks must agree
+ *                on the shape (allreduce, broadcast, reducescatter) or on
+ *                every dimension but the first (allgather, alltoall).
+ *                Reducescatter splits dimension 0: the first
+ *                (dim0 % size) members get one row more.
+ *   recv_counts  allgather: elements from each member, in member order
+ *                (NULL: count from every member)
+ *   splits       alltoall: elements to each member (NULL: count / size each)
+ *   recv_splits  alltoall: elements from each member (NULL: equal)
+ *   root_rank    broadcast: a global rank, a member of the set
+ *   process_set  0 (global) or an id from hora_process_set_add()
+ *   prescale, postscale  allreduce, reducescatter: factors applied before
+ *                and after the reduction (0 means 1). Integers are scaled
+ *                in float64, float16/bfloat16 in float32, then rounded.
+ *   priority     reserved (0) */
+typedef struct hora_request {
+  hora_coll_t coll;
+  const char *name;
+  const void *sendbuf;
+  void *recvbuf;
+  size_t count, recv_count;
+  hora_dtype_t dtype;
+  hora_op_t op;
+  int root_rank;
+  int process_set;
+  double prescale, postscale;
+  int ndims;
+  const int64_t *shape;
+  const int64_t *recv_counts;
+  const int64_t *splits;
+  const int64_t *recv_splits;
+  int priority;
+  int reserved[7];
+} hora_request_t;
+
+/* Submits any collective; *handle as for the _async calls. */
+int hora_submit(const hora_request_t *req, int64_t *handle);
+
+/* Allgather: recvbuf receives every member's elements, in member order
+ * (size * count elements when all send count). */
+int hora_allgather(const char *name, const void *sendbuf, size_t count,
+                   void *recvbuf, hora_dtype_t dtype);
+int hora_allgatherv(const char *name, const void *sendbuf, size_t count,
+                    void *recvbuf, const int64_t *recv_counts,
+                    hora_dtype_t dtype);
+/* Alltoall: member j receives splits[j] elements of sendbuf (in order);
+ * recvbuf receives recv_splits[i] elements from each member i. With NULL
+ * splits, count must divide by the set's size. */
+int hora_alltoall(const char *name, const void *sendbuf, size_t count,
+                  void *recvbuf, hora_dtype_t dtype);
+int hora_alltoallv(const char *name, const void *sendbuf,
+                   const int64_t *splits, void *recvbuf,
+                   const int64_t *recv_splits, hora_dtype_t dtype);
+/* Reducescatter: reduces count elements over the set and gives member i
+ * its block of dimension 0 (elements here): count / size, one more for
+ * the first count % size members. Only SUM, AVERAGE, MIN, MAX, PRODUCT. */
+int hora_reducescatter(const char *name, const void *sendbuf, size_t count,
+                       void *recvbuf, hora_dtype_t dtype, hora_op_t op);
+/* The size of member `member`'s reducescatter block of `rows` rows. */
+size_t hora_reducescatter_rows(size_t rows, int set_size, int member);
+
+/* Join: this rank has no more data. Until every rank has joined, the
+ * collectives of the others go on; a joined rank takes part in them with
+ * the neutral element (allreduce: 0 for SUM/AVERAGE, 1 for PRODUCT, the
+ * type's largest/smallest value for MIN/MAX; AVERAGE still divides by the
+ * full size), sends nothing in allgather and alltoall, and cannot be a
+ * broadcast root. Returns the last rank to join (>= 0). Global set only. */
+int hora_join(void);
+
+/* Process sets: collective over all ranks of the job (every rank calls
+ * it, with the same ranks, in the same order). Returns the new set's id
+ * (>= 1; ids are not reused) or HORA_EEXIST for a set with the same ranks.
+ * Ranks are sorted and must be distinct and in range. */
+int hora_process_set_add(const int *ranks, int nranks);
+/* Collective over all ranks. HORA_ENOSET for 0 or an unknown id. */
+int hora_process_set_remove(int process_set);
+/* The set's size, this rank's rank in it (HORA_ENOTMEMBER when it is not
+ * a member), and its members (up to cap; returns the size). */
+int hora_process_set_size(int process_set);
+int hora_process_set_rank(int process_set);
+int hora_process_set_ranks(int process_set, int *ranks, int cap);
+/* The ids of the sets that exist now, up to cap; returns how many. */
+int hora_process_set_ids(int *ids, int cap);
+
+/* Every constant a binding needs, one per line: "kind name value"
+ * (kind: dtype, op, err, coll, cf, limit). */
+const char *hora_describe(void);
 
 /* Memory in the rank's shared arena (aligned to 64 bytes, 4096 for larger
  * blocks). NULL when the arena is full or bytes is 0. */

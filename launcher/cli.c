@@ -21,7 +21,7 @@
 #include "cli.h"
 #include "common.h"
 #include "config.h"
-#include "hosts.h"
+#include "opts.h"
 
 enum opt_id {
   O_NP,
@@ -54,7 +54,8 @@ static const struct opt builtin_opts[] = {
      "the hosts give"},
     {"-H", "--hosts", "HOST[:SLOTS],...", O_HOSTS,
      "hosts to run on and how many processes each may run (a HOST alone has "
-     "1 slot; IPv6 as [::1]:4); default localhost:N for -np N. Hosts other "
+     "1 slot; IPv6 as [::1]:4 or [fe80::1%eth0]:4); default localhost:N for "
+     "-np N. Hosts other "
      "than this machine are reached with ssh"},
     {"-hostfile", "--hostfile", "FILE", O_HOSTFILE,
      "read the hosts from FILE, one per line: 'HOST slots=N', 'HOST:N' or "
@@ -101,17 +102,6 @@ static const struct knob_alias {
     {"--log-hide-timestamp", "log_hide_timestamp", "1"},
 };
 
-/* Knobs whose flag takes another unit than their variables: the flag's
- * value is multiplied by `scale` (horovodrun's --fusion-threshold-mb). */
-static const struct knob_unit {
-  const char *knob;
-  long long scale;
-  long long max; /* largest flag value */
-  const char *metavar;
-} knob_units[] = {
-    {"fusion_threshold", 1LL << 20, 1LL << 20, "MB"},
-};
-
 static const char usage_short[] =
     "usage: horarun [-h] [-v] [-np N] [-H HOST[:SLOTS],... | -hostfile FILE] "
     "[options] program [args...]\n"
@@ -127,14 +117,12 @@ int hr_usage_error(const char *fmt, ...) {
   return HR_EXIT_USAGE;
 }
 
-static const struct knob_unit *knob_unit(const struct hc_param *p) {
-  for (size_t i = 0; i < HC_ARRAY_SIZE(knob_units); i++)
-    if (!strcmp(knob_units[i].knob, p->name)) return &knob_units[i];
-  return NULL;
-}
+#define MV_LEN 32 /* room for a knob's metavar */
 
-static const char *knob_metavar(const struct hc_param *p) {
-  const struct knob_unit *u = knob_unit(p);
+/* The metavar of knob p's flag ("N", "SIZE", "LEVEL"), written into mv for
+ * a string knob; NULL for a boolean (its flag takes no value). */
+static const char *knob_metavar(const struct hc_param *p, char mv[MV_LEN]) {
+  const struct hr_knob_unit *u = hr_knob_unit(p);
   if (u) return u->metavar;
   switch (p->type) {
   case HC_P_INT:
@@ -149,11 +137,10 @@ static const char *knob_metavar(const struct hc_param *p) {
     return NULL;
   }
   /* A string's metavar is the last word of its name: log_level -> LEVEL. */
-  static char mv[32];
   const char *word = strrchr(p->name, '_');
   word = word ? word + 1 : p->name;
   size_t i = 0;
-  for (; word[i] && i < sizeof mv - 1; i++)
+  for (; word[i] && i < MV_LEN - 1; i++)
     mv[i] = (char)toupper((unsigned char)word[i]);
   mv[i] = '\0';
   return mv;
@@ -182,7 +169,8 @@ static void print_wrapped(FILE *f, const char *text) {
 }
 
 static void print_knob(FILE *f, const struct hc_param *p) {
-  const char *mv = knob_metavar(p);
+  char buf[MV_LEN];
+  const char *mv = knob_metavar(p, buf);
   fprintf(f, "  %s", p->flag);
   for (size_t a = 0; a < HC_ARRAY_SIZE(knob_aliases); a++)
     if (!strcmp(knob_aliases[a].knob, p->name))
@@ -245,7 +233,8 @@ static int find_opt(const char *name, size_t n, struct match *m) {
   }
   for (size_t i = 0; i < hc_nparams; i++) {
     if (name_is(hc_params[i].flag, name, n)) {
-      m->op = knob_metavar(&hc_params[i]) ? &knob_opt : &knob_bool;
+      char mv[MV_LEN];
+      m->op = knob_metavar(&hc_params[i], mv) ? &knob_opt : &knob_bool;
       m->knob = i;
       m->fixed = hc_params[i].type == HC_P_BOOL ? "1" : NULL;
       return 1;
@@ -259,132 +248,6 @@ static int find_opt(const char *name, size_t n, struct match *m) {
       m->fixed = knob_aliases[a].value;
       return 1;
     }
-  }
-  return 0;
-}
-
-int hr_knob_check(const struct hc_param *p, const char *v, char *why,
-                  size_t whylen) {
-  char *end = NULL;
-  int ok = *v != '\0';
-  const char *expected = "a non-negative whole number";
-  switch (p->type) {
-  case HC_P_INT: {
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    ok = ok && !*end && errno == 0 && n >= 0 && n <= INT_MAX;
-    break;
-  }
-  case HC_P_SIZE:
-    ok = ok && hc_parse_size(v) >= 0;
-    expected = "a size like 64M";
-    break;
-  case HC_P_DOUBLE: {
-    double d = strtod(v, &end);
-    int unit = !strcmp(p->name, "autotune_gaussian_process_noise");
-    ok = ok && !*end && isfinite(d) && d >= 0 && (!unit || d <= 1);
-    expected = unit ? "a number from 0 to 1" : "a non-negative number";
-    break;
-  }
-  case HC_P_STRING:
-    if (!strcmp(p->name, "log_level")) {
-      ok = hc_parse_level(v) >= 0;
-      expected = "trace, debug, info, warning, error or fatal";
-    } else {
-      expected = "a non-empty value";
-    }
-    break;
-  case HC_P_BOOL:
-    ok = !strcmp(v, "0") || !strcmp(v, "1");
-    expected = "0 or 1";
-    break;
-  }
-  if (ok) return 0;
-  hc_fmt(why, whylen, "expected %s", expected);
-  return -1;
-}
-
-char *hr_opts_own(struct hr_opts *o, char *s) {
-  if (!s) return NULL;
-  char **g = realloc(o->owned, (o->nowned + 1) * sizeof *g);
-  if (!g) {
-    free(s);
-    return NULL;
-  }
-  o->owned = g;
-  o->owned[o->nowned++] = s;
-  return s;
-}
-
-int hr_opts_set_knob(struct hr_opts *o, size_t i, const char *v, int flag_unit,
-                     char *why, size_t whylen) {
-  const struct hc_param *p = &hc_params[i];
-  const struct knob_unit *u = flag_unit ? knob_unit(p) : NULL;
-  char buf[32];
-  if (u) { /* a whole number in the flag's unit */
-    char *end;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (!*v || *end || errno || n < 0 || n > u->max) {
-      hc_fmt(why, whylen, "expected a whole number from 0 to %lld", u->max);
-      return -1;
-    }
-    hc_fmt(buf, sizeof buf, "%lld", n * u->scale);
-    v = buf;
-  }
-  if (hr_knob_check(p, v, why, whylen) < 0) return -1;
-  char *copy = hr_opts_own(o, strdup(v));
-  if (!copy) {
-    hc_fmt(why, whylen, "out of memory");
-    return -1;
-  }
-  o->knob[i] = copy;
-  return 0;
-}
-
-int hr_iface_ok(const char *name) {
-  size_t n = strlen(name);
-  return n >= 1 && n <= 15 && !strpbrk(name, " \t\r\n/,'\"\\");
-}
-
-int hr_opts_add_ifaces(struct hr_opts *o, const char *list, int replace,
-                       char *err, size_t errlen) {
-  if (replace) o->nifaces = 0;
-  for (const char *p = list;; p++) {
-    size_t len = strcspn(p, ",");
-    char *name = strndup(p, len);
-    if (!name) {
-      hc_fmt(err, errlen, "out of memory");
-      return -1;
-    }
-    if (!hr_iface_ok(name)) {
-      if (len == 0)
-        hc_fmt(err, errlen, "empty interface name in '%s'", list);
-      else
-        hc_fmt(err, errlen,
-               "bad network interface '%s': expected a name like eth0 (at "
-               "most 15 characters)",
-               name);
-      free(name);
-      return -1;
-    }
-    int dup = 0;
-    for (size_t i = 0; i < o->nifaces && !dup; i++)
-      dup = !strcmp(o->ifaces[i], name);
-    const char **g =
-        dup ? NULL : realloc(o->ifaces, (o->nifaces + 1) * sizeof *g);
-    if (dup) {
-      free(name);
-    } else if (!g || !hr_opts_own(o, name)) {
-      if (!g) free(name);
-      hc_fmt(err, errlen, "out of memory");
-      return -1;
-    } else {
-      o->ifaces = g;
-      o->ifaces[o->nifaces++] = name;
-    }
-    p += len;
-    if (!*p) break;
   }
   return 0;
 }
@@ -484,7 +347,7 @@ static int parse_one(struct hr_opts *o, int argc, char **argv, int *i,
   size_t n = eq ? (size_t)(eq - a) : strlen(a);
   struct match m;
   if (!find_opt(a, n, &m)) return hr_usage_error("unrecognized option '%s'", a);
-  char name[64];
+  char name[64], mv[MV_LEN];
   hc_fmt(name, sizeof name, "%.*s", (int)n, a);
   const char *v = NULL;
   if (m.op->metavar) {
@@ -495,7 +358,7 @@ static int parse_one(struct hr_opts *o, int argc, char **argv, int *i,
     else
       return hr_usage_error("option '%s' needs a value (%s)", a,
                             m.op->id == O_KNOB
-                                ? knob_metavar(&hc_params[m.knob])
+                                ? knob_metavar(&hc_params[m.knob], mv)
                                 : m.op->metavar);
   } else if (eq) {
     return hr_usage_error("option '%s' takes no value", name);
@@ -516,12 +379,6 @@ static int finish(struct hr_opts *o) {
     if (p) o->knob[p - hc_params] = "0";
   }
   return 0;
-}
-
-int hr_opts_init(struct hr_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->knob = calloc(hc_nparams ? hc_nparams : 1, sizeof *o->knob);
-  return o->knob ? 0 : -1;
 }
 
 int hr_cli_parse(int argc, char **argv, struct hr_opts *o) {
@@ -545,71 +402,4 @@ int hr_cli_parse(int argc, char **argv, struct hr_opts *o) {
   if (o->nprog == 0) return hr_usage_error("no program to run was given");
   finish(o);
   return HR_CLI_RUN;
-}
-
-void hr_opts_free(struct hr_opts *o) {
-  free(o->knob);
-  for (size_t i = 0; i < o->nowned; i++)
-    free(o->owned[i]);
-  free(o->owned);
-  free(o->ifaces);
-  free(o->ssh_opts);
-  free(o->env);
-  hr_hosts_free(o->cfg_hosts, o->ncfg_hosts);
-  memset(o, 0, sizeof *o);
-}
-
-double hr_opts_knob_num(const struct hr_opts *o, const char *name) {
-  const struct hc_param *p = hc_param_find(name);
-  if (p && o->knob && o->knob[p - hc_params]) {
-    const char *v = o->knob[p - hc_params]; /* checked when set */
-    return p->type == HC_P_SIZE ? (double)hc_parse_size(v) : strtod(v, NULL);
-  }
-  return hc_param_double(name);
-}
-
-/* The hosts from o->host_source, before defaults are applied. */
-static int pick_hosts(const struct hr_opts *o, struct hr_host **hosts,
-                      size_t *n, char *err, size_t errlen) {
-  char why[1024], spec[64];
-  switch (o->host_source) {
-  case HR_HOSTS_LIST:
-    if (hr_hosts_parse(o->hosts, hosts, n, why, sizeof why) == 0) return 0;
-    hc_fmt(err, errlen, "-H: %s", why);
-    return -1;
-  case HR_HOSTS_FILE:
-    return hr_hostfile_parse(o->hostfile, hosts, n, err, errlen);
-  case HR_HOSTS_CONFIG:
-    *n = o->ncfg_hosts;
-    *hosts = hr_hosts_copy(o->cfg_hosts, o->ncfg_hosts);
-    if (*hosts) return 0;
-    hc_fmt(err, errlen, "out of memory");
-    return -1;
-  default:
-    break;
-  }
-  if (o->np == 0) {
-    hc_fmt(err, errlen, "-np is required: the number of processes to run");
-    return -1;
-  }
-  hc_fmt(spec, sizeof spec, "localhost:%d", o->np);
-  return hr_hosts_parse(spec, hosts, n, err, errlen);
-}
-
-int hr_opts_hosts(const struct hr_opts *o, struct hr_host **hosts, size_t *n,
-                  char *err, size_t errlen) {
-  *hosts = NULL;
-  *n = 0;
-  if (pick_hosts(o, hosts, n, err, errlen) < 0) return -1;
-  for (size_t i = 0; o->ssh_user && i < *n; i++) {
-    if ((*hosts)[i].user) continue;
-    if (!((*hosts)[i].user = strdup(o->ssh_user))) {
-      hr_hosts_free(*hosts, *n);
-      *hosts = NULL;
-      *n = 0;
-      hc_fmt(err, errlen, "out of memory");
-      return -1;
-    }
-  }
-  return 0;
 }

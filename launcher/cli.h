@@ -1,108 +1,21 @@
-/* cli.h -- horarun's command line: options, --help, usage errors. */
+/* cli.h -- horarun's command line: options, --help, usage errors. It fills
+ * a struct hr_opts (opts.h), calling config.c for --config-file. */
 #ifndef HORA_LAUNCHER_CLI_H
 #define HORA_LAUNCHER_CLI_H
 
-#include <stddef.h>
+#include "opts.h"
 
 #define HR_EXIT_USAGE 2     /* wrong command line */
 #define HR_CLI_RUN (-1)     /* hr_cli_parse(): go on and run the job */
-#define HR_NP_MAX (1 << 20) /* the most ranks one job may have */
-
-/* Which option gave the hosts; the last one given wins (a config file's
- * hosts count where --config-file stands). */
-enum { HR_HOSTS_NONE, HR_HOSTS_LIST, HR_HOSTS_FILE, HR_HOSTS_CONFIG };
-
-struct hr_host;
-struct hc_param;
-
-struct hr_opts {
-  int np;                   /* -np; 0 when not given */
-  const char *hosts;        /* -H value, or NULL */
-  const char *hostfile;     /* --hostfile, or NULL */
-  int ssh_port;             /* -p/--ssh-port; 0 when not given */
-  const char *ssh_identity; /* -i/--ssh-identity-file, or NULL */
-  const char **ifaces;      /* --network-interface (repeatable; also a comma
-                               list), nifaces entries */
-  size_t nifaces;
-  /* Set by --config-file (see config.h); strings are owned by the opts. */
-  struct hr_host *cfg_hosts; /* the config's hosts, or NULL */
-  size_t ncfg_hosts;
-  int host_source; /* HR_HOSTS_*: which host option came last */
-  char **ssh_opts; /* extra ssh arguments, in order */
-  size_t nssh_opts;
-  const char *horad_path; /* horad's path on the hosts, or NULL */
-  char **env;             /* "KEY=VALUE" added to the job's environment */
-  size_t nenv;
-  char **owned; /* strings to free with the opts */
-  size_t nowned;
-  const char *ssh_user;   /* config ssh.user: login for hosts that do
-                             not name their own, or NULL */
-  int ifaces_replace;     /* the next --network-interface starts a new
-                             list (the last one came from a config) */
-  int verbose;            /* --verbose */
-  int prefix_timestamp;   /* --prefix-output-with-timestamp */
-  const char *output_dir; /* --output-filename, or NULL */
-  /* Values of the hc_params knobs given as flags or in a config file,
-   * indexed like hc_params; NULL where not given. Each points into argv,
-   * to a literal or to a string the opts own. */
-  const char **knob;
-  char **prog; /* the program and its arguments (points into argv) */
-  int nprog;
-};
-
-/* Sets *o to "nothing given" (knob array allocated). Returns 0, or -1
- * when out of memory. hr_cli_parse() calls it. */
-int hr_opts_init(struct hr_opts *o);
-
-/* Hands the malloc'd string s to the opts (freed by hr_opts_free()) and
- * returns it; on out of memory frees s and returns NULL. */
-char *hr_opts_own(struct hr_opts *o, char *s);
 
 /* Parses argv into *o. Returns HR_CLI_RUN to go on, or the exit status to
  * leave with: 0 after --help / --version (printed on stdout), HR_EXIT_USAGE
  * after a usage error (one "horarun: error: ..." line and the short usage on
  * stderr). *o borrows from argv; free it with hr_opts_free(). */
 int hr_cli_parse(int argc, char **argv, struct hr_opts *o);
-void hr_opts_free(struct hr_opts *o);
-
-/* Adds the network interfaces of a comma list ("eth0" or "eth0,ib0") to
- * o->ifaces (duplicates dropped); with `replace`, they replace the list.
- * Returns 0, or -1 with a reason in err (a bad or empty name). */
-int hr_opts_add_ifaces(struct hr_opts *o, const char *list, int replace,
-                       char *err, size_t errlen);
-
-/* 1 when `name` is a plausible network interface name (1 to 15
- * characters, no blank, '/', ',' or quote). */
-int hr_iface_ok(const char *name);
-
-/* Sets knob i (an index into hc_params) to a copy of v after checking it
- * with hr_knob_check(). With `flag_unit`, v is in the unit of the knob's
- * flag where that differs from the variable's (--fusion-threshold-mb takes
- * MiB; the variables hold bytes) and is converted. Returns 0, or -1 with
- * "expected ..." in why. */
-int hr_opts_set_knob(struct hr_opts *o, size_t i, const char *v, int flag_unit,
-                     char *why, size_t whylen);
-
-/* Checks value v of knob p against its type and range. Returns 0, or -1
- * with "expected ..." in why. */
-int hr_knob_check(const struct hc_param *p, const char *v, char *why,
-                  size_t whylen);
-
-/* The hosts of the job, from whichever of -H, --hostfile and a config's
- * `hosts` came last (o->host_source), else "localhost:<np>"; hosts without
- * a user get o->ssh_user. Returns 0 and a list the caller frees with
- * hr_hosts_free(), or -1 with a reason in err (naming the option, or the
- * file and line). */
-int hr_opts_hosts(const struct hr_opts *o, struct hr_host **hosts, size_t *n,
-                  char *err, size_t errlen);
 
 /* Prints "horarun: error: <message>" and the short usage on stderr; returns
  * HR_EXIT_USAGE so callers can `return hr_usage_error(...)`. */
 int hr_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* The numeric value of knob `name` (an INT or DOUBLE one): its flag if
- * given, else the environment (HORA_*, then the Horovod alias) when it
- * holds a number, else the table's default. */
-double hr_opts_knob_num(const struct hr_opts *o, const char *name);
 
 #endif

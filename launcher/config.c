@@ -17,13 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <yaml.h>
 
-#include "cli.h"
+#include "opts.h"
 #include "common.h"
 #include "config.h"
 #include "hosts.h"
+#include "textfile.h"
 
 #define PATH_LEN 256 /* room for a key path in messages */
 
@@ -605,6 +605,21 @@ static int env_put(struct cfg *c, yaml_node_t *at, const char *name,
   return 0;
 }
 
+/* A knob's variable (HORA_SPIN_US, HOROVOD_CYCLE_TIME) in `env` must hold
+ * a value of the knob (or be empty: unset). */
+static int check_knob_var(struct cfg *c, yaml_node_t *at, const char *path,
+                          const char *name, const char *value) {
+  char why[256];
+  for (size_t i = 0; i < hc_nparams && *value; i++) {
+    const struct hc_param *p = &hc_params[i];
+    if (strcmp(p->env, name) && (!p->hvd_env || strcmp(p->hvd_env, name)))
+      continue;
+    if (hc_param_check(p, value, why, sizeof why) < 0)
+      return fail(c, at, "'%s': bad value '%s': %s", path, value, why);
+  }
+  return 0;
+}
+
 static int key_env(struct cfg *c, yaml_node_t *v, const char *path,
                    const void *arg) {
   (void)arg;
@@ -630,6 +645,7 @@ static int key_env(struct cfg *c, yaml_node_t *v, const char *path,
                   "one)",
                   sub, text(k));
     if (scalar(c, val, sub, "a single value", &s) < 0 ||
+        check_knob_var(c, val, sub, text(k), s) < 0 ||
         env_put(c, val, text(k), s) < 0)
       return -1;
   }
@@ -736,6 +752,185 @@ static void parse_error(struct cfg *c, const yaml_parser_t *p) {
   }
 }
 
+/* ---- the first pass: depth and NUL characters ---------------------------
+ *
+ * Before libyaml builds the document (which takes a time quadratic in the
+ * nesting: 36 s for 100,000 levels), the file's events are walked once,
+ * keeping only a stack of HR_CONFIG_DEPTH_MAX entries: nesting deeper than
+ * that, and a NUL character in any key or value (libyaml reads "\0" and
+ * keeps it; C strings would end there), are errors naming the line and
+ * the key. So are a mapping of more than HR_CONFIG_KEYS_MAX keys (checking
+ * them for duplicates is quadratic) and more than HR_CONFIG_ANCHORS_MAX
+ * anchors and aliases (so is resolving them). A syntax error is left to
+ * the second pass, which reports it. */
+
+struct level {
+  int map;      /* a mapping (else a list) */
+  int in_value; /* a mapping: its key has been read */
+  long index;   /* a list: the item being read; a mapping: its keys */
+  char key[64]; /* a mapping: the key being read, "?" when not plain */
+};
+
+/* The key path to the value being read ("hosts[1].name"), into buf. */
+static const char *event_path(const struct level *lv, int depth, char *buf,
+                              size_t len) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < depth && n < len; i++) {
+    if (lv[i].map && lv[i].in_value)
+      n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "." : "", lv[i].key);
+    else if (!lv[i].map)
+      n += (size_t)snprintf(buf + n, len - n, "[%ld]", lv[i].index);
+  }
+  return buf;
+}
+
+/* A value (scalar, alias or a whole collection) has been read at this
+ * depth: the enclosing mapping waits for its next key, the list for its
+ * next item. */
+static void value_done(struct level *lv, int depth) {
+  if (depth == 0) return;
+  struct level *l = &lv[depth - 1];
+  if (l->map) l->in_value = 0;
+  l->index++;
+}
+
+/* The key of the mapping at the top has been read (text, or NULL when it
+ * is not a plain value). Returns -1 past HR_CONFIG_KEYS_MAX keys. */
+static int key_read(struct level *top, const char *text) {
+  hc_fmt(top->key, sizeof top->key, "%s", text ? text : "?");
+  top->in_value = 1;
+  return top->index < HR_CONFIG_KEYS_MAX ? 0 : -1;
+}
+
+/* The n bytes at v for a message, a NUL as \0, cut at len - 4 bytes. */
+static void show_nul(const char *v, size_t n, char *buf, size_t len) {
+  size_t o = 0;
+  for (size_t i = 0; i < n && o + 4 < len; i++) {
+    if (v[i] == '\0') {
+      buf[o++] = '\\';
+      buf[o++] = '0';
+    } else {
+      buf[o++] = (unsigned char)v[i] < 0x20 ? '?' : v[i];
+    }
+  }
+  buf[o] = '\0';
+}
+
+/* Writes "file:line: message" for event e into c->err; returns -1. */
+static int prescan_fail(struct cfg *c, const yaml_event_t *e, const char *fmt,
+                        ...) __attribute__((format(printf, 3, 4)));
+static int prescan_fail(struct cfg *c, const yaml_event_t *e, const char *fmt,
+                        ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  hc_fmt(c->err, c->errlen, "%s:%lu: %s", c->file,
+         (unsigned long)e->start_mark.line + 1, msg);
+  return -1;
+}
+
+/* One event; returns 1 at the end of the stream, 0 to go on, -1 on an
+ * error (in c->err). */
+static int prescan_event(struct cfg *c, const yaml_event_t *e, struct level *lv,
+                         int *depth) {
+  char path[PATH_LEN], where_buf[PATH_LEN + 8];
+  struct level *top = *depth ? &lv[*depth - 1] : NULL;
+  int is_key = top && top->map && !top->in_value;
+  switch (e->type) {
+  case YAML_STREAM_END_EVENT:
+    return 1;
+  case YAML_DOCUMENT_START_EVENT:
+    *depth = 0;
+    return 0;
+  case YAML_SCALAR_EVENT: {
+    const char *v = (const char *)e->data.scalar.value;
+    size_t n = e->data.scalar.length;
+    if (memchr(v, '\0', n)) {
+      event_path(lv, *depth, path, sizeof path);
+      if (is_key) {
+        char shown[80];
+        show_nul(v, n, shown, sizeof shown);
+        return prescan_fail(c, e, "key '%s' %s holds a NUL character", shown,
+                            where(path, where_buf, sizeof where_buf));
+      }
+      return prescan_fail(c, e, "'%s' holds a NUL character", path);
+    }
+    if (is_key && key_read(top, v) < 0) goto too_many_keys;
+    if (!is_key) value_done(lv, *depth);
+    return 0;
+  }
+  case YAML_ALIAS_EVENT:
+    if (is_key && key_read(top, NULL) < 0) goto too_many_keys;
+    if (!is_key) value_done(lv, *depth);
+    return 0;
+  case YAML_MAPPING_START_EVENT:
+  case YAML_SEQUENCE_START_EVENT:
+    if (*depth == HR_CONFIG_DEPTH_MAX)
+      return prescan_fail(c, e, "nested deeper than %d levels %s",
+                          HR_CONFIG_DEPTH_MAX,
+                          where(event_path(lv, *depth, path, sizeof path),
+                                where_buf, sizeof where_buf));
+    /* a collection as a key: walk_map() refuses it */
+    if (is_key && key_read(top, NULL) < 0) goto too_many_keys;
+    lv[(*depth)++] = (struct level){.map = e->type == YAML_MAPPING_START_EVENT};
+    return 0;
+  case YAML_MAPPING_END_EVENT:
+  case YAML_SEQUENCE_END_EVENT:
+    if (*depth > 0) --*depth;
+    value_done(lv, *depth);
+    return 0;
+  default:
+    return 0;
+  }
+too_many_keys:
+  return prescan_fail(c, e, "more than %d keys %s", HR_CONFIG_KEYS_MAX,
+                      where(event_path(lv, *depth - 1, path, sizeof path),
+                            where_buf, sizeof where_buf));
+}
+
+/* The anchor an event defines, or NULL. */
+static const yaml_char_t *anchor_of(const yaml_event_t *e) {
+  switch (e->type) {
+  case YAML_SCALAR_EVENT:
+    return e->data.scalar.anchor;
+  case YAML_SEQUENCE_START_EVENT:
+    return e->data.sequence_start.anchor;
+  case YAML_MAPPING_START_EVENT:
+    return e->data.mapping_start.anchor;
+  default:
+    return NULL;
+  }
+}
+
+/* Runs the first pass over text. Returns 0 (also on a syntax error, left
+ * to the loader) or -1 with the error in c->err. */
+static int prescan(struct cfg *c, const char *text, size_t len) {
+  yaml_parser_t p;
+  struct level lv[HR_CONFIG_DEPTH_MAX];
+  int depth = 0, rc = 0;
+  long refs = 0;                             /* anchors and aliases */
+  if (!yaml_parser_initialize(&p)) return 0; /* the loader says it */
+  yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+  while (rc == 0) {
+    yaml_event_t e;
+    if (!yaml_parser_parse(&p, &e)) break;
+    rc = prescan_event(c, &e, lv, &depth);
+    /* libyaml looks each alias up among every anchor: keep it linear */
+    if (rc == 0 && (e.type == YAML_ALIAS_EVENT || anchor_of(&e)) &&
+        ++refs > HR_CONFIG_ANCHORS_MAX)
+      rc = prescan_fail(c, &e,
+                        "more than %d YAML anchors and aliases (&x, "
+                        "*x)",
+                        HR_CONFIG_ANCHORS_MAX);
+    yaml_event_delete(&e);
+  }
+  yaml_parser_delete(&p);
+  return rc < 0 ? -1 : 0;
+}
+
 /* Loads the one document of the file into *doc. Returns 0 or -1. */
 static int load(struct cfg *c, yaml_parser_t *p, yaml_document_t *doc) {
   if (!yaml_parser_load(p, doc)) {
@@ -766,22 +961,23 @@ static int load(struct cfg *c, yaml_parser_t *p, yaml_document_t *doc) {
 int hr_config_load(const char *path, struct hr_opts *o, char *err,
                    size_t errlen) {
   struct cfg c = {.file = path, .o = o, .err = err, .errlen = errlen};
-  FILE *f = fopen(path, "rb");
-  struct stat st;
-  if (!f || fstat(fileno(f), &st) < 0 || S_ISDIR(st.st_mode)) {
-    hc_fmt(err, errlen, "cannot read config file '%s': %s", path,
-           f && S_ISDIR(st.st_mode) ? strerror(EISDIR) : strerror(errno));
-    if (f) fclose(f);
+  char *text;
+  size_t len;
+  if (hr_read_text(path, "config file", HR_CONFIG_MAX, &text, &len, err,
+                   errlen) < 0)
     return -1;
-  }
   yaml_parser_t parser;
   yaml_document_t doc;
-  if (!yaml_parser_initialize(&parser)) {
-    hc_fmt(err, errlen, "%s: out of memory", path);
-    fclose(f);
+  if (prescan(&c, text, len) < 0) {
+    free(text);
     return -1;
   }
-  yaml_parser_set_input_file(&parser, f);
+  if (!yaml_parser_initialize(&parser)) {
+    hc_fmt(err, errlen, "%s: out of memory", path);
+    free(text);
+    return -1;
+  }
+  yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
   int rc = load(&c, &parser, &doc);
   if (rc == 0) {
     c.doc = &doc;
@@ -791,6 +987,6 @@ int hr_config_load(const char *path, struct hr_opts *o, char *err,
     yaml_document_delete(&doc);
   }
   yaml_parser_delete(&parser);
-  fclose(f);
+  free(text);
   return rc;
 }

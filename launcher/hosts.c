@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 
 #include "common.h"
 #include "hosts.h"
+#include "textfile.h"
 
 void hr_hosts_free(struct hr_host *hosts, size_t nhosts) {
   for (size_t i = 0; hosts && i < nhosts; i++) {
@@ -33,13 +35,39 @@ void hr_hosts_free(struct hr_host *hosts, size_t nhosts) {
   free(hosts);
 }
 
+/* Splits a scoped IPv6 address "fe80::1%eth0" into the address, into buf
+ * (len bytes), and its zone (NULL when none). Returns the address, or NULL
+ * when it does not fit. */
+static const char *split_zone(const char *name, char *buf, size_t len,
+                              const char **zone) {
+  const char *pct = strchr(name, '%');
+  *zone = pct ? pct + 1 : NULL;
+  size_t n = pct ? (size_t)(pct - name) : strlen(name);
+  if (n >= len) return NULL;
+  memcpy(buf, name, n);
+  buf[n] = '\0';
+  return buf;
+}
+
+/* 1 when interface `ifname` is the zone `zone` ("eth0" or its index). */
+static int zone_is(const char *zone, const char *ifname) {
+  if (!strcmp(zone, ifname)) return 1;
+  if (!*zone || strspn(zone, "0123456789") != strlen(zone)) return 0;
+  unsigned idx = if_nametoindex(ifname);
+  return idx && (unsigned long)idx == strtoul(zone, NULL, 10);
+}
+
 /* 1 when `name` is an IP address literal of one of this machine's
- * interfaces (no name lookup: that could hang on DNS). */
+ * interfaces (no name lookup: that could hang on DNS). A scoped IPv6
+ * address ("fe80::1%eth0") must be on the interface of its zone. */
 static int is_local_address(const char *name) {
   struct in_addr a4;
   struct in6_addr a6;
-  int v4 = inet_pton(AF_INET, name, &a4) == 1;
-  if (!v4 && inet_pton(AF_INET6, name, &a6) != 1) return 0;
+  char addr[INET6_ADDRSTRLEN];
+  const char *zone;
+  if (!split_zone(name, addr, sizeof addr, &zone)) return 0;
+  int v4 = !zone && inet_pton(AF_INET, addr, &a4) == 1;
+  if (!v4 && inet_pton(AF_INET6, addr, &a6) != 1) return 0;
   if (v4 && (ntohl(a4.s_addr) >> 24) == 127) return 1; /* 127.0.0.0/8 */
   struct ifaddrs *ifs, *i;
   if (getifaddrs(&ifs) < 0) return 0;
@@ -52,7 +80,8 @@ static int is_local_address(const char *name) {
           !memcmp(&((const struct sockaddr_in *)sa)->sin_addr, &a4, sizeof a4);
     else if (!v4 && sa->sa_family == AF_INET6)
       found = !memcmp(&((const struct sockaddr_in6 *)sa)->sin6_addr, &a6,
-                      sizeof a6);
+                      sizeof a6) &&
+              (!zone || zone_is(zone, i->ifa_name));
   }
   freeifaddrs(ifs);
   return found;
@@ -84,10 +113,30 @@ static int valid_name_char(int c, int ipv6) {
   return isalnum(c) || c == '.' || c == '-' || c == '_';
 }
 
+/* 1 when the zone of a scoped IPv6 address (after '%') is a plausible
+ * interface name or index: 1 to 15 letters, digits, '.', '-', '_'. */
+static int zone_ok(const char *z, size_t len) {
+  if (len == 0 || len > 15 || z[0] == '-') return 0;
+  for (size_t i = 0; i < len; i++)
+    if (!isalnum((unsigned char)z[i]) && !strchr(".-_", z[i])) return 0;
+  return 1;
+}
+
 /* 1 when host[0..len) is a name or address ssh may be given: a leading
- * '-' would be read as an option. */
+ * '-' would be read as an option. An IPv6 address may have a zone
+ * ("fe80::1%eth0"), kept as it is: ssh and getaddrinfo() read it. */
 static int name_ok(const char *host, size_t len, int ipv6) {
   if (len == 0 || len > 255 || host[0] == '-') return 0;
+  const char *pct = ipv6 ? memchr(host, '%', len) : NULL;
+  if (pct) {
+    char addr[INET6_ADDRSTRLEN];
+    struct in6_addr a6;
+    size_t n = (size_t)(pct - host);
+    if (n == 0 || n >= sizeof addr || !zone_ok(pct + 1, len - n - 1)) return 0;
+    memcpy(addr, host, n);
+    addr[n] = '\0';
+    return inet_pton(AF_INET6, addr, &a6) == 1;
+  }
   for (size_t i = 0; i < len; i++)
     if (!valid_name_char((unsigned char)host[i], ipv6)) return 0;
   return 1;
@@ -358,41 +407,31 @@ int hr_hostfile_parse(const char *path, struct hr_host **hosts, size_t *nhosts,
                       char *err, size_t errlen) {
   *hosts = NULL;
   *nhosts = 0;
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    hc_fmt(err, errlen, "cannot read host file '%s': %s", path,
-           strerror(errno));
+  char *text;
+  size_t len;
+  if (hr_read_text(path, "host file", HR_HOSTFILE_MAX, &text, &len, err,
+                   errlen) < 0)
     return -1;
-  }
   struct hr_host *h = NULL;
-  size_t n = 0, cap = 0, linecap = 0;
-  char *line = NULL, where[320];
-  ssize_t len;
+  size_t n = 0, cap = 0;
+  char where[320];
   int rc = 0;
-  for (long lineno = 1; rc == 0 && (len = getline(&line, &linecap, f)) >= 0;
-       lineno++) {
+  char *line = text, *end = text + len;
+  for (long lineno = 1; rc == 0 && line < end; lineno++) {
+    char *nl = memchr(line, '\n', (size_t)(end - line));
+    if (nl) *nl = '\0';
     hc_fmt(where, sizeof where, "%s:%ld", path, lineno);
-    if (memchr(line, '\0', (size_t)len)) {
-      hc_fmt(err, errlen, "%s: NUL byte in the line (not a text file?)", where);
-      rc = -1;
-      break;
-    }
     line[strcspn(line, "#")] = '\0';
     rc = hostfile_line(line, where, &h, &n, &cap, err, errlen);
+    line = nl ? nl + 1 : end;
   }
-  if (rc == 0 && ferror(f)) {
-    hc_fmt(err, errlen, "cannot read host file '%s': %s", path,
-           strerror(errno));
-    rc = -1;
-  }
+  free(text);
   if (rc == 0 && n == 0) {
     hc_fmt(err, errlen,
            "%s: no hosts in the file (expected lines like 'node1 slots=4')",
            path);
     rc = -1;
   }
-  free(line);
-  fclose(f);
   if (rc < 0) {
     hr_hosts_free(h, n);
     return -1;
@@ -452,9 +491,25 @@ int hr_layout_make(struct hr_layout *l, struct hr_host *hosts, size_t nhosts,
   }
   l->np = np;
   int rank = 0;
+  size_t used = 0;
   for (size_t h = 0; h < nhosts; h++) {
     hosts[h].first_rank = rank;
     hosts[h].nranks = HC_MIN(hosts[h].slots, np - rank);
+    used += hosts[h].nranks > 0;
+    if (hosts[h].nranks > HR_HOST_RANKS_MAX || used > HR_HOSTS_MAX) {
+      if (used > HR_HOSTS_MAX)
+        hc_fmt(err, errlen,
+               "%d processes would need more than %d hosts; horad takes at "
+               "most %d hosts in one job",
+               np, HR_HOSTS_MAX, HR_HOSTS_MAX);
+      else
+        hc_fmt(err, errlen,
+               "%d processes would put %d ranks on host '%s'; horad runs at "
+               "most %d ranks on one host (spread them over more hosts)",
+               np, hosts[h].nranks, hosts[h].name, HR_HOST_RANKS_MAX);
+      hr_layout_free(l);
+      return -1;
+    }
     for (int i = 0; i < hosts[h].nranks; i++, rank++)
       l->ranks[rank] = (struct hr_rank){.rank = rank,
                                         .host = (int)h,

@@ -6,6 +6,11 @@
 #include <stddef.h>
 
 #define HR_SLOTS_MAX 1000000 /* more slots than this on one host is a typo */
+/* What one JOB message can describe, as horad's decoder (hp_dec_job() in
+ * proto/msg.c) takes it: at most 65536 ranks on one host and 65536 hosts
+ * with ranks. test_hosts checks both against the decoder. */
+#define HR_HOST_RANKS_MAX 65536
+#define HR_HOSTS_MAX 65536
 
 /* One host of the job, in the order the user gave them. */
 struct hr_host {
@@ -39,11 +44,12 @@ struct hr_layout {
 };
 
 /* Parses "host[:slots],..." (a bare host has 1 slot; IPv6 as "[::1]:2" or
- * bare "::1"). Entries naming the same host are merged (slots summed), and
- * so are all names of this machine (localhost, 127.0.0.1, ::1, the host
- * name), since one machine runs one horad. On success returns 0 and fills
- * *hosts (caller frees with hr_hosts_free()); on error returns -1 with a
- * one-line reason in err. */
+ * bare "::1", a scoped one as "[fe80::1%eth0]:2" or "fe80::1%eth0", the
+ * zone kept in the name). Entries naming the same host are merged (slots
+ * summed), and so are all names of this machine (localhost, 127.0.0.1,
+ * ::1, the host name), since one machine runs one horad. On success returns 0
+ * and fills *hosts (caller frees with hr_hosts_free()); on error returns -1
+ * with a one-line reason in err. */
 int hr_hosts_parse(const char *spec, struct hr_host **hosts, size_t *nhosts,
                    char *err, size_t errlen);
 
@@ -51,11 +57,12 @@ int hr_hosts_parse(const char *spec, struct hr_host **hosts, size_t *nhosts,
  * (mpirun's and horovodrun's form), "HOST:N" or "HOST" (1 slot); '#'
  * starts a comment (whole line or trailing); blank lines, surrounding
  * blanks and CRLF line ends are fine; IPv6 as "[::1] slots=2" or
- * "[::1]:2". Same-host entries merge as in hr_hosts_parse(). Returns 0 and
- * fills *hosts (free with hr_hosts_free()), or -1 with a reason in err
- * that names the file and line ("hosts.txt:3: bad slots value 'x': ..."),
- * or the file and strerror when it cannot be read; a file without hosts is
- * an error. */
+ * "[::1]:2", scoped as "[fe80::1%eth0] slots=2". Same-host entries merge
+ * as in hr_hosts_parse(). Returns 0 and fills *hosts (free with
+ * hr_hosts_free()), or -1 with a reason in err that names the file and line
+ * ("hosts.txt:3: bad slots value 'x': ..."), or the file and strerror when
+ * it cannot be read; a file without hosts, or one past the limits of
+ * textfile.h, is an error. */
 int hr_hostfile_parse(const char *path, struct hr_host **hosts, size_t *nhosts,
                       char *err, size_t errlen);
 
@@ -66,7 +73,9 @@ int hr_host_item_parse(const char *item, size_t len, char **name, int *slots,
                        char *err, size_t errlen);
 
 /* 1 when `name` is a plausible host name or address for ssh: letters,
- * digits, '.', '-', '_' (or an IPv6 address), not starting with '-'. */
+ * digits, '.', '-', '_' (or an IPv6 address, perhaps scoped: "fe80::1%eth0"
+ * with a zone of 1 to 15 letters, digits, '.', '-', '_'), not starting
+ * with '-'. */
 int hr_host_name_ok(const char *name);
 
 /* Appends *h to the list (*hosts, *n entries, room for *cap), taking its
@@ -85,14 +94,16 @@ void hr_hosts_free(struct hr_host *hosts, size_t nhosts);
 
 /* 1 when `name` denotes this machine: localhost, 127.0.0.1, ::1, the name
  * gethostname() returns (with or without its domain), or an IP address of
- * one of its interfaces. */
+ * one of its interfaces (a scoped IPv6 one on the interface of its zone). */
 int hr_host_is_local(const char *name);
 
 /* Sum of the hosts' slots (saturating at INT_MAX). */
 long hr_hosts_slots(const struct hr_host *hosts, size_t nhosts);
 
 /* Places np ranks on the hosts. Takes ownership of `hosts` (also on error).
- * Returns 0, or -1 with a reason in err (e.g. more processes than slots). */
+ * Returns 0, or -1 with a reason in err: more processes than slots, more
+ * than HR_HOST_RANKS_MAX ranks on one host, more than HR_HOSTS_MAX hosts
+ * with ranks. */
 int hr_layout_make(struct hr_layout *l, struct hr_host *hosts, size_t nhosts,
                    int np, char *err, size_t errlen);
 void hr_layout_free(struct hr_layout *l);

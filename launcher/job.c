@@ -46,6 +46,7 @@ struct hr_daemon {
   int started, pipe_open, pipe_closing;
   int ready, done, reaped, finished;
   int quiet;  /* its failure was reported: no "exited unexpectedly" */
+  int job_sent; /* its JOB is on the way: it has ranks to run */
   int killed; /* horarun sent it SIGKILL after the reap grace */
   int wstatus;
   /* multi-host */
@@ -100,8 +101,6 @@ struct hr_job {
   struct hp_conn *conns; /* every rendezvous connection, also unproven */
   unsigned nrejected;    /* strangers turned away (logging is thinned) */
 };
-
-static struct hr_job *the_job; /* for the connection callbacks */
 
 struct wreq {
   uv_write_t req;
@@ -203,6 +202,7 @@ static int send_job(struct hr_job *j, struct hr_daemon *d) {
   free(hosts);
   int rc = r->w.err ? UV_ENOMEM : r->w.len == 0 ? UV_E2BIG : 0;
   if (send_req(d, r) < 0 && rc == 0) rc = UV_EPIPE;
+  d->job_sent = rc == 0;
   return rc;
 }
 
@@ -542,22 +542,30 @@ static void on_pipe_closed(uv_handle_t *h) { control_closed(h->data); }
 
 /* ---- the rendezvous: horads started over ssh call back ------------------- */
 
-static struct hr_daemon *daemon_of(struct hp_conn *c) {
-  struct hr_job *j = the_job;
-  for (size_t i = 0; j && i < j->nd; i++)
-    if (j->d[i].conn == c) return &j->d[i];
-  return NULL;
+/* A rendezvous connection's data is the job until the peer says which
+ * host it is (REGISTER); from then on it is that host's daemon, and its
+ * callbacks are daemon_conn_cb. */
+static int on_daemon_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
+                           unsigned char *p, int *keep) {
+  (void)keep;
+  dispatch(c->data, h, p);
+  return 0;
 }
+
+static void on_daemon_close(struct hp_conn *c, const char *why) {
+  struct hr_daemon *d = c->data;
+  (void)why;
+  d->conn = NULL;
+  control_closed(d);
+}
+
+static const struct hp_conn_cb daemon_conn_cb = {.on_frame = on_daemon_frame,
+                                                 .on_close = on_daemon_close};
 
 static int on_rdv_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
                         unsigned char *p, int *keep) {
-  struct hr_job *j = the_job;
-  struct hr_daemon *d = daemon_of(c);
+  struct hr_job *j = c->data;
   (void)keep;
-  if (d) {
-    dispatch(d, h, p);
-    return 0;
-  }
   /* An authenticated horad says which host it is. */
   struct hp_register m;
   if (h->type != HP_MSG_REGISTER || hp_dec_register(p, h->len, &m) < 0) {
@@ -572,27 +580,24 @@ static int on_rdv_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
            m.host_index);
     return -1;
   }
-  d = &j->d[m.host_index];
+  struct hr_daemon *d = &j->d[m.host_index];
   d->conn = c;
   d->pipe_open = 1;
+  c->data = d;
+  c->cb = &daemon_conn_cb;
   on_register(d, p, h->len);
   return 0;
 }
 
+/* A connection that never said REGISTER has gone. */
 static void on_rdv_close(struct hp_conn *c, const char *why) {
-  struct hr_daemon *d = daemon_of(c);
-  if (!d) {
-    struct hr_job *j = the_job;
-    /* one line per stranger, thinned out when they come in floods */
-    unsigned n = j ? ++j->nrejected : 1;
-    if (n <= 20 || n % 100 == 0)
-      hr_say(j ? j->out : NULL, "%s a connection from %s: %s%s",
-             c->authed ? "dropped" : "rejected", c->peer, why,
-             n == 20 ? " (from now on one line per 100)" : "");
-    return;
-  }
-  d->conn = NULL;
-  control_closed(d);
+  struct hr_job *j = c->data;
+  /* one line per stranger, thinned out when they come in floods */
+  unsigned n = ++j->nrejected;
+  if (n <= 20 || n % 100 == 0)
+    hr_say(j->out, "%s a connection from %s: %s%s",
+           c->authed ? "dropped" : "rejected", c->peer, why,
+           n == 20 ? " (from now on one line per 100)" : "");
 }
 
 static const struct hp_conn_cb rdv_cb = {.on_frame = on_rdv_frame,
@@ -602,15 +607,10 @@ static void on_rdv_connection(uv_stream_t *server, int status) {
   struct hr_job *j = server->data;
   struct hp_conn *c;
   if (status < 0 || j->closing) return;
-  if (hp_conn_refuse_flood(server, j->conns)) {
-    if (++j->nrejected % 100 == 1)
-      hr_say(j->out, "too many connections in their handshake; refusing "
-             "more");
-    return;
-  }
-  if (hp_conn_accept(server, j->secret, HP_AUTH_CONTROL, &rdv_cb, NULL, &c) ==
-      0)
-    hp_conn_track(c, &j->conns);
+  /* A flood of strangers makes room for this one (conn.h): a real horad
+   * always gets in. */
+  hp_conn_accept_tracked(server, j->secret, HP_AUTH_CONTROL, &rdv_cb, j,
+                         &j->conns, &c);
 }
 
 static int open_rendezvous(struct hr_job *j) {
@@ -804,7 +804,10 @@ static void check_daemon(struct hr_daemon *d) {
     print_tail(d);
     set_exit(j, HR_EXIT_LAUNCHER);
     stop_job(j, "a horad could not be started");
-  } else if (d->started && !d->done && !d->quiet) {
+  } else if (d->started && !d->done && !d->quiet &&
+             (d->job_sent || !j->stopping)) {
+    /* (One stopped before it had a job, because of another host, had
+     * nothing to run: its exit is no news.) */
     hr_say(j->out, "error: horad on host %s exited unexpectedly (%s)", d->name,
            st);
     set_exit(j, HR_EXIT_LAUNCHER);
@@ -1105,7 +1108,6 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
     }
     watch_signals(j);
     if (o->verbose) print_layout(j);
-    the_job = j;
     j->multi = j->nd > 1;
     if (j->multi) {
       double hb = HC_MAX(0.2, hr_opts_knob_num(o, "heartbeat_timeout"));
@@ -1138,7 +1140,6 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
   free(j->d);
   hr_out_free(j->out);
   memset(j->secret, 0, sizeof j->secret);
-  the_job = NULL;
   free(j);
   return rc;
 }

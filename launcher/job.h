@@ -4,7 +4,7 @@
 #ifndef HORA_LAUNCHER_JOB_H
 #define HORA_LAUNCHER_JOB_H
 
-#include "cli.h"
+#include "opts.h"
 #include "hosts.h"
 
 #define HR_EXIT_LAUNCHER 1 /* horarun or horad failed, not a rank */

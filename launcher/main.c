@@ -127,6 +127,11 @@ int main(int argc, char **argv) {
     hr_opts_free(&o);
     return rc;
   }
+  char err[1024];
+  if (hr_env_check(&o, environ, err, sizeof err) < 0) {
+    hr_opts_free(&o);
+    return hr_usage_error("%s", err);
+  }
   hc_log_init("horarun", HC_WARNING);
   const struct hc_param *lv = hc_param_find("log_level");
   if (lv && o.knob[lv - hc_params]) /* checked by the parser */

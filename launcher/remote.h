@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "cli.h"
+#include "opts.h"
 #include "hosts.h"
 
 /* The line horad reads first on its standard input: host index, the

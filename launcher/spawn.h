@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "cli.h"
+#include "opts.h"
 
 #define HR_CONTROL_FD 3 /* horad's end of the control socket */
 

@@ -23,6 +23,7 @@ struct hl_state hl = {
     .sock = -1,
     .efd = -1,
     .sq_lock = PTHREAD_MUTEX_INITIALIZER,
+    .ps_lock = PTHREAD_MUTEX_INITIALIZER,
     .cq_lock = PTHREAD_MUTEX_INITIALIZER,
     .op_lock = PTHREAD_MUTEX_INITIALIZER,
     .arena_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -114,6 +115,11 @@ static int map_segment(int memfd, uint64_t size) {
       h->cq_slots_off != want.cq_slots_off ||
       h->staging_off != want.staging_off || h->arena_off != want.arena_off) {
     munmap(p, size);
+    if (h->magic == HP_SHM_MAGIC && h->version != HP_SHM_VERSION)
+      return hl_error(HORA_EVERSION,
+                      "libhora speaks shared-memory protocol version %u, but "
+                      "horad speaks version %u: use libhora and horad of the "
+                      "same hora release", HP_SHM_VERSION, h->version);
     return hl_error(HORA_EPROTO,
                     "shared memory layout from horad is not the one this "
                     "library knows (version %u, expected %u)",
@@ -258,6 +264,7 @@ int hora_shutdown(void) {
   hl_fail_pending(HORA_ESHUTDOWN, "hora was shut down on this rank while the "
                                   "operation was pending");
   hl_ops_fini();
+  hl_psets_fini();
   hl_arena_fini();
   release_daemon();
   pthread_mutex_unlock(&init_lock);

@@ -11,6 +11,13 @@
 
 #define HL_API __attribute__((visibility("default")))
 
+/* A process set as this rank knows it. */
+struct hl_pset {
+  int exists;
+  int size, rank; /* rank: this rank's index in it, -1 when not a member */
+  int *ranks;
+};
+
 /* One operation from submission until its result is taken. */
 struct hl_op {
   uint64_t id; /* generation << 24 | slot; 0 when the slot is free */
@@ -20,6 +27,9 @@ struct hl_op {
   void *recv;
   void *temp; /* arena copy of a staged tensor, or NULL */
   int copy_back;
+  void *out_temp;  /* arena block the output lands in, copied to recv */
+  uint64_t out_bytes;
+  void *aux_temp;  /* arena block of its counts / splits / ranks */
   _Atomic int done;
   int status;
   char msg[HP_MSG_MAX + 1];
@@ -47,7 +57,11 @@ struct hl_state {
   uint32_t nops, free_head;
   uint32_t generation;
 
-  _Atomic uint64_t noname[4]; /* per collective, for unnamed operations */
+  _Atomic uint64_t noname[HORA_COLL_MAX + 1]; /* per collective, for
+                                                 unnamed operations */
+  pthread_mutex_t ps_lock;
+  struct hl_pset *psets; /* by id; 0 is the global set */
+  int npsets;
 
   pthread_t progress;
   int have_progress;
@@ -73,6 +87,7 @@ void hl_ops_fini(void);
 void hl_drain_locked(void);
 void *hl_progress_main(void *arg);
 void hl_fail_pending(int status, const char *msg);
+void hl_psets_fini(void);
 void hl_futex_wake_all(_Atomic uint32_t *w);
 /* Sleeps while *w == v, at most timeout_ms. */
 void hl_futex_wait(_Atomic uint32_t *w, uint32_t v, int timeout_ms);

@@ -196,11 +196,18 @@ static void finish_op(const struct hp_cqe *c, struct hl_op *op) {
   memcpy(op->msg, c->msg, n);
   op->msg[n] = '\0';
   if (op->temp) {
-    if (op->status == 0 && op->copy_back)
+    if (op->status >= 0 && op->copy_back)
       memcpy(op->recv, op->temp, op->count * hora_dtype_size(op->dtype));
     hl_arena_free(op->temp);
     op->temp = NULL;
   }
+  if (op->out_temp) {
+    if (op->status >= 0) memcpy(op->recv, op->out_temp, op->out_bytes);
+    hl_arena_free(op->out_temp);
+    op->out_temp = NULL;
+  }
+  if (op->aux_temp) hl_arena_free(op->aux_temp);
+  op->aux_temp = NULL;
   atomic_store_explicit(&op->done, 1, memory_order_release);
 }
 
@@ -265,7 +272,9 @@ void hl_fail_pending(int status, const char *msg) {
     op->status = status;
     hc_fmt(op->msg, sizeof op->msg, "%s", msg);
     if (op->temp) hl_arena_free(op->temp);
-    op->temp = NULL;
+    if (op->out_temp) hl_arena_free(op->out_temp);
+    if (op->aux_temp) hl_arena_free(op->aux_temp);
+    op->temp = op->out_temp = op->aux_temp = NULL;
     atomic_store(&op->done, 1);
   }
   pthread_mutex_unlock(&hl.op_lock);
@@ -324,8 +333,12 @@ static int take_result(struct hl_op *op) {
 }
 
 static const char *coll_word(int coll) {
-  return coll == HP_ALLREDUCE ? "allreduce"
-         : coll == HP_BROADCAST ? "broadcast" : "barrier";
+  switch (coll) {
+#define HL_COLL_WORD(n, id, name, traits) case id: return name;
+    HORA_COLL_MAP(HL_COLL_WORD)
+#undef HL_COLL_WORD
+  default: return "collective";
+  }
 }
 
 /* Fills e->name from the user's name, or names the operation by call
@@ -352,44 +365,285 @@ static void set_name(struct hp_sqe *e, const char *name, int coll) {
   e->name_len = (uint16_t)len;
 }
 
-/* Checks what every collective shares; `op` is checked when has_op. */
-static int check_args(const char *fn, const void *send, const void *recv,
-                      size_t count, int dtype, int has_op, int op, int root) {
-  if (!atomic_load(&hl.initialized))
-    return hl_error(HORA_ENOTINIT, "%s: hora is not initialized; call "
-                                   "hora_init() first", fn);
-  if ((unsigned)dtype >= HORA_DTYPE_COUNT)
-    return hl_error(HORA_EINVAL, "%s: invalid dtype %d (rank %d)", fn, dtype,
-                    hl.rank);
-  if (has_op && (unsigned)op >= HORA_OP_COUNT)
-    return hl_error(HORA_EINVAL, "%s: invalid reduction op %d (rank %d)", fn,
-                    op, hl.rank);
-  if (count && (!send || !recv))
-    return hl_error(HORA_EINVAL, "%s: NULL buffer with count %zu (rank %d)",
-                    fn, count, hl.rank);
-  if (count > (SIZE_MAX >> 4))
-    return hl_error(HORA_EINVAL, "%s: count %zu is too large (rank %d)", fn,
-                    count, hl.rank);
-  if (root >= 0 && root >= hl.size)
-    return hl_error(HORA_EINVAL, "%s: root rank %d is out of range for a job "
-                    "of %d ranks (rank %d)", fn, root, hl.size, hl.rank);
+/* ---- process sets, as this rank knows them ------------------------------ */
+
+static struct hl_pset *pset_locked(int id) {
+  if (id == 0) {
+    static struct hl_pset global;
+    global.exists = 1;
+    global.size = hl.size;
+    global.rank = hl.rank;
+    global.ranks = NULL;
+    return &global;
+  }
+  return id > 0 && id < hl.npsets && hl.psets[id].exists ? &hl.psets[id]
+                                                          : NULL;
+}
+
+/* Copies the set's size and this rank's index in it; HORA_ENOSET. */
+static int pset_info(const char *fn, int id, int *size, int *rank) {
+  pthread_mutex_lock(&hl.ps_lock);
+  struct hl_pset *p = pset_locked(id);
+  if (p) {
+    *size = p->size;
+    *rank = p->rank;
+  }
+  pthread_mutex_unlock(&hl.ps_lock);
+  if (!p)
+    return hl_error(HORA_ENOSET, "%s: process set %d does not exist (rank "
+                    "%d)", fn, id, hl.rank);
   return 0;
 }
 
-static int submit(int coll, const char *name, const void *send, void *recv,
-                  size_t count, hora_dtype_t dtype, hora_op_t rop, int root,
-                  int64_t *handle) {
+void hl_psets_fini(void) {
+  pthread_mutex_lock(&hl.ps_lock);
+  for (int i = 0; i < hl.npsets; i++) free(hl.psets[i].ranks);
+  free(hl.psets);
+  hl.psets = NULL;
+  hl.npsets = 0;
+  pthread_mutex_unlock(&hl.ps_lock);
+}
+
+/* ---- scaling for a job of one (horad does it otherwise) ------------------ */
+
+static float h2f(uint16_t h) {
+  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  float f;
+  if (e == 0) f = (float)m / 16777216.0f;
+  else if (e == 31) f = m ? __builtin_nanf("") : __builtin_inff();
+  else {
+    uint32_t u = ((e + 112) << 23) | (m << 13);
+    memcpy(&f, &u, 4);
+  }
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u |= s;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static uint16_t f2h(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
+  if (a >= 0x47800000u) return (uint16_t)(sign | 0x7c00u);
+  if (a < 0x38800000u) {
+    float g;
+    memcpy(&g, &a, 4);
+    g += 0.5f;
+    uint32_t u;
+    memcpy(&u, &g, 4);
+    return (uint16_t)(sign | (u - 0x3f000000u));
+  }
+  return (uint16_t)(sign | ((a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13));
+}
+
+static void scale_local(void *p, size_t n, int dtype, double f) {
+  if (f == 1.0 || f == 0.0) return;
+  for (size_t i = 0; i < n; i++) {
+    switch (dtype) {
+#define SC(T, lo, hi)                                                          \
+  {                                                                            \
+    double x = (double)((T *)p)[i] * f;                                        \
+    ((T *)p)[i] = x != x ? 0 : x <= (double)(lo) ? (lo) : x >= (double)(hi)    \
+                                                      ? (hi) : (T)x;           \
+  }                                                                            \
+  break;
+    case HORA_UINT8: SC(uint8_t, 0, UINT8_MAX)
+    case HORA_INT8: SC(int8_t, INT8_MIN, INT8_MAX)
+    case HORA_INT16: SC(int16_t, INT16_MIN, INT16_MAX)
+    case HORA_INT32: SC(int32_t, INT32_MIN, INT32_MAX)
+    case HORA_INT64: SC(int64_t, INT64_MIN, INT64_MAX)
+#undef SC
+    case HORA_FLOAT16:
+      ((uint16_t *)p)[i] = f2h(h2f(((uint16_t *)p)[i]) * (float)f);
+      break;
+    case HORA_BFLOAT16: {
+      uint32_t u = (uint32_t)((uint16_t *)p)[i] << 16;
+      float g;
+      memcpy(&g, &u, 4);
+      g *= (float)f;
+      memcpy(&u, &g, 4);
+      ((uint16_t *)p)[i] = (u & 0x7fffffffu) > 0x7f800000u
+                               ? (uint16_t)((u >> 16) | 0x40u)
+                               : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+      break;
+    }
+    case HORA_FLOAT32: ((float *)p)[i] *= (float)f; break;
+    default: ((double *)p)[i] *= f; break;
+    }
+  }
+}
+
+/* ---- submitting ------------------------------------------------------------ */
+
+/* An arena copy of n bytes (copied from src when non-NULL), or NULL. */
+static void *arena_copy(const void *src, uint64_t n) {
+  void *p = hl_arena_alloc(n ? n : 1);
+  if (p && src && n) memcpy(p, src, n);
+  return p;
+}
+
+static int fits_arena(uint64_t bytes) { return bytes <= hl.arena_size / 2; }
+
+size_t hora_reducescatter_rows(size_t rows, int set_size, int member) {
+  if (set_size <= 0 || member < 0 || member >= set_size) return 0;
+  size_t q = rows / (size_t)set_size, rem = rows % (size_t)set_size;
+  return q + ((size_t)member < rem);
+}
+
+static int sum_splits(const char *fn, const int64_t *v, int n, uint64_t *out) {
+  uint64_t s = 0;
+  for (int i = 0; i < n; i++) {
+    if (v[i] < 0)
+      return hl_error(HORA_EINVAL, "%s: entry %d is negative (%lld) (rank %d)",
+                      fn, i, (long long)v[i], hl.rank);
+    s += (uint64_t)v[i];
+  }
+  *out = s;
+  return 0;
+}
+
+static int submit_req(const hora_request_t *q, int64_t *handle) {
+  const char *fn = q->coll > 0 && q->coll <= HORA_COLL_MAX ? coll_word(q->coll)
+                                                           : "hora_submit";
+  if (!atomic_load(&hl.initialized))
+    return hl_error(HORA_ENOTINIT, "%s: hora is not initialized; call "
+                                   "hora_init() first", fn);
+  if (!handle) return hl_error(HORA_EINVAL, "%s: NULL handle", fn);
+  int coll = q->coll;
+  if (coll <= 0 || coll > HORA_COLL_MAX)
+    return hl_error(HORA_EINVAL, "hora_submit: unknown collective %d (rank %d)",
+                    coll, hl.rank);
+  unsigned traits = 0;
+#define HL_TRAITS(n, id, name, tr) if (coll == id) traits = (tr);
+  HORA_COLL_MAP(HL_TRAITS)
+#undef HL_TRAITS
+  int ctrl = (traits & HORA_CF_CTRL) != 0;
+  if (!ctrl && (unsigned)q->dtype >= HORA_DTYPE_COUNT)
+    return hl_error(HORA_EINVAL, "%s: invalid dtype %d (rank %d)", fn,
+                    (int)q->dtype, hl.rank);
+  if ((traits & HORA_CF_OP) && (unsigned)q->op >= HORA_OP_COUNT)
+    return hl_error(HORA_EINVAL, "%s: invalid reduction op %d (rank %d)", fn,
+                    (int)q->op, hl.rank);
+  if (q->count > (SIZE_MAX >> 4))
+    return hl_error(HORA_EINVAL, "%s: count %zu is too large (rank %d)", fn,
+                    q->count, hl.rank);
+  if (q->ndims < 0 || q->ndims > HORA_MAX_DIMS || (q->ndims && !q->shape))
+    return hl_error(HORA_EINVAL, "%s: bad shape (%d dimensions) (rank %d)", fn,
+                    q->ndims, hl.rank);
+  int psize, prank;
+  /* process sets are added and removed by every rank of the job */
+  int set = coll == HORA_COLL_PS_ADD || coll == HORA_COLL_PS_REMOVE
+                ? 0 : q->process_set;
+  int rc = pset_info(fn, set, &psize, &prank);
+  if (rc < 0) return rc;
+  if (prank < 0)
+    return hl_error(HORA_ENOTMEMBER, "%s: rank %d is not a member of process "
+                    "set %d", fn, hl.rank, set);
+  if ((traits & HORA_CF_ROOT) &&
+      (q->root_rank < 0 || q->root_rank >= hl.size))
+    return hl_error(HORA_EINVAL, "%s: root rank %d is out of range for a job "
+                    "of %d ranks (rank %d)", fn, q->root_rank, hl.size,
+                    hl.rank);
+  uint64_t es = ctrl ? 1 : hora_dtype_size(q->dtype);
+  uint64_t count = ctrl ? 0 : q->count, recv_count = count;
+  uint64_t naux = 0;
+  const int64_t *aux1 = NULL, *aux2 = NULL;
+  switch (coll) {
+  case HORA_COLL_ALLGATHER:
+    if (q->recv_counts) {
+      aux1 = q->recv_counts;
+      naux = (uint64_t)psize;
+      if ((rc = sum_splits(fn, q->recv_counts, psize, &recv_count)) < 0) return rc;
+      if ((uint64_t)q->recv_counts[prank] != count)
+        return hl_error(HORA_EINVAL, "%s: rank %d sends %zu elements but its "
+                        "recv_counts say %lld", fn, hl.rank, q->count,
+                        (long long)q->recv_counts[prank]);
+    } else {
+      recv_count = count * (uint64_t)psize;
+    }
+    break;
+  case HORA_COLL_ALLTOALL:
+    if (q->splits || q->recv_splits) {
+      uint64_t s = 0;
+      if (!q->splits || !q->recv_splits)
+        return hl_error(HORA_EINVAL, "%s: give both splits and recv_splits "
+                        "(rank %d)", fn, hl.rank);
+      if ((rc = sum_splits(fn, q->splits, psize, &s)) < 0) return rc;
+      if (s != count)
+        return hl_error(HORA_EINVAL, "%s: the splits add up to %llu elements, "
+                        "but the tensor has %llu (rank %d)", fn,
+                        (unsigned long long)s, (unsigned long long)count,
+                        hl.rank);
+      if ((rc = sum_splits(fn, q->recv_splits, psize, &recv_count)) < 0)
+        return rc;
+      aux1 = q->splits;
+      aux2 = q->recv_splits;
+      naux = 2 * (uint64_t)psize;
+    } else if (count % (uint64_t)psize) {
+      return hl_error(HORA_EINVAL, "%s: %zu elements do not split evenly among "
+                      "%d ranks (rank %d)", fn, q->count, psize, hl.rank);
+    }
+    break;
+  case HORA_COLL_REDUCESCATTER: {
+    uint64_t rows = q->ndims ? (uint64_t)q->shape[0] : count;
+    uint64_t row = rows ? count / rows : 1;
+    recv_count = hora_reducescatter_rows(rows, psize, prank) * row;
+    break;
+  }
+  case HORA_COLL_PS_ADD:
+    naux = q->count;
+    aux1 = q->splits;
+    break;
+  default:
+    break;
+  }
+  if (q->recv_count && (traits & HORA_CF_OUT)) {
+    if (q->recv_count < recv_count)
+      return hl_error(HORA_EINVAL, "%s: recvbuf holds %zu elements, but %llu "
+                      "arrive (rank %d)", fn, q->recv_count,
+                      (unsigned long long)recv_count, hl.rank);
+  }
+  uint64_t bytes = count * es, rbytes = recv_count * es;
+  if ((count && !q->sendbuf) || (rbytes && (traits & HORA_CF_OUT) && !q->recvbuf) ||
+      (coll == HORA_COLL_ALLREDUCE && count && !q->recvbuf))
+    return hl_error(HORA_EINVAL, "%s: NULL buffer with count %zu (rank %d)",
+                    fn, q->count, hl.rank);
+  double pre = q->prescale == 0 ? 1.0 : q->prescale;
+  double post = q->postscale == 0 ? 1.0 : q->postscale;
+  void *recv = coll == HORA_COLL_BROADCAST ? (void *)q->sendbuf : q->recvbuf;
+
   struct hl_op *op = op_new();
   if (!op) return hl_error(HORA_ENOMEM, "too many operations in flight");
-  uint64_t bytes = (uint64_t)count * hora_dtype_size(dtype);
   op->coll = (uint8_t)coll;
-  op->dtype = (uint8_t)dtype;
+  op->dtype = (uint8_t)(ctrl ? HORA_UINT8 : q->dtype);
   op->count = count;
-  op->send = send;
+  op->send = q->sendbuf;
   op->recv = recv;
-  int is_root = coll == HP_BROADCAST && root == hl.rank;
-  if (hl.size == 1) { /* a job of one: a local copy */
-    if (bytes && send != recv) memmove(recv, send, bytes);
+  if (hl.local_only) {
+    /* a job of one: the collective is a copy */
+    int value = 0;
+    if (traits & HORA_CF_OUT) {
+      uint64_t n = coll == HORA_COLL_REDUCESCATTER ? rbytes : bytes;
+      if (n && recv != q->sendbuf) memmove(recv, q->sendbuf, n);
+      if (coll == HORA_COLL_REDUCESCATTER) {
+        scale_local(recv, recv_count, q->dtype, pre);
+        scale_local(recv, recv_count, q->dtype, post);
+      }
+    } else if (coll == HORA_COLL_ALLREDUCE || coll == HORA_COLL_BROADCAST) {
+      if (bytes && recv != q->sendbuf) memmove(recv, q->sendbuf, bytes);
+      if (coll == HORA_COLL_ALLREDUCE) {
+        scale_local(recv, count, q->dtype, pre);
+        scale_local(recv, count, q->dtype, post);
+      }
+    } else if (coll == HORA_COLL_PS_ADD) {
+      value = 1; /* hora_process_set_add records it */
+    } else if (coll == HORA_COLL_PS_REMOVE) {
+      value = 0;
+    }
+    op->status = value;
     atomic_store(&op->done, 1);
     *handle = (int64_t)op->id;
     return 0;
@@ -399,44 +653,106 @@ static int submit(int coll, const char *name, const void *send, void *recv,
   e.id = op->id;
   e.kind = HP_SQ_SUBMIT;
   e.coll = (uint8_t)coll;
-  e.dtype = (uint8_t)dtype;
-  e.op = (uint8_t)rop;
-  e.root = root;
+  e.dtype = op->dtype;
+  e.op = (uint8_t)q->op;
+  e.root = coll == HORA_COLL_PS_REMOVE ? q->process_set : q->root_rank;
+  e.comm = coll == HORA_COLL_PS_REMOVE || coll == HORA_COLL_PS_ADD
+               ? 0 : (uint32_t)q->process_set;
+  e.priority = q->priority;
   e.count = count;
-  e.prescale = e.postscale = 1.0;
-  set_name(&e, name, coll);
-  if (bytes && hl_in_arena(recv, bytes) &&
-      (uintptr_t)recv % hora_dtype_size(dtype) == 0) {
-    if (send != recv) memmove(recv, send, bytes);
-    e.flags = HP_F_RESIDENT;
+  e.prescale = pre;
+  e.postscale = post;
+  e.ndims = (uint8_t)q->ndims;
+  for (int i = 0; i < q->ndims; i++) e.shape[i] = q->shape[i];
+  set_name(&e, coll == HORA_COLL_JOIN ? "hora.join" : q->name, coll);
+  int is_root = coll == HORA_COLL_BROADCAST && q->root_rank == hl.rank;
+  rc = 0;
+  if (naux) {
+    if (!(op->aux_temp = arena_copy(NULL, naux * 8))) {
+      rc = hl_error(HORA_ELIMIT, "%s: no room in the arena for %llu split "
+                    "entries (HORA_ARENA_SIZE)", fn, (unsigned long long)naux);
+      goto fail;
+    }
+    uint64_t n1 = aux2 ? naux / 2 : naux;
+    memcpy(op->aux_temp, aux1, n1 * 8);
+    if (aux2) memcpy((int64_t *)op->aux_temp + n1, aux2, n1 * 8);
+    e.flags |= HP_F_AUX;
+    e.aux_count = naux;
+    e.aux_offset = (uint64_t)((unsigned char *)op->aux_temp - hl.shm);
+  }
+  if (traits & HORA_CF_OUT) {
+    /* input and output lie in the arena, where horad reads and writes
+     * them; prescaled inputs are horad's to scale: a copy */
+    int in_ok = bytes == 0 || (hl_in_arena(q->sendbuf, bytes) &&
+                               (uintptr_t)q->sendbuf % es == 0 &&
+                               (pre == 1.0 || coll != HORA_COLL_REDUCESCATTER));
+    if (!in_ok) {
+      if (!fits_arena(bytes) || !(op->temp = arena_copy(q->sendbuf, bytes))) {
+        rc = hl_error(HORA_ELIMIT, "%s '%s': its %llu-byte input does not fit "
+                      "in the free part of the arena (HORA_ARENA_SIZE, "
+                      "--arena-size) (rank %d)", fn, e.name,
+                      (unsigned long long)bytes, hl.rank);
+        goto fail;
+      }
+      op->copy_back = 0;
+    }
+    void *in = op->temp ? op->temp : (void *)q->sendbuf;
+    e.flags |= HP_F_RESIDENT;
+    e.offset = bytes ? (uint64_t)((unsigned char *)in - hl.shm) : hl.hdr->arena_off;
+    void *out = recv;
+    if (!(rbytes == 0 || (hl_in_arena(recv, rbytes) &&
+                          (uintptr_t)recv % es == 0 && recv != in))) {
+      if (!fits_arena(rbytes) || !(op->out_temp = arena_copy(NULL, rbytes))) {
+        rc = hl_error(HORA_ELIMIT, "%s '%s': its %llu-byte output does not fit "
+                      "in the free part of the arena (HORA_ARENA_SIZE, "
+                      "--arena-size) (rank %d)", fn, e.name,
+                      (unsigned long long)rbytes, hl.rank);
+        goto fail;
+      }
+      op->out_bytes = rbytes;
+      out = op->out_temp;
+    }
+    e.flags |= HP_F_RECV;
+    e.recv_count = recv_count;
+    e.recv_offset = rbytes ? (uint64_t)((unsigned char *)out - hl.shm)
+                           : hl.hdr->arena_off;
+  } else if (bytes && hl_in_arena(recv, bytes) &&
+             (uintptr_t)recv % es == 0) {
+    if (q->sendbuf != recv) memmove(recv, q->sendbuf, bytes);
+    e.flags = HP_F_RESIDENT | (e.flags & HP_F_AUX);
     e.offset = (uint64_t)((unsigned char *)recv - hl.shm);
-  } else if (bytes && bytes <= hl.arena_size / 2 &&
-             (op->temp = hl_arena_alloc(bytes))) {
-    if (coll == HP_ALLREDUCE || is_root) memcpy(op->temp, send, bytes);
+  } else if (bytes && fits_arena(bytes) && (op->temp = hl_arena_alloc(bytes))) {
+    if (coll == HORA_COLL_ALLREDUCE || is_root) memcpy(op->temp, q->sendbuf, bytes);
     op->copy_back = !is_root;
-    e.flags = HP_F_RESIDENT;
+    e.flags = HP_F_RESIDENT | (e.flags & HP_F_AUX);
     e.offset = (uint64_t)((unsigned char *)op->temp - hl.shm);
   } /* else streamed: horad asks for chunks of send, and returns them to recv */
-  int rc = sq_push(&e);
-  if (rc < 0) {
-    if (op->temp) hl_arena_free(op->temp);
-    op_release(op);
-    return rc;
-  }
+  rc = sq_push(&e);
+  if (rc < 0) goto fail;
   *handle = (int64_t)op->id;
   return 0;
+fail:
+  if (op->temp) hl_arena_free(op->temp);
+  if (op->out_temp) hl_arena_free(op->out_temp);
+  if (op->aux_temp) hl_arena_free(op->aux_temp);
+  op->temp = op->out_temp = op->aux_temp = NULL;
+  op_release(op);
+  return rc;
+}
+
+int hora_submit(const hora_request_t *req, int64_t *handle) {
+  hl_clear_error();
+  if (!req) return hl_error(HORA_EINVAL, "hora_submit: NULL request");
+  return submit_req(req, handle);
 }
 
 int hora_allreduce_async(const char *name, const void *sendbuf, void *recvbuf,
                          size_t count, hora_dtype_t dtype, hora_op_t op,
                          int64_t *handle) {
-  hl_clear_error();
-  int rc = check_args("hora_allreduce", sendbuf, recvbuf, count, dtype, 1,
-                      (int)op, -1);
-  if (rc < 0) return rc;
-  if (!handle) return hl_error(HORA_EINVAL, "hora_allreduce_async: NULL handle");
-  return submit(HP_ALLREDUCE, name, sendbuf, recvbuf, count, dtype, op, -1,
-                handle);
+  hora_request_t r = {.coll = HORA_COLL_ALLREDUCE, .name = name,
+                      .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                      .dtype = dtype, .op = op};
+  return hora_submit(&r, handle);
 }
 
 int hora_broadcast_async(const char *name, void *buf, size_t count,
@@ -445,12 +761,10 @@ int hora_broadcast_async(const char *name, void *buf, size_t count,
   if (root_rank < 0)
     return hl_error(HORA_EINVAL, "hora_broadcast: negative root rank %d",
                     root_rank);
-  int rc = check_args("hora_broadcast", buf, buf, count, dtype, 0, 0,
-                      root_rank);
-  if (rc < 0) return rc;
-  if (!handle) return hl_error(HORA_EINVAL, "hora_broadcast_async: NULL handle");
-  return submit(HP_BROADCAST, name, buf, buf, count, dtype, HORA_SUM, root_rank,
-                handle);
+  hora_request_t r = {.coll = HORA_COLL_BROADCAST, .name = name,
+                      .sendbuf = buf, .recvbuf = buf, .count = count,
+                      .dtype = dtype, .root_rank = root_rank};
+  return submit_req(&r, handle);
 }
 
 int hora_wait(int64_t handle) {
@@ -500,12 +814,258 @@ int hora_broadcast(const char *name, void *buf, size_t count,
   return rc < 0 ? rc : hora_wait(h);
 }
 
+/* Submits r and waits for it. */
+static int run_req(const hora_request_t *r) {
+  int64_t h;
+  int rc = hora_submit(r, &h);
+  return rc < 0 ? rc : hora_wait(h);
+}
+
 int hora_barrier(void) {
+  hora_request_t r = {.coll = HORA_COLL_BARRIER};
+  return run_req(&r);
+}
+
+int hora_allgather(const char *name, const void *sendbuf, size_t count,
+                   void *recvbuf, hora_dtype_t dtype) {
+  hora_request_t r = {.coll = HORA_COLL_ALLGATHER, .name = name,
+                      .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                      .dtype = dtype};
+  return run_req(&r);
+}
+
+int hora_allgatherv(const char *name, const void *sendbuf, size_t count,
+                    void *recvbuf, const int64_t *recv_counts,
+                    hora_dtype_t dtype) {
+  hora_request_t r = {.coll = HORA_COLL_ALLGATHER, .name = name,
+                      .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                      .dtype = dtype, .recv_counts = recv_counts};
+  return run_req(&r);
+}
+
+int hora_alltoall(const char *name, const void *sendbuf, size_t count,
+                  void *recvbuf, hora_dtype_t dtype) {
+  hora_request_t r = {.coll = HORA_COLL_ALLTOALL, .name = name,
+                      .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                      .dtype = dtype};
+  return run_req(&r);
+}
+
+int hora_alltoallv(const char *name, const void *sendbuf,
+                   const int64_t *splits, void *recvbuf,
+                   const int64_t *recv_splits, hora_dtype_t dtype) {
+  hl_clear_error();
+  int size, rank;
+  int rc = atomic_load(&hl.initialized) ? pset_info("alltoall", 0, &size, &rank)
+                                        : HORA_ENOTINIT;
+  if (rc < 0)
+    return rc == HORA_ENOTINIT ? hl_error(rc, "alltoall: hora is not "
+                                              "initialized") : rc;
+  uint64_t count = 0;
+  for (int i = 0; splits && i < size; i++) count += (uint64_t)splits[i];
+  hora_request_t r = {.coll = HORA_COLL_ALLTOALL, .name = name,
+                      .sendbuf = sendbuf, .recvbuf = recvbuf,
+                      .count = (size_t)count, .dtype = dtype,
+                      .splits = splits, .recv_splits = recv_splits};
+  return run_req(&r);
+}
+
+int hora_reducescatter(const char *name, const void *sendbuf, size_t count,
+                       void *recvbuf, hora_dtype_t dtype, hora_op_t op) {
+  hora_request_t r = {.coll = HORA_COLL_REDUCESCATTER, .name = name,
+                      .sendbuf = sendbuf, .recvbuf = recvbuf, .count = count,
+                      .dtype = dtype, .op = op};
+  return run_req(&r);
+}
+
+int hora_join(void) {
+  hora_request_t r = {.coll = HORA_COLL_JOIN};
+  return run_req(&r);
+}
+
+int hora_process_set_add(const int *ranks, int nranks) {
   hl_clear_error();
   if (!atomic_load(&hl.initialized))
-    return hl_error(HORA_ENOTINIT, "hora_barrier: hora is not initialized; "
-                                   "call hora_init() first");
-  int64_t h;
-  int rc = submit(HP_BARRIER, NULL, NULL, NULL, 0, HORA_UINT8, HORA_SUM, 0, &h);
-  return rc < 0 ? rc : hora_wait(h);
+    return hl_error(HORA_ENOTINIT, "hora_process_set_add: hora is not "
+                                   "initialized");
+  if (!ranks || nranks <= 0 || nranks > hl.size)
+    return hl_error(HORA_EINVAL, "hora_process_set_add: a process set needs 1 "
+                    "to %d ranks (rank %d)", hl.size, hl.rank);
+  int64_t *v = malloc((size_t)nranks * sizeof *v);
+  if (!v) return hl_error(HORA_ENOMEM, "out of memory");
+  for (int i = 0; i < nranks; i++) v[i] = ranks[i];
+  for (int i = 1; i < nranks; i++) /* sorted: insertion, sets are small */
+    for (int k = i; k > 0 && v[k - 1] > v[k]; k--) {
+      int64_t x = v[k];
+      v[k] = v[k - 1];
+      v[k - 1] = x;
+    }
+  for (int i = 0; i < nranks; i++)
+    if (v[i] < 0 || v[i] >= hl.size || (i && v[i] == v[i - 1])) {
+      free(v);
+      return hl_error(HORA_EINVAL, "hora_process_set_add: ranks must be "
+                      "distinct and in [0, %d) (rank %d)", hl.size, hl.rank);
+    }
+  hora_request_t r = {.coll = HORA_COLL_PS_ADD, .count = (size_t)nranks,
+                      .splits = v};
+  int id = run_req(&r);
+  if (id >= 0 && hl.local_only) { /* a job of one numbers its own sets */
+    pthread_mutex_lock(&hl.ps_lock);
+    id = hl.npsets ? hl.npsets : 1;
+    pthread_mutex_unlock(&hl.ps_lock);
+  }
+  if (id > 0) {
+    pthread_mutex_lock(&hl.ps_lock);
+    if (id >= hl.npsets) {
+      struct hl_pset *p = realloc(hl.psets, (size_t)(id + 1) * sizeof *p);
+      if (!p) {
+        pthread_mutex_unlock(&hl.ps_lock);
+        free(v);
+        return hl_error(HORA_ENOMEM, "out of memory");
+      }
+      memset(p + hl.npsets, 0, (size_t)(id + 1 - hl.npsets) * sizeof *p);
+      hl.psets = p;
+      hl.npsets = id + 1;
+    }
+    struct hl_pset *s = &hl.psets[id];
+    free(s->ranks);
+    s->ranks = malloc((size_t)nranks * sizeof *s->ranks);
+    s->exists = s->ranks != NULL;
+    s->size = nranks;
+    s->rank = -1;
+    for (int i = 0; s->ranks && i < nranks; i++) {
+      s->ranks[i] = (int)v[i];
+      if (v[i] == hl.rank) s->rank = i;
+    }
+    pthread_mutex_unlock(&hl.ps_lock);
+  }
+  free(v);
+  return id;
+}
+
+int hora_process_set_remove(int process_set) {
+  hl_clear_error();
+  if (!atomic_load(&hl.initialized))
+    return hl_error(HORA_ENOTINIT, "hora_process_set_remove: hora is not "
+                                   "initialized");
+  int size, rank;
+  if (process_set == 0)
+    return hl_error(HORA_ENOSET, "hora_process_set_remove: the global process "
+                    "set cannot be removed");
+  int rc = pset_info("hora_process_set_remove", process_set, &size, &rank);
+  if (rc < 0) return rc;
+  hora_request_t r = {.coll = HORA_COLL_PS_REMOVE, .process_set = process_set};
+  rc = run_req(&r);
+  if (rc >= 0) {
+    pthread_mutex_lock(&hl.ps_lock);
+    struct hl_pset *s = pset_locked(process_set);
+    if (s) {
+      s->exists = 0;
+      free(s->ranks);
+      s->ranks = NULL;
+    }
+    pthread_mutex_unlock(&hl.ps_lock);
+  }
+  return rc;
+}
+
+int hora_process_set_size(int process_set) {
+  hl_clear_error();
+  if (!atomic_load(&hl.initialized))
+    return hl_error(HORA_ENOTINIT, "hora_process_set_size: hora is not "
+                                   "initialized");
+  int size, rank;
+  int rc = pset_info("hora_process_set_size", process_set, &size, &rank);
+  return rc < 0 ? rc : size;
+}
+
+int hora_process_set_rank(int process_set) {
+  hl_clear_error();
+  if (!atomic_load(&hl.initialized))
+    return hl_error(HORA_ENOTINIT, "hora_process_set_rank: hora is not "
+                                   "initialized");
+  int size, rank;
+  int rc = pset_info("hora_process_set_rank", process_set, &size, &rank);
+  if (rc < 0) return rc;
+  if (rank < 0)
+    return hl_error(HORA_ENOTMEMBER, "rank %d is not a member of process set "
+                    "%d", hl.rank, process_set);
+  return rank;
+}
+
+int hora_process_set_ranks(int process_set, int *ranks, int cap) {
+  hl_clear_error();
+  if (!atomic_load(&hl.initialized))
+    return hl_error(HORA_ENOTINIT, "hora_process_set_ranks: hora is not "
+                                   "initialized");
+  pthread_mutex_lock(&hl.ps_lock);
+  struct hl_pset *p = pset_locked(process_set);
+  int n = p ? p->size : 0;
+  for (int i = 0; p && ranks && i < n && i < cap; i++)
+    ranks[i] = p->ranks ? p->ranks[i] : i;
+  pthread_mutex_unlock(&hl.ps_lock);
+  if (!p)
+    return hl_error(HORA_ENOSET, "hora_process_set_ranks: process set %d does "
+                    "not exist", process_set);
+  return n;
+}
+
+int hora_process_set_ids(int *ids, int cap) {
+  hl_clear_error();
+  if (!atomic_load(&hl.initialized))
+    return hl_error(HORA_ENOTINIT, "hora_process_set_ids: hora is not "
+                                   "initialized");
+  pthread_mutex_lock(&hl.ps_lock);
+  int n = 0;
+  for (int i = 0; i < (hl.npsets ? hl.npsets : 1); i++)
+    if (pset_locked(i)) {
+      if (ids && n < cap) ids[n] = i;
+      n++;
+    }
+  pthread_mutex_unlock(&hl.ps_lock);
+  return n;
+}
+
+/* ---- constants for bindings ------------------------------------------- */
+
+static char describe_buf[8192];
+
+static void describe_add(size_t *n, const char *kind, const char *name,
+                         long long v) {
+  if (*n < sizeof describe_buf)
+    *n += (size_t)snprintf(describe_buf + *n, sizeof describe_buf - *n,
+                           "%s %s %lld\n", kind, name, v);
+}
+
+static void describe_fill(void) {
+  size_t n = 0;
+  for (int i = 0; i < HORA_DTYPE_COUNT; i++)
+    describe_add(&n, "dtype", hora_dtype_name((hora_dtype_t)i), i);
+  for (int i = 0; i < HORA_OP_COUNT; i++)
+    describe_add(&n, "op", hora_op_name((hora_op_t)i), i);
+#define HL_DESC_ERR(name, val, msg) describe_add(&n, "err", #name, val);
+  HORA_ERRNO_MAP(HL_DESC_ERR)
+#undef HL_DESC_ERR
+#define HL_DESC_COLL(nm, id, name, traits)                                     \
+  describe_add(&n, "coll", name, id);                                          \
+  describe_add(&n, "traits", name, traits);
+  HORA_COLL_MAP(HL_DESC_COLL)
+#undef HL_DESC_COLL
+  describe_add(&n, "cf", "OP", HORA_CF_OP);
+  describe_add(&n, "cf", "ROOT", HORA_CF_ROOT);
+  describe_add(&n, "cf", "VARY", HORA_CF_VARY);
+  describe_add(&n, "cf", "SPLITS", HORA_CF_SPLITS);
+  describe_add(&n, "cf", "OUT", HORA_CF_OUT);
+  describe_add(&n, "cf", "TAIL", HORA_CF_TAIL);
+  describe_add(&n, "cf", "SHAPE", HORA_CF_SHAPE);
+  describe_add(&n, "cf", "CTRL", HORA_CF_CTRL);
+  describe_add(&n, "limit", "MAX_DIMS", HORA_MAX_DIMS);
+  describe_add(&n, "limit", "NAME_MAX", HP_NAME_MAX);
+  describe_add(&n, "limit", "GLOBAL_PROCESS_SET", HORA_GLOBAL_PROCESS_SET);
+}
+
+const char *hora_describe(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, describe_fill);
+  return describe_buf;
 }

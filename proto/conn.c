@@ -1,5 +1,6 @@
 /* conn.c -- framed, authenticated TCP connections on libuv (see conn.h). */
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -54,7 +55,13 @@ int hp_addr_parse(const char *addr, int port, struct sockaddr_storage *ss) {
   if (inet_pton(AF_INET6, tmp, &s6->sin6_addr) != 1) return -1;
   s6->sin6_family = AF_INET6;
   s6->sin6_port = htons((uint16_t)port);
-  if (pct) s6->sin6_scope_id = (uint32_t)atoi(pct + 1);
+  if (pct) { /* a zone: its number, or an interface's name */
+    const char *z = pct + 1;
+    char *end;
+    unsigned long v = strtoul(z, &end, 10);
+    if (*z && !*end && v <= UINT32_MAX) s6->sin6_scope_id = (uint32_t)v;
+    else if (!(s6->sin6_scope_id = if_nametoindex(z))) return -1;
+  }
   return 0;
 }
 
@@ -67,16 +74,81 @@ void hp_conn_track(struct hp_conn *c, struct hp_conn **head) {
   *head = c;
 }
 
-int hp_conn_refuse_flood(uv_stream_t *server, const struct hp_conn *list) {
-  unsigned unauth = 0;
-  for (const struct hp_conn *k = list; k; k = k->next) unauth += !k->authed;
-  if (unauth < HP_UNAUTH_MAX) return 0;
-  uv_tcp_t *tmp = malloc(sizeof *tmp);
-  if (!tmp) return 0; /* hp_conn_accept() fails (and takes it) then */
-  uv_tcp_init(server->loop, tmp);
-  uv_accept(server, (uv_stream_t *)tmp);
-  uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
-  return 1;
+/* ---- strangers in their handshake --------------------------------------- */
+
+/* The length of the address part of c->peer ("1.2.3.4" of "1.2.3.4:5"). */
+static size_t source_len(const struct hp_conn *c) {
+  const char *colon = strrchr(c->peer, ':');
+  return colon ? (size_t)(colon - c->peer) : strlen(c->peer);
+}
+
+static int same_source(const struct hp_conn *a, const struct hp_conn *b) {
+  size_t n = source_len(a);
+  return n == source_len(b) && !memcmp(a->peer, b->peer, n);
+}
+
+/* 1 for a connection a listener accepted that is still in its handshake. */
+static int stranger(const struct hp_conn *c) {
+  return !c->connector && !c->authed && !c->closing;
+}
+
+/* Among the strangers on the list other than `except` (from the source of
+ * `from` when not NULL): *count of them, and the one to drop, the oldest
+ * silent one, else the oldest (the list runs newest first). */
+static struct hp_conn *pick_victim(struct hp_conn *list,
+                                   const struct hp_conn *except,
+                                   const struct hp_conn *from,
+                                   unsigned *count) {
+  struct hp_conn *oldest = NULL, *silent = NULL;
+  *count = 0;
+  for (struct hp_conn *k = list; k; k = k->next) {
+    if (k == except || !stranger(k) || (from && !same_source(k, from)))
+      continue;
+    ++*count;
+    oldest = k;
+    if (!k->heard) silent = k;
+  }
+  return silent ? silent : oldest;
+}
+
+static void drop_for_room(struct hp_conn *victim, const char *which) {
+  char why[128];
+  hc_fmt(why, sizeof why,
+         "dropped for a newer connection: too many in their handshake%s",
+         which);
+  hp_conn_close(victim, why);
+}
+
+/* Makes room for c, just accepted, among the strangers of the list. */
+static void make_room(struct hp_conn *list, const struct hp_conn *c) {
+  unsigned n;
+  struct hp_conn *v = pick_victim(list, c, c, &n);
+  if (v && n >= HP_UNAUTH_PER_SOURCE) {
+    drop_for_room(v, " from one address");
+    return;
+  }
+  v = pick_victim(list, c, NULL, &n);
+  if (v && n >= HP_UNAUTH_MAX) drop_for_room(v, "");
+}
+
+int hp_conn_refuse_flood(uv_stream_t *server, struct hp_conn *list) {
+  unsigned n;
+  struct hp_conn *v = pick_victim(list, NULL, NULL, &n);
+  (void)server;
+  if (v && n >= HP_UNAUTH_MAX) drop_for_room(v, "");
+  return 0;
+}
+
+int hp_conn_accept_tracked(uv_stream_t *server,
+                           const unsigned char secret[HP_SECRET_LEN],
+                           uint8_t purpose, const struct hp_conn_cb *cb,
+                           void *data, struct hp_conn **list,
+                           struct hp_conn **out) {
+  int rc = hp_conn_accept(server, secret, purpose, cb, data, out);
+  if (rc < 0) return rc;
+  make_room(*list, *out);
+  hp_conn_track(*out, list);
+  return 0;
 }
 
 void hp_conn_close_all(struct hp_conn **head, const char *why) {
@@ -331,6 +403,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   }
   if (n == 0) return;
   c->last_rx = hc_now_ns();
+  c->heard = 1;
   if (c->hgot < HP_FRAME_HDR) {
     c->hgot += (size_t)n;
     /* Reject a stranger as soon as its first bytes show it. */

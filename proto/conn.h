@@ -48,6 +48,7 @@ struct hp_conn {
   int paused; /* hp_conn_pause(): not reading (no silence checks then) */
   int nclosing; /* handles still closing */
   int close_when_sent;
+  int heard; /* a byte has come from the peer */
   /* Placement (see hp_conn_set_place). */
   uint16_t place_type;
   size_t place_pre;
@@ -111,14 +112,33 @@ void hp_conn_set_place(struct hp_conn *c, uint16_t type, size_t pre,
  * own buffer instead (the placed one may be reused). */
 void hp_conn_unplace(struct hp_conn *c);
 
-/* Strangers in their handshake at once: past this, new connections are
- * accepted and closed at once (the handshakes under way go first). */
+/* Connections a listener holds in their handshake at once (accepted, not
+ * yet authenticated), in all and from one source address. Past either, a
+ * new connection does not wait: the oldest such connection (of that
+ * source first) is closed to make room, one that has sent nothing before
+ * one that has begun its handshake. A real daemon speaks at once and
+ * finishes in a few round trips, so silent strangers, however many, never
+ * keep it out, and strangers from one address never push out another's. */
 #define HP_UNAUTH_MAX 64
+#define HP_UNAUTH_PER_SOURCE 32
 
-/* When `list` (see hp_conn_track) holds HP_UNAUTH_MAX connections still in
- * their handshake, accepts the pending connection of `server`, closes it
- * and returns 1; else returns 0 and leaves it to hp_conn_accept(). */
-int hp_conn_refuse_flood(uv_stream_t *server, const struct hp_conn *list);
+/* Accepts a pending connection of `server` as hp_conn_accept() does, makes
+ * room for it among the connections of *list as said above, and puts it on
+ * *list (hp_conn_track). A connection closed for room gets on_close with
+ * "dropped for a newer connection: ...". Returns 0 and *out, or a UV_E*
+ * code. */
+int hp_conn_accept_tracked(uv_stream_t *server,
+                           const unsigned char secret[HP_SECRET_LEN],
+                           uint8_t purpose, const struct hp_conn_cb *cb,
+                           void *data, struct hp_conn **list,
+                           struct hp_conn **out);
+
+/* For listeners that still call it before hp_conn_accept(): when `list`
+ * holds HP_UNAUTH_MAX connections in their handshake, closes the oldest
+ * (a silent one first) to make room. Returns 0: nothing is refused any
+ * more. New code calls hp_conn_accept_tracked(), which also applies
+ * HP_UNAUTH_PER_SOURCE. */
+int hp_conn_refuse_flood(uv_stream_t *server, struct hp_conn *list);
 
 /* Puts c on the list at *head (it leaves it when freed), so that the owner
  * can close every connection it has, authenticated or not. */

@@ -518,14 +518,33 @@ int hp_dec_peer_hello(const unsigned char *p, size_t n, uint32_t *host_index,
   return finish(&r);
 }
 
+static void put_f64(struct hp_wbuf *w, double v) {
+  uint64_t u;
+  memcpy(&u, &v, sizeof u);
+  hp_put_u64(w, u);
+}
+
+static double get_f64(struct hp_rbuf *r) {
+  uint64_t u = hp_get_u64(r);
+  double v;
+  memcpy(&v, &u, sizeof v);
+  return v;
+}
+
 void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   hp_frame_begin(w, HP_MSG_NEGO_READY, 0);
+  hp_put_u32(w, m->comm);
   hp_put_str(w, m->name);
   hp_put_u8(w, m->coll);
   hp_put_u8(w, m->dtype);
   hp_put_u8(w, m->op);
+  hp_put_u8(w, m->ndims);
   hp_put_u32(w, (uint32_t)m->root);
   hp_put_u64(w, m->count);
+  for (int i = 0; i < 8; i++) hp_put_u64(w, (uint64_t)m->shape[i]);
+  put_f64(w, m->prescale);
+  put_f64(w, m->postscale);
+  hp_put_u64(w, m->aux_hash);
   hp_put_u32(w, (uint32_t)m->rank);
   hp_put_str(w, m->msg);
   hp_frame_end(w);
@@ -536,23 +555,43 @@ int hp_dec_nego_ready(const unsigned char *p, size_t n,
   struct hp_rbuf r;
   hp_rbuf_init(&r, p, n);
   memset(m, 0, sizeof *m);
+  m->comm = hp_get_u32(&r);
   get_fixed_str(&r, m->name, sizeof m->name);
   m->coll = hp_get_u8(&r);
   m->dtype = hp_get_u8(&r);
   m->op = hp_get_u8(&r);
+  m->ndims = hp_get_u8(&r);
   m->root = (int32_t)hp_get_u32(&r);
   m->count = hp_get_u64(&r);
+  for (int i = 0; i < 8; i++) m->shape[i] = (int64_t)hp_get_u64(&r);
+  m->prescale = get_f64(&r);
+  m->postscale = get_f64(&r);
+  m->aux_hash = hp_get_u64(&r);
   m->rank = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->msg, sizeof m->msg);
-  return finish(&r);
+  int rc = finish(&r);
+  if (rc == 0 && m->ndims > 8) rc = HORA_EPROTO;
+  return rc;
 }
 
 void hp_enc_nego_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
   hp_frame_begin(w, HP_MSG_NEGO_DECIDE, 0);
+  hp_put_u32(w, m->comm);
   hp_put_u64(w, m->seq);
   hp_put_str(w, m->name);
   hp_put_u32(w, (uint32_t)m->status);
+  hp_put_u32(w, (uint32_t)m->value);
   hp_put_str(w, m->msg);
+  hp_put_u8(w, m->meta.coll);
+  hp_put_u8(w, m->meta.dtype);
+  hp_put_u8(w, m->meta.op);
+  hp_put_u8(w, m->meta.ndims);
+  hp_put_u32(w, (uint32_t)m->meta.root);
+  hp_put_u64(w, m->meta.count);
+  for (int i = 0; i < 8; i++) hp_put_u64(w, (uint64_t)m->meta.shape[i]);
+  put_f64(w, m->meta.prescale);
+  put_f64(w, m->meta.postscale);
+  hp_put_u64(w, m->meta.aux_hash);
   hp_frame_end(w);
 }
 
@@ -561,12 +600,24 @@ int hp_dec_nego_decide(const unsigned char *p, size_t n,
   struct hp_rbuf r;
   hp_rbuf_init(&r, p, n);
   memset(m, 0, sizeof *m);
+  m->comm = hp_get_u32(&r);
   m->seq = hp_get_u64(&r);
   get_fixed_str(&r, m->name, sizeof m->name);
   m->status = (int32_t)hp_get_u32(&r);
+  m->value = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->msg, sizeof m->msg);
+  m->meta.coll = hp_get_u8(&r);
+  m->meta.dtype = hp_get_u8(&r);
+  m->meta.op = hp_get_u8(&r);
+  m->meta.ndims = hp_get_u8(&r);
+  m->meta.root = (int32_t)hp_get_u32(&r);
+  m->meta.count = hp_get_u64(&r);
+  for (int i = 0; i < 8; i++) m->meta.shape[i] = (int64_t)hp_get_u64(&r);
+  m->meta.prescale = get_f64(&r);
+  m->meta.postscale = get_f64(&r);
+  m->meta.aux_hash = hp_get_u64(&r);
   int rc = finish(&r);
-  if (rc == 0 && m->status > 0) rc = HORA_EPROTO;
+  if (rc == 0 && (m->status > 0 || m->meta.ndims > 8)) rc = HORA_EPROTO;
   return rc;
 }
 
@@ -580,7 +631,7 @@ void hp_data_frame_hdr(unsigned char *out, const struct hp_data_hdr *m,
   le_store(out + 16, m->seq, 8);
   le_store(out + 24, m->piece, 8);
   le_store(out + 32, m->step, 4);
-  le_store(out + 36, 0, 4);
+  le_store(out + 36, m->comm, 4);
 }
 
 int hp_dec_data_hdr(const unsigned char *p, size_t n, struct hp_data_hdr *m) {
@@ -588,7 +639,31 @@ int hp_dec_data_hdr(const unsigned char *p, size_t n, struct hp_data_hdr *m) {
   m->seq = le_load(p, 8);
   m->piece = le_load(p + 8, 8);
   m->step = (uint32_t)le_load(p + 16, 4);
-  return le_load(p + 20, 4) ? HORA_EPROTO : 0;
+  m->comm = (uint32_t)le_load(p + 20, 4);
+  return 0;
+}
+
+void hp_xdata_frame_hdr(unsigned char *out, const struct hp_xdata_hdr *m,
+                        uint32_t bytes) {
+  le_store(out, HP_FRAME_MAGIC, 4);
+  le_store(out + 4, HP_PROTO_VERSION, 2);
+  le_store(out + 6, HP_MSG_XDATA, 2);
+  le_store(out + 8, (uint64_t)bytes + HP_XDATA_HDR_LEN, 4);
+  le_store(out + 12, 0, 4);
+  le_store(out + 16, m->comm, 4);
+  le_store(out + 20, m->step, 4);
+  le_store(out + 24, m->seq, 8);
+  le_store(out + 32, m->offset, 8);
+}
+
+int hp_dec_xdata_hdr(const unsigned char *p, size_t n,
+                     struct hp_xdata_hdr *m) {
+  if (n < HP_XDATA_HDR_LEN) return HORA_EPROTO;
+  m->comm = (uint32_t)le_load(p, 4);
+  m->step = (uint32_t)le_load(p + 4, 4);
+  m->seq = le_load(p + 8, 8);
+  m->offset = le_load(p + 16, 8);
+  return 0;
 }
 
 void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m) {

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 1u
+#define HP_PROTO_VERSION 2u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -46,7 +46,8 @@ enum hp_msg_type {
   HP_MSG_NEGO_DECIDE = 42, /* coordinator -> daemons: run it (or fail) */
   HP_MSG_DATA = 43,        /* ring data of a running operation */
   HP_MSG_RANK_GONE = 44,   /* a rank or host left: fail what waits on it */
-  HP_MSG_TYPE_MAX = 44
+  HP_MSG_XDATA = 45,       /* allgather / alltoall / reducescatter data */
+  HP_MSG_TYPE_MAX = 45
 };
 
 struct hp_frame_hdr {
@@ -193,32 +194,51 @@ struct hp_register {
 
 /* NEGO_READY: every local rank of the sender has submitted `name`. */
 struct hp_nego_ready {
+  uint32_t comm; /* the communicator (process set id) */
   char name[192];
-  uint8_t coll, dtype, op;
+  uint8_t coll, dtype, op, ndims;
   int32_t root;
   uint64_t count;
-  int32_t rank; /* a rank of the sender that submitted it, for messages */
+  int64_t shape[8];
+  double prescale, postscale;
+  uint64_t aux_hash;
+  int32_t rank; /* a rank of the sender that submitted it, for messages;
+                   join: the sender's last rank to join */
   char msg[460]; /* non-empty: the sender's own ranks disagree (this says
                     how); the operation fails everywhere */
 };
 
-/* NEGO_DECIDE: run decision `seq` (status 0), or fail it everywhere. */
 struct hp_nego_decide {
+  uint32_t comm;
   uint64_t seq;
   char name[192];
   int32_t status;
+  int32_t value; /* join: the last rank to join */
   char msg[460];
+  /* the operation, for a host whose ranks have all joined (it runs it
+   * with neutral contributions without having seen it): meta.name and
+   * meta.msg are not sent */
+  struct hp_nego_ready meta;
 };
 
-/* DATA: a header, then the raw bytes of one ring step. */
 struct hp_data_hdr {
   uint64_t seq;   /* the decision being executed */
   uint64_t piece; /* index of the piece of the tensor */
   uint32_t step;  /* ring step */
+  uint32_t comm;  /* its communicator */
 };
-#define HP_DATA_HDR_LEN 24u /* 4 reserved bytes keep the data 8-aligned */
+#define HP_DATA_HDR_LEN 24u
 
-/* RANK_GONE: a rank (or a whole host) left; what waits on it fails. */
+/* XDATA: bytes [offset, +len) of what host `from` sends this host for
+ * decision seq of communicator comm (step: which part, per collective). */
+struct hp_xdata_hdr {
+  uint32_t comm;
+  uint32_t step;
+  uint64_t seq;
+  uint64_t offset;
+};
+#define HP_XDATA_HDR_LEN 24u
+
 struct hp_rank_gone {
   int32_t rank; /* the first rank gone */
   int32_t host; /* its host index */
@@ -241,6 +261,11 @@ int hp_dec_nego_decide(const unsigned char *p, size_t n,
 void hp_data_frame_hdr(unsigned char *out, const struct hp_data_hdr *m,
                        uint32_t bytes);
 int hp_dec_data_hdr(const unsigned char *p, size_t n, struct hp_data_hdr *m);
+/* The frame header and XDATA header before `bytes` of data. */
+void hp_xdata_frame_hdr(unsigned char *out, const struct hp_xdata_hdr *m,
+                        uint32_t bytes);
+int hp_dec_xdata_hdr(const unsigned char *p, size_t n,
+                     struct hp_xdata_hdr *m);
 void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m);
 int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m);
 

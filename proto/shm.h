@@ -19,7 +19,7 @@
 #include "ring.h"
 
 #define HP_SHM_MAGIC 0x4d454d5341524f48ull /* "HORASMEM" */
-#define HP_SHM_VERSION 1u
+#define HP_SHM_VERSION 2u
 #define HP_SQ_SLOTS 256u
 #define HP_CQ_SLOTS 256u
 #define HP_NAME_MAX 191u /* longer names are shortened with a hash suffix */
@@ -59,15 +59,20 @@ struct hp_shm_hdr {
   _Atomic uint32_t cq_backlog;
 };
 
-enum hp_coll { HP_ALLREDUCE = 1, HP_BROADCAST = 2, HP_BARRIER = 3 };
-
+/* Collective ids are hora.h's HORA_COLL_* (HORA_COLL_MAP). */
 enum hp_sq_kind {
   HP_SQ_SUBMIT = 1,      /* a new operation */
   HP_SQ_CHUNK_READY = 2, /* copied chunk `chunk` into staging */
   HP_SQ_CHUNK_DONE = 3,  /* copied chunk `chunk` out of staging */
 };
 
-#define HP_F_RESIDENT 1u /* data lies in the arena at `offset` */
+#define HP_F_RESIDENT 1u /* send data lie in the arena at `offset` */
+#define HP_F_RECV 2u     /* the output lies in the arena at recv_offset
+                            (collectives whose output differs in size) */
+#define HP_F_AUX 4u      /* aux_count int64 values lie at aux_offset:
+                            allgather: recv_counts; alltoall: splits then
+                            recv_splits; process_set_add: the ranks */
+#define HP_MAX_DIMS 8
 
 struct hp_sqe {
   uint64_t id; /* rank-chosen, non-zero, unique among its pending ops */
@@ -75,14 +80,21 @@ struct hp_sqe {
   uint8_t coll;
   uint8_t dtype;
   uint8_t op;
-  int32_t root;
+  int32_t root; /* broadcast: global root rank; process_set_remove: id */
   uint32_t flags;
   uint16_t name_len;
-  uint16_t reserved;
-  uint64_t count;  /* elements */
-  uint64_t offset; /* arena offset from the segment start when RESIDENT */
+  uint8_t ndims; /* 0: 1-D of count */
+  uint8_t reserved0;
+  uint32_t comm; /* process set id; 0 is the global set */
+  int32_t priority;
+  uint64_t count;  /* elements this rank sends */
+  uint64_t offset; /* arena offset of the data, from the segment start */
+  uint64_t recv_count, recv_offset; /* HP_F_RECV */
+  uint64_t aux_count, aux_offset;   /* HP_F_AUX */
   uint64_t chunk;  /* for CHUNK_READY / CHUNK_DONE */
   double prescale, postscale;
+  int64_t shape[HP_MAX_DIMS];
+  unsigned char reserved[152];
   char name[HP_NAME_MAX + 1];
 };
 
@@ -103,7 +115,7 @@ struct hp_cqe {
   char msg[HP_MSG_MAX + 1];
 };
 
-_Static_assert(sizeof(struct hp_sqe) == 256, "sqe size");
+_Static_assert(sizeof(struct hp_sqe) == 512, "sqe size");
 _Static_assert(sizeof(struct hp_cqe) == 512, "cqe size");
 
 /* Computes the layout for the given sizes into *h (all fields but the

@@ -126,7 +126,7 @@ bad_config "wrong type" 'params:
 ' "bad.yaml:2: 'params.cycle_time_ms' must be a number, not a list"
 bad_config "bad number" 'np: 2
 params: {cache_capacity: -3}
-' "bad.yaml:2: 'params.cache_capacity': bad value '-3': expected a non-negative whole number"
+' "bad.yaml:2: 'params.cache_capacity': bad value '-3': expected a non-negative whole number of entries"
 bad_config "duplicate key" 'np: 1
 verbose: true
 np: 2
@@ -153,5 +153,13 @@ printf 'np: zero\n' >bad.yaml
 run_hr --config-file bad.yaml -np 1 true
 expect_rc 2 "error before later flags"
 expect_in err "bad.yaml:1: 'np': bad value 'zero'" "error before later flags"
-note "missing file and bad values exit 2"
+run_hr_bounded 10 --config-file /dev/zero -np 1 true
+expect_rc 2 "/dev/zero"
+expect_in err "/dev/zero:1: NUL byte in the line (not a text file?)" "/dev/zero"
+yes '# a comment' | head -c 2000000 >big.yaml
+run_hr_bounded 10 --config-file big.yaml -np 1 true
+expect_rc 2 "huge file"
+expect_in err "big.yaml: larger than 1 MiB (the most a config file may hold)" \
+  "huge file"
+note "missing file, /dev/zero, a 2 MB file and bad values exit 2"
 exit 0

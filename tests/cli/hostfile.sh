@@ -90,6 +90,29 @@ if [ "$(id -u)" -ne 0 ]; then
   expect_in err "cannot read host file '$TMP/secret': Permission denied" \
     "unreadable file"
 fi
+# Binary and huge files are refused at once (HR_HOSTFILE_MAX, 16 MiB;
+# lines of at most 64 KiB).
+run_hr_bounded 10 --hostfile /dev/zero -np 1 true
+expect_rc 2 "/dev/zero"
+expect_in err "horarun: error: /dev/zero:1: NUL byte in the line (not a text file?)" \
+  "/dev/zero"
+yes 'localhost slots=1 # padding padding padding' | head -c 17000000 \
+  >"$TMP/huge" || fail "cannot write $TMP/huge"
+run_hr_bounded 10 --hostfile "$TMP/huge" -np 1 true
+expect_rc 2 "huge file"
+expect_in err "$TMP/huge: larger than 16 MiB (the most a host file may hold)" \
+  "huge file"
+yes 'localhost slots=1 # padding padding padding' | head -c 17000000 |
+  run_hr_bounded 10 --hostfile /dev/stdin -np 1 true
+expect_rc 2 "huge stream"
+expect_in err "/dev/stdin: larger than 16 MiB" "huge stream"
+head -c 70000 /dev/zero | tr '\0' x >"$TMP/long"
+run_hr_bounded 10 --hostfile "$TMP/long" -np 1 true
+expect_rc 2 "long line"
+expect_in err "$TMP/long:1: line longer than 65536 bytes (the most a host file allows)" \
+  "long line"
+note "/dev/zero, 17 MB (file and pipe), a 70000-byte line: exit 2 at once"
+
 run_hr --hostfile
 expect_rc 2 "--hostfile without a value"
 expect_in err "option '--hostfile' needs a value (FILE)" "no value"

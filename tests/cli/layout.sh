@@ -9,6 +9,7 @@ bin=$TMP/layout_test
 ${CC:-cc} -std=c11 -D_GNU_SOURCE -DHORA_VERSION_STRING='"test"' -Wall \
   -Wextra -I"$HORA_TOP/include" -I"$HORA_TOP/common" -I"$HORA_TOP/launcher" \
   "$HORA_TOP/tests/cli/layout_test.c" "$HORA_TOP/launcher/hosts.c" \
+  "$HORA_TOP/launcher/textfile.c" \
   "$HORA_TOP/common/log.c" -o "$bin" || fail "cannot build layout_test"
 
 # layout HOSTS NP EXPECTED: "rank host local_rank local_size cross_rank

@@ -48,6 +48,20 @@ run_hr() {
   rc=$?
 }
 
+# run_hr_bounded SECONDS ARGS...: run_hr under a time limit and, except
+# under AddressSanitizer (which reserves terabytes of address space), a
+# 2 GiB address space limit, so that a horarun that grows without bound
+# fails the test instead of the machine.
+run_hr_bounded() {
+  _limit=$1
+  shift
+  (
+    ldd "$HORARUN" 2>/dev/null | grep -q libasan || ulimit -v 2097152
+    exec timeout -k 2 "$_limit" "$HORARUN" "$@"
+  ) >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+}
+
 expect_rc() { # expected what
   [ "$rc" -eq "$1" ] || fail "$2: exit status $rc, expected $1"
 }
@@ -92,6 +106,63 @@ fake_horad() {
       mv "$f.tmp.$$" "$f" || return 1
   fi
   echo "$f"
+}
+
+# Builds tests/cli/flood.c (cached in $BUILD/tests) and prints its path.
+flood_bin() {
+  f=$BUILD/tests/flood
+  if [ ! -x "$f" ] || [ "$HORA_TOP/tests/cli/flood.c" -nt "$f" ]; then
+    mkdir -p "$BUILD/tests" || return 1
+    ${CC:-cc} -std=c11 -D_GNU_SOURCE -O1 -g -Wall -Wextra \
+      "$HORA_TOP/tests/cli/flood.c" -o "$f.tmp.$$" >&2 &&
+      mv "$f.tmp.$$" "$f" || return 1
+  fi
+  echo "$f"
+}
+
+# use_fake_ssh: puts an `ssh` first on PATH that runs the remote command
+# (horad --rendezvous) on this machine, told where horarun is
+# (--launcher 127.0.0.1), so that "remote" hosts need no sshd. It appends
+# the host it was given to $TMP/ssh.hosts, one line each. Set before the
+# job:
+#   FAKE_SSH_FAIL="h1 h2"  these hosts fail as unresolvable (exit 255)
+#   FAKE_SSH_FLOOD=N       first open N silent connections to the
+#                          rendezvous port (from the bootstrap line), held
+#                          for 20 s, and start horad once they are up
+use_fake_ssh() {
+  mkdir -p "$TMP/bin" || fail "mkdir"
+  FAKE_SSH_FLOODER=$(flood_bin) || fail "cannot build tests/cli/flood.c"
+  export FAKE_SSH_FLOODER FAKE_SSH_TMP="$TMP" FAKE_SSH_MARK="$MARK"
+  cat >"$TMP/bin/ssh" <<'SSH'
+#!/bin/sh
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do shift; done
+shift
+host=$1
+shift
+echo "$host" >>"$FAKE_SSH_TMP/ssh.hosts"
+case " ${FAKE_SSH_FAIL:-} " in
+*" $host "*)
+  echo "ssh: Could not resolve hostname $host: Name or service not known" >&2
+  exit 255 ;;
+esac
+if [ -n "${FAKE_SSH_FLOOD:-}" ]; then
+  IFS= read -r line || exit 255
+  port=$(echo "$line" | cut -d ' ' -f 3)
+  fifo=$FAKE_SSH_TMP/flood.$$
+  mkfifo "$fifo" || exit 255
+  "$FAKE_SSH_FLOODER" "$port" "$FAKE_SSH_FLOOD" 20 "$FAKE_SSH_MARK" \
+    >"$fifo" 2>&1 </dev/null &
+  read -r ready <"$fifo"
+  rm -f "$fifo"
+  case "$ready" in ready*) ;; *) echo "fake ssh: $ready" >&2; exit 255 ;; esac
+  printf '%s\n' "$line" | sh -c "$* --launcher 127.0.0.1"
+  exit $?
+fi
+exec sh -c "$* --launcher 127.0.0.1"
+SSH
+  chmod +x "$TMP/bin/ssh" || fail "chmod"
+  PATH=$TMP/bin:$PATH
+  export PATH
 }
 
 # use_fake_horad: makes horarun start the fake horad.

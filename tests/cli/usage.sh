@@ -89,6 +89,12 @@ usage_error "too many processes" \
 usage_error "too many processes, two entries" \
   "requested 4 processes but the hosts give only 3 slots" \
   -np 4 -H localhost:2,127.0.0.1 true
+usage_error "-np over what one host's horad takes" \
+  "100000 processes would put 100000 ranks on host 'localhost'; horad runs at most 65536 ranks on one host" \
+  -np 100000 true
+usage_error "-np over the maximum" \
+  "invalid -np value '1048577': expected a whole number from 1 to 1048576" \
+  -np 1048577 true
 usage_error "-H empty slots" "bad host 'localhost:'" -np 1 -H localhost: true
 usage_error "-H zero slots" "bad host 'localhost:0'" -np 1 -H localhost:0 true
 usage_error "-H letters as slots" "bad host 'localhost:x'" \
@@ -123,6 +129,17 @@ usage_error "--autotune-gaussian-process-noise above 1" \
   -np 1 true
 usage_error "boolean knob with a value" "option '--autotune' takes no value" \
   --autotune=1 -np 1 true
+# Knobs in the environment are checked as horad will read them.
+# env_error VAR=VALUE EXPECTED-FRAGMENT: horarun -np 1 true with it set
+env_error() {
+  ( export "$1" && usage_error "$1" "$2" -np 1 true ) || exit 1
+}
+env_error HORA_KILL_GRACE=abc "invalid HORA_KILL_GRACE value 'abc' in the \
+environment: expected a non-negative number of seconds"
+env_error HORA_SPIN_US=-3x "invalid HORA_SPIN_US value '-3x' in the \
+environment: expected a non-negative whole number of microseconds"
+env_error HOROVOD_CYCLE_TIME=fast "invalid HOROVOD_CYCLE_TIME value 'fast' \
+in the environment: expected a non-negative number of milliseconds"
 # A remote host's ssh key is checked before anything starts.
 usage_error "unreadable -i with a remote host" \
   "cannot read the ssh identity file '/nonexistent/key'" \

@@ -73,7 +73,7 @@ int main(int argc, char **argv) {
     memset(s, 0, sizeof *s);
     s->id = 12345;
     s->kind = HP_SQ_SUBMIT;
-    s->coll = HP_ALLREDUCE;
+    s->coll = HORA_COLL_ALLREDUCE;
     s->dtype = HORA_FLOAT32;
     s->op = HORA_SUM;
     s->count = 1024;

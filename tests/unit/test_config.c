@@ -13,6 +13,7 @@
 #include "config.h"
 #include "hosts.h"
 #include "testlib.h"
+#include "textfile.h"
 
 #define CHECK_PREFIX(s, prefix)                                                \
   do {                                                                         \
@@ -341,6 +342,27 @@ static void test_hosts_forms(void) {
     CHECK_EQ_INT(o.cfg_hosts[1].slots, 3);
     CHECK_EQ_INT(o.cfg_hosts[1].local, 1);
   }
+  hr_opts_free(&o);
+  /* Scoped IPv6 addresses keep their zone, in every form. */
+  CHECK_EQ_INT(load("hosts:\n  - \"[fe80::1%eth0]:2\"\n  - fe80::2%eth0\n"
+                    "  - {name: \"[fe80::3%eth1]\", slots: 4}\n"
+                    "  - {name: n4, address: \"fe80::4%2\"}\n",
+                    &o, err, sizeof err),
+               0);
+  CHECK_EQ_STR(err, "");
+  CHECK_EQ_INT(o.ncfg_hosts, 4);
+  if (o.ncfg_hosts == 4) {
+    CHECK_EQ_STR(o.cfg_hosts[0].name, "fe80::1%eth0");
+    CHECK_EQ_INT(o.cfg_hosts[0].slots, 2);
+    CHECK_EQ_STR(o.cfg_hosts[1].name, "fe80::2%eth0");
+    CHECK_EQ_STR(o.cfg_hosts[2].name, "fe80::3%eth1");
+    CHECK_EQ_INT(o.cfg_hosts[2].slots, 4);
+    CHECK_EQ_STR(o.cfg_hosts[3].address, "fe80::4%2");
+  }
+  hr_opts_free(&o);
+  CHECK_EQ_INT(load("hosts: \"[fe80::1%eth0]:2,b\"\n", &o, err, sizeof err), 0);
+  CHECK_EQ_INT(o.ncfg_hosts, 2);
+  if (o.ncfg_hosts == 2) CHECK_EQ_STR(o.cfg_hosts[0].name, "fe80::1%eth0");
   hr_opts_free(&o);
 }
 
@@ -705,10 +727,10 @@ static void test_errors_types(void) {
 static void test_errors_values(void) {
   config_error(0, "params:\n  cache_capacity: lots\n",
                ":2: 'params.cache_capacity': bad value 'lots': expected a "
-               "non-negative whole number");
+               "non-negative whole number of entries");
   config_error(0, "stall_check: {warning_time_seconds: -5}\n",
                ":1: 'stall_check.warning_time_seconds': bad value '-5': "
-               "expected a non-negative whole number");
+               "expected a non-negative whole number of seconds");
   config_error(0, "autotune:\n  gaussian_process_noise: 1.5\n",
                ":2: 'autotune.gaussian_process_noise': bad value '1.5': "
                "expected a number from 0 to 1");
@@ -720,7 +742,7 @@ static void test_errors_values(void) {
                "whole number from 0 to 1048576");
   config_error(0, "params: {cycle_time_ms: fast}\n",
                ":1: 'params.cycle_time_ms': bad value 'fast': expected a "
-               "non-negative number");
+               "non-negative number of milliseconds");
   config_error(0, "params: {torus_allreduce: maybe}\n",
                ":1: 'params.torus_allreduce': bad value 'maybe': expected "
                "true or false");
@@ -738,10 +760,10 @@ static void test_errors_values(void) {
                "number from 1 to 1048576");
   config_error(0, "start_timeout: -1\n",
                ":1: 'start_timeout': bad value '-1': expected a non-negative "
-               "whole number");
+               "whole number of seconds");
   config_error(0, "knobs:\n  arena_size: lots\n",
-               ":2: 'knobs.arena_size': bad value 'lots': expected a size like "
-               "64M");
+               ":2: 'knobs.arena_size': bad value 'lots': expected a size in "
+               "bytes, like 64M (suffixes K, M, G)");
   config_error(0, "controller: nccl\n",
                ":1: 'controller': bad value 'nccl': expected gloo or mpi");
   config_error(0, "ssh:\n  port: 70000\n",
@@ -822,6 +844,231 @@ static void test_errors_syntax(void) {
   hr_opts_free(&o);
 }
 
+/* A NUL character ("\0" in a double-quoted YAML string) in any key or
+ * value is refused with the file, the line and the key: C strings would
+ * silently end there. */
+static void test_nul(void) {
+  config_error(0, "np: \"4\\0x\"\n", ":1: 'np' holds a NUL character");
+  config_error(0, "\"verbose\\0junk\": true\n",
+               ":1: key 'verbose\\0junk' at the top level holds a NUL "
+               "character");
+  config_error(0, "np: 1\nenv:\n  \"A\\0B\": x\n",
+               ":3: key 'A\\0B' in 'env' holds a NUL character");
+  config_error(0, "hosts: \"localhost:2\\0,evil:9\"\n",
+               ":1: 'hosts' holds a NUL character");
+  config_error(0, "hosts:\n  - a\n  - \"b:2\\0x\"\n",
+               ":3: 'hosts[1]' holds a NUL character");
+  config_error(0, "hosts:\n  - {name: a, user: \"u\\0v\"}\n",
+               ":2: 'hosts[0].user' holds a NUL character");
+  config_error(0, "network_interfaces: \"lo\\0x\"\n",
+               ":1: 'network_interfaces' holds a NUL character");
+  config_error(0, "ssh:\n  options: [-v, \"-o\\0x\"]\n",
+               ":2: 'ssh.options[1]' holds a NUL character");
+  config_error(0, "knobs: {\"threads\\0\": 2}\n",
+               ":1: key 'threads\\0' in 'knobs' holds a NUL character");
+}
+
+/* Deep nesting, huge mappings and many aliases are refused before libyaml
+ * builds the document (100,000 levels took it 36 s), at once. */
+static void test_depth(void) {
+  /* 16 levels are fine (then refused as a type error) */
+  config_error(0, "env: {A: [[[[[[[[[[[[[[1]]]]]]]]]]]]]]}\n",
+               ":1: 'env.A' must be a single value, not a list");
+  config_error(0, "env: {A: [[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]}\n",
+               ":1: nested deeper than 16 levels in 'env.A[0][0][0][0][0][0]"
+               "[0][0][0][0][0][0][0][0]'");
+  config_error(0,
+               "a:\n b:\n  c:\n   d:\n    e:\n     f:\n      g:\n       h:\n"
+               "        i:\n         j:\n          k:\n           l:\n"
+               "            m:\n             n:\n              o:\n"
+               "               p:\n                q: 1\n",
+               ":17: nested deeper than 16 levels in "
+               "'a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p'");
+  /* 100,000 levels in lines of 1000 */
+  size_t n = 100000, len = 3 + 2 * (n + n / 1000 * 2) + 1;
+  char *text = malloc(len), *p = text;
+  CHECK(text != NULL);
+  if (!text) return;
+  p += sprintf(p, "a:\n");
+  for (size_t i = 0; i < n; i++) {
+    if (i % 1000 == 0) p += sprintf(p, "%s ", i ? "\n" : "");
+    *p++ = '[';
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (i % 1000 == 0) p += sprintf(p, "\n ");
+    *p++ = ']';
+  }
+  *p++ = '\n';
+  *p = '\0';
+  CHECK(p < text + len);
+  uint64_t t0 = hc_now_ns();
+  config_error(1, text, ":2: nested deeper than 16 levels in 'a[0]");
+  uint64_t ms = (hc_now_ns() - t0) / 1000000;
+  if (ms > 1000) TL_FAIL("100,000 levels took %llu ms", (unsigned long long)ms);
+  free(text);
+
+  /* a mapping of more than 4096 keys */
+  text = malloc(4100 * 16 + 16);
+  CHECK(text != NULL);
+  if (!text) return;
+  p = text + sprintf(text, "env:\n");
+  for (int i = 0; i < 4097; i++)
+    p += sprintf(p, "  A%d: x\n", i);
+  config_error(0, text, ":4098: more than 4096 keys in 'env'");
+  /* 4096 are fine */
+  struct hr_opts o;
+  char err[1024];
+  p = text + sprintf(text, "env:\n");
+  for (int i = 0; i < 4096; i++)
+    p += sprintf(p, "  A%d: x\n", i);
+  CHECK_EQ_INT(load(text, &o, err, sizeof err), 0);
+  CHECK_EQ_INT(o.nenv, 4096);
+  hr_opts_free(&o);
+  free(text);
+
+  /* anchors and aliases */
+  text = malloc(1100 * 24 + 64);
+  CHECK(text != NULL);
+  if (!text) return;
+  p = text + sprintf(text, "ssh:\n  options: [&a x");
+  for (int i = 1; i < 1100; i++)
+    p += sprintf(p, ",\n    *a");
+  sprintf(p, "]\n");
+  config_error(0, text,
+               ":1026: more than 1024 YAML anchors and aliases (&x, *x)");
+  CHECK_EQ_INT(load("ssh: {options: [&a -v, *a]}\n", &o, err, sizeof err), 0);
+  CHECK_EQ_INT(o.nssh_opts, 2);
+  hr_opts_free(&o);
+  free(text);
+}
+
+/* Huge or binary files fail at once, naming the file (and the line). */
+static void test_file_limits(void) {
+  struct hr_opts o;
+  char err[1024], want[1100];
+  CHECK_EQ_INT(hr_opts_init(&o), 0);
+  CHECK_EQ_INT(hr_config_load("/dev/zero", &o, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "/dev/zero:1: NUL byte in the line (not a text file?)");
+  const char *p = write_file("big.yaml", "np: 1\n");
+  CHECK_EQ_INT(truncate(p, (off_t)HR_CONFIG_MAX + 1), 0);
+  hc_fmt(want, sizeof want,
+         "%s: larger than 1 MiB (the most a config file may hold)", p);
+  CHECK_EQ_INT(hr_config_load(p, &o, err, sizeof err), -1);
+  CHECK_EQ_STR(err, want);
+  unlink(p);
+  hr_opts_free(&o);
+  size_t len = HR_FILE_LINE_MAX + 40;
+  char *text = malloc(len + 1);
+  CHECK(text != NULL);
+  if (!text) return;
+  memset(text, ' ', len);
+  memcpy(text, "np: 2\nverbose: true", 19);
+  text[len - 2] = '#'; /* a blank-padded line, then a comment */
+  text[len - 1] = '\n';
+  text[len] = '\0';
+  config_error(0, text,
+               ":2: line longer than 65536 bytes (the most a config file "
+               "allows)");
+  free(text);
+}
+
+/* hc_param_check(): each type, with what it says is expected. */
+static void param_case(const char *knob, const char *v, const char *why) {
+  const struct hc_param *p = hc_param_find(knob);
+  char got[256] = "";
+  CHECK(p != NULL);
+  if (!p) return;
+  int rc = hc_param_check(p, v, got, sizeof got);
+  if (!why) {
+    if (rc != 0) TL_FAIL("%s='%s' refused: %s", knob, v, got);
+  } else {
+    CHECK_EQ_INT(rc, -1);
+    CHECK_EQ_STR(got, why);
+  }
+}
+
+static void test_param_check(void) {
+  const char *secs = "expected a non-negative number of seconds";
+  const char *us = "expected a non-negative whole number of microseconds";
+  const char *size = "expected a size in bytes, like 64M (suffixes K, M, G)";
+  param_case("kill_grace", "2.5", NULL);
+  param_case("kill_grace", "0", NULL);
+  param_case("kill_grace", "abc", secs);
+  param_case("kill_grace", "-1", secs);
+  param_case("kill_grace", "nan", secs);
+  param_case("kill_grace", "inf", secs);
+  param_case("kill_grace", " 1", secs);
+  param_case("kill_grace", "1s", secs);
+  param_case("kill_grace", "", secs);
+  param_case("spin_us", "200", NULL);
+  param_case("spin_us", "-3x", us);
+  param_case("spin_us", "-3", us);
+  param_case("spin_us", "+3", us);
+  param_case("spin_us", "3.5", us);
+  param_case("spin_us", "2147483648", us);
+  param_case("spin_us", "99999999999999999999", us);
+  param_case("threads", "x", "expected a non-negative whole number of threads");
+  param_case("thread_affinity", "x", "expected a non-negative whole number");
+  param_case("arena_size", "64M", NULL);
+  param_case("arena_size", "1.5G", NULL);
+  param_case("arena_size", "4096", NULL);
+  param_case("arena_size", "lots", size);
+  param_case("arena_size", "-1M", size);
+  param_case("arena_size", "nanM", size);
+  param_case("arena_size", "1e30G", size);
+  param_case("autotune_gaussian_process_noise", "0.5", NULL);
+  param_case("autotune_gaussian_process_noise", "1.5",
+             "expected a number from 0 to 1");
+  param_case("autotune", "1", NULL);
+  param_case("autotune", "yes", "expected 0 or 1");
+  param_case("log_level", "debug", NULL);
+  param_case("log_level", "loud",
+             "expected trace, debug, info, warning, error or fatal");
+  param_case("timeline_filename", "/tmp/t.json", NULL);
+  param_case("timeline_filename", "", "expected a non-empty value");
+  for (size_t i = 0; i < hc_nparams; i++) { /* every default is valid */
+    char why[256];
+    const struct hc_param *p = &hc_params[i];
+    if (*p->def && hc_param_check(p, p->def, why, sizeof why) < 0)
+      TL_FAIL("default of %s '%s' refused: %s", p->name, p->def, why);
+  }
+}
+
+/* hr_env_check(): the knobs' variables in the environment. */
+static void test_env_check(void) {
+  struct hr_opts o;
+  char err[512];
+  CHECK_EQ_INT(hr_opts_init(&o), 0);
+  char *good[] = {"HORA_SPIN_US=10",        "HORA_KILL_GRACE=",  "PATH=/bin",
+                  "HOROVOD_CYCLE_TIME=0.5", "HORA_SPIN_USX=abc", NULL};
+  CHECK_EQ_INT(hr_env_check(&o, good, err, sizeof err), 0);
+  char *grace[] = {"PATH=/bin", "HORA_KILL_GRACE=abc", NULL};
+  CHECK_EQ_INT(hr_env_check(&o, grace, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "invalid HORA_KILL_GRACE value 'abc' in the environment: "
+                    "expected a non-negative number of seconds");
+  char *spin[] = {"HORA_SPIN_US=-3x", NULL};
+  CHECK_EQ_INT(hr_env_check(&o, spin, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "invalid HORA_SPIN_US value '-3x' in the environment: "
+                    "expected a non-negative whole number of microseconds");
+  char *alias[] = {"HOROVOD_FUSION_THRESHOLD=big", NULL};
+  CHECK_EQ_INT(hr_env_check(&o, alias, err, sizeof err), -1);
+  CHECK_PREFIX(err, "invalid HOROVOD_FUSION_THRESHOLD value 'big'");
+  /* a knob given as a flag replaces its variables: not checked */
+  const struct hc_param *p = hc_param_find("spin_us");
+  o.knob[p - hc_params] = "5";
+  CHECK_EQ_INT(hr_env_check(&o, spin, err, sizeof err), 0);
+  hr_opts_free(&o);
+  /* a config's env goes over the environment, and is checked as it loads */
+  CHECK_EQ_INT(load("env: {HORA_SPIN_US: \"7\"}\n", &o, err, sizeof err), 0);
+  CHECK_EQ_INT(hr_env_check(&o, spin, err, sizeof err), 0);
+  hr_opts_free(&o);
+  config_error(0, "env:\n  HORA_KILL_GRACE: soon\n",
+               ":2: 'env.HORA_KILL_GRACE': bad value 'soon': expected a "
+               "non-negative number of seconds");
+  config_error(0, "env: {HOROVOD_AUTOTUNE: \"yes\"}\n",
+               ":1: 'env.HOROVOD_AUTOTUNE': bad value 'yes': expected 0 or 1");
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -841,6 +1088,11 @@ int main(void) {
   RUN(test_errors_types);
   RUN(test_errors_values);
   RUN(test_errors_syntax);
+  RUN(test_file_limits);
+  RUN(test_nul);
+  RUN(test_depth);
+  RUN(test_param_check);
+  RUN(test_env_check);
   const char *files[] = {"c.yaml", "first.yaml", "second.yaml", "hosts"};
   for (size_t i = 0; i < HC_ARRAY_SIZE(files); i++) {
     char p[400];

@@ -1,14 +1,26 @@
 /* test_hosts.c -- host lists (launcher/hosts.c): the host file parser
  * (--hostfile) with every accepted form and every error with its file:line,
  * the -H parser, merging of entries for the same machine, and Horovod's rank
- * layout (local and cross ranks) including "more processes than slots". */
+ * layout (local and cross ranks) including "more processes than slots",
+ * and the limits on a host file's size and lines. */
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common.h"
 #include "hosts.h"
+#include "msg.h"
+#include "opts.h"
+#include "remote.h"
+#include "spawn.h"
 #include "testlib.h"
+#include "textfile.h"
 
 #define CHECK_HOST(hs, i, nm, sl)                                              \
   do {                                                                         \
@@ -223,6 +235,65 @@ static void test_hostfile_unreadable(void) {
   CHECK_EQ_STR(err, want);
 }
 
+/* Huge or binary files fail at once, naming the file (and the line). */
+static void test_hostfile_limits(void) {
+  char err[512] = "", want[600];
+  struct hr_host *h = NULL;
+  size_t n = 0;
+  CHECK_EQ_INT(hr_hostfile_parse("/dev/zero", &h, &n, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "/dev/zero:1: NUL byte in the line (not a text file?)");
+  CHECK(h == NULL);
+
+  /* past HR_HOSTFILE_MAX: a sparse file, refused by its size */
+  const char *p = write_file("big.txt", "a\n", 2);
+  CHECK_EQ_INT(truncate(p, (off_t)HR_HOSTFILE_MAX + 1), 0);
+  hc_fmt(want, sizeof want,
+         "%s: larger than 16 MiB (the most a host file may hold)", p);
+  CHECK_EQ_INT(hr_hostfile_parse(p, &h, &n, err, sizeof err), -1);
+  CHECK_EQ_STR(err, want);
+  /* the same bytes as a stream (no size to look at) */
+  char cmd[400];
+  hc_fmt(cmd, sizeof cmd, "%s/fifo", dir);
+  unlink(cmd);
+  CHECK_EQ_INT(mkfifo(cmd, 0600), 0);
+  pid_t pid = fork();
+  if (pid == 0) { /* a writer of 17 MiB of valid lines */
+    FILE *f = fopen(cmd, "w");
+    for (long i = 0; f && i < (17L << 20) / 8; i++)
+      if (fputs("a:1 #xx\n", f) < 0) break;
+    _exit(0);
+  }
+  hc_fmt(want, sizeof want,
+         "%s: larger than 16 MiB (the most a host file may hold)", cmd);
+  CHECK_EQ_INT(hr_hostfile_parse(cmd, &h, &n, err, sizeof err), -1);
+  CHECK_EQ_STR(err, want);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  unlink(cmd);
+
+  /* a line past HR_FILE_LINE_MAX, and one just at it */
+  size_t len = HR_FILE_LINE_MAX + 20;
+  char *text = malloc(len + 1);
+  CHECK(text != NULL);
+  if (!text) return;
+  memcpy(text, "a slots=2\n#", 11);
+  memset(text + 11, 'x', len - 11);
+  text[11 + HR_FILE_LINE_MAX - 1] = '\n';
+  memcpy(text + 11 + HR_FILE_LINE_MAX, "b:3\n", 4);
+  p = write_file("long.txt", text, 11 + HR_FILE_LINE_MAX + 4);
+  CHECK_EQ_INT(hr_hostfile_parse(p, &h, &n, err, sizeof err), 0);
+  CHECK_EQ_INT(n, 2);
+  hr_hosts_free(h, n);
+  memset(text + 11, 'x', len - 11);
+  text[len - 1] = '\n';
+  p = write_file("long.txt", text, len);
+  hc_fmt(want, sizeof want,
+         "%s:2: line longer than 65536 bytes (the most a host file allows)", p);
+  CHECK_EQ_INT(hr_hostfile_parse(p, &h, &n, err, sizeof err), -1);
+  CHECK_EQ_STR(err, want);
+  free(text);
+}
+
 /* ---- -H
  * ----------------------------------------------------------------------- */
 
@@ -271,6 +342,85 @@ static void test_hosts_list(void) {
   hosts_error("-v:1", want); /* ssh would take it for an option */
   hc_fmt(want, sizeof want, "bad host '[::1]2': %s", form);
   hosts_error("[::1]2", want);
+}
+
+/* Scoped IPv6 addresses ("fe80::1%eth0") in -H, host files, the name
+ * check and the ssh command line: the zone is kept as written. */
+static void test_scoped_ipv6(void) {
+  struct hr_host *h;
+  size_t n;
+  char err[512] = "";
+  CHECK(hr_host_name_ok("fe80::1%eth0"));
+  CHECK(hr_host_name_ok("fe80::1%2"));
+  CHECK(hr_host_name_ok("fe80::1%br-lan.10_x"));
+  CHECK(!hr_host_name_ok("fe80::1%"));
+  CHECK(!hr_host_name_ok("fe80::1%-oProxyCommand"));
+  CHECK(!hr_host_name_ok("fe80::1%a;b"));
+  CHECK(!hr_host_name_ok("fe80::1%a b"));
+  CHECK(!hr_host_name_ok("fe80::1%waytoolonginterface0"));
+  CHECK(!hr_host_name_ok("fe80::zz%eth0"));
+  CHECK(!hr_host_name_ok("%eth0"));
+  CHECK(!hr_host_name_ok("node1%eth0"));
+
+  CHECK_EQ_INT(hr_hosts_parse("[fe80::1%eth0]:2,fe80::2%eth1,[fe80::3%7]", &h,
+                              &n, err, sizeof err),
+               0);
+  CHECK_EQ_INT(n, 3);
+  if (n == 3) {
+    CHECK_HOST(h, 0, "fe80::1%eth0", 2);
+    CHECK_HOST(h, 1, "fe80::2%eth1", 1);
+    CHECK_HOST(h, 2, "fe80::3%7", 1);
+    CHECK_EQ_INT(h[0].local, 0);
+  }
+  /* the ssh command line carries the zone */
+  struct hr_opts o;
+  CHECK_EQ_INT(hr_opts_init(&o), 0);
+  char **argv = n ? hr_ssh_argv(&o, &h[0], "horad") : NULL;
+  int seen = 0;
+  for (char **a = argv; a && *a; a++)
+    seen |= !strcmp(*a, "fe80::1%eth0");
+  CHECK(seen);
+  hr_strv_free(argv);
+  hr_opts_free(&o);
+  hr_hosts_free(h, n);
+  hosts_error("fe80::1%eth0:2",
+              "bad host 'fe80::1%eth0:2': expected HOST or HOST:SLOTS, e.g. "
+              "node1:4 (IPv6 as [::1]:4)");
+  hosts_error("[fe80::1%]:2", "bad host '[fe80::1%]:2': expected HOST or "
+                              "HOST:SLOTS, e.g. node1:4 (IPv6 as [::1]:4)");
+
+  const char *p = hostfile("[fe80::1%eth0] slots=2\nfe80::2%eth0 slots=3\n"
+                           "[fe80::3%eth0]:4 # c\n");
+  CHECK_EQ_INT(hr_hostfile_parse(p, &h, &n, err, sizeof err), 0);
+  CHECK_EQ_INT(n, 3);
+  if (n == 3) {
+    CHECK_HOST(h, 0, "fe80::1%eth0", 2);
+    CHECK_HOST(h, 1, "fe80::2%eth0", 3);
+    CHECK_HOST(h, 2, "fe80::3%eth0", 4);
+  }
+  hr_hosts_free(h, n);
+
+  /* A link-local address of this machine is local on its own interface
+   * (by name or index), not with another zone. */
+  struct ifaddrs *ifs;
+  if (getifaddrs(&ifs) < 0) return;
+  for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)i->ifa_addr;
+    if (!s6 || s6->sin6_family != AF_INET6 ||
+        !IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr))
+      continue;
+    char a[INET6_ADDRSTRLEN], name[128];
+    inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a);
+    hc_fmt(name, sizeof name, "%s%%%s", a, i->ifa_name);
+    CHECK(hr_host_is_local(name));
+    hc_fmt(name, sizeof name, "%s%%%u", a, if_nametoindex(i->ifa_name));
+    CHECK(hr_host_is_local(name));
+    hc_fmt(name, sizeof name, "%s%%nosuch0", a);
+    CHECK(!hr_host_is_local(name));
+    printf("link-local %s%%%s is local\n", a, i->ifa_name);
+    break;
+  }
+  freeifaddrs(ifs);
 }
 
 static void test_name_ok(void) {
@@ -413,6 +563,94 @@ static void test_layout(void) {
   CHECK_EQ_STR(err, "requested 6 processes but the hosts give only 5 slots");
 }
 
+/* A JOB for host 0 of `nhosts` hosts, `nlocal` ranks on it and one on each
+ * of the others, through the encoder and horad's decoder: returns what
+ * hp_dec_job() returns. */
+static int job_roundtrip(uint32_t nlocal, uint32_t nhosts) {
+  int32_t size = (int32_t)(nlocal + nhosts - 1);
+  struct hp_job_rank *ranks = calloc(nlocal, sizeof *ranks);
+  struct hp_job_host *hosts = calloc(nhosts, sizeof *hosts);
+  char *argv[] = {"true", NULL}, *envp[] = {NULL};
+  if (!ranks || !hosts) {
+    free(ranks);
+    free(hosts);
+    return -1000;
+  }
+  for (uint32_t i = 0; i < nlocal; i++) /* local rank 0 is on every host */
+    ranks[i] = (struct hp_job_rank){(int32_t)i, (int32_t)i, 0,
+                                    i == 0 ? (int32_t)nhosts : 1};
+  for (uint32_t i = 0; i < nhosts; i++)
+    hosts[i] =
+        (struct hp_job_host){.name = "h",
+                             .addr = "10.0.0.1",
+                             .port = 1,
+                             .first_rank = i ? (int32_t)(nlocal + i - 1) : 0,
+                             .nranks = i ? 1 : (int32_t)nlocal};
+  struct hp_job m = {.size = size,
+                     .local_size = (int32_t)nlocal,
+                     .nlocal = nlocal,
+                     .ranks = ranks,
+                     .host_index = 0,
+                     .nhosts = nhosts,
+                     .hosts = hosts,
+                     .hostname = "h",
+                     .cwd = "/",
+                     .argc = 1,
+                     .argv = argv,
+                     .envc = 0,
+                     .envp = envp};
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_job(&w, &m);
+  free(ranks);
+  free(hosts);
+  int rc = -2000;
+  struct hp_job d;
+  if (!w.err && w.len > HP_FRAME_HDR) {
+    rc = hp_dec_job(w.data + HP_FRAME_HDR, w.len - HP_FRAME_HDR, &d);
+    hp_job_free(&d);
+  }
+  hp_wbuf_free(&w);
+  return rc;
+}
+
+/* horarun's limits are exactly those of horad's JOB decoder, and the layout
+ * refuses a job past them with the numbers. */
+static void test_job_limits(void) {
+  CHECK_EQ_INT(job_roundtrip(HR_HOST_RANKS_MAX, 1), 0);
+  CHECK(job_roundtrip(HR_HOST_RANKS_MAX + 1, 1) < 0);
+  CHECK_EQ_INT(job_roundtrip(1, HR_HOSTS_MAX), 0);
+  CHECK(job_roundtrip(1, HR_HOSTS_MAX + 1) < 0);
+
+  struct hr_host *h;
+  size_t n;
+  struct hr_layout l;
+  char err[512] = "";
+  CHECK_EQ_INT(hr_hosts_parse("localhost:100000", &h, &n, err, sizeof err), 0);
+  CHECK_EQ_INT(hr_layout_make(&l, h, n, 100000, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "100000 processes would put 100000 ranks on host "
+                    "'localhost'; horad runs at most 65536 ranks on one host "
+                    "(spread them over more hosts)");
+  CHECK_EQ_INT(hr_hosts_parse("a:65536,b:65536", &h, &n, err, sizeof err), 0);
+  CHECK_EQ_INT(hr_layout_make(&l, h, n, 100000, err, sizeof err), 0);
+  CHECK_EQ_INT(l.hosts[0].nranks, 65536);
+  CHECK_EQ_INT(l.hosts[1].nranks, 100000 - 65536);
+  hr_layout_free(&l);
+  /* more hosts with ranks than a JOB can list */
+  n = HR_HOSTS_MAX + 1;
+  h = calloc(n, sizeof *h);
+  CHECK(h != NULL);
+  if (!h) return;
+  for (size_t i = 0; i < n; i++) {
+    char name[32];
+    hc_fmt(name, sizeof name, "h%zu", i);
+    h[i] = (struct hr_host){.name = strdup(name), .slots = 1};
+  }
+  CHECK_EQ_INT(hr_layout_make(&l, h, n, HR_HOSTS_MAX + 1, err, sizeof err), -1);
+  CHECK_EQ_STR(err, "65537 processes would need more than 65536 hosts; horad "
+                    "takes at most 65536 hosts in one job");
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -423,11 +661,14 @@ int main(void) {
   RUN(test_hostfile_local_merge);
   RUN(test_hostfile_errors);
   RUN(test_hostfile_unreadable);
+  RUN(test_hostfile_limits);
   RUN(test_hosts_list);
   RUN(test_name_ok);
+  RUN(test_scoped_ipv6);
   RUN(test_add_merge);
   RUN(test_layout);
-  const char *files[] = {"hosts.txt", "nul.txt"};
+  RUN(test_job_limits);
+  const char *files[] = {"hosts.txt", "nul.txt", "big.txt", "long.txt"};
   for (size_t i = 0; i < HC_ARRAY_SIZE(files); i++) {
     hc_fmt(path, sizeof path, "%s/%s", dir, files[i]);
     unlink(path);

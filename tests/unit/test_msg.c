@@ -688,7 +688,7 @@ static void test_decoder_bad(void) {
   CHECK_EQ_INT(decode_bytes(f, 16, why, sizeof why), HORA_EPROTO);
   /* bad version */
   memcpy(f, w.data, n);
-  f[4] = 2;
+  f[4] = (unsigned char)(HP_PROTO_VERSION + 1);
   CHECK_EQ_INT(decode_bytes(f, n, why, sizeof why), HORA_EPROTO);
   CHECK(strstr(why, "version") != NULL);
   f[4] = 0;

@@ -1,8 +1,9 @@
 /* mesh.c -- the TCP links between the daemons of a multi-host job.
  *
- * Each daemon keeps links to its ring neighbours and to the coordinator
- * (host 0), which therefore links to every host: control messages scale
- * with hosts, not ranks. Of a pair, the higher host index connects and the
+ * Each daemon links to every other (a full mesh: a process set's ring
+ * runs among its own hosts, and alltoall exchanges between every pair);
+ * host 0 relays news of failures, and each communicator's first host
+ * coordinates its negotiation. Of a pair, the higher host index connects and the
  * lower accepts, so each pair has one connection, used both ways. Every
  * connection starts with the handshake of auth.h, then PEER_HELLO says
  * which host is calling. Heartbeats flow on every link (and on the TCP
@@ -15,14 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "../daemon.h"
 
 #define HB_MIN_MS 50
 #define CLOSE_GRACE_MS 2000 /* queued goodbyes have this long to go out */
 
-static struct hd_daemon *conn_daemon(struct hp_conn *c) {
-  return c->tcp.loop->data;
-}
+static struct hd_daemon *conn_daemon(struct hp_conn *c) { return c->data; }
 
 void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len) {
   if (host >= 0 && (uint32_t)host < d->job.nhosts) {
@@ -67,7 +66,6 @@ static void set_gone(struct hd_daemon *d, int rank, const char *msg) {
   if (d->gone_rank != -1) return;
   d->gone_rank = rank;
   hc_fmt(d->gone_msg, sizeof d->gone_msg, "%s", msg);
-  hd_xhost_abort(d);
   hd_fail_all(d);
 }
 
@@ -114,10 +112,11 @@ static void host_lost(struct hd_daemon *d, int host, const char *why) {
 static void on_rank_gone(struct hd_daemon *d, int from,
                          const struct hp_rank_gone *m) {
   if (m->rank < 0) { /* ranks that ended cleanly (see relay_left) */
-    if (!d->left_msg[0]) {
-      hc_fmt(d->left_msg, sizeof d->left_msg, "%s", m->msg);
-      hd_fail_undecided(d, d->left_msg);
-      if (d->job.host_index == 0) relay_left(d, from);
+    if (m->host < 0 || (uint32_t)m->host >= d->job.nhosts) return;
+    if (!d->left_msg[0]) hc_fmt(d->left_msg, sizeof d->left_msg, "%s", m->msg);
+    if (!d->peers[m->host].left) {
+      d->peers[m->host].left = 1;
+      hd_fail_undecided(d, from, m->host, m->msg);
     }
     return;
   }
@@ -151,12 +150,12 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
      * own (RANK_GONE, our heartbeats, horarun's ABORT). */
     char *why = hp_dec_text(p, h->len);
     d->peers[from].left = 1;
-    if (why && !why[0] && !d->left_msg[0]) {
-      char name[300];
+    if (why && !why[0]) {
+      char name[300], msg[HP_MSG_MAX + 1];
       hd_host_name(d, from, name, sizeof name);
-      hc_fmt(d->left_msg, sizeof d->left_msg, "the ranks of %s have ended",
-             name);
-      hd_fail_undecided(d, d->left_msg);
+      hc_fmt(msg, sizeof msg, "the ranks of %s have ended", name);
+      if (!d->left_msg[0]) hc_fmt(d->left_msg, sizeof d->left_msg, "%s", msg);
+      hd_fail_undecided(d, from, from, msg);
       /* hosts not linked to it hear it from the coordinator */
       if (d->job.host_index == 0) relay_left(d, from);
     }
@@ -165,16 +164,35 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
   }
   case HP_MSG_NEGO_READY: {
     struct hp_nego_ready m;
-    if (d->job.host_index != 0 || hp_dec_nego_ready(p, h->len, &m) < 0) break;
-    hd_coord_ready(d, from, &m);
+    if (hp_dec_nego_ready(p, h->len, &m) < 0) break;
+    struct hd_comm *cm = hd_comm_get(d, m.comm);
+    if (cm && cm->removed) return 0;
+    if (!cm && m.comm >= d->ncomms) { /* added there, not here yet */
+      if (hd_coord_hold(d, from, &m) == 0) return 0;
+      hc_fmt(c->why, sizeof c->why, "too much readiness for process sets "
+             "not added yet");
+      return -1;
+    }
+    int pos = -1;
+    for (int k = 0; cm && k < cm->nhosts; k++)
+      if (cm->hosts[k] == from) pos = k;
+    if (!cm || cm->me != 0 || pos <= 0) break; /* we do not coordinate it */
+    hd_coord_ready(cm, pos, &m);
     return 0;
   }
   case HP_MSG_NEGO_DECIDE: {
     struct hp_nego_decide m;
-    if (from != 0 || hp_dec_nego_decide(p, h->len, &m) < 0) break;
+    if (hp_dec_nego_decide(p, h->len, &m) < 0) break;
+    struct hd_comm *cm = hd_comm_get(d, m.comm);
+    if (cm && cm->removed) return 0;
+    if (!cm || cm->nhosts < 2 || cm->hosts[0] != from) break;
     hd_decide(d, &m);
     return 0;
   }
+  case HP_MSG_XDATA:
+    if (hd_xcoll_data(d, from, p, h->len, keep, c->why, sizeof c->why) < 0)
+      return -1;
+    return 0;
   case HP_MSG_DATA:
     if (hd_xhost_data(d, from, p, h->len, c->placed, keep, c->why,
                       sizeof c->why) < 0)
@@ -322,20 +340,16 @@ static const struct hp_conn_cb connect_cb = {.on_auth = on_connected_auth,
                                              .on_close = on_mesh_close};
 
 static void on_mesh_connection(uv_stream_t *server, int status) {
-  struct hd_daemon *d = server->loop->data;
+  struct hd_daemon *d = server->data;
   struct hp_conn *c;
   if (status < 0) return;
-  if (hp_conn_refuse_flood(server, d->mesh_conns)) {
-    if (++d->nrejected % 100 == 1)
-      hc_warn("too many connections in their handshake; refusing more");
-    return;
-  }
-  if (hp_conn_accept(server, d->secret, HP_AUTH_MESH, &accept_cb, NULL, &c) < 0)
+  /* strangers in their handshake make room for newer connections: they
+   * never keep the real daemons out */
+  if (hp_conn_accept_tracked(server, d->secret, HP_AUTH_MESH, &accept_cb, d,
+                             &d->mesh_conns, &c) < 0)
     hc_warn("cannot accept a mesh connection");
-  else {
-    hp_conn_track(c, &d->mesh_conns);
+  else
     hp_conn_set_place(c, HP_MSG_DATA, HP_DATA_HDR_LEN, mesh_place);
-  }
 }
 
 /* ---- heartbeats ------------------------------------------------------- */
@@ -433,6 +447,7 @@ int hd_mesh_listen(struct hd_daemon *d) {
   }
   uv_tcp_init(d->loop, &d->mesh_listener);
   d->mesh_listener.data = d;
+  d->mesh_listener.data = d;
   d->mesh_listening = 1;
   int rc = uv_tcp_bind(&d->mesh_listener, (struct sockaddr *)&ss, 0);
   if (rc < 0 && !d->iface[0]) { /* no IPv6 here */
@@ -458,20 +473,26 @@ int hd_mesh_listen(struct hd_daemon *d) {
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_init(d->loop, &d->hb_timer);
   d->hb_timer.data = d;
+  uv_timer_init(d->loop, &d->victim_timer);
+  d->victim_timer.data = d;
   uv_timer_start(&d->hb_timer, on_hb_timer, every, every);
   uv_timer_init(d->loop, &d->close_timer);
   d->close_timer.data = d;
   return 0;
 }
 
+/* A full mesh: process sets of any hosts run rings among them, and
+ * alltoall exchanges between every pair. */
 static int link_needed(int a, int b, int n) {
-  return a != b && (a == 0 || b == 0 || (a + 1) % n == b || (b + 1) % n == a);
+  (void)n;
+  return a != b;
 }
 
 int hd_mesh_start(struct hd_daemon *d) {
   int n = (int)d->job.nhosts, me = (int)d->job.host_index;
   d->peers = calloc((size_t)n, sizeof *d->peers);
   if (!d->peers) return HORA_ENOMEM;
+  d->link = &hd_link_tcp;
   /* the knobs came with the JOB: read the timeout again */
   d->hb_timeout_ns =
       (uint64_t)(HC_MAX(0.2, hc_param_double("heartbeat_timeout")) * 1e9);
@@ -494,7 +515,7 @@ int hd_mesh_start(struct hd_daemon *d) {
       return HORA_EINVAL;
     }
     int rc = hp_conn_connect(d->loop, (struct sockaddr *)&ss, d->secret,
-                             HP_AUTH_MESH, &connect_cb, NULL, &d->peers[i].c);
+                             HP_AUTH_MESH, &connect_cb, d, &d->peers[i].c);
     if (rc == 0) {
       hp_conn_track(d->peers[i].c, &d->mesh_conns);
       hp_conn_set_place(d->peers[i].c, HP_MSG_DATA, HP_DATA_HDR_LEN,
@@ -533,6 +554,9 @@ void hd_mesh_close(struct hd_daemon *d, int graceful) {
   }
   if (d->hb_timer.loop && !uv_is_closing((uv_handle_t *)&d->hb_timer))
     uv_close((uv_handle_t *)&d->hb_timer, NULL);
+  if (d->victim_timer.loop &&
+      !uv_is_closing((uv_handle_t *)&d->victim_timer))
+    uv_close((uv_handle_t *)&d->victim_timer, NULL);
   /* A peer that stops reading must not keep this horad alive. */
   if (d->close_timer.loop && !uv_is_closing((uv_handle_t *)&d->close_timer)) {
     if (graceful && d->mesh_conns && !uv_is_active((uv_handle_t *)&d->close_timer))
@@ -563,3 +587,49 @@ void hd_mesh_close(struct hd_daemon *d, int graceful) {
   for (struct hp_conn *c = d->mesh_conns; c; c = c->next)
     if (!c->close_when_sent) hp_conn_close(c, "horad is closing");
 }
+
+/* ---- the link interface of the cross-host algorithms ------------------- */
+
+static int tcp_send(struct hd_daemon *d, int host, const void *hdr,
+                    size_t hdrlen, const void *p, size_t n,
+                    void (*done)(void *, int), void *arg) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  if (!c) return -1;
+  hp_conn_send_zc(c, hdr, hdrlen, p, n, done, arg); /* done always comes */
+  return 0;
+}
+
+static void tcp_pause(struct hd_daemon *d, int host) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  if (c) hp_conn_pause(c);
+}
+
+static void tcp_resume(struct hd_daemon *d, int host) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  if (c) hp_conn_resume(c);
+}
+
+static int tcp_paused(struct hd_daemon *d, int host) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  return c && c->paused;
+}
+
+static void tcp_unplace(struct hd_daemon *d, int host) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  if (c) hp_conn_unplace(c);
+}
+
+static void tcp_drop(struct hd_daemon *d, int host, const char *why) {
+  struct hp_conn *c = hd_mesh_conn(d, host);
+  if (c) hp_conn_close(c, why);
+}
+
+const struct hd_link hd_link_tcp = {
+    .name = "tcp",
+    .send = tcp_send,
+    .pause = tcp_pause,
+    .resume = tcp_resume,
+    .paused = tcp_paused,
+    .unplace = tcp_unplace,
+    .drop = tcp_drop,
+};

@@ -1,4 +1,4 @@
-/* xhost.c -- allreduce and broadcast across hosts: hierarchical by
+/* ring.c -- allreduce and broadcast across hosts: hierarchical by
  * construction.
  *
  * A tensor is cut into pieces (at most XH_PIECE_MAX bytes, never across a
@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
-#include "reduce.h"
+#include "../daemon.h"
+#include "../reduce.h"
 
 #define XH_WINDOW 8
 #define XH_PIECE_MAX (1u << 20)
@@ -33,6 +33,7 @@
 
 struct xh_slot {
   struct hd_daemon *d;
+  struct hd_comm *c;
   unsigned char *w;   /* XH_PIECE_MAX bytes, for wide elements */
   unsigned char *buf; /* W of the piece: w, or a local rank's own memory */
   int busy;         /* holds a piece of the running operation */
@@ -52,6 +53,8 @@ struct early {
 };
 
 struct hd_xop {
+  struct hd_comm *c;
+  int next_host, prev_host; /* global indices of next and prev */
   int ran;             /* some operation has run: seq means something */
   struct hd_tensor *t; /* the running operation, or NULL */
   int active;
@@ -76,7 +79,7 @@ struct hd_xop {
 /* ---- geometry ------------------------------------------------------------ */
 
 static uint64_t pieces_in_chunk(const struct hd_xop *x, uint64_t k) {
-  uint64_t len = HC_MIN(x->chunk_elems, x->t->count - k * x->chunk_elems);
+  uint64_t len = HC_MIN(x->chunk_elems, x->t->meta.count - k * x->chunk_elems);
   return (len + x->piece_elems - 1) / x->piece_elems;
 }
 
@@ -85,7 +88,7 @@ static void piece_range(const struct hd_xop *x, uint64_t p, uint64_t *off,
   uint64_t k = p / x->ppc, j = p % x->ppc;
   uint64_t lo = k * x->chunk_elems + j * x->piece_elems;
   uint64_t hi = HC_MIN(lo + x->piece_elems,
-                       HC_MIN((k + 1) * x->chunk_elems, x->t->count));
+                       HC_MIN((k + 1) * x->chunk_elems, x->t->meta.count));
   *off = lo;
   *cnt = hi - lo;
 }
@@ -113,15 +116,17 @@ static int recv_seg(const struct hd_xop *x, int s) {
 /* Where local rank i's data for elements [off, ...) of chunk k are. */
 static unsigned char *part_ptr(struct hd_daemon *d, struct hd_xop *x, int i,
                                uint64_t off) {
-  struct hd_rank *r = &d->ranks[i];
+  struct hd_rank *r = hd_comm_local(x->c, i);
   struct hd_part *p = &x->t->part[i];
+  if (p->joined) /* a neutral input; never an output */
+    return (unsigned char *)x->t->neutral + off * x->es;
   if (p->resident) return r->shm + p->offset + off * x->es;
   uint64_t k = off / x->chunk_elems;
   return r->shm + hd_staging_off(r, k) + (off - k * x->chunk_elems) * x->es;
 }
 
 static hora_op_t ring_op(const struct hd_tensor *t) {
-  return t->op == HORA_AVERAGE ? HORA_SUM : (hora_op_t)t->op;
+  return t->meta.op == HORA_AVERAGE ? HORA_SUM : (hora_op_t)t->meta.op;
 }
 
 /* An integer AVERAGE is summed exactly in 64 bits (int64 wraps) and
@@ -198,15 +203,15 @@ static void narrow_float(void *const *dst, int nd, const float *w,
 static int ring_dtype(const struct hd_xop *x) {
   return x->wide == WIDE_INT     ? HORA_INT64
          : x->wide == WIDE_FLOAT ? HORA_FLOAT32
-                                 : x->t->dtype;
+                                 : x->t->meta.dtype;
 }
 
 /* ---- sending -------------------------------------------------------------- */
 
-static void run_ready_later(struct hd_daemon *d) {
-  if (d->xop && !d->xop->in_step) {
-    hd_run_ready(d);
-    hd_flush_wakeups(d);
+static void run_ready_later(struct hd_comm *c) {
+  if (c->xop && !c->xop->in_step) {
+    hd_comm_progress(c);
+    hd_flush_wakeups(c->d);
   }
 }
 
@@ -214,22 +219,21 @@ static void on_sent(void *arg, int status) {
   struct xh_slot *sl = arg;
   (void)status; /* a failed send means a lost peer, reported there */
   sl->pending--;
-  if (!sl->pending) run_ready_later(sl->d);
+  if (!sl->pending) run_ready_later(sl->c);
 }
 
 static void send_step(struct hd_daemon *d, struct hd_xop *x,
                       struct xh_slot *sl, int step) {
   uint64_t lo = 0, len = sl->cnt;
-  if (x->t->coll == HP_ALLREDUCE) seg_range(sl->cnt, x->n, send_seg(x, step), &lo, &len);
-  struct hp_conn *c = hd_mesh_conn(d, x->next);
-  if (!c) return; /* the host is lost: everything fails from there */
+  if (x->t->meta.coll == HORA_COLL_ALLREDUCE) seg_range(sl->cnt, x->n, send_seg(x, step), &lo, &len);
   unsigned char hdr[HP_FRAME_HDR + HP_DATA_HDR_LEN];
   struct hp_data_hdr h = {.seq = x->seq, .piece = sl->piece,
-                          .step = (uint32_t)step};
+                          .step = (uint32_t)step, .comm = x->c->id};
   hp_data_frame_hdr(hdr, &h, (uint32_t)(len * x->wes));
   sl->pending++;
-  hp_conn_send_zc(c, hdr, sizeof hdr, sl->buf + lo * x->wes, len * x->wes,
-                  on_sent, sl);
+  if (d->link->send(d, x->next_host, hdr, sizeof hdr, sl->buf + lo * x->wes,
+                    len * x->wes, on_sent, sl) < 0)
+    sl->pending--; /* the host is lost: everything fails from there */
 }
 
 /* ---- the steps of a piece --------------------------------------------------- */
@@ -241,22 +245,23 @@ static void finalize(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl) 
   /* W itself is an output when it is a rank's memory: it needs writing
    * only to divide an AVERAGE, and not before the last send from it has
    * left (the next host must get the sum): see advance(). */
-  for (int i = 0; i < d->nlocal && nd < 256; i++) {
-    if (t->coll != HP_ALLREDUCE && hd_is_root(d, t, i)) continue;
+  for (int i = 0; i < x->c->nlocal && nd < 256; i++) {
+    if (t->meta.coll != HORA_COLL_ALLREDUCE && hd_is_root(t, i)) continue;
+    if (t->part[i].joined) continue;
     unsigned char *p = part_ptr(d, x, i, sl->off);
     if (p != sl->buf || x->wide) dst[nd++] = p;
-    else if (t->op == HORA_AVERAGE && t->coll == HP_ALLREDUCE)
+    else if (t->meta.op == HORA_AVERAGE && t->meta.coll == HORA_COLL_ALLREDUCE)
       sl->divide_w = 1;
   }
   if (x->wide == WIDE_INT) {
-    narrow_avg(dst, nd, (const uint64_t *)sl->buf, sl->cnt, t->dtype,
-               d->job.size);
+    narrow_avg(dst, nd, (const uint64_t *)sl->buf, sl->cnt, t->meta.dtype,
+               x->c->size);
   } else if (x->wide == WIDE_FLOAT) {
-    narrow_float(dst, nd, (const float *)sl->buf, sl->cnt, t->dtype, t->op,
-                 d->job.size);
-  } else if (t->coll == HP_ALLREDUCE) {
+    narrow_float(dst, nd, (const float *)sl->buf, sl->cnt, t->meta.dtype, t->meta.op,
+                 x->c->size);
+  } else if (t->meta.coll == HORA_COLL_ALLREDUCE) {
     const void *src[1] = {sl->buf};
-    if (nd) hd_reduce(dst, nd, src, 1, sl->cnt, t->dtype, t->op, d->job.size);
+    if (nd) hd_reduce(dst, nd, src, 1, sl->cnt, t->meta.dtype, t->meta.op, x->c->size);
   } else {
     for (int i = 0; i < nd; i++) memcpy(dst[i], sl->buf, sl->cnt * x->es);
   }
@@ -274,7 +279,7 @@ static int take_step(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl,
     return -1;
   }
   uint64_t lo = 0, cnt = sl->cnt;
-  if (t->coll == HP_ALLREDUCE)
+  if (t->meta.coll == HORA_COLL_ALLREDUCE)
     seg_range(sl->cnt, x->n, recv_seg(x, (int)step), &lo, &cnt);
   if (len != cnt * x->wes) {
     hc_fmt(why, whylen, "ring step %u of piece %llu has %zu bytes, expected "
@@ -284,7 +289,7 @@ static int take_step(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl,
   }
   unsigned char *w = sl->buf + lo * x->wes;
   int last;
-  if (t->coll == HP_ALLREDUCE) {
+  if (t->meta.coll == HORA_COLL_ALLREDUCE) {
     if ((int)step < x->n - 1) {
       void *dst[1] = {w};
       const void *src[2] = {w, data};
@@ -336,7 +341,7 @@ static int take_early(struct hd_daemon *d, struct hd_xop *x,
                        why, sizeof why);
     drop_early(x, pp);
     if (rc < 0) {
-      hc_error("bad data from host %d: %s", x->prev, why);
+      hc_error("bad data from host %d: %s", x->prev_host, why);
       return -1;
     }
   }
@@ -349,10 +354,10 @@ static int can_start(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
   struct xh_slot *sl = &x->slot[p % XH_WINDOW];
   if (sl->busy || sl->pending) return 0;
   uint64_t k = p / x->ppc;
-  for (int i = 0; i < d->nlocal; i++) {
+  for (int i = 0; i < x->c->nlocal; i++) {
     struct hd_part *pt = &x->t->part[i];
-    if (hd_needs_in(d, x->t, i) && pt->ready <= k) return 0;
-    if (hd_needs_out(d, x->t, i) && k >= 2 && pt->done < k - 1) return 0;
+    if (hd_needs_in(x->t, i) && pt->ready <= k) return 0;
+    if (hd_needs_out(x->t, i) && k >= 2 && pt->done < k - 1) return 0;
   }
   return 1;
 }
@@ -371,23 +376,26 @@ static void start_piece(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
    * and copied to the other local ranks at the end. Only wide elements
    * need a buffer of the daemon's. */
   sl->buf = part_ptr(d, x, 0, sl->off);
-  if (t->coll == HP_ALLREDUCE) {
+  if (t->meta.coll == HORA_COLL_ALLREDUCE) {
     const void *src[256];
     int ns = 0;
-    for (int i = 0; i < d->nlocal && ns < 256; i++)
+    for (int i = 0; i < x->c->nlocal && ns < 256; i++) {
+      if (!t->part[i].joined)
+        hd_scale_buf(t, part_ptr(d, x, i, sl->off), sl->cnt, 1);
       src[ns++] = part_ptr(d, x, i, sl->off);
+    }
     if (x->wide) sl->buf = sl->w;
     void *dst[1] = {sl->buf};
     if (x->wide == WIDE_INT)
-      widen_sum((uint64_t *)sl->buf, src, ns, sl->cnt, t->dtype);
+      widen_sum((uint64_t *)sl->buf, src, ns, sl->cnt, t->meta.dtype);
     else if (x->wide == WIDE_FLOAT)
-      widen_float((float *)sl->buf, src, ns, sl->cnt, t->dtype, t->op);
+      widen_float((float *)sl->buf, src, ns, sl->cnt, t->meta.dtype, t->meta.op);
     else if (ns > 1)
-      hd_reduce(dst, 1, src, ns, sl->cnt, t->dtype, ring_op(t), 0);
+      hd_reduce(dst, 1, src, ns, sl->cnt, t->meta.dtype, ring_op(t), 0);
     send_step(d, x, sl, 0);
   } else if (x->root_host == x->me) {
-    for (int i = 0; i < d->nlocal; i++)
-      if (hd_is_root(d, t, i)) sl->buf = part_ptr(d, x, i, sl->off);
+    for (int i = 0; i < x->c->nlocal; i++)
+      if (hd_is_root(t, i)) sl->buf = part_ptr(d, x, i, sl->off);
     send_step(d, x, sl, 0);
     finalize(d, x, sl);
   }
@@ -396,16 +404,19 @@ static void start_piece(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
 
 /* ---- the operation ----------------------------------------------------- */
 
-static struct hd_xop *xop(struct hd_daemon *d) {
-  if (d->xop) return d->xop;
+static struct hd_xop *xop(struct hd_comm *c) {
+  struct hd_daemon *d = c->d;
+  if (c->xop) return c->xop;
   struct hd_xop *x = calloc(1, sizeof *x);
   if (!x) return NULL;
   if (!(x->scratch = malloc(XH_PIECE_MAX))) {
     free(x);
     return NULL;
   }
+  x->c = c;
   for (int i = 0; i < XH_WINDOW; i++) {
     x->slot[i].d = d;
+    x->slot[i].c = c;
     if (!(x->slot[i].w = malloc(XH_PIECE_MAX))) {
       for (int k = 0; k < i; k++) free(x->slot[k].w);
       free(x->scratch);
@@ -413,7 +424,7 @@ static struct hd_xop *xop(struct hd_daemon *d) {
       return NULL;
     }
   }
-  return d->xop = x;
+  return c->xop = x;
 }
 
 static int start_op(struct hd_daemon *d, struct hd_xop *x,
@@ -423,39 +434,41 @@ static int start_op(struct hd_daemon *d, struct hd_xop *x,
   x->active = 1;
   x->ran = 1;
   x->seq = t->seq;
-  x->n = (int)d->job.nhosts;
-  x->me = (int)d->job.host_index;
+  struct hd_comm *c = x->c;
+  x->n = c->nhosts;
+  x->me = c->me;
   x->next = (x->me + 1) % x->n;
   x->prev = (x->me + x->n - 1) % x->n;
+  x->next_host = c->hosts[x->next];
+  x->prev_host = c->hosts[x->prev];
   x->root_host = -1;
-  if (t->coll == HP_BROADCAST)
-    for (uint32_t h = 0; h < d->job.nhosts; h++)
-      if (t->root >= d->job.hosts[h].first_rank &&
-          t->root < d->job.hosts[h].first_rank + d->job.hosts[h].nranks)
-        x->root_host = (int)h;
-  x->es = hora_dtype_size(t->dtype);
+  if (t->meta.coll == HORA_COLL_BROADCAST)
+    x->root_host = hd_comm_host_of(c, hd_comm_member(c, t->meta.root));
+  x->es = hora_dtype_size(t->meta.dtype);
   x->wide = WIDE_NONE;
-  if (t->coll == HP_ALLREDUCE && t->op == HORA_AVERAGE &&
-      t->dtype <= HORA_INT64)
+  if (t->meta.coll == HORA_COLL_ALLREDUCE && t->meta.op == HORA_AVERAGE &&
+      t->meta.dtype <= HORA_INT64)
     x->wide = WIDE_INT;
-  if (t->coll == HP_ALLREDUCE &&
-      (t->dtype == HORA_FLOAT16 || t->dtype == HORA_BFLOAT16) &&
-      (t->op == HORA_SUM || t->op == HORA_AVERAGE || t->op == HORA_PRODUCT))
+  if (t->meta.coll == HORA_COLL_ALLREDUCE &&
+      (t->meta.dtype == HORA_FLOAT16 || t->meta.dtype == HORA_BFLOAT16) &&
+      (t->meta.op == HORA_SUM || t->meta.op == HORA_AVERAGE || t->meta.op == HORA_PRODUCT))
     x->wide = WIDE_FLOAT;
   x->wes = x->wide == WIDE_INT ? 8 : x->wide == WIDE_FLOAT ? 4 : x->es;
-  x->chunk_elems = HC_MAX(1, d->ranks[0].layout.chunk_size / x->es);
+  x->chunk_elems = HC_MAX(1, hd_comm_local(c, 0)->layout.chunk_size / x->es);
   x->ppc = (x->chunk_elems * x->wes + XH_PIECE_MAX - 1) / XH_PIECE_MAX;
   x->piece_elems = (x->chunk_elems + x->ppc - 1) / x->ppc;
-  x->nchunks = (t->count + x->chunk_elems - 1) / x->chunk_elems;
-  uint64_t last = t->count - (x->nchunks - 1) * x->chunk_elems;
+  x->nchunks = (t->meta.count + x->chunk_elems - 1) / x->chunk_elems;
+  uint64_t last = t->meta.count - (x->nchunks - 1) * x->chunk_elems;
   x->npieces = (x->nchunks - 1) * x->ppc +
                (last + x->piece_elems - 1) / x->piece_elems;
   x->chunk_final = calloc(x->nchunks, sizeof *x->chunk_final);
   for (int i = 0; i < XH_WINDOW; i++) x->slot[i].busy = 0;
   t->nchunks = x->nchunks;
   t->chunk_elems = x->chunk_elems;
-  if (!x->chunk_final ||
-      (x->root_host < 0 && t->coll == HP_BROADCAST)) {
+  for (int i = 0; i < c->nlocal; i++)
+    if (t->part[i].joined && !hd_neutral(t, t->meta.count)) x->root_host = -2;
+  if (!x->chunk_final || x->root_host == -2 ||
+      (x->root_host < 0 && t->meta.coll == HORA_COLL_BROADCAST)) {
     free(x->chunk_final);
     x->chunk_final = NULL;
     x->active = 0;
@@ -475,15 +488,16 @@ static void end_op(struct hd_xop *x) {
 static int advance(struct hd_daemon *d, struct hd_xop *x) {
   struct hd_tensor *t = x->t;
   int progress = 0;
+  struct hd_comm *c = x->c;
   /* copy-in requests for streamed inputs, as staging slots free up */
-  for (int i = 0; i < d->nlocal; i++) {
+  for (int i = 0; i < c->nlocal; i++) {
     struct hd_part *p = &t->part[i];
-    while (hd_needs_in(d, t, i) && p->issued < x->nchunks) {
+    while (hd_needs_in(t, i) && p->issued < x->nchunks) {
       uint64_t k = p->issued;
-      int free_slot = k < 2 || (hd_needs_out(d, t, i) ? p->done >= k - 1
+      int free_slot = k < 2 || (hd_needs_out(t, i) ? p->done >= k - 1
                                                       : x->chunks_out >= k - 1);
       if (!free_slot) break;
-      hd_copy_req(&d->ranks[i], t, HP_CQ_COPY_IN, p->issued++);
+      hd_copy_req(hd_comm_local(c, i), t, HP_CQ_COPY_IN, p->issued++);
       progress = 1;
     }
   }
@@ -499,9 +513,13 @@ static int advance(struct hd_daemon *d, struct hd_xop *x) {
       if (sl->divide_w) { /* in place: dst and src the very same */
         void *dst[1] = {sl->buf};
         const void *src[1] = {sl->buf};
-        hd_reduce(dst, 1, src, 1, sl->cnt, t->dtype, t->op, d->job.size);
+        hd_reduce(dst, 1, src, 1, sl->cnt, t->meta.dtype, t->meta.op, x->c->size);
         sl->divide_w = 0;
       }
+      if (t->meta.coll == HORA_COLL_ALLREDUCE && t->meta.postscale != 1.0)
+        for (int i = 0; i < c->nlocal; i++)
+          if (!t->part[i].joined)
+            hd_scale_buf(t, part_ptr(d, x, i, sl->off), sl->cnt, 0);
       /* a staging chunk is copied out once no send reads it any more */
       sl->busy = 0;
       x->nfinished++;
@@ -511,9 +529,9 @@ static int advance(struct hd_daemon *d, struct hd_xop *x) {
   }
   while (x->chunks_out < x->nchunks &&
          x->chunk_final[x->chunks_out] == pieces_in_chunk(x, x->chunks_out)) {
-    for (int i = 0; i < d->nlocal; i++)
-      if (hd_needs_out(d, t, i))
-        hd_copy_req(&d->ranks[i], t, HP_CQ_COPY_OUT, x->chunks_out);
+    for (int i = 0; i < c->nlocal; i++)
+      if (hd_needs_out(t, i))
+        hd_copy_req(hd_comm_local(c, i), t, HP_CQ_COPY_OUT, x->chunks_out);
     x->chunks_out++;
     progress = 1;
   }
@@ -522,19 +540,19 @@ static int advance(struct hd_daemon *d, struct hd_xop *x) {
 
 /* Reads the previous host's link again once the early data drained. */
 static void maybe_resume(struct hd_daemon *d, struct hd_xop *x) {
-  struct hp_conn *c = hd_mesh_conn(d, x->prev);
-  if (c && c->paused && x->early_bytes < XH_EARLY_PAUSE / 2)
-    hp_conn_resume(c);
+  if (d->link->paused(d, x->prev_host) && x->early_bytes < XH_EARLY_PAUSE / 2)
+    d->link->resume(d, x->prev_host);
 }
 
-int hd_xhost_step(struct hd_daemon *d, struct hd_tensor *t) {
-  struct hd_xop *x = xop(d);
+int hd_xhost_step(struct hd_comm *cm, struct hd_tensor *t) {
+  struct hd_daemon *d = cm->d;
+  struct hd_xop *x = xop(cm);
   if (!x) {
     hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
     return 1;
   }
   if (x->t != t) {
-    if (d->nlocal > 256 || start_op(d, x, t) < 0) {
+    if (cm->nlocal > 256 || start_op(d, x, t) < 0) {
       hd_tensor_fail(d, t, HORA_ENOMEM, "horad cannot run this operation");
       return 1;
     }
@@ -547,32 +565,41 @@ int hd_xhost_step(struct hd_daemon *d, struct hd_tensor *t) {
   if (rc < 0) {
     /* as on the direct path: the link goes, and with it the host, so
      * every host learns of it (nobody waits for our ring data forever) */
-    struct hp_conn *c = hd_mesh_conn(d, x->prev);
-    if (c) hp_conn_close(c, "bad data on the ring");
+    d->link->drop(d, x->prev_host, "bad data on the ring");
     return 0;
   }
   if (x->nfinished < x->npieces || x->chunks_out < x->nchunks) return 0;
-  for (int i = 0; i < d->nlocal; i++)
-    if (hd_needs_out(d, t, i) && t->part[i].done < x->nchunks) return 0;
+  for (int i = 0; i < cm->nlocal; i++)
+    if (hd_needs_out(t, i) && t->part[i].done < x->nchunks) return 0;
   end_op(x);
   hd_tensor_finish(d, t);
   return 1;
 }
 
+/* The communicator a DATA header names, when this host takes part in it
+ * and `from` is its previous host there. */
+static struct hd_comm *comm_of(struct hd_daemon *d, int from,
+                               const struct hp_data_hdr *h) {
+  struct hd_comm *c = hd_comm_get(d, h->comm);
+  if (!c || c->removed || c->me < 0 || c->nhosts < 2) return NULL;
+  return c->hosts[(c->me + c->nhosts - 1) % c->nhosts] == from ? c : NULL;
+}
+
 void *hd_xhost_place(struct hd_daemon *d, int from, const unsigned char *pre,
                      size_t len) {
-  struct hd_xop *x = d->xop;
   struct hp_data_hdr h;
-  if (!x || !x->active || d->gone_rank != -1 ||
-      hp_dec_data_hdr(pre, HP_DATA_HDR_LEN, &h) < 0 || h.seq != x->seq ||
-      h.piece >= x->next_piece || from != x->prev)
+  if (d->gone_rank != -1 || hp_dec_data_hdr(pre, HP_DATA_HDR_LEN, &h) < 0)
+    return NULL;
+  struct hd_comm *c = comm_of(d, from, &h);
+  struct hd_xop *x = c ? c->xop : NULL;
+  if (!x || !x->active || h.seq != x->seq || h.piece >= x->next_piece)
     return NULL;
   struct xh_slot *sl = &x->slot[h.piece % XH_WINDOW];
   if (!sl->busy || sl->piece != h.piece || sl->finalized ||
       (int)h.step != sl->recvd)
     return NULL;
   uint64_t lo = 0, cnt = sl->cnt, n = len - HP_DATA_HDR_LEN;
-  if (x->t->coll == HP_ALLREDUCE) {
+  if (x->t->meta.coll == HORA_COLL_ALLREDUCE) {
     seg_range(sl->cnt, x->n, recv_seg(x, (int)h.step), &lo, &cnt);
     if ((int)h.step < x->n - 1) /* reduce-scatter: reduced from scratch */
       return n == cnt * x->wes && n <= XH_PIECE_MAX ? x->scratch : NULL;
@@ -591,15 +618,16 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
     hc_fmt(why, whylen, "bad DATA header");
     return -1;
   }
-  struct hd_xop *x = xop(d);
-  int prev = ((int)d->job.host_index + (int)d->job.nhosts - 1) %
-             (int)d->job.nhosts;
-  if (!x || from != prev) {
-    hc_fmt(why, whylen, "DATA from host %d, which is not the previous one",
-           from);
+  if (d->gone_rank != -1) return 0; /* the job is failing: ignore */
+  struct hd_comm *cm = hd_comm_get(d, h.comm);
+  if (cm && cm->removed) return 0; /* it went while the data came */
+  cm = comm_of(d, from, &h);
+  struct hd_xop *x = cm ? xop(cm) : NULL;
+  if (!x) {
+    hc_fmt(why, whylen, "DATA of process set %u from host %d, which is not "
+           "the previous one there", h.comm, from);
     return -1;
   }
-  if (d->gone_rank != -1) return 0; /* the job is failing: ignore */
   size_t n = len - HP_DATA_HDR_LEN;
   if (placed) { /* hd_xhost_place() checked it: the data are there */
     struct xh_slot *sl = &x->slot[h.piece % XH_WINDOW];
@@ -608,7 +636,7 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
       return -1;
     }
     if (take_step(d, x, sl, h.step, placed, n, why, whylen) < 0) return -1;
-    run_ready_later(d);
+    run_ready_later(cm);
     return 0;
   }
   if (x->active && h.seq == x->seq && h.piece < x->next_piece) {
@@ -621,7 +649,7 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
     if (take_step(d, x, sl, h.step, payload + HP_DATA_HDR_LEN, n, why,
                   whylen) < 0)
       return -1;
-    run_ready_later(d);
+    run_ready_later(cm);
     return 0;
   }
   if (h.seq < x->seq || (h.seq == x->seq && !x->active && x->ran)) {
@@ -648,37 +676,33 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
   x->early_bytes += n;
   /* Backpressure: the previous host waits (in TCP) until we catch up. A
    * broadcast chain needs it when a host downstream is slow. */
-  struct hp_conn *c = hd_mesh_conn(d, from);
-  if (c && x->early_bytes >= XH_EARLY_PAUSE) hp_conn_pause(c);
+  if (x->early_bytes >= XH_EARLY_PAUSE) d->link->pause(d, from);
   return 0;
 }
 
-
-void hd_xhost_abort(struct hd_daemon *d) {
-  struct hd_xop *x = d->xop;
+void hd_xhost_abort(struct hd_comm *cm) {
+  struct hd_xop *x = cm->xop;
+  struct hd_daemon *d = cm->d;
   if (!x) return;
   /* A frame being read into a rank's memory must not land there once
    * the rank has its buffer back (with an error); a link paused for
    * backpressure must be read again (to hear of the end). */
-  int prev = d->job.nhosts
-                 ? (int)((d->job.host_index + d->job.nhosts - 1) % d->job.nhosts)
-                 : 0;
-  struct hp_conn *c = d->peers ? hd_mesh_conn(d, prev) : NULL;
-  if (c) {
-    hp_conn_unplace(c);
-    hp_conn_resume(c);
+  if (d->link && cm->nhosts > 1 && cm->me >= 0) {
+    int prev = cm->hosts[(cm->me + cm->nhosts - 1) % cm->nhosts];
+    d->link->unplace(d, prev);
+    d->link->resume(d, prev);
   }
   if (x->active) end_op(x);
   for (int i = 0; i < XH_WINDOW; i++) x->slot[i].busy = 0;
   while (x->early) drop_early(x, &x->early);
 }
 
-void hd_xhost_free(struct hd_daemon *d) {
-  struct hd_xop *x = d->xop;
+void hd_xhost_free(struct hd_comm *c) {
+  struct hd_xop *x = c->xop;
   if (!x) return;
-  hd_xhost_abort(d);
+  hd_xhost_abort(c);
   for (int i = 0; i < XH_WINDOW; i++) free(x->slot[i].w);
   free(x->scratch);
   free(x);
-  d->xop = NULL;
+  c->xop = NULL;
 }

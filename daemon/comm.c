@@ -1,0 +1,147 @@
+/* comm.c -- communicators: the global set and the process sets.
+ *
+ * A communicator knows its members (global ranks, sorted), which of them
+ * are this host's ranks, and which hosts have members, in member order
+ * (hosts hold consecutive ranks, so each host's members are consecutive
+ * members). Its first host coordinates its negotiation. Every daemon
+ * builds the same communicators in the same order (process sets are
+ * added by a collective of the global set), so ids agree everywhere. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+
+static int host_of_rank(const struct hd_daemon *d, int32_t rank) {
+  for (uint32_t h = 0; h < d->job.nhosts; h++)
+    if (rank >= d->job.hosts[h].first_rank &&
+        rank < d->job.hosts[h].first_rank + d->job.hosts[h].nranks)
+      return (int)h;
+  return d->job.nhosts ? -1 : 0;
+}
+
+void hd_comm_free(struct hd_comm *c) {
+  if (!c) return;
+  hd_xhost_free(c);
+  hd_xcoll_free(c);
+  hd_coord_free(c);
+  for (size_t i = 0; i < c->table_size; i++)
+    while (c->table[i]) {
+      struct hd_tensor *t = c->table[i];
+      c->table[i] = t->next_hash;
+      for (int k = 0; k < c->nlocal; k++) free(t->part[k].aux);
+      free(t->neutral);
+      free(t);
+    }
+  free(c->table);
+  free(c->members);
+  free(c->local);
+  free(c->local_member);
+  free(c->part_of);
+  free(c->joined);
+  free(c->hosts);
+  free(c->host_first);
+  free(c->host_n);
+  free(c);
+}
+
+struct hd_comm *hd_comm_new(struct hd_daemon *d, const int32_t *ranks, int n) {
+  if (n <= 0) return NULL;
+  if (d->ncomms == UINT32_MAX) return NULL;
+  struct hd_comm *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->d = d;
+  c->id = d->ncomms;
+  c->size = n;
+  c->me = -1;
+  c->last_joined = -1;
+  c->members = malloc((size_t)n * sizeof *c->members);
+  c->local = malloc((size_t)(d->nlocal ? d->nlocal : 1) * sizeof *c->local);
+  c->local_member =
+      malloc((size_t)(d->nlocal ? d->nlocal : 1) * sizeof *c->local_member);
+  c->part_of = malloc((size_t)(d->nlocal ? d->nlocal : 1) * sizeof *c->part_of);
+  c->joined = calloc((size_t)(d->nlocal ? d->nlocal : 1), 1);
+  c->hosts = malloc((size_t)n * sizeof *c->hosts);
+  c->host_first = malloc((size_t)n * sizeof *c->host_first);
+  c->host_n = malloc((size_t)n * sizeof *c->host_n);
+  if (!c->members || !c->local || !c->local_member || !c->hosts ||
+      !c->host_first || !c->host_n || !c->part_of || !c->joined) {
+    hd_comm_free(c);
+    return NULL;
+  }
+  memcpy(c->members, ranks, (size_t)n * sizeof *ranks);
+  for (int i = 0; i < d->nlocal; i++) c->part_of[i] = -1;
+  for (int m = 0; m < n; m++) {
+    int h = host_of_rank(d, ranks[m]);
+    if (!c->nhosts || c->hosts[c->nhosts - 1] != h) {
+      c->hosts[c->nhosts] = h;
+      c->host_first[c->nhosts] = m;
+      c->host_n[c->nhosts] = 0;
+      if (h == (int)d->job.host_index) c->me = c->nhosts;
+      c->nhosts++;
+    }
+    c->host_n[c->nhosts - 1]++;
+    for (int i = 0; i < d->nlocal; i++)
+      if (d->ranks[i].info.rank == ranks[m]) {
+        c->part_of[i] = c->nlocal;
+        c->local[c->nlocal] = i;
+        c->local_member[c->nlocal] = m;
+        c->nlocal++;
+      }
+  }
+  struct hd_comm **v = realloc(d->comms, (d->ncomms + 1) * sizeof *v);
+  if (!v) {
+    hd_comm_free(c);
+    return NULL;
+  }
+  d->comms = v;
+  d->comms[d->ncomms++] = c;
+  return c;
+}
+
+int hd_comms_init(struct hd_daemon *d) {
+  int n = d->job.size;
+  int32_t *all = malloc((size_t)(n ? n : 1) * sizeof *all);
+  if (!all) return HORA_ENOMEM;
+  for (int i = 0; i < n; i++) all[i] = i;
+  struct hd_comm *c = hd_comm_new(d, all, n);
+  free(all);
+  return c ? 0 : HORA_ENOMEM;
+}
+
+void hd_comms_free(struct hd_daemon *d) {
+  hd_coord_held_free(d);
+  for (uint32_t i = 0; i < d->ncomms; i++) hd_comm_free(d->comms[i]);
+  free(d->comms);
+  d->comms = NULL;
+  d->ncomms = 0;
+}
+
+struct hd_comm *hd_comm_get(struct hd_daemon *d, uint32_t id) {
+  return id < d->ncomms ? d->comms[id] : NULL;
+}
+
+int hd_comm_member(const struct hd_comm *c, int32_t rank) {
+  int lo = 0, hi = c->size - 1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if (c->members[mid] == rank) return mid;
+    if (c->members[mid] < rank) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
+}
+
+int hd_comm_host_of(const struct hd_comm *c, int member) {
+  for (int k = 0; k < c->nhosts; k++)
+    if (member >= c->host_first[k] && member < c->host_first[k] + c->host_n[k])
+      return k;
+  return -1;
+}
+
+int32_t hd_comm_rank(const struct hd_comm *c, int i) {
+  return c->members[c->local_member[i]];
+}
+
+struct hd_rank *hd_comm_local(const struct hd_comm *c, int i) {
+  return &c->d->ranks[c->local[i]];
+}

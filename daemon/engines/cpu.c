@@ -1,0 +1,427 @@
+/* cpu.c -- the CPU engine: collectives on tensors in host memory.
+ *
+ * Allreduce and broadcast: when every participant's tensor lies in its
+ * arena, the operation runs in one pass, in place, split across the
+ * reduction threads: each thread owns a slice and reads every input byte
+ * of it once and writes every output byte once. Otherwise the tensor is
+ * streamed through the staging areas in chunks (two per rank, so copying
+ * one chunk overlaps reducing the other): the daemon asks each streamed
+ * rank to copy chunk k in, reduces it across all ranks when every copy is
+ * there, and asks for it to be copied out.
+ *
+ * Allgather, alltoall and reducescatter: inputs and outputs lie in the
+ * arenas (libhora puts them there); each output byte is written once,
+ * from the inputs where they lie.
+ *
+ * A communicator with members on several hosts runs the cross-host
+ * algorithms (xhost.c, xcoll.c) over the links between the daemons. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../daemon.h"
+#include "../reduce.h"
+
+#define PARALLEL_MIN_BYTES (256u << 10)
+#define SLICE_ALIGN 64u
+#define MAX_PARTS 256
+
+/* ---- where the data are ------------------------------------------------- */
+
+int hd_is_root(struct hd_tensor *t, int i) {
+  return t->meta.coll == HORA_COLL_BROADCAST &&
+         hd_comm_rank(t->comm, i) == t->meta.root;
+}
+int hd_needs_in(struct hd_tensor *t, int i) {
+  return !t->part[i].resident && !t->part[i].joined &&
+         (t->meta.coll == HORA_COLL_ALLREDUCE || hd_is_root(t, i));
+}
+int hd_needs_out(struct hd_tensor *t, int i) {
+  return !t->part[i].resident && !t->part[i].joined && !hd_is_root(t, i);
+}
+
+unsigned char *hd_in_ptr(struct hd_tensor *t, int i) {
+  return hd_comm_local(t->comm, i)->shm + t->part[i].offset;
+}
+
+unsigned char *hd_out_ptr(struct hd_tensor *t, int i) {
+  return hd_comm_local(t->comm, i)->shm + t->part[i].recv_offset;
+}
+
+/* The identity of the reduction, or zeros. */
+void *hd_neutral(struct hd_tensor *t, uint64_t count) {
+  if (t->neutral) return t->neutral;
+  uint64_t es = hora_dtype_size(t->meta.dtype);
+  unsigned char *p = calloc(count ? count : 1, es);
+  if (!p) return NULL;
+  int op = t->meta.op;
+  int red = t->meta.coll == HORA_COLL_ALLREDUCE ||
+            t->meta.coll == HORA_COLL_REDUCESCATTER;
+  if (red && (op == HORA_PRODUCT || op == HORA_MIN || op == HORA_MAX)) {
+    unsigned char one[8];
+    memset(one, 0, sizeof one);
+    int dt = t->meta.dtype;
+    switch (dt) {
+    case HORA_UINT8: one[0] = op == HORA_PRODUCT ? 1 : op == HORA_MIN ? 0xff : 0; break;
+    case HORA_INT8: one[0] = op == HORA_PRODUCT ? 1 : op == HORA_MIN ? 0x7f : 0x80; break;
+    case HORA_INT16: { int16_t v = op == HORA_PRODUCT ? 1 : op == HORA_MIN ? INT16_MAX : INT16_MIN; memcpy(one, &v, 2); break; }
+    case HORA_INT32: { int32_t v = op == HORA_PRODUCT ? 1 : op == HORA_MIN ? INT32_MAX : INT32_MIN; memcpy(one, &v, 4); break; }
+    case HORA_INT64: { int64_t v = op == HORA_PRODUCT ? 1 : op == HORA_MIN ? INT64_MAX : INT64_MIN; memcpy(one, &v, 8); break; }
+    case HORA_FLOAT16: { uint16_t v = op == HORA_PRODUCT ? 0x3c00 : op == HORA_MIN ? 0x7c00 : 0xfc00; memcpy(one, &v, 2); break; }
+    case HORA_BFLOAT16: { uint16_t v = op == HORA_PRODUCT ? 0x3f80 : op == HORA_MIN ? 0x7f80 : 0xff80; memcpy(one, &v, 2); break; }
+    case HORA_FLOAT32: { float v = op == HORA_PRODUCT ? 1.0f : op == HORA_MIN ? __builtin_inff() : -__builtin_inff(); memcpy(one, &v, 4); break; }
+    default: { double v = op == HORA_PRODUCT ? 1.0 : op == HORA_MIN ? __builtin_inf() : -__builtin_inf(); memcpy(one, &v, 8); break; }
+    }
+    for (uint64_t i = 0; i < count; i++) memcpy(p + i * es, one, es);
+  }
+  return t->neutral = p;
+}
+
+void hd_scale_buf(const struct hd_tensor *t, void *p, uint64_t count,
+                  int pre) {
+  double f = pre ? t->meta.prescale : t->meta.postscale;
+  if (f != 1.0) hd_scale(p, count, t->meta.dtype, f);
+}
+
+/* ---- allreduce and broadcast on one host ---------------------------------- */
+
+struct job {
+  struct hd_tensor *t;
+  void *ptrs[MAX_PARTS];
+  int n;      /* inputs: ptrs[0..n) (broadcast: the root first) */
+  int nout;   /* outputs: ptrs[0..nout) ... those are the first ones */
+  int out[MAX_PARTS]; /* whether ptrs[k] is an output */
+  uint64_t count;
+  int divisor;
+};
+
+static void slice(const struct job *j, int i, int n, uint64_t *off,
+                  uint64_t *cnt) {
+  uint64_t es = hora_dtype_size(j->t->meta.dtype);
+  uint64_t unit = SLICE_ALIGN / es;
+  uint64_t units = (j->count + unit - 1) / unit;
+  uint64_t lo = units * (uint64_t)i / (uint64_t)n * unit;
+  uint64_t hi = units * (uint64_t)(i + 1) / (uint64_t)n * unit;
+  if (hi > j->count) hi = j->count;
+  if (lo > hi) lo = hi;
+  *off = lo;
+  *cnt = hi - lo;
+}
+
+static void run_slice(void *arg, int i, int n) {
+  const struct job *j = arg;
+  const struct hd_tensor *t = j->t;
+  uint64_t off, cnt;
+  slice(j, i, n, &off, &cnt);
+  if (!cnt) return;
+  uint64_t es = hora_dtype_size(t->meta.dtype);
+  void *p[MAX_PARTS], *dst[MAX_PARTS];
+  int nd = 0;
+  for (int k = 0; k < j->n; k++) {
+    p[k] = (char *)j->ptrs[k] + off * es;
+    if (j->out[k]) dst[nd++] = p[k];
+  }
+  if (t->meta.coll == HORA_COLL_ALLREDUCE) {
+    for (int k = 0; k < j->n; k++)
+      if (j->out[k]) hd_scale_buf(t, p[k], cnt, 1);
+    hd_reduce(dst, nd, (const void *const *)p, j->n, cnt, t->meta.dtype,
+              t->meta.op, j->divisor);
+    for (int k = 0; k < nd; k++) hd_scale_buf(t, dst[k], cnt, 0);
+  } else { /* broadcast: ptrs[0] is the root */
+    for (int k = 1; k < j->n; k++)
+      if (j->out[k]) memcpy(p[k], p[0], cnt * es);
+  }
+}
+
+/* Runs the collective on j->ptrs, in parallel when it is large enough to
+ * pay for waking the threads. */
+static void run_job(struct job *j) {
+  uint64_t bytes = j->count * hora_dtype_size(j->t->meta.dtype);
+  int n = bytes >= PARALLEL_MIN_BYTES ? hd_pool_size() : 1;
+  if (n > 1 && bytes / (uint64_t)n < PARALLEL_MIN_BYTES / 2)
+    n = (int)HC_MAX(1, bytes / (PARALLEL_MIN_BYTES / 2));
+  hd_pool_run(run_slice, j, n);
+}
+
+/* Order of participants for a job: the broadcast root first. */
+static int order(struct hd_tensor *t, int *idx) {
+  int n = 0, nl = t->comm->nlocal;
+  for (int i = 0; i < nl; i++)
+    if (hd_is_root(t, i)) idx[n++] = i;
+  for (int i = 0; i < nl; i++)
+    if (!hd_is_root(t, i)) idx[n++] = i;
+  return n;
+}
+
+static uint64_t chunk_count(struct hd_tensor *t, uint64_t k) {
+  uint64_t lo = k * t->chunk_elems;
+  return HC_MIN(t->chunk_elems, t->meta.count - lo);
+}
+
+uint64_t hd_staging_off(struct hd_rank *r, uint64_t k) {
+  return r->layout.staging_off + (k & 1) * r->layout.chunk_size;
+}
+
+void hd_copy_req(struct hd_rank *r, struct hd_tensor *t, int kind,
+                 uint64_t k) {
+  struct hp_cqe e;
+  memset(&e, 0, offsetof(struct hp_cqe, msg));
+  e.id = t->part[t->comm->part_of[r->idx]].id;
+  e.kind = (uint32_t)kind;
+  e.chunk = k;
+  e.elem_off = k * t->chunk_elems;
+  e.elem_count = chunk_count(t, k);
+  e.staging_off = hd_staging_off(r, k);
+  e.msg[0] = '\0';
+  hd_push_cqe(r, &e);
+}
+
+/* Chunk k's staging slot of member i may be (re)filled once chunk k-2 has
+ * left it. */
+static int slot_free(struct hd_tensor *t, int i, uint64_t k) {
+  if (k < 2) return 1;
+  return hd_needs_out(t, i) ? t->part[i].done >= k - 1 : t->reduced >= k - 1;
+}
+
+/* Fills j with the members' data for chunk k (or the whole tensor). */
+static int fill_job(struct hd_tensor *t, struct job *j, int streamed,
+                    uint64_t k) {
+  struct hd_comm *c = t->comm;
+  uint64_t es = hora_dtype_size(t->meta.dtype);
+  int idx[MAX_PARTS], n = order(t, idx);
+  j->t = t;
+  j->n = 0;
+  j->divisor = c->size;
+  j->count = streamed ? chunk_count(t, k) : t->meta.count;
+  uint64_t base = streamed ? k * t->chunk_elems : 0;
+  for (int m = 0; m < n; m++) {
+    int i = idx[m];
+    struct hd_rank *r = hd_comm_local(c, i);
+    struct hd_part *p = &t->part[i];
+    if (p->joined) {
+      if (t->meta.coll != HORA_COLL_ALLREDUCE) continue;
+      unsigned char *z = hd_neutral(t, t->meta.count);
+      if (!z) return -1;
+      j->ptrs[j->n] = z + base * es;
+      j->out[j->n++] = 0;
+      continue;
+    }
+    j->ptrs[j->n] = p->resident ? r->shm + p->offset + base * es
+                                : r->shm + hd_staging_off(r, k);
+    j->out[j->n++] = 1;
+  }
+  return 0;
+}
+
+static int stream_step(struct hd_daemon *d, struct hd_tensor *t) {
+  struct hd_comm *c = t->comm;
+  uint64_t es = hora_dtype_size(t->meta.dtype);
+  if (!t->nchunks) {
+    t->chunk_elems = HC_MAX(1, hd_comm_local(c, 0)->layout.chunk_size / es);
+    t->nchunks = (t->meta.count + t->chunk_elems - 1) / t->chunk_elems;
+  }
+  for (;;) {
+    int progress = 0;
+    for (int i = 0; i < c->nlocal; i++) {
+      struct hd_part *p = &t->part[i];
+      while (hd_needs_in(t, i) && p->issued < t->nchunks &&
+             slot_free(t, i, p->issued)) {
+        hd_copy_req(hd_comm_local(c, i), t, HP_CQ_COPY_IN, p->issued++);
+        progress = 1;
+      }
+    }
+    uint64_t k = t->reduced;
+    int can = k < t->nchunks;
+    for (int i = 0; can && i < c->nlocal; i++) {
+      if (hd_needs_in(t, i) && t->part[i].ready <= k) can = 0;
+      if (hd_needs_out(t, i) && !slot_free(t, i, k)) can = 0;
+    }
+    if (can) {
+      struct job j;
+      if (fill_job(t, &j, 1, k) < 0) {
+        hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+        return 1;
+      }
+      run_job(&j);
+      t->reduced++;
+      for (int i = 0; i < c->nlocal; i++)
+        if (hd_needs_out(t, i))
+          hd_copy_req(hd_comm_local(c, i), t, HP_CQ_COPY_OUT, k);
+      progress = 1;
+    }
+    if (!progress) break;
+  }
+  if (t->reduced < t->nchunks) return 0;
+  for (int i = 0; i < c->nlocal; i++)
+    if (hd_needs_out(t, i) && t->part[i].done < t->nchunks) return 0;
+  hd_tensor_finish(d, t);
+  return 1;
+}
+
+/* A streamed operation holds its members' staging areas until it ends:
+ * operations of two communicators never share one. */
+static int claim_staging(struct hd_tensor *t) {
+  struct hd_comm *c = t->comm;
+  for (int i = 0; i < c->nlocal; i++) {
+    struct hd_rank *r = hd_comm_local(c, i);
+    if ((hd_needs_in(t, i) || hd_needs_out(t, i)) && r->staging_owner &&
+        r->staging_owner != t)
+      return 0;
+  }
+  for (int i = 0; i < c->nlocal; i++)
+    if (hd_needs_in(t, i) || hd_needs_out(t, i))
+      hd_comm_local(c, i)->staging_owner = t;
+  return 1;
+}
+
+static int run_reduce_bcast(struct hd_daemon *d, struct hd_tensor *t) {
+  struct hd_comm *c = t->comm;
+  if (c->nhosts > 1) {
+    if (!claim_staging(t)) return 0;
+    return hd_xhost_step(c, t);
+  }
+  int streamed = 0;
+  for (int i = 0; i < c->nlocal; i++)
+    if (hd_needs_in(t, i) || hd_needs_out(t, i)) streamed = 1;
+  if (streamed) {
+    if (!claim_staging(t)) return 0;
+    return stream_step(d, t);
+  }
+  struct job j;
+  if (fill_job(t, &j, 0, 0) < 0) {
+    hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+    return 1;
+  }
+  run_job(&j);
+  hd_tensor_finish(d, t);
+  return 1;
+}
+
+/* ---- allgather, alltoall, reducescatter on one host ----------------------- */
+
+static int run_allgather(struct hd_daemon *d, struct hd_tensor *t) {
+  struct hd_comm *c = t->comm;
+  uint64_t es = hora_dtype_size(t->meta.dtype);
+  const int64_t *counts = t->part[t->first].aux;
+  uint64_t off = 0;
+  for (int m = 0, i = 0; m < c->size; m++) {
+    uint64_t n = (uint64_t)counts[m];
+    while (i < c->nlocal && c->local_member[i] < m) i++;
+    if (n && i < c->nlocal && c->local_member[i] == m && !t->part[i].joined) {
+      const unsigned char *src = hd_in_ptr(t, i);
+      for (int k = 0; k < c->nlocal; k++)
+        if (!t->part[k].joined)
+          memcpy(hd_out_ptr(t, k) + off * es, src, n * es);
+    }
+    off += n;
+  }
+  hd_tensor_finish(d, t);
+  return 1;
+}
+
+static int run_alltoall(struct hd_daemon *d, struct hd_tensor *t) {
+  struct hd_comm *c = t->comm;
+  uint64_t es = hora_dtype_size(t->meta.dtype);
+  for (int i = 0; i < c->nlocal; i++) {
+    const struct hd_part *pi = &t->part[i];
+    if (pi->joined) continue;
+    uint64_t soff = 0;
+    for (int m = 0; m < c->size; m++) {
+      uint64_t n = (uint64_t)pi->aux[m];
+      int j = -1;
+      for (int k = 0; k < c->nlocal; k++)
+        if (c->local_member[k] == m) j = k;
+      if (j >= 0 && !t->part[j].joined && n) {
+        const struct hd_part *pj = &t->part[j];
+        uint64_t roff = 0;
+        for (int s = 0; s < c->local_member[i]; s++)
+          roff += (uint64_t)pj->aux[c->size + s];
+        memcpy(hd_out_ptr(t, j) + roff * es, hd_in_ptr(t, i) + soff * es,
+               n * es);
+      }
+      soff += n;
+    }
+  }
+  hd_tensor_finish(d, t);
+  return 1;
+}
+
+static int run_reducescatter(struct hd_daemon *d, struct hd_tensor *t) {
+  struct hd_comm *c = t->comm;
+  uint64_t es = hora_dtype_size(t->meta.dtype);
+  uint64_t row = hd_row_elems(&t->meta);
+  uint64_t rows = t->meta.ndims ? (uint64_t)t->meta.shape[0] : t->meta.count;
+  const void *src[MAX_PARTS];
+  int ns = 0;
+  for (int i = 0; i < c->nlocal; i++) {
+    if (t->part[i].joined) {
+      if (!(src[ns++] = hd_neutral(t, t->meta.count))) {
+        hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+        return 1;
+      }
+      continue;
+    }
+    hd_scale_buf(t, hd_in_ptr(t, i), t->meta.count, 1);
+    src[ns++] = hd_in_ptr(t, i);
+  }
+  for (int i = 0; i < c->nlocal; i++) {
+    if (t->part[i].joined) continue;
+    uint64_t first, n;
+    hd_rs_block(rows, c->size, c->local_member[i], &first, &n);
+    const void *s[MAX_PARTS];
+    for (int k = 0; k < ns; k++)
+      s[k] = (const unsigned char *)src[k] + first * row * es;
+    void *dst[1] = {hd_out_ptr(t, i)};
+    if (n && row)
+      hd_reduce(dst, 1, s, ns, n * row, t->meta.dtype, t->meta.op, c->size);
+    hd_scale_buf(t, dst[0], n * row, 0);
+  }
+  hd_tensor_finish(d, t);
+  return 1;
+}
+
+/* How this engine runs each collective on one host. */
+static int (*const local_run[])(struct hd_daemon *, struct hd_tensor *) = {
+    [HORA_COLL_ALLREDUCE] = run_reduce_bcast,
+    [HORA_COLL_BROADCAST] = run_reduce_bcast,
+    [HORA_COLL_ALLGATHER] = run_allgather,
+    [HORA_COLL_ALLTOALL] = run_alltoall,
+    [HORA_COLL_REDUCESCATTER] = run_reducescatter,
+};
+
+static int cpu_can_run(struct hd_daemon *d, const struct hd_tensor *t) {
+  return t->meta.coll < sizeof local_run / sizeof local_run[0] &&
+         local_run[t->meta.coll] != NULL;
+}
+
+static int cpu_progress(struct hd_daemon *d, struct hd_tensor *t) {
+  struct hd_comm *c = t->comm;
+  int coll = t->meta.coll;
+  if (c->nlocal > MAX_PARTS) { /* job.ptrs bound; far beyond one host's ranks */
+    hd_tensor_fail(d, t, HORA_ENOTSUP,
+                   "the CPU engine serves at most 256 ranks per host");
+    return 1;
+  }
+  if (t->meta.count == 0 && coll != HORA_COLL_ALLGATHER &&
+      coll != HORA_COLL_ALLTOALL && c->nhosts == 1) {
+    hd_tensor_finish(d, t);
+    return 1;
+  }
+  if (c->nhosts > 1 && coll != HORA_COLL_ALLREDUCE &&
+      coll != HORA_COLL_BROADCAST)
+    return hd_xcoll_step(c, t);
+  return local_run[coll](d, t);
+}
+
+static void cpu_abort(struct hd_daemon *d, struct hd_comm *c) {
+  hd_xhost_abort(c);
+  hd_xcoll_abort(c);
+}
+
+const struct hd_engine hd_engine_cpu = {
+    .name = "cpu",
+    .can_run = cpu_can_run,
+    .progress = cpu_progress,
+    .abort = cpu_abort,
+};
+
+const struct hd_engine *const hd_engines[] = {&hd_engine_cpu, NULL};

@@ -1,0 +1,552 @@
+/* it_xcoll.c -- a rank of the tests of allgather, alltoall, reducescatter,
+ * prescale/postscale, shapes, process sets and join.
+ *
+ *   it_xcoll colls [-x N]   every dtype (and op) of allgather (equal and
+ *                           per-rank counts), alltoall (equal and uneven
+ *                           splits), reducescatter; allreduce with scale
+ *                           factors; a shape mismatch; a set of 1 rank
+ *   it_xcoll sets [-x N]    process sets: add, collectives on a set of
+ *                           the even ranks and one of the odd ranks at
+ *                           once (disjoint sets in flight together), a
+ *                           set of some ranks, non-members refused,
+ *                           duplicates refused, remove, a removed id
+ *                           refused; a set of the last host's ranks
+ *   it_xcoll join [-x N]    join: each rank joins after a different
+ *                           number of allreduces (every op), the others'
+ *                           results count the joined ranks as neutral,
+ *                           and join returns the last rank to join
+ *
+ * Every rank computes what it expects; a failure prints
+ * "rank R: FAIL <what>" and the exit status is 1. */
+#include <hora.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size, failures, checks;
+
+#define FAIL(...)                                                              \
+  do {                                                                         \
+    printf("rank %d: FAIL ", rank);                                            \
+    printf(__VA_ARGS__);                                                       \
+    printf("\n");                                                              \
+    failures++;                                                                \
+  } while (0)
+
+#define OK(rc, what)                                                           \
+  do {                                                                         \
+    int rc_ = (rc);                                                            \
+    if (rc_ < 0) FAIL("%s: %s (%s)", what, hora_err_name(rc_),                 \
+                      hora_last_error());                                      \
+  } while (0)
+
+static float h2f(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  float v = e ? ldexpf(1.0f + m / 1024.0f, e - 15) : ldexpf(m / 1024.0f, -14);
+  return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t f2h(float f) { /* exact for the small values used here */
+  if (f == 0) return 0;
+  uint16_t s = f < 0 ? 0x8000 : 0;
+  f = fabsf(f);
+  int e;
+  float m = frexpf(f, &e); /* f = m * 2^e, m in [0.5, 1) */
+  int he = e - 1 + 15;
+  int hm = (int)lrintf((m * 2 - 1) * 1024);
+  if (hm == 1024) {
+    hm = 0;
+    he++;
+  }
+  return (uint16_t)(s | (he << 10) | hm);
+}
+
+static void put(int dt, void *b, size_t i, double v) {
+  switch (dt) {
+  case HORA_UINT8: ((uint8_t *)b)[i] = (uint8_t)v; break;
+  case HORA_INT8: ((int8_t *)b)[i] = (int8_t)v; break;
+  case HORA_INT16: ((int16_t *)b)[i] = (int16_t)v; break;
+  case HORA_INT32: ((int32_t *)b)[i] = (int32_t)v; break;
+  case HORA_INT64: ((int64_t *)b)[i] = (int64_t)v; break;
+  case HORA_FLOAT16: ((uint16_t *)b)[i] = f2h((float)v); break;
+  case HORA_BFLOAT16: {
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    ((uint16_t *)b)[i] = (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+    break;
+  }
+  case HORA_FLOAT32: ((float *)b)[i] = (float)v; break;
+  default: ((double *)b)[i] = v;
+  }
+}
+
+static double get(int dt, const void *b, size_t i) {
+  switch (dt) {
+  case HORA_UINT8: return ((const uint8_t *)b)[i];
+  case HORA_INT8: return ((const int8_t *)b)[i];
+  case HORA_INT16: return ((const int16_t *)b)[i];
+  case HORA_INT32: return ((const int32_t *)b)[i];
+  case HORA_INT64: return (double)((const int64_t *)b)[i];
+  case HORA_FLOAT16: return h2f(((const uint16_t *)b)[i]);
+  case HORA_BFLOAT16: {
+    uint32_t u = (uint32_t)((const uint16_t *)b)[i] << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  case HORA_FLOAT32: return ((const float *)b)[i];
+  default: return ((const double *)b)[i];
+  }
+}
+
+static int is_int(int dt) { return dt <= HORA_INT64; }
+
+static int close_to(int dt, double want, double got) {
+  if (is_int(dt)) return want == got;
+  double tol = dt == HORA_FLOAT16 || dt == HORA_BFLOAT16 ? 1e-2 : 1e-6;
+  return fabs(want - got) <= tol * fmax(1.0, fabs(want));
+}
+
+/* Input of rank r, element i, for op (products stay small). */
+static double val(int op, int r, size_t i) {
+  if (op == HORA_PRODUCT) return (double)((r + (int)i) % 2 + 1);
+  return (double)((r * 7 + (int)i * 3) % 11 + 1);
+}
+
+static double reduce_ref(int dt, int op, const int *ranks, int n, size_t i,
+                         int divisor) {
+  double acc = val(op, ranks[0], i);
+  for (int k = 1; k < n; k++) {
+    double v = val(op, ranks[k], i);
+    switch (op) {
+    case HORA_MIN: acc = fmin(acc, v); break;
+    case HORA_MAX: acc = fmax(acc, v); break;
+    case HORA_PRODUCT: acc *= v; break;
+    default: acc += v;
+    }
+  }
+  if (op == HORA_AVERAGE) acc = is_int(dt) ? trunc(acc / divisor) : acc / divisor;
+  return acc;
+}
+
+static void check_vals(const char *what, int dt, const void *buf, size_t n,
+                       double (*want)(size_t, void *), void *arg) {
+  for (size_t i = 0; i < n; i++) {
+    checks++;
+    double w = want(i, arg), g = get(dt, buf, i);
+    if (!close_to(dt, w, g)) {
+      FAIL("%s %s element %zu: expected %g, got %g", what, hora_dtype_name(dt),
+           i, w, g);
+      return;
+    }
+  }
+}
+
+/* ---- colls ------------------------------------------------------------- */
+
+struct agarg { int dt; const int64_t *counts; };
+static double ag_want(size_t i, void *a) {
+  const struct agarg *x = a;
+  size_t off = 0;
+  for (int r = 0; r < size; r++) {
+    if (i < off + (size_t)x->counts[r]) return (double)((r * 5 + (int)(i - off)) % 9);
+    off += (size_t)x->counts[r];
+  }
+  return -1;
+}
+
+static void test_allgather(int dt, int uneven) {
+  size_t es = hora_dtype_size(dt);
+  int64_t *counts = malloc((size_t)size * sizeof *counts);
+  size_t total = 0;
+  for (int r = 0; r < size; r++) {
+    counts[r] = uneven ? (r * 3 + 1) % 5 : 6; /* 0 elements for some */
+    total += (size_t)counts[r];
+  }
+  size_t mine = (size_t)counts[rank];
+  void *in = uneven ? hora_alloc(mine * es + 1) : malloc(mine * es + 1);
+  void *out = malloc(total * es + 1);
+  for (size_t i = 0; i < mine; i++) put(dt, in, i, (double)((rank * 5 + (int)i) % 9));
+  char name[64];
+  snprintf(name, sizeof name, "ag.%d.%d", dt, uneven);
+  int rc = uneven ? hora_allgatherv(name, in, mine, out, counts, dt)
+                  : hora_allgather(name, in, mine, out, dt);
+  OK(rc, name);
+  struct agarg a = {dt, counts};
+  if (rc >= 0) check_vals(name, dt, out, total, ag_want, &a);
+  if (uneven) hora_free(in);
+  else free(in);
+  free(out);
+  free(counts);
+}
+
+/* alltoall: rank s sends to rank d (s + d) % 3 + (uneven ? d % 2 : 1)
+ * elements... equal: 2 to each. Element k of s's block for d is
+ * s * 100 + d * 10 + k (mod 120 for int8). */
+static int64_t a2a_n(int s, int d, int uneven) {
+  return uneven ? (s + 2 * d) % 3 : 2;
+}
+static double a2a_v(int s, int d, int k) { return (double)((s * 17 + d * 5 + k) % 100); }
+
+static void test_alltoall(int dt, int uneven) {
+  size_t es = hora_dtype_size(dt);
+  int64_t *sp = malloc((size_t)size * 8), *rp = malloc((size_t)size * 8);
+  size_t sn = 0, rn = 0;
+  for (int d = 0; d < size; d++) {
+    sp[d] = a2a_n(rank, d, uneven);
+    rp[d] = a2a_n(d, rank, uneven);
+    sn += (size_t)sp[d];
+    rn += (size_t)rp[d];
+  }
+  void *in = malloc(sn * es + 1), *out = hora_alloc(rn * es + 1);
+  size_t o = 0;
+  for (int d = 0; d < size; d++)
+    for (int k = 0; k < sp[d]; k++) put(dt, in, o++, a2a_v(rank, d, k));
+  char name[64];
+  snprintf(name, sizeof name, "a2a.%d.%d", dt, uneven);
+  int rc = uneven ? hora_alltoallv(name, in, sp, out, rp, dt)
+                  : hora_alltoall(name, in, sn, out, dt);
+  OK(rc, name);
+  o = 0;
+  for (int s = 0; rc >= 0 && s < size; s++)
+    for (int k = 0; k < rp[s]; k++, o++) {
+      checks++;
+      if (get(dt, out, o) != a2a_v(s, rank, k)) {
+        FAIL("%s from rank %d element %d: expected %g, got %g", name, s, k,
+             a2a_v(s, rank, k), get(dt, out, o));
+        s = size;
+        break;
+      }
+    }
+  free(in);
+  hora_free(out);
+  free(sp);
+  free(rp);
+}
+
+struct rsarg { int dt, op; size_t first, row; int *all; };
+static double rs_want(size_t i, void *a) {
+  const struct rsarg *x = a;
+  return reduce_ref(x->dt, x->op, x->all, size, x->first * x->row + i, size);
+}
+
+static void test_reducescatter(int dt, int op, size_t rows, size_t row) {
+  size_t es = hora_dtype_size(dt), n = rows * row;
+  void *in = malloc(n * es + 1);
+  for (size_t i = 0; i < n; i++) put(dt, in, i, val(op, rank, i));
+  size_t mine = hora_reducescatter_rows(rows, size, rank), first = 0;
+  for (int r = 0; r < rank; r++) first += hora_reducescatter_rows(rows, size, r);
+  void *out = malloc(mine * row * es + 1);
+  int64_t shape[2] = {(int64_t)rows, (int64_t)row};
+  char name[64];
+  snprintf(name, sizeof name, "rs.%d.%d.%zu", dt, op, rows);
+  hora_request_t q = {.coll = HORA_COLL_REDUCESCATTER, .name = name,
+                      .sendbuf = in, .recvbuf = out, .count = n, .dtype = dt,
+                      .op = op, .ndims = 2, .shape = shape};
+  int64_t h;
+  int rc = hora_submit(&q, &h);
+  if (rc >= 0) rc = hora_wait(h);
+  OK(rc, name);
+  int *all = malloc((size_t)size * sizeof *all);
+  for (int r = 0; r < size; r++) all[r] = r;
+  struct rsarg a = {dt, op, first, row, all};
+  if (rc >= 0) check_vals(name, dt, out, mine * row, rs_want, &a);
+  free(all);
+  free(in);
+  free(out);
+}
+
+struct scarg { int dt; double pre, post; int *all; };
+static double sc_want(size_t i, void *a) {
+  const struct scarg *x = a;
+  double s = 0;
+  for (int r = 0; r < size; r++) {
+    double v = val(HORA_SUM, r, i) * x->pre;
+    s += is_int(x->dt) ? trunc(v) : v;
+  }
+  s *= x->post;
+  return is_int(x->dt) ? trunc(s) : s;
+}
+
+static void test_scale(int dt) {
+  size_t es = hora_dtype_size(dt), n = 37;
+  void *buf = hora_alloc(n * es);
+  for (size_t i = 0; i < n; i++) put(dt, buf, i, val(HORA_SUM, rank, i));
+  char name[64];
+  snprintf(name, sizeof name, "scale.%d", dt);
+  hora_request_t q = {.coll = HORA_COLL_ALLREDUCE, .name = name, .sendbuf = buf,
+                      .recvbuf = buf, .count = n, .dtype = dt, .op = HORA_SUM,
+                      .prescale = 2.0, .postscale = 0.5};
+  int64_t h;
+  int rc = hora_submit(&q, &h);
+  if (rc >= 0) rc = hora_wait(h);
+  OK(rc, name);
+  struct scarg a = {dt, 2.0, 0.5, NULL};
+  if (rc >= 0) check_vals(name, dt, buf, n, sc_want, &a);
+  hora_free(buf);
+}
+
+static void test_shape_mismatch(void) {
+  float buf[17 * 6];
+  memset(buf, 0, sizeof buf);
+  int64_t s1[2] = {17, 6}, s2[3] = {17, 2, 3};
+  hora_request_t q = {.coll = HORA_COLL_ALLREDUCE, .name = "shape",
+                      .sendbuf = buf, .recvbuf = buf, .count = 17 * 6,
+                      .dtype = HORA_FLOAT32, .op = HORA_SUM,
+                      .ndims = rank == 0 ? 2 : 3, .shape = rank == 0 ? s1 : s2};
+  int64_t h;
+  int rc = hora_submit(&q, &h);
+  if (rc >= 0) rc = hora_wait(h);
+  checks++;
+  if (size > 1 && (rc != HORA_EMISMATCH || !strstr(hora_last_error(), "shape")))
+    FAIL("shape mismatch: got %s: %s", hora_err_name(rc), hora_last_error());
+  /* the job goes on */
+  OK(hora_allreduce("after.shape", buf, buf, 4, HORA_FLOAT32, HORA_SUM),
+     "after shape mismatch");
+}
+
+static int run_colls(void) {
+  for (int dt = 0; dt < HORA_DTYPE_COUNT; dt++) {
+    test_allgather(dt, 0);
+    test_allgather(dt, 1);
+    test_alltoall(dt, 0);
+    test_alltoall(dt, 1);
+    for (int op = 0; op < HORA_OP_COUNT; op++) {
+      test_reducescatter(dt, op, 7, 3);           /* remainder rows */
+      test_reducescatter(dt, op, (size_t)size * 1000 + 1, 5);
+    }
+    test_scale(dt);
+  }
+  test_shape_mismatch();
+  /* allgather of about 1.5 MiB per rank: several frames across hosts */
+  size_t n = (3u << 19) / 4 + 3;
+  float *in = malloc(n * 4), *out = malloc(n * 4 * (size_t)size);
+  for (size_t i = 0; i < n; i++) in[i] = (float)(rank * 1000 + (int)(i % 997));
+  OK(hora_allgather("ag.big", in, n, out, HORA_FLOAT32), "ag.big");
+  for (int r = 0; r < size; r++)
+    for (size_t i = 0; i < n; i += 101) {
+      checks++;
+      if (out[(size_t)r * n + i] != (float)(r * 1000 + (int)(i % 997))) {
+        FAIL("ag.big rank %d element %zu", r, i);
+        r = size;
+        break;
+      }
+    }
+  free(in);
+  free(out);
+  return 0;
+}
+
+/* ---- sets ---------------------------------------------------------------- */
+
+static void sum_on_set(int set, const int *ranks, int n, const char *name,
+                       size_t count) {
+  float *buf = malloc(count * sizeof *buf);
+  for (size_t i = 0; i < count; i++) buf[i] = (float)(rank + 1) * (float)(i % 13);
+  hora_request_t q = {.coll = HORA_COLL_ALLREDUCE, .name = name, .sendbuf = buf,
+                      .recvbuf = buf, .count = count, .dtype = HORA_FLOAT32,
+                      .op = HORA_SUM, .process_set = set};
+  int64_t h;
+  int rc = hora_submit(&q, &h);
+  if (rc >= 0) rc = hora_wait(h);
+  OK(rc, name);
+  float s = 0;
+  for (int k = 0; k < n; k++) s += (float)(ranks[k] + 1);
+  for (size_t i = 0; rc >= 0 && i < count; i++) {
+    checks++;
+    if (buf[i] != s * (float)(i % 13)) {
+      FAIL("%s element %zu: expected %g, got %g", name, i, s * (float)(i % 13),
+           buf[i]);
+      break;
+    }
+  }
+  free(buf);
+}
+
+static int run_sets(void) {
+  int even[64], odd[64], ne = 0, no = 0;
+  if (size < 2) return 0; /* a set of one rank would be the global set */
+  for (int r = 0; r < size && r < 64; r++) {
+    if (r % 2) odd[no++] = r;
+    else even[ne++] = r;
+  }
+  int se = hora_process_set_add(even, ne);
+  int so = no ? hora_process_set_add(odd, no) : -1;
+  checks++;
+  if (se < 1 || (no && so != se + 1))
+    FAIL("process set ids %d, %d (%s)", se, so, hora_last_error());
+  checks++;
+  if (hora_process_set_size(se) != ne) FAIL("size of the even set");
+  int mine = rank % 2 ? so : se;
+  checks++;
+  if (hora_process_set_rank(mine) != rank / 2) FAIL("rank in my set");
+  checks++;
+  if (hora_process_set_rank(rank % 2 ? se : so) != HORA_ENOTMEMBER && no)
+    FAIL("rank in the other set: %s", hora_last_error());
+  /* both sets busy at once: several async operations each */
+  for (int round = 0; round < 3; round++) {
+    char name[64];
+    snprintf(name, sizeof name, "set.%d", round);
+    if (rank % 2) sum_on_set(so, odd, no, name, 1000 + (size_t)round * 50000);
+    else sum_on_set(se, even, ne, name, 1000 + (size_t)round * 50000);
+  }
+  /* the other collectives on a set */
+  if (rank % 2 == 0) {
+    int64_t in[3] = {rank, rank * 2, rank * 3}, out[3 * 64];
+    hora_request_t q = {.coll = HORA_COLL_ALLGATHER, .name = "set.ag",
+                        .sendbuf = in, .recvbuf = out, .count = 3,
+                        .dtype = HORA_INT64, .process_set = se};
+    int64_t h;
+    int rc = hora_submit(&q, &h);
+    if (rc >= 0) rc = hora_wait(h);
+    OK(rc, "set.ag");
+    for (int k = 0; rc >= 0 && k < ne; k++) {
+      checks++;
+      if (out[3 * k + 1] != even[k] * 2) FAIL("set.ag member %d", k);
+    }
+    float b[5] = {0};
+    if (rank == even[ne - 1]) for (int i = 0; i < 5; i++) b[i] = 42 + (float)i;
+    hora_request_t bq = {.coll = HORA_COLL_BROADCAST, .name = "set.bc",
+                         .sendbuf = b, .recvbuf = b, .count = 5,
+                         .dtype = HORA_FLOAT32, .root_rank = even[ne - 1],
+                         .process_set = se};
+    rc = hora_submit(&bq, &h);
+    if (rc >= 0) rc = hora_wait(h);
+    OK(rc, "set.bc");
+    checks++;
+    if (rc >= 0 && b[4] != 46) FAIL("set.bc: got %g", b[4]);
+    /* a root outside the set */
+    if (size > 1) {
+      bq.root_rank = 1;
+      bq.name = "set.badroot";
+      rc = hora_submit(&bq, &h);
+      if (rc >= 0) rc = hora_wait(h);
+      checks++;
+      if (rc != HORA_EINVAL) FAIL("broadcast root outside the set: %s", hora_err_name(rc));
+    }
+  } else {
+    /* not a member of the even set */
+    float b[2];
+    hora_request_t q = {.coll = HORA_COLL_ALLREDUCE, .name = "nm", .sendbuf = b,
+                        .recvbuf = b, .count = 2, .dtype = HORA_FLOAT32,
+                        .op = HORA_SUM, .process_set = se};
+    int64_t h;
+    int rc = hora_submit(&q, &h);
+    checks++;
+    if (rc != HORA_ENOTMEMBER) FAIL("non-member: %s", hora_err_name(rc));
+  }
+  /* a duplicate is refused, on every rank */
+  int dup = hora_process_set_add(even, ne);
+  checks++;
+  if (dup != HORA_EEXIST) FAIL("duplicate set: %d (%s)", dup, hora_last_error());
+  /* the ranks of the last host (or just the last rank) */
+  int last = size - 1, sl = se;
+  if (size > 2) { /* with 2, {1} is the odd set */
+    sl = hora_process_set_add(&last, 1);
+    checks++;
+    if (sl < 1) FAIL("set of the last rank: %s", hora_last_error());
+    if (rank == last) sum_on_set(sl, &last, 1, "last.alone", 77);
+  }
+  if (size == 2) sl = so;
+  /* remove, and the id is refused afterwards */
+  OK(hora_process_set_remove(se), "remove");
+  if (rank % 2 == 0) {
+    float b[2];
+    hora_request_t q = {.coll = HORA_COLL_ALLREDUCE, .name = "gone", .sendbuf = b,
+                        .recvbuf = b, .count = 2, .dtype = HORA_FLOAT32,
+                        .op = HORA_SUM, .process_set = se};
+    int64_t h;
+    int rc = hora_submit(&q, &h);
+    checks++;
+    if (rc != HORA_ENOSET) FAIL("removed set: %s", hora_err_name(rc));
+  }
+  int se2 = hora_process_set_add(even, ne); /* again: a new id */
+  checks++;
+  if (se2 <= sl) FAIL("re-added set got id %d", se2);
+  checks++;
+  if (hora_process_set_remove(0) != HORA_ENOSET) FAIL("removing the global set");
+  OK(hora_barrier(), "barrier");
+  return 0;
+}
+
+/* ---- join ------------------------------------------------------------------ */
+
+static int run_join(void) {
+  /* rank r runs r + 1 rounds of allreduces (every op), then joins; the
+   * others go on with r's contribution neutral */
+  int rounds = rank + 1;
+  for (int k = 0; k < rounds; k++) {
+    for (int op = 0; op < HORA_OP_COUNT; op++) {
+      int dt = HORA_FLOAT32;
+      double buf[9];
+      float f[9];
+      for (int i = 0; i < 9; i++) f[i] = (float)val(op, rank, (size_t)i);
+      char name[64];
+      snprintf(name, sizeof name, "j.%d.%d", k, op);
+      OK(hora_allreduce(name, f, f, 9, dt, op), name);
+      /* ranks still in: those with more rounds than k */
+      int in[64], n = 0;
+      for (int r = 0; r < size && r < 64; r++)
+        if (r + 1 > k) in[n++] = r;
+      for (int i = 0; i < 9; i++) {
+        double w = reduce_ref(dt, op, in, n, (size_t)i, size);
+        buf[i] = w;
+        checks++;
+        if (!close_to(dt, w, f[i])) {
+          FAIL("%s element %d with %d ranks joined: expected %g, got %g", name,
+               i, size - n, w, (double)f[i]);
+          break;
+        }
+      }
+      (void)buf;
+    }
+  }
+  int last = hora_join();
+  checks++;
+  if (last != size - 1) FAIL("join returned %d, expected %d (%s)", last,
+                             size - 1, hora_last_error());
+  /* and again, in the other order */
+  if (rank == 0) {
+    float f[3] = {1, 2, 3};
+    OK(hora_allreduce("j2", f, f, 3, HORA_FLOAT32, HORA_SUM), "j2");
+    checks++;
+    if (f[2] != 3) FAIL("j2: %g", f[2]);
+  }
+  last = hora_join();
+  checks++;
+  if (last != 0) FAIL("second join returned %d, expected 0", last);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  int want = -1;
+  const char *mode = argc > 1 ? argv[1] : "colls";
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], "-x") && i + 1 < argc) want = atoi(argv[++i]);
+  int rc = hora_init();
+  if (rc < 0) {
+    fprintf(stderr, "hora_init: %s\n", hora_last_error());
+    return 1;
+  }
+  rank = hora_rank();
+  size = hora_size();
+  if (want >= 0 && size != want) {
+    fprintf(stderr, "size %d, expected %d\n", size, want);
+    return 1;
+  }
+  if (!strcmp(mode, "colls")) run_colls();
+  else if (!strcmp(mode, "sets")) run_sets();
+  else if (!strcmp(mode, "join")) run_join();
+  else {
+    fprintf(stderr, "usage: it_xcoll colls|sets|join [-x N]\n");
+    return 2;
+  }
+  printf("rank %d of %d: %s: %d checks, %d failures\n", rank, size, mode, checks,
+         failures);
+  hora_shutdown();
+  return failures ? 1 : 0;
+}

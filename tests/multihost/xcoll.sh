@@ -1,0 +1,29 @@
+#!/bin/sh
+# xcoll.sh -- allgather, alltoall, reducescatter, scale factors, shapes,
+# process sets and join across hosts (network namespaces, see lib.sh),
+# with it_xcoll (tests/integration/it_xcoll.c), whose every rank checks
+# every result against a reference it computes itself:
+#   3 hosts x 1 rank, 3 x 2, 2 x 2; process sets whose ranks lie on some
+#   of the hosts only (the odd ranks of 3 x 1 are on h2 alone; the last
+#   rank's set is one host's), two disjoint sets busy at once.
+. "$(dirname "$0")/lib.sh"
+need "$HORARUN" "$HORAD" "$T/it_xcoll"
+mh_setup 3
+
+ok() { # NAME NP MODE
+  expect_rc "$1" 0 &&
+    expect_count "$1" out "^\[[0-9]+\]<stdout>:rank [0-9]+ of $2: $3: [0-9]+ checks, 0 failures" "$2" \
+      "every rank reports its checks, none failed"
+  expect_nogrep "$1" out "FAIL" "no check failed"
+  mh_assert_no_job_procs "$MARK"
+}
+
+for mode in colls sets join; do
+  hrun $mode.3x1 240 -np 3 -H h1:1,h2:1,h3:1 "$T/it_xcoll" $mode -x 3
+  ok $mode.3x1 3 $mode
+  hrun $mode.3x2 240 -np 6 -H h1:2,h2:2,h3:2 "$T/it_xcoll" $mode -x 6
+  ok $mode.3x2 6 $mode
+done
+hrun colls.2x2 240 -np 4 -H h1:2,h2:2 "$T/it_xcoll" colls -x 4
+ok colls.2x2 4 colls
+finish
