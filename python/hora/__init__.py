@@ -174,6 +174,8 @@ def _declare(lib):
         "hora_process_set_ids": ([p_int, c_int], c_int),
         "hora_reducescatter_rows": ([c_size_t, c_int, c_int], c_size_t),
         "hora_describe": ([], c_char_p),
+        "hora_alloc": ([c_size_t], c_void_p),
+        "hora_free": ([c_void_p], None),
         "hora_strerror": ([c_int], c_char_p),
         "hora_err_name": ([c_int], c_char_p),
         "hora_last_error": ([], c_char_p),
@@ -829,7 +831,7 @@ def remove_process_set(process_set):
 
 
 class _Op:
-    __slots__ = ("cs", "ready", "phase1", "advance", "keep", "finish",
+    __slots__ = ("cs", "ready", "phase1", "advance", "drop", "keep", "finish",
                  "lock", "done", "rc", "msg", "code_name", "exc", "names")
 
     def __init__(self, cs, keep, finish, names):
@@ -837,6 +839,7 @@ class _Op:
         self.ready = None
         self.phase1 = None
         self.advance = None
+        self.drop = None
         self.keep = keep
         self.finish = finish
         self.lock = threading.Lock()
@@ -912,14 +915,15 @@ def _register(cs, keep, finish, names=()):
     return _register_op(_Op(cs, keep, finish, tuple(names)))
 
 
-def _register_chain(phase1, advance, keep, finish, names=()):
+def _register_chain(phase1, advance, keep, finish, names=(), drop=None):
     """A handle for a two-phase operation: when every libhora operation of
     phase1 has completed, advance() submits the second phase and returns its
-    libhora operations."""
+    libhora operations; drop() is called instead when phase1 failed."""
     op = _Op((), keep, finish, tuple(names))
     op.ready = threading.Event()
     op.phase1 = list(phase1)
     op.advance = advance
+    op.drop = drop
     h = _register_op(op)
     _chainer.add(op)
     return h
@@ -958,7 +962,8 @@ class _Chainer:
             return False
         if op.done or op.error() is not None:
             # failed, or abandoned by shutdown(): no second phase
-            pass
+            if op.drop is not None:
+                op.drop()
         else:
             try:
                 cs, exc = op.advance()
@@ -968,7 +973,7 @@ class _Chainer:
                             exc=exc)
             except BaseException as e:  # noqa: BLE001 -- handed to the waiter
                 op.fail(-1, str(e), exc=e)
-        op.advance = None
+        op.advance = op.drop = None
         op.ready.set()
         return True
 
@@ -1408,6 +1413,32 @@ def _check_splits(splits, rows, n):
     return splits
 
 
+class _ZeroedArena:
+    """n int64 zeros in libhora's arena, where horad writes results in
+    place: the part a joined rank sends nothing into stays zero."""
+
+    def __init__(self, n):
+        lib = _lib()
+        self.n = n
+        self.addr = lib.hora_alloc(8 * n) if n else None
+        if self.addr:
+            self.arr = (ctypes.c_int64 * n).from_address(self.addr)
+        else:
+            self.arr = (ctypes.c_int64 * max(n, 1))()
+        for i in range(n):
+            self.arr[i] = 0
+        self.ptr = ctypes.addressof(self.arr)
+
+    def values(self):
+        return [int(v) for v in self.arr[:self.n]]
+
+    def free(self):
+        if self.addr:
+            _lib().hora_free(self.addr)
+            self.addr = None
+            self.arr = (ctypes.c_int64 * max(self.n, 1))()
+
+
 def _start_alltoall(buf, splits, alloc, name, ps, keep, finish):
     """Alltoall of buf along dimension 0: splits[j] rows to member j (equal
     parts when None). First the members exchange their splits (an alltoall
@@ -1419,17 +1450,19 @@ def _start_alltoall(buf, splits, alloc, name, ps, keep, finish):
     cname = _op_name("alltoall", name, cid)
     _claim_names([cname])
     sent = _i64(splits)
-    got = (ctypes.c_int64 * n)()
+    got = _ZeroedArena(n)
     try:
-        c1 = _submit("alltoall", cname + ".splits", cid, sent, got, n, n,
+        c1 = _submit("alltoall", cname + ".splits", cid, sent, got.ptr, n, n,
                      _k("dtype", "int64"), shape=(n,))
     except BaseException:
+        got.free()
         _release_names([cname])
         raise
     state = {}
 
     def advance():
-        rs = list(got)
+        rs = got.values()
+        got.free()
         state["recv"] = rs
         total = sum(rs)
         obj, ptr = alloc(0, (total,) + buf.shape[1:])
@@ -1443,7 +1476,7 @@ def _start_alltoall(buf, splits, alloc, name, ps, keep, finish):
 
     return _register_chain([c1], advance, (keep, sent, got, state),
                            lambda: finish(state["out"], state["recv"]),
-                           [cname])
+                           [cname], drop=got.free)
 
 
 def _start_reducescatter(bufs, outs_alloc, op, pre, post, name, ps, keep,
@@ -1484,7 +1517,9 @@ def barrier(process_set=global_process_set):
     """Returns once every rank of the process set has entered barrier()."""
     cid, _, _ = _set_layout(process_set, "Barrier")
     lib = _lib()
-    c = _submit("barrier", _op_name("barrier", None, cid), cid)
+    # one name: a barrier blocks, so one is in flight per set at a time,
+    # and ranks that have joined (and skipped barriers) still match
+    c = _submit("barrier", "barrier", cid)
     rc = lib.hora_wait(c)
     if rc < 0:
         raise HoraInternalError(_last_error(rc), rc, _err_name(rc))
