@@ -53,6 +53,12 @@ def test_mismatch_raises_hora_internal_error(hora_job, hora_expect_ok, np_):
     hora_expect_ok(res, "errors mismatch", np_)
 
 
+@pytest.mark.parametrize("np_", [None, 2, 3])
+def test_shutdown_and_init_again(hora_job, hora_expect_ok, np_):
+    res = hora_job(np_, "errors.py", "reinit", timeout=90)
+    hora_expect_ok(res, "errors reinit", np_)
+
+
 @pytest.mark.parametrize("how,status", [("dead", 3), ("raise", 1)])
 def test_dead_rank_raises_hora_internal_error(hora_job, how, status):
     """Rank 1 exits (os._exit(3)) or dies of an uncaught exception while
