@@ -346,6 +346,14 @@ def _mpi_comm_ranks(comm):
         return None
     if not isinstance(comm, MPI.Comm):
         return None
+    lib = _lib()
+    if lib.hora_is_initialized() and \
+            MPI.COMM_WORLD.Get_size() != lib.hora_size():
+        raise ValueError("hora: an mpi4py communicator names ranks of "
+                         "MPI_COMM_WORLD, which has %d ranks here, but the "
+                         "hora job has %d: use a list of ranks (comm=[...]) "
+                         "unless the job's ranks are also MPI's"
+                         % (MPI.COMM_WORLD.Get_size(), lib.hora_size()))
     group = comm.Get_group()
     world = MPI.COMM_WORLD.Get_group()
     return list(MPI.Group.Translate_ranks(group, list(range(comm.Get_size())),

@@ -259,3 +259,25 @@ def test_pip_install(hora_paths, tmp_path):
     assert r.returncode == 0, r
     assert r.stdout.splitlines()[0].startswith(str(site))
     assert r.stdout.splitlines()[1] == "0.1.0 [1.0, 1.0]"
+
+
+def test_mpi4py_communicator(hora_paths):
+    """init(comm=<mpi4py communicator>) and ProcessSet(comm) when mpi4py is
+    installed: a job of one and a singleton MPI_COMM_WORLD agree."""
+    pytest.importorskip("mpi4py")
+    r = _run_py(hora_paths, """
+        import hora, numpy as np
+        from mpi4py import MPI
+        hora.init(comm=MPI.COMM_WORLD)
+        print(hora.rank(), hora.size(), hora.allreduce(np.ones(1)).tolist())
+        ps = hora.ProcessSet(MPI.COMM_WORLD)
+        print(ps.mpi_comm is MPI.COMM_WORLD, ps.ranks)
+        hora.shutdown()
+        try:
+            hora.init(process_sets=[ps])
+        except ValueError as e:
+            print("ValueError", "duplicate" in str(e))
+        """, hora_paths.worker_env())
+    assert r.returncode == 0, r
+    assert r.stdout.splitlines()[-3:] == ["0 1 [1.0]", "True None",
+                                          "ValueError True"], r
