@@ -208,7 +208,7 @@ static void handle_frame(struct hd_daemon *d, const struct hp_frame_hdr *h,
   } else if (h->type == HP_MSG_HEARTBEAT) {
     /* nothing to do: arriving refreshed the connection's last_rx */
   } else {
-    hc_warn("unexpected message type %u from horarun; ignored", h->type);
+    hc_warn_rl("unexpected message type %u from horarun; ignored", h->type);
   }
 }
 

@@ -167,26 +167,26 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
   struct hd_daemon *d = c->d;
   struct hp_hello h;
   if (hp_dec_hello(p, len, &h) < 0) {
-    hc_warn("malformed hello on the job socket; connection dropped");
+    hc_warn_rl("malformed hello on the job socket; connection dropped");
     return -1;
   }
   struct hd_rank *r = NULL;
   for (int i = 0; i < d->nlocal; i++)
     if (d->ranks[i].info.rank == h.rank) r = &d->ranks[i];
   if (!r || strcmp(r->token, h.token) != 0) {
-    hc_warn("hello from pid %d claiming rank %d with a wrong token; "
+    hc_warn_rl("hello from pid %d claiming rank %d with a wrong token; "
             "connection dropped", h.pid, h.rank);
     return -1;
   }
   if (r->connected || r->gone) {
-    hc_warn("rank %d (pid %d) connected %s; connection dropped", h.rank,
+    hc_warn_rl("rank %d (pid %d) connected %s; connection dropped", h.rank,
             h.pid, r->gone ? "after it left the job" : "twice");
     return -1;
   }
   if (!r->shm) {
     int rc = make_segment(d, r);
     if (rc < 0) {
-      hc_error("cannot create shared memory for rank %d: %s", h.rank,
+      hc_error_rl("cannot create shared memory for rank %d: %s", h.rank,
                strerror(-rc));
       return -1;
     }
@@ -194,7 +194,7 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
   uv_os_fd_t fd;
   uv_fileno((uv_handle_t *)&c->pipe, &fd);
   if (send_welcome(d, r, fd) < 0) {
-    hc_warn("cannot send welcome to rank %d", h.rank);
+    hc_warn_rl("cannot send welcome to rank %d", h.rank);
     return -1;
   }
   r->conn = c;
@@ -256,7 +256,7 @@ static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     int rc = hp_decoder_next(&c->dec, &h, &p, why, sizeof why);
     if (rc == 0) return;
     if (rc > 0 && conn_frame(c, &h, p, why, sizeof why) == 0) continue;
-    hc_warn("job socket: %s from %s; connection dropped", why,
+    hc_warn_rl("job socket: %s from %s; connection dropped", why,
             c->rank ? "a rank" : "an unidentified peer");
     uv_read_stop(s);
     drop_conn(c);
@@ -287,7 +287,7 @@ void hd_on_connection(uv_stream_t *server, int status) {
   socklen_t cl = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
       cred.uid != getuid()) {
-    hc_warn("connection from uid %d refused", (int)cred.uid);
+    hc_warn_rl("connection from uid %d refused", (int)cred.uid);
     drop_conn(c);
     return;
   }

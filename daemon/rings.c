@@ -95,7 +95,13 @@ static void on_efd(uv_poll_t *p, int status, int events) {
   hd_poll_rings(d);
 }
 
-static void on_stall_timer(uv_timer_t *t) { hd_check_stalls(t->data); }
+/* The daemon's periodic timer: the stall inspector, and the counts of
+ * rate-limited log messages. */
+static void on_stall_timer(uv_timer_t *t) {
+  struct hd_daemon *d = t->data;
+  if (d->stall_warn_ns || d->stall_fail_ns) hd_check_stalls(d);
+  hc_log_flush_suppressed(0);
+}
 
 int hd_rings_init(struct hd_daemon *d) {
   d->spin_ns = (uint64_t)HC_MAX(0, hc_param_int("spin_us")) * 1000u;
@@ -117,8 +123,7 @@ int hd_rings_init(struct hd_daemon *d) {
     d->stall_warn_ns = d->stall_fail_ns = 0; /* --no-stall-check */
   uv_timer_init(d->loop, &d->stall_timer);
   d->stall_timer.data = d;
-  if (d->stall_warn_ns || d->stall_fail_ns)
-    uv_timer_start(&d->stall_timer, on_stall_timer, 500, 500);
+  uv_timer_start(&d->stall_timer, on_stall_timer, 500, 500);
   long threads = hc_param_int("threads");
   if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
   hd_pool_init((int)HC_MAX(1, HC_MIN(threads, 64)));
@@ -232,7 +237,7 @@ static void dispatch(struct hd_rank *r, const struct hp_sqe *e) {
     hd_chunk_event(r, e);
     break;
   default:
-    hc_warn("rank %d sent an entry of unknown kind %u; ignored",
+    hc_warn_rl("rank %d sent an entry of unknown kind %u; ignored",
             r->info.rank, e->kind);
   }
 }
