@@ -47,10 +47,14 @@ struct hd_rank {
   struct hp_ring_cursor sq, cq;
   struct hp_cqe *backlog; /* completions waiting for room in cq */
   size_t nbacklog, capbacklog;
+  size_t backlog_copies; /* of them, copy requests (not DONE) */
   int wake_rank, wake_prog; /* pending wake-ups after a batch of pushes */
 
   int gone; /* no longer takes part in collectives */
-  int broken; /* wrote nonsense into its rings: no longer polled */
+  int broken; /* wrote nonsense into its rings, or does not read them: no
+                longer polled, its completions dropped; hd_poll_rings()
+                then declares it gone */
+  char broken_msg[HP_MSG_MAX + 1];
   uv_timer_t lost_timer; /* connection closed without goodbye */
 };
 
@@ -206,7 +210,11 @@ void hd_on_lost_timer(uv_timer_t *t);
 int hd_rings_init(struct hd_daemon *d);
 void hd_rings_close(struct hd_daemon *d);
 int hd_poll_rings(struct hd_daemon *d);
+/* Queues a completion for r (never re-enters negotiation: a rank found
+ * broken here is declared gone later, from hd_poll_rings()). */
 void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e);
+/* Drops what r's completions hold (r is gone: nobody reads them). */
+void hd_rings_forget(struct hd_rank *r);
 void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg);
 void hd_flush_wakeups(struct hd_daemon *d);
 void hd_kick(struct hd_daemon *d);

@@ -309,6 +309,7 @@ void hd_on_lost_timer(uv_timer_t *t) {
 void hd_rank_left(struct hd_rank *r, const char *why) {
   struct hd_daemon *d = r->d;
   r->gone = 1;
+  hd_rings_forget(r); /* nobody reads its completions any more */
   if (d->gone_rank == -1) {
     d->gone_rank = r->info.rank;
     hc_fmt(d->gone_msg, sizeof d->gone_msg, "%s", why);

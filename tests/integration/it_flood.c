@@ -8,9 +8,11 @@
  *                             short), then both ranks shut down. Exit 0.
  *   it_flood inflight others|self N exit3|sigkill
  *                             others: every rank but the last submits N
- *                             async allreduces and sleeps without reading
- *                             a completion; the last rank then dies. Each
- *                             survivor must get N errors naming it (exit 4).
+ *                             async allreduces and reads no completion
+ *                             until the last rank has died (it ignores
+ *                             SIGTERM, so that it can report: SIGKILL ends
+ *                             it). Each survivor must get N errors naming
+ *                             the victim (exit 4).
  *                             self: the last rank submits N the others
  *                             never do, then dies; the others are blocked
  *                             in an allreduce and must get HORA_EPEERGONE
@@ -245,9 +247,11 @@ static int cmd_inflight(const char *who, int n, const char *how) {
       snprintf(flag, sizeof flag, "%s/flood.%d", tmp, r);
       while (access(flag, F_OK) != 0 && now_s() - t0 < 60) usleep(10000);
     }
-    usleep(100000);
+    snprintf(flag, sizeof flag, "%s/flood.dead", tmp);
+    close(open(flag, O_CREAT | O_WRONLY, 0600));
     die(how);
   }
+  signal(SIGTERM, SIG_IGN);
   float *buf;
   int64_t *h;
   if (submit_many("op", n, &buf, &h) < 0) return 1;
@@ -255,7 +259,11 @@ static int cmd_inflight(const char *who, int n, const char *how) {
   close(open(flag, O_CREAT | O_WRONLY, 0600));
   printf("rank %d: %d operations in flight\n", rank_, n);
   fflush(stdout);
-  sleep(2); /* the victim dies meanwhile; nobody here reads a completion */
+  /* nobody here reads a completion until the victim has died */
+  snprintf(flag, sizeof flag, "%s/flood.dead", tmp);
+  for (double t0 = now_s(); access(flag, F_OK) != 0 && now_s() - t0 < 60;)
+    usleep(10000);
+  usleep(200000);
   char want[32];
   snprintf(want, sizeof want, "rank %d", victim);
   int named = 0, other = 0;
