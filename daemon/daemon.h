@@ -45,8 +45,10 @@ struct hd_rank {
   struct hp_shm_hdr *hdr;
   struct hp_shm_hdr layout; /* private copy: the rank can write the shared one */
   struct hp_ring_cursor sq, cq;
-  struct hp_cqe *backlog; /* completions waiting for room in cq */
-  size_t nbacklog, capbacklog;
+  /* completions waiting for room in cq: a ring of capbacklog entries (a
+   * power of two), the oldest at backlog_head */
+  struct hp_cqe *backlog;
+  size_t nbacklog, capbacklog, backlog_head;
   size_t backlog_copies; /* of them, copy requests (not DONE) */
   int wake_rank, wake_prog; /* pending wake-ups after a batch of pushes */
 

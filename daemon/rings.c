@@ -150,7 +150,7 @@ void hd_rings_close(struct hd_daemon *d) {
 #define MAX_COPY_BACKLOG 4096u
 
 static struct hp_cqe *backlog_at(struct hd_rank *r, size_t i) {
-  return &r->backlog[i];
+  return &r->backlog[(r->backlog_head + i) & (r->capbacklog - 1)];
 }
 
 /* A completion has reached the rank (or was dropped for a gone one). */
@@ -161,7 +161,7 @@ static void delivered(struct hd_rank *r, const struct hp_cqe *e) {
 void hd_rings_forget(struct hd_rank *r) {
   free(r->backlog);
   r->backlog = NULL;
-  r->nbacklog = r->capbacklog = r->backlog_copies = 0;
+  r->nbacklog = r->capbacklog = r->backlog_head = r->backlog_copies = 0;
   if (r->hdr) atomic_store(&r->hdr->cq_backlog, 0);
 }
 
@@ -191,9 +191,10 @@ static void flush_backlog(struct hd_rank *r) {
     delivered(r, e);
   }
   if (i) {
-    memmove(r->backlog, r->backlog + i, (r->nbacklog - i) * sizeof *r->backlog);
+    r->backlog_head = (r->backlog_head + i) & (r->capbacklog - 1);
     r->nbacklog -= i;
     r->wake_rank = 1;
+    if (r->nbacklog) r->wake_prog = 1; /* more to come: see hd_push_cqe() */
   }
   if (!r->nbacklog) atomic_store(&r->hdr->cq_backlog, 0);
 }
@@ -202,10 +203,13 @@ static void flush_backlog(struct hd_rank *r) {
 static int backlog_grow(struct hd_rank *r) {
   if (r->nbacklog < r->capbacklog) return 0;
   size_t cap = r->capbacklog ? 2 * r->capbacklog : 64;
-  struct hp_cqe *b = realloc(r->backlog, cap * sizeof *b);
+  struct hp_cqe *b = malloc(cap * sizeof *b);
   if (!b) return -1;
+  for (size_t i = 0; i < r->nbacklog; i++) b[i] = *backlog_at(r, i);
+  free(r->backlog);
   r->backlog = b;
   r->capbacklog = cap;
+  r->backlog_head = 0;
   return 0;
 }
 
@@ -234,6 +238,10 @@ void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e) {
   *backlog_at(r, r->nbacklog++) = *e;
   if (e->kind != HP_CQ_DONE) r->backlog_copies++;
   atomic_store(&r->hdr->cq_backlog, 1);
+  /* The cq is full: the rank's threads may all be busy (submitting, say),
+   * so its progress thread, woken otherwise only for copy requests, makes
+   * room. Without it the cq drains once a second. */
+  r->wake_prog = 1;
 }
 
 void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg) {
