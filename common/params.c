@@ -38,6 +38,10 @@ const struct hc_param hc_params[] = {
      "lost (its daemons exchange heartbeats several times a second)"},
     {"kill_grace", "HORA_KILL_GRACE", NULL, NULL, HC_P_DOUBLE, "5",
      "seconds between SIGTERM and SIGKILL when a job is torn down"},
+    {"max_pending", "HORA_MAX_PENDING", NULL, NULL, HC_P_INT, "1048576",
+     "operations of one rank horad holds at most (submitted, their result "
+     "not yet handed back; about 0.5 KiB each); a rank with more waits in "
+     "submission until some complete. The default is libhora's own limit"},
     /* Horovod's tuning parameters (horovodrun's flags and --config-file
      * keys). hora's horad does not act on these yet; a flag sets them in
      * the environment of every rank under both names, as horovodrun

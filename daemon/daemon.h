@@ -50,6 +50,8 @@ struct hd_rank {
   struct hp_cqe *backlog;
   size_t nbacklog, capbacklog, backlog_head;
   size_t backlog_copies; /* of them, copy requests (not DONE) */
+  uint64_t held; /* submissions taken whose DONE has not reached cq */
+  int throttled; /* held reached max_pending: its sq waits (logged once) */
   int wake_rank, wake_prog; /* pending wake-ups after a batch of pushes */
 
   int gone; /* no longer takes part in collectives */
@@ -145,6 +147,7 @@ struct hd_daemon {
   uint64_t last_activity;
   uint64_t spin_ns;
   uint64_t chunk_size, arena_size;
+  uint64_t max_pending; /* per rank: what it can make the daemon hold */
 
   uv_timer_t stall_timer;
   uint64_t stall_warn_ns, stall_fail_ns;

@@ -107,6 +107,7 @@ int hd_rings_init(struct hd_daemon *d) {
   d->spin_ns = (uint64_t)HC_MAX(0, hc_param_int("spin_us")) * 1000u;
   d->chunk_size = (uint64_t)HC_MAX(65536, hc_param_int("chunk_size"));
   d->arena_size = (uint64_t)HC_MAX(65536, hc_param_int("arena_size"));
+  d->max_pending = (uint64_t)HC_MAX(1, hc_param_int("max_pending"));
   d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (d->efd < 0) return -errno;
   uv_poll_init(d->loop, &d->efd_poll, d->efd);
@@ -144,7 +145,8 @@ void hd_rings_close(struct hd_daemon *d) {
 /* A rank's completions that do not fit in its cq wait in its backlog. A
  * DONE answers one of the rank's own submissions, so a healthy rank that
  * is merely busy may have as many waiting as it has operations in flight:
- * it is never dropped for those. Copy requests answer its chunk events; a
+ * it is never dropped for those, and they are bounded by max_pending (see
+ * may_take()). Copy requests answer its chunk events; a
  * rank that keeps sending those without reading its cq is dropped once
  * MAX_COPY_BACKLOG copy requests wait. */
 #define MAX_COPY_BACKLOG 4096u
@@ -156,12 +158,14 @@ static struct hp_cqe *backlog_at(struct hd_rank *r, size_t i) {
 /* A completion has reached the rank (or was dropped for a gone one). */
 static void delivered(struct hd_rank *r, const struct hp_cqe *e) {
   if (e->kind != HP_CQ_DONE) r->wake_prog = 1;
+  else if (r->held) r->held--;
 }
 
 void hd_rings_forget(struct hd_rank *r) {
   free(r->backlog);
   r->backlog = NULL;
   r->nbacklog = r->capbacklog = r->backlog_head = r->backlog_copies = 0;
+  r->held = 0;
   if (r->hdr) atomic_store(&r->hdr->cq_backlog, 0);
 }
 
@@ -295,6 +299,27 @@ static void dispatch(struct hd_rank *r, const struct hp_sqe *e) {
   }
 }
 
+/* What a rank can make the daemon hold is bounded: each submission costs a
+ * tensor entry, then a completion until that reaches the cq. Past
+ * max_pending of them the daemon takes no more of the rank's entries (its
+ * sq fills and the rank waits in submission) until some complete; copy
+ * requests are bounded by MAX_COPY_BACKLOG, and other entries cost
+ * nothing held. */
+static int may_take(struct hd_rank *r) {
+  struct hd_daemon *d = r->d;
+  if (r->held < d->max_pending) {
+    if (r->held <= d->max_pending / 2) r->throttled = 0;
+    return 1;
+  }
+  if (!r->throttled) {
+    r->throttled = 1;
+    hc_warn_rl("rank %d has %llu operations pending in horad (the most "
+               "HORA_MAX_PENDING allows); it waits to submit more until some "
+               "complete", r->info.rank, (unsigned long long)r->held);
+  }
+  return 0;
+}
+
 int hd_poll_rings(struct hd_daemon *d) {
   int n = 0;
   for (int i = 0; i < d->nlocal; i++) {
@@ -309,11 +334,13 @@ int hd_poll_rings(struct hd_daemon *d) {
     if (r->nbacklog) flush_backlog(r);
     const void *slot;
     unsigned budget = r->layout.sq_slots;
-    while (budget-- && !r->broken && (slot = hp_ring_peek(&r->sq))) {
+    while (budget-- && !r->broken && may_take(r) &&
+           (slot = hp_ring_peek(&r->sq))) {
       struct hp_sqe e; /* copied first: the rank may scribble on its slot */
       memcpy(&e, slot, sizeof e);
       hp_ring_release(&r->sq);
       n++;
+      if (e.kind == HP_SQ_SUBMIT) r->held++; /* until its DONE is in cq */
       dispatch(r, &e);
     }
   }
