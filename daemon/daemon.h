@@ -134,9 +134,10 @@ struct hd_daemon {
   int ctl_closing; /* ctl_conn: close once the queued frames are sent */
   struct hp_decoder ctl_dec;
 
-  /* job-private unix socket */
+  /* job-private unix socket, in the abstract namespace: "@name" (no file,
+   * so nothing is left behind however horad ends) */
   uv_pipe_t listener;
-  char sock_dir[256], sock_path[300];
+  char sock_path[108];
   struct hd_conn *conns; /* every accepted connection */
 
   /* wake-ups and polling */
