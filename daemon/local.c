@@ -271,8 +271,10 @@ static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
      * reaper reports it; but a wrapper (sh -c 'prog; ...') may outlive the
      * rank, so the connection's end alone declares it gone soon after. */
     struct hd_rank *r = c->rank;
-    if (r && !r->said_bye && !r->gone)
+    if (r && !r->said_bye && !r->gone) {
+      uv_update_time(c->d->loop); /* 250 ms from now (see spawn.c) */
       uv_timer_start(&r->lost_timer, hd_on_lost_timer, 250, 0);
+    }
     drop_conn(c);
     return;
   }

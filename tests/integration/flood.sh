@@ -10,7 +10,9 @@
 #   self: rank 1 has N in flight that rank 0 never submits, and dies;
 #   garbage: rank 1 writes random entries into its ring, reads nothing,
 #     exits 7;
-#   names: rank 1 submits 300,000 distinct names nobody else does, exits 5.
+#   names: rank 1 submits 300,000 distinct names nobody else does, exits 5;
+#   names.big: the same with 1,000,000 (failing them all keeps horad busy
+#     for a while: rank 0's last output must still reach horarun).
 . "$(dirname "$0")/lib.sh"
 
 n=70000 # more than horad used to queue for one rank (65,536)
@@ -55,4 +57,15 @@ expect_grep names out "^\[0\]<stdout>:rank 0: got HORA_EPEERGONE as expected: .*
 blamed_once names 1
 assert_no_leftovers "$MARK"
 assert_clean_tmp names
+
+big=1000000
+is_small && big=200000
+hrun names.big 120 -np 2 "$T/it_flood" names $big
+expect_rc names.big 5
+expect_grep names.big out "^\[1\]<stdout>:rank 1: horad took $big of $big" "horad took every submission"
+expect_grep names.big out "^\[0\]<stdout>:rank 0: got HORA_EPEERGONE as expected: .*rank 1" \
+  "rank 0's output reaches horarun"
+blamed_once names.big 1
+assert_no_leftovers "$MARK"
+assert_clean_tmp names.big
 finish
