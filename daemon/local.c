@@ -33,6 +33,11 @@ struct hd_conn {
   struct hd_conn *next, **pprev;
 };
 
+/* The job socket carries HELLO and BYE only, a few dozen bytes each: a
+ * connection that has more than this of one frame buffered is dropped, so
+ * none can make the daemon hold more (HP_FRAME_MAX is 16 MiB). */
+#define LOCAL_FRAME_MAX 4096u
+
 static void on_conn_closed(uv_handle_t *h) {
   struct hd_conn *c = (struct hd_conn *)h;
   hp_decoder_free(&c->dec);
@@ -278,14 +283,24 @@ static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     drop_conn(c);
     return;
   }
-  if (hp_decoder_feed(&c->dec, buf->base, (size_t)n) < 0) return;
+  if (hp_decoder_feed(&c->dec, buf->base, (size_t)n) < 0) {
+    hc_warn_rl("job socket: out of memory; connection dropped");
+    uv_read_stop(s);
+    drop_conn(c);
+    return;
+  }
   for (;;) {
     struct hp_frame_hdr h;
     const unsigned char *p;
     char why[160];
     int rc = hp_decoder_next(&c->dec, &h, &p, why, sizeof why);
-    if (rc == 0) return;
-    if (rc > 0 && conn_frame(c, &h, p, why, sizeof why) == 0) continue;
+    if (rc == 0) { /* part of a frame: only small ones are spoken here */
+      if (c->dec.len <= HP_FRAME_HDR + LOCAL_FRAME_MAX) return;
+      hc_fmt(why, sizeof why, "a frame longer than %u bytes",
+             LOCAL_FRAME_MAX);
+    } else if (rc > 0 && conn_frame(c, &h, p, why, sizeof why) == 0) {
+      continue;
+    }
     hc_warn_rl("job socket: %s from %s; connection dropped", why,
             c->rank ? "a rank" : "an unidentified peer");
     uv_read_stop(s);

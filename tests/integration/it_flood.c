@@ -27,6 +27,10 @@
  *                             takes them, until horad stops taking them
  *                             for 2 s; prints how many it took and horad's
  *                             peak memory, then exits 5. Rank 0 as above.
+ *   it_flood sockbig N        rank 0 opens N connections to the job socket,
+ *                             and on each starts a 16 MiB frame and sends
+ *                             1 MiB of it; prints horad's peak memory, then
+ *                             every rank runs a checked allreduce. Exit 0.
  *   it_flood many N           every rank submits N async allreduces of
  *                             arena tensors, then waits for each and checks
  *                             it; prints the time taken. Exit 0.
@@ -38,11 +42,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "shm.h"
@@ -331,6 +338,69 @@ static int cmd_names(long n) {
   _exit(5);
 }
 
+/* A raw connection to the job socket ("@name": the abstract namespace). */
+static int sock_connect(void) {
+  const char *path = getenv("HORA_DAEMON_SOCKET");
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  if (!path || strlen(path) >= sizeof sa.sun_path) return -1;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  socklen_t len = sizeof sa;
+  if (path[0] == '@') {
+    sa.sun_path[0] = '\0';
+    len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
+  }
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s >= 0 && connect(s, (struct sockaddr *)&sa, len) == 0) return s;
+  if (s >= 0) close(s);
+  return -1;
+}
+
+static int cmd_sockbig(int n) {
+  if (rank_ == 0) {
+    enum { CHUNK = 1 << 20 };
+    unsigned char *m = calloc(1, CHUNK);
+    int *fds = calloc((size_t)n, sizeof *fds);
+    if (!m || !fds) return 1;
+    /* a HELLO header (magic, version 1, type 1) claiming 16 MiB */
+    const unsigned char h[16] = {'H', 'O', 'R', 'A', 1, 0, 1, 0,
+                                 0, 0, 0, 1, 0, 0, 0, 0};
+    memcpy(m, h, sizeof h);
+    memset(m + 16, 0x41, CHUNK - 16);
+    long sent = 0;
+    for (int i = 0; i < n; i++) {
+      fds[i] = sock_connect();
+      if (fds[i] < 0) {
+        printf("rank 0: FAIL: connection %d: %s\n", i, strerror(errno));
+        return 1;
+      }
+      for (size_t off = 0; off < CHUNK;) {
+        ssize_t k = send(fds[i], m + off, CHUNK - off, MSG_NOSIGNAL);
+        if (k <= 0) break; /* horad dropped it */
+        off += (size_t)k;
+        sent += k;
+      }
+    }
+    usleep(200000);
+    printf("rank 0: sent %ld bytes on %d connections; horad's peak memory: "
+           "%ld kB\n", sent, n, daemon_peak_kb());
+    for (int i = 0; i < n; i++) close(fds[i]);
+    free(fds);
+    free(m);
+  }
+  float x[8];
+  for (int i = 0; i < 8; i++) x[i] = (float)(rank_ + i);
+  int rc = hora_allreduce("after.sockbig", x, x, 8, HORA_FLOAT32, HORA_SUM);
+  float want = (float)(size_ * (size_ - 1) / 2);
+  if (rc != 0 || x[0] != want) {
+    printf("rank %d: FAIL: allreduce afterwards: %s, %g\n", rank_,
+           hora_last_error(), (double)x[0]);
+    return 1;
+  }
+  printf("rank %d: the job goes on\n", rank_);
+  hora_shutdown();
+  return 0;
+}
+
 static int cmd_many(int n) {
   float *buf;
   int64_t *h;
@@ -382,6 +452,7 @@ int main(int argc, char **argv) {
   if (!strcmp(a[0], "garbage") && a[1]) return cmd_garbage(atol(a[1]));
   if (!strcmp(a[0], "names") && a[1]) return cmd_names(atol(a[1]));
   if (!strcmp(a[0], "many") && a[1]) return cmd_many(atoi(a[1]));
+  if (!strcmp(a[0], "sockbig") && a[1]) return cmd_sockbig(atoi(a[1]));
   fprintf(stderr, "it_flood: bad arguments\n");
   return 2;
 }
