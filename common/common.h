@@ -35,6 +35,40 @@ void hc_log(enum hc_level level, const char *fmt, ...)
 #define hc_warn(...) HC_LOG(HC_WARNING, __VA_ARGS__)
 #define hc_error(...) HC_LOG(HC_ERROR, __VA_ARGS__)
 
+/* Rate-limited logging, for messages a rank or a peer can cause again and
+ * again. Each call site keeps its own state (a static hc_ratelimit): the
+ * first HC_LOG_BURST messages of a second are written, the rest counted,
+ * and "N similar messages suppressed" is written once a second (from the
+ * next message of that site, or from hc_log_flush_suppressed()). */
+#define HC_LOG_BURST 5
+struct hc_ratelimit {
+  const char *site; /* "file.c:123" */
+  uint64_t window;  /* start of the current second, hc_now_ns() */
+  unsigned passed;  /* messages written in it */
+  unsigned long long suppressed;
+  enum hc_level level;
+  struct hc_ratelimit *next; /* every site that has suppressed something */
+  int listed;
+};
+/* 1 when the message may be written now; counts it otherwise. */
+int hc_ratelimit_pass(struct hc_ratelimit *rl, enum hc_level level,
+                      const char *site);
+/* Writes the counts of suppressed messages whose second is over (all of
+ * them when `all`); a daemon calls it from a periodic timer and at exit. */
+void hc_log_flush_suppressed(int all);
+#define HC_STR_(x) #x
+#define HC_STR(x) HC_STR_(x)
+#define HC_LOG_RL(lvl, ...)                                                    \
+  do {                                                                         \
+    static struct hc_ratelimit hc_rl_;                                         \
+    if ((lvl) >= hc_log_level() &&                                             \
+        hc_ratelimit_pass(&hc_rl_, (lvl), __FILE__ ":" HC_STR(__LINE__)))      \
+      hc_log((lvl), __VA_ARGS__);                                              \
+  } while (0)
+#define hc_info_rl(...) HC_LOG_RL(HC_INFO, __VA_ARGS__)
+#define hc_warn_rl(...) HC_LOG_RL(HC_WARNING, __VA_ARGS__)
+#define hc_error_rl(...) HC_LOG_RL(HC_ERROR, __VA_ARGS__)
+
 /* Returns the code and, at debug level, leaves a file:line breadcrumb. */
 #define HC_CHECK(call)                                                         \
   do {                                                                         \

@@ -47,10 +47,10 @@ const struct hc_param hc_params[] = {
      "seconds of silence after which a host of a multi-host job is declared "
      "lost (its daemons exchange heartbeats several times a second)",
      "seconds", 0},
-    {"max_pending", "HORA_MAX_PENDING", NULL, "--max-pending", HC_P_INT,
-     "65536",
-     "operations one rank may have in flight in horad at once; more are "
-     "refused with HORA_ELIMIT (each costs horad a few hundred bytes)",
+    {"max_pending", "HORA_MAX_PENDING", NULL, NULL, HC_P_INT, "1048576",
+     "operations of one rank horad holds at most (submitted, their result "
+     "not yet handed back; about 0.5 KiB each); a rank with more waits in "
+     "submission until some complete. The default is libhora's own limit",
      "operations", 1048576},
     {"kill_grace", "HORA_KILL_GRACE", NULL, NULL, HC_P_DOUBLE, "5",
      "seconds between SIGTERM and SIGKILL when a job is torn down",

@@ -173,7 +173,7 @@ void hd_coord_ready(struct hd_comm *cm, int host,
     *pp = e;
     c->n++;
   } else if (e->seen[host]) {
-    hc_warn("host %d said ready twice for tensor '%s'; ignored", host,
+    hc_warn_rl("host %d said ready twice for tensor '%s'; ignored", host,
             m->name);
     return;
   } else if (!e->mismatch && m->msg[0]) {

@@ -196,6 +196,7 @@ out: /* also after a failed start: whatever was opened is closed */
   hd_mesh_close(d, 0);
   uv_run(d->loop, UV_RUN_NOWAIT); /* let the close callbacks run */
   hd_pool_fini();
+  hc_log_flush_suppressed(1);
   hd_free_job(d);
   uv_loop_close(d->loop);
   free(d);

@@ -45,7 +45,6 @@ static int grow_table(struct hd_comm *c) {
 static void free_tensor(struct hd_comm *c, struct hd_tensor *t) {
   for (int i = 0; i < c->nlocal; i++) {
     struct hd_rank *r = hd_comm_local(c, i);
-    if (t->part[i].submitted && r->npending) r->npending--;
     if (r->staging_owner == t) r->staging_owner = NULL;
     free(t->part[i].aux);
   }
@@ -425,7 +424,7 @@ void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m) {
   }
   if (!t || !t->awaiting) {
     if (d->gone_rank == -1)
-      hc_warn("decision for tensor '%s' of process set %u, which is not "
+      hc_warn_rl("decision for tensor '%s' of process set %u, which is not "
               "waiting for one; ignored", m->name, m->comm);
     return;
   }
@@ -567,15 +566,6 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
     free(aux);
     return;
   }
-  if (r->npending >= d->max_pending) {
-    char msg[HP_MSG_MAX + 1];
-    hc_fmt(msg, sizeof msg, "rank %d: %s '%s' refused: the rank already has "
-           "%llu operations in flight (HORA_MAX_PENDING)", r->info.rank,
-           hd_coll_name(e.coll), e.name, (unsigned long long)r->npending);
-    hd_complete(r, e.id, HORA_ELIMIT, msg);
-    free(aux);
-    return;
-  }
   if ((e.coll == HORA_COLL_ALLGATHER || e.coll == HORA_COLL_ALLTOALL) &&
       !aux && !(aux = implied_aux(c, &e))) {
     hd_complete(r, e.id, HORA_ENOMEM, "horad is out of memory");
@@ -635,7 +625,6 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
                   : e.aux_count ? e.aux_count : (uint64_t)c->size)
                 : 0;
   fill_meta(&t->metas[idx], &e, aux);
-  r->npending++;
   t->nsubmitted++;
   if (e.coll == HORA_COLL_JOIN) {
     c->joined[idx] = 1;
@@ -671,7 +660,7 @@ void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e) {
   }
   uint64_t *ctr = e->kind == HP_SQ_CHUNK_READY ? &p->ready : &p->done;
   if (e->chunk != *ctr || *ctr >= t->nchunks) {
-    hc_warn("rank %d: chunk %llu out of order on '%s'; ignored", r->info.rank,
+    hc_warn_rl("rank %d: chunk %llu out of order on '%s'; ignored", r->info.rank,
             (unsigned long long)e->chunk, t->name);
     return;
   }

@@ -171,7 +171,7 @@ static void chunk_copy(const struct hp_cqe *c, struct hl_op *op) {
            c->staging_off >= h->staging_off && bytes <= h->chunk_size &&
            c->staging_off + bytes <= h->staging_off + h->staging_size;
   if (!ok) {
-    hc_warn("rank %d: copy request out of range; ignored", hl.rank);
+    hc_warn_rl("rank %d: copy request out of range; ignored", hl.rank);
     return;
   }
   unsigned char *stage = hl.shm + c->staging_off;
