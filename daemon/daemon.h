@@ -58,6 +58,8 @@ struct hd_rank {
   struct hd_tensor *staging_owner; /* the streamed operation using its
                                       staging area, or NULL */
   int exit_held; /* its failed exit waits for the culprit's (victim_timer) */
+  struct hd_conn *rejoin; /* hora_init() again after hora_shutdown(): its
+                             connection waits for the new session */
   int gone; /* no longer takes part in collectives */
   int broken; /* wrote nonsense into its rings, or does not read them: no
                 longer polled, its completions dropped; hd_poll_rings()

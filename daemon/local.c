@@ -51,6 +51,7 @@ static void drop_conn(struct hd_conn *c) {
     c->pprev = NULL;
   }
   if (c->rank && c->rank->conn == c) c->rank->conn = NULL;
+  if (c->rank && c->rank->rejoin == c) c->rank->rejoin = NULL;
   if (!uv_is_closing((uv_handle_t *)&c->pipe))
     uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
 }
@@ -195,6 +196,45 @@ static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock) {
   return rc;
 }
 
+static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock);
+
+/* Every rank has shut hora down and initialised it again: a fresh start
+ * (new shared memory, the global set only, no failure) for all of them. */
+static void new_session(struct hd_daemon *d) {
+  for (int i = 0; i < d->nlocal; i++)
+    if (!d->ranks[i].rejoin) return;
+  hd_comms_free(d);
+  d->gone_rank = -1;
+  d->gone_msg[0] = '\0';
+  if (hd_comms_init(d) < 0) {
+    hc_error("out of memory starting a new session; stopping");
+    hd_teardown(d, "horad is out of memory", 0);
+    return;
+  }
+  for (int i = 0; i < d->nlocal; i++) {
+    struct hd_rank *r = &d->ranks[i];
+    struct hd_conn *c = r->rejoin;
+    hd_rings_forget(r);
+    if (r->shm) munmap(r->shm, r->shm_size);
+    if (r->memfd >= 0) close(r->memfd);
+    r->shm = NULL;
+    r->hdr = NULL;
+    r->memfd = -1;
+    r->rejoin = NULL;
+    uv_os_fd_t fd;
+    uv_fileno((uv_handle_t *)&c->pipe, &fd);
+    if (make_segment(d, r) < 0 || send_welcome(d, r, fd) < 0) {
+      hc_error("cannot start rank %d's new session", r->info.rank);
+      drop_conn(c);
+      continue;
+    }
+    r->gone = r->said_bye = r->throttled = 0;
+    r->conn = c;
+    r->connected = 1;
+    hc_debug("rank %d: new session", r->info.rank);
+  }
+}
+
 static int handle_hello(struct hd_conn *c, const unsigned char *p,
                         size_t len) {
   struct hd_daemon *d = c->d;
@@ -211,9 +251,24 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
             "connection dropped", h.pid, h.rank);
     return -1;
   }
+  if (r->said_bye && r->gone && !r->rejoin && !r->conn && !r->broken) {
+    /* hora_init() after hora_shutdown(): collective, as in Horovod. The
+     * job starts a new session once every rank has come back. */
+    if (d->multi) {
+      hc_warn_rl("rank %d initialised hora again after shutting it down: "
+                 "that works in jobs on one host only; connection dropped",
+                 h.rank);
+      return -1;
+    }
+    r->rejoin = c;
+    c->rank = r;
+    hc_debug("rank %d (pid %d) initialises hora again", h.rank, h.pid);
+    new_session(d);
+    return 0;
+  }
   if (r->connected || r->gone) {
     hc_warn_rl("rank %d (pid %d) connected %s; connection dropped", h.rank,
-            h.pid, r->gone ? "after it left the job" : "twice");
+               h.pid, r->gone ? "after it left the job" : "twice");
     return -1;
   }
   if (!r->shm) {
@@ -357,6 +412,9 @@ void hd_rank_left(struct hd_rank *r, const char *why) {
   struct hd_daemon *d = r->d;
   r->gone = 1;
   hd_rings_forget(r); /* nobody reads its completions any more */
+  if (!r->said_bye) /* a rank gone for good: no new session can start */
+    for (int i = 0; i < d->nlocal; i++)
+      if (d->ranks[i].rejoin) drop_conn(d->ranks[i].rejoin);
   if (d->gone_rank == -1) {
     d->gone_rank = r->info.rank;
     hc_fmt(d->gone_msg, sizeof d->gone_msg, "%s", why);
