@@ -160,6 +160,19 @@ const struct hc_param hc_params[] = {
      NULL, 0},
 };
 const size_t hc_nparams = HC_ARRAY_SIZE(hc_params);
+_Static_assert(HC_ARRAY_SIZE(hc_params) == HC_NKNOBS,
+               "hc_params[] and HC_KNOBS differ");
+
+size_t hc_params_check(void) {
+  static const char *const names[] = {
+#define HC_KNOB_STR(n) #n,
+      HC_KNOBS(HC_KNOB_STR)
+#undef HC_KNOB_STR
+  };
+  for (size_t i = 0; i < hc_nparams; i++)
+    if (strcmp(hc_params[i].name, names[i])) return i + 1;
+  return 0;
+}
 
 const struct hc_param *hc_param_find(const char *name) {
   for (size_t i = 0; i < hc_nparams; i++)
@@ -167,7 +180,7 @@ const struct hc_param *hc_param_find(const char *name) {
   return NULL;
 }
 
-const char *hc_param_str(const char *name) {
+const char *hc_param_str_named(const char *name) {
   const struct hc_param *p = hc_param_find(name);
   if (!p) return NULL;
   const char *v = getenv(p->env);
@@ -253,9 +266,9 @@ int hc_param_check(const struct hc_param *p, const char *v, char *why,
   return -1;
 }
 
-long long hc_param_int(const char *name) {
+long long hc_param_int_named(const char *name) {
   const struct hc_param *p = hc_param_find(name);
-  const char *v = hc_param_str(name);
+  const char *v = hc_param_str_named(name);
   if (!p || !v) return 0;
   if (p->type == HC_P_SIZE) {
     long long n = hc_parse_size(v);
@@ -267,9 +280,9 @@ long long hc_param_int(const char *name) {
   return n;
 }
 
-double hc_param_double(const char *name) {
+double hc_param_double_named(const char *name) {
   const struct hc_param *p = hc_param_find(name);
-  const char *v = hc_param_str(name);
+  const char *v = hc_param_str_named(name);
   if (!p || !v) return 0;
   char *end;
   double d = strtod(v, &end);

@@ -169,7 +169,7 @@ static void apply_job_env(struct hd_daemon *d) {
     name[eq - kv] = '\0';
     setenv(name, eq + 1, 1);
   }
-  int lvl = hc_parse_level(hc_param_str("log_level"));
+  int lvl = hc_parse_level(hc_param_str(log_level));
   if (lvl >= 0) hc_log_set_level((enum hc_level)lvl);
 }
 

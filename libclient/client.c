@@ -213,7 +213,7 @@ int hora_init(void) {
     pthread_mutex_unlock(&init_lock);
     return 0;
   }
-  hl.spin_ns = (uint64_t)HC_MAX(0, hc_param_int("spin_us")) * 1000u;
+  hl.spin_ns = (uint64_t)HC_MAX(0, hc_param_int(spin_us)) * 1000u;
   const char *path = getenv("HORA_DAEMON_SOCKET");
   int rc = 0;
   if (!path || !*path) {

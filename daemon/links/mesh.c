@@ -467,8 +467,7 @@ int hd_mesh_listen(struct hd_daemon *d) {
                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
   /* Heartbeats to horarun start now, before the JOB: a host waiting for
    * a slower one must not look lost, and must notice horarun go quiet. */
-  d->hb_timeout_ns = (uint64_t)(HC_MAX(0.2, hc_param_double(
-                                                "heartbeat_timeout")) *
+  d->hb_timeout_ns = (uint64_t)(HC_MAX(0.2, hc_param_double(heartbeat_timeout)) *
                                 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_init(d->loop, &d->hb_timer);
@@ -495,7 +494,7 @@ int hd_mesh_start(struct hd_daemon *d) {
   d->link = &hd_link_tcp;
   /* the knobs came with the JOB: read the timeout again */
   d->hb_timeout_ns =
-      (uint64_t)(HC_MAX(0.2, hc_param_double("heartbeat_timeout")) * 1e9);
+      (uint64_t)(HC_MAX(0.2, hc_param_double(heartbeat_timeout)) * 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_start(&d->hb_timer, on_hb_timer, every, every);
   for (int i = 0; i < n; i++) {
