@@ -745,7 +745,10 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
       return;
     }
     x->removed = 1;
-    /* what is still pending there can never run now */
+    /* what is still pending there can never run now; the engines let go
+     * of it first */
+    for (int i = 0; hd_engines[i]; i++)
+      if (hd_engines[i]->abort) hd_engines[i]->abort(d, x);
     hc_fmt(msg, sizeof msg, "process set %u was removed", x->id);
     for (size_t i = 0; i < x->table_size; i++)
       while (x->table[i]) {
@@ -756,8 +759,6 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
         free_tensor(x, o);
       }
     x->ready_head = x->ready_tail = NULL;
-    hd_xhost_abort(x);
-    hd_xcoll_abort(x);
     complete_all(t, 0, NULL);
     return;
   }

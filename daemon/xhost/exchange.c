@@ -103,10 +103,7 @@ static void on_sent(void *arg, int status) {
   (void)status; /* a failed send means a lost peer, reported there */
   x->pending--;
   if (x->pending) return;
-  if (!x->active) {
-    release_buffers(x);
-    return;
-  }
+  if (!x->active) release_buffers(x); /* an aborted one: the next may start */
   hd_comm_progress(x->c);
   hd_flush_wakeups(x->c->d);
 }
