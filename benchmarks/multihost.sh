@@ -229,7 +229,7 @@ echo "1/host: 2 ranks, one per host; 2/host: 4 ranks, two per host. busbw = algb
 echo "for n ranks (nccl-tests; allgather, alltoall, reducescatter: (n-1)/n of the whole array;"
 echo "broadcast: 1); hora/OpenMPI is the inverse ratio of the times (same bytes,"
 echo "same ranks). hora/iperf3 uses 1/host, where busbw is what crosses the link each way;"
-echo "with 2/host busbw (1.5 x algbw) counts intra-host traffic too: the link carries ~algbw."
+echo "with 2/host busbw (allreduce: 1.5 x algbw) counts intra-host traffic too: the link carries ~algbw."
 [ "$hora_failed" = 1 ] && echo "hora: a run failed (see above); its columns say so."
 [ "$mpi_failed" = 1 ] && echo "OpenMPI: a run failed (see above); its columns say so."
 wrong=$(cat "$MH_TMP"/hora.*.table "$MH_TMP"/mpi.*.table 2>/dev/null |
