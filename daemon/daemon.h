@@ -234,6 +234,8 @@ struct hd_daemon {
    * ranks may be quicker elsewhere): replayed once it is */
   struct hd_held_ready *held;
   size_t nheld;
+  int staging_freed; /* a streamed operation let go of a rank's staging */
+  int in_run_ready;
 
   /* first rank that left the job, and why: later operations fail with it */
   int gone_rank;

@@ -57,6 +57,7 @@ static inline void fx_init(struct fx *f, int nhosts, const int *per_host,
   d->ranks = f->ranks;
   d->gone_rank = -1;
   d->max_pending = 64;
+  d->link = &hd_link_tcp; /* peers without connections: sends are dropped */
   d->chunk_size = FX_CHUNK;
   d->arena_size = FX_ARENA;
   if (nhosts > 1) d->peers = calloc((size_t)nhosts, sizeof *d->peers);
@@ -258,6 +259,21 @@ static inline struct hd_tensor *fx_find(struct hd_comm *c, const char *name) {
     for (struct hd_tensor *t = c->table[i]; t; t = t->next_hash)
       if (!strcmp(t->name, name)) return t;
   return NULL;
+}
+
+
+/* Operations of local rank idx the daemon still holds (submitted, not
+ * completed), over every communicator. */
+static inline int fx_pending(struct hd_daemon *d, int idx) {
+  int n = 0;
+  for (uint32_t k = 0; k < d->ncomms; k++) {
+    struct hd_comm *c = d->comms[k];
+    if (!c || c->part_of[idx] < 0) continue;
+    for (size_t b = 0; b < c->table_size; b++)
+      for (struct hd_tensor *t = c->table[b]; t; t = t->next_hash)
+        n += t->part[c->part_of[idx]].submitted;
+  }
+  return n;
 }
 
 #endif

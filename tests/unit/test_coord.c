@@ -153,14 +153,14 @@ static void test_decided_runs_then_fails(void) {
     u[r] = barrier("u");
     fx_submit(&f, r, &u[r]);
   }
-  hd_fail_undecided(&f.d, "host h2 (ranks 4-5) has left");
+  hd_fail_undecided(&f.d, 2, 2, "host h2 (ranks 4-5) has left");
   for (int r = 0; r < 2; r++)
     EXPECT_MSG(&f, r, u[r].id, HORA_EPEERGONE, "barrier 'u' cannot run",
                "host h2 (ranks 4-5) has left");
   none(&f);
   CHECK(fx_find(c, "x") == tx && fx_find(c, "y") == ty);
   /* once a host left, new operations fail when they are ready */
-  hc_fmt(f.d.left_msg, sizeof f.d.left_msg, "host h2 (ranks 4-5) has left");
+  f.d.peers[2].left = 1;
   struct hp_sqe v0 = barrier("v"), v1 = barrier("v");
   fx_submit(&f, 0, &v0);
   none(&f);
@@ -168,7 +168,7 @@ static void test_decided_runs_then_fails(void) {
   EXPECT_MSG(&f, 0, v0.id, HORA_EPEERGONE, "barrier 'v' cannot run",
              "has left");
   EXPECT_MSG(&f, 1, v1.id, HORA_EPEERGONE, "barrier 'v' cannot run");
-  f.d.left_msg[0] = '\0';
+  f.d.peers[2].left = 0;
 
   /* and one that waits for its decision */
   struct hp_sqe w0 = barrier("w"), w1 = barrier("w");
@@ -200,7 +200,7 @@ static void test_decided_runs_then_fails(void) {
     for (int k = 0; k < 4; k++)
       CHECK_EQ_INT(got[k], want[r][k] ? 1 : 0);
     CHECK_EQ_INT(other, 0);
-    CHECK_EQ_INT(f.ranks[r].npending, 0);
+    CHECK_EQ_INT(fx_pending(&f.d, r), 0);
   }
   CHECK_EQ_INT(c->ntensors, 0);
   CHECK(c->ready_head == NULL && c->ready_tail == NULL);
@@ -367,7 +367,7 @@ static void test_mismatch_across_hosts(void) {
   EXPECT_DONE(&f, 0, b0.id, 0);
   EXPECT_DONE(&f, 1, b1.id, 0);
   CHECK_EQ_INT(c->ntensors, 0);
-  CHECK_EQ_INT(f.ranks[0].npending + f.ranks[1].npending, 0);
+  CHECK_EQ_INT(fx_pending(&f.d, 0) + fx_pending(&f.d, 1), 0);
   fx_free(&f);
 }
 
@@ -574,7 +574,7 @@ static void test_stall_across_hosts(void) {
              "the ranks of host h1 (ranks 2-3) never submitted it");
   EXPECT_MSG(&f, 1, b1.id, HORA_ESTALL, "host h1 (ranks 2-3)");
   CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
-  CHECK_EQ_INT(f.ranks[0].npending + f.ranks[1].npending, 0);
+  CHECK_EQ_INT(fx_pending(&f.d, 0) + fx_pending(&f.d, 1), 0);
   fx_free(&f);
 }
 

@@ -739,7 +739,7 @@ static void test_process_sets(void) {
   fx_in(&f, 1, &a[1], 0);
   fx_submit(&f, 1, &a[1]);
   EXPECT_NONE(&f, 1);
-  CHECK_EQ_INT(f.ranks[1].npending, 1);
+  CHECK_EQ_INT(fx_pending(&f.d, 1), 1);
   for (int r = 0; r < 3; r++)
     ps_remove(&e[r], "rm.2", 2);
   fx_submit(&f, 0, &e[0]);
@@ -751,7 +751,7 @@ static void test_process_sets(void) {
     EXPECT_DONE(&f, r, e[r].id, 0);
   CHECK(f.d.comms[2]->removed);
   CHECK_EQ_INT(f.d.comms[2]->ntensors, 0);
-  CHECK_EQ_INT(f.ranks[1].npending, 0);
+  CHECK_EQ_INT(fx_pending(&f.d, 1), 0);
   a[2] = op_sqe(HORA_COLL_ALLREDUCE, HORA_INT64, HORA_SUM, 1, "later");
   a[2].comm = 2;
   fx_in(&f, 2, &a[2], 0);

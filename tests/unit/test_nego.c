@@ -27,7 +27,7 @@ static struct hp_sqe ar(struct fx *f, int i, const char *name, uint64_t off,
 static int total_pending(struct fx *f) {
   int n = 0;
   for (int i = 0; i < f->d.nlocal; i++)
-    n += (int)f->ranks[i].npending;
+    n += (int)fx_pending(&f->d, i);
   return n;
 }
 
@@ -83,7 +83,7 @@ static void test_dupname(void) {
   EXPECT_MSG(&f, 0, again.id, HORA_EDUPNAME, "rank 0", "'w'",
              "names of pending operations must be unique");
   EXPECT_NONE(&f, 1);
-  CHECK_EQ_INT(f.ranks[0].npending, 1);
+  CHECK_EQ_INT(fx_pending(&f.d, 0), 1);
   struct hp_sqe b = ar(&f, 1, "w", 0, 2, 10);
   fx_submit(&f, 1, &b);
   EXPECT_DONE(&f, 0, a.id, 0);
@@ -522,39 +522,6 @@ static void test_bad_entries(void) {
 
 /* ---- limits, sets, members --------------------------------------------- */
 
-static void test_max_pending(void) {
-  struct fx f;
-  fx_init1(&f, 2);
-  f.d.max_pending = 2;
-  struct hp_sqe a = ar(&f, 0, "a", 0, 1, 1), b = ar(&f, 0, "b", 64, 1, 1);
-  fx_submit(&f, 0, &a);
-  fx_submit(&f, 0, &b);
-  EXPECT_NONE(&f, 0);
-  struct hp_sqe c = ar(&f, 0, "c", 128, 1, 1);
-  fx_submit(&f, 0, &c);
-  EXPECT_MSG(&f, 0, c.id, HORA_ELIMIT, "rank 0: allreduce 'c' refused",
-             "already has 2 operations in flight (HORA_MAX_PENDING)");
-  CHECK_EQ_INT(f.ranks[0].npending, 2);
-  /* one finishes: there is room again */
-  struct hp_sqe a1 = ar(&f, 1, "a", 0, 1, 1);
-  fx_submit(&f, 1, &a1);
-  EXPECT_DONE(&f, 0, a.id, 0);
-  EXPECT_DONE(&f, 1, a1.id, 0);
-  CHECK_EQ_INT(f.ranks[0].npending, 1);
-  c = ar(&f, 0, "c", 128, 1, 1);
-  fx_submit(&f, 0, &c);
-  EXPECT_NONE(&f, 0);
-  /* the limit is per rank: rank 1 has none in flight */
-  struct hp_sqe b1 = ar(&f, 1, "b", 64, 1, 1), c1 = ar(&f, 1, "c", 128, 1, 1);
-  fx_submit(&f, 1, &c1);
-  fx_submit(&f, 1, &b1);
-  EXPECT_DONE(&f, 0, c.id, 0);
-  EXPECT_DONE(&f, 0, b.id, 0);
-  EXPECT_DONE(&f, 1, c1.id, 0);
-  EXPECT_DONE(&f, 1, b1.id, 0);
-  CHECK_EQ_INT(total_pending(&f), 0);
-  fx_free(&f);
-}
 
 static void test_sets_and_members(void) {
   struct fx f;
@@ -778,7 +745,6 @@ int main(void) {
   RUN(test_mismatch_three);
   RUN(test_bug_allgather_implied_counts);
   RUN(test_bad_entries);
-  RUN(test_max_pending);
   RUN(test_sets_and_members);
   RUN(test_stall);
   RUN(test_ring_path);
