@@ -257,6 +257,7 @@ struct hd_daemon {
   struct hp_conn *mesh_conns; /* every mesh connection, also unproven */
   int peers_needed, peers_up, mesh_up;
   struct hp_conn **early; /* authenticated peers that spoke before the JOB */
+  uint64_t *early_hello;  /* what each said: host index << 32 | nhosts */
   size_t nearly;
   uv_timer_t hb_timer;
   uv_timer_t victim_timer; /* releases exits held back (hd_send_exit) */

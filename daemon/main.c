@@ -109,6 +109,8 @@ void hd_free_job(struct hd_daemon *d) {
   d->peers = NULL;
   free(d->early);
   d->early = NULL;
+  free(d->early_hello);
+  d->early_hello = NULL;
   hd_comms_free(d);
   if (d->efd >= 0) close(d->efd);
   d->efd = -1;
