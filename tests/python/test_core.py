@@ -81,11 +81,22 @@ def test_shutdown_and_init_again(initialized):
     assert np.array_equal(hora.allreduce(a), a)
 
 
-def test_init_refuses_communicators():
-    with pytest.raises(NotImplementedError):
-        hora.init(comm=[0])
-    with pytest.raises(NotImplementedError):
-        hora.init(process_sets=[object()])
+def test_init_arguments():
+    hora.shutdown()
+    try:
+        with pytest.raises(ValueError):
+            hora.init(process_sets=[object()])
+        with pytest.raises(ValueError):
+            hora.init(process_sets="static")
+        with pytest.raises(ValueError):
+            hora.init(comm=[1])  # a job of one has rank 0 only
+        with pytest.raises(ValueError):
+            hora.init(comm="everyone")
+        hora.init(comm=[0])  # every rank: the same as no comm
+        assert (hora.rank(), hora.size()) == (0, 1)
+    finally:
+        hora.shutdown()
+        hora.init()
 
 
 def test_version_and_library(initialized):

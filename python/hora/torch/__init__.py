@@ -9,8 +9,9 @@
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
 Plain Python over ctypes: it works with any PyTorch version. CPU tensors
-only until hora's GPU engine exists. Errors from the runtime (ranks that
-disagree about an operation, a rank that is gone, a stall) raise
+only until hora's GPU engine exists. Every collective takes process_set=
+(static sets: init(process_sets=[...]); dynamic ones: add_process_set()).
+Errors from the runtime (ranks that disagree about an operation, a rank that is gone, a stall) raise
 HoraInternalError (also importable as HorovodInternalError), a RuntimeError
 with the runtime's message naming the ranks and the tensor.
 """
@@ -23,17 +24,27 @@ from hora.torch.mpi_ops import (
     cross_rank, cross_size, is_homogeneous,
     mpi_threads_supported, mpi_enabled, mpi_built, gloo_enabled, gloo_built,
     nccl_built, ddl_built, ccl_built, cuda_built, rocm_built,
+    start_timeline, stop_timeline,
     Average, Sum, Adasum, Min, Max, Product,
-    ProcessSet, global_process_set,
+    ProcessSet, global_process_set, add_process_set, remove_process_set,
     allreduce, allreduce_, allreduce_async, allreduce_async_,
+    grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
+    grouped_allreduce_async_, sparse_allreduce_async,
     broadcast, broadcast_, broadcast_async, broadcast_async_,
-    allgather, barrier, poll, synchronize,
-    HoraAllreduce, HoraBroadcast,
+    allgather, allgather_async, grouped_allgather, grouped_allgather_async,
+    alltoall, alltoall_async,
+    reducescatter, reducescatter_async, grouped_reducescatter,
+    grouped_reducescatter_async,
+    barrier, join, poll, synchronize,
+    HoraAllreduce, HoraGroupedAllreduce, HoraBroadcast, HoraAllgather,
+    HoraGroupedAllgather, HoraAlltoall, HoraReducescatter,
+    HoraGroupedReducescatter,
 )
 from hora.torch.optimizer import DistributedOptimizer
 from hora.torch.functions import (broadcast_parameters,
                                   broadcast_optimizer_state, broadcast_object,
                                   allgather_object)
+from hora.torch.sync_batch_norm import SyncBatchNorm
 
 __all__ = [
     "__version__", "Compression", "HoraInternalError", "HorovodInternalError",
@@ -41,12 +52,22 @@ __all__ = [
     "local_size", "cross_rank", "cross_size", "is_homogeneous",
     "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled",
     "gloo_built", "nccl_built", "ddl_built", "ccl_built", "cuda_built",
-    "rocm_built",
+    "rocm_built", "start_timeline", "stop_timeline",
     "Average", "Sum", "Adasum", "Min", "Max", "Product",
-    "ProcessSet", "global_process_set", "HoraAllreduce", "HoraBroadcast",
+    "ProcessSet", "global_process_set", "add_process_set",
+    "remove_process_set",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+    "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+    "grouped_allreduce_async_", "sparse_allreduce_async",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
-    "allgather", "barrier", "poll", "synchronize",
+    "allgather", "allgather_async", "grouped_allgather",
+    "grouped_allgather_async", "alltoall", "alltoall_async",
+    "reducescatter", "reducescatter_async", "grouped_reducescatter",
+    "grouped_reducescatter_async", "barrier", "join", "poll", "synchronize",
+    "HoraAllreduce", "HoraGroupedAllreduce", "HoraBroadcast",
+    "HoraAllgather", "HoraGroupedAllgather", "HoraAlltoall",
+    "HoraReducescatter", "HoraGroupedReducescatter",
     "DistributedOptimizer", "broadcast_parameters",
     "broadcast_optimizer_state", "broadcast_object", "allgather_object",
+    "SyncBatchNorm",
 ]

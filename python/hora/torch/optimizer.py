@@ -16,8 +16,10 @@ import torch
 
 from hora.torch.compression import Compression
 from hora.torch.mpi_ops import (Average, Adasum, HoraInternalError,
-                                allreduce_async_, synchronize, size,
-                                global_process_set, _check_process_set)
+                                allreduce_async_, grouped_allreduce_async_,
+                                sparse_allreduce_async, synchronize, size,
+                                global_process_set)
+from hora import broadcast_object
 
 
 class _DistributedOptimizer:
@@ -26,9 +28,11 @@ class _DistributedOptimizer:
 
     def __init__(self, params, named_parameters, compression,
                  backward_passes_per_step=1, op=Average,
-                 gradient_predivide_factor=1.0, sparse_as_dense=False):
+                 gradient_predivide_factor=1.0, groups=None,
+                 sparse_as_dense=False, process_set=global_process_set):
         super().__init__(params)
         self._compression = compression
+        self.process_set = process_set
 
         if named_parameters is not None:
             named_parameters = list(named_parameters)
@@ -66,8 +70,13 @@ class _DistributedOptimizer:
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
-        # As in Horovod: a job of one rank has nothing to reduce.
-        if size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1":
+        self._groups = _check_groups(groups, self.param_groups)
+        self._p_to_group = {}
+        self._group_counts = {}
+        # As in Horovod: a job of one rank has nothing to reduce, and a rank
+        # outside the process set takes no part.
+        if process_set.included() and \
+                (size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1"):
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
@@ -83,7 +92,43 @@ class _DistributedOptimizer:
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
 
+    def _form_groups(self):
+        """Horovod's grouping: groups of parameters reduced together
+        (grouped_allreduce), in an order every rank agrees on (rank 0's)."""
+        p_list = [p for group in self.param_groups for p in group["params"]
+                  if p.requires_grad]
+        names = broadcast_object([self._parameter_names.get(p)
+                                  for p in p_list], root_rank=0,
+                                 process_set=self.process_set)
+        order = {n: i for i, n in enumerate(names)}
+        p_list.sort(key=lambda p: order.get(self._parameter_names.get(p),
+                                            len(order)))
+        if isinstance(self._groups, list):
+            ids = {id(p) for p in p_list}
+            p_groups, taken = [], set()
+            for g in self._groups:
+                p_groups.append([p for p in g if id(p) in ids])
+                taken.update(id(p) for p in p_groups[-1])
+            p_groups += [[p] for p in p_list if id(p) not in taken]
+        else:
+            n = max(1, min(int(self._groups), len(p_list)))
+            per, extra = divmod(len(p_list), n)
+            p_groups, at = [], 0
+            for i in range(n):
+                k = per + (1 if i < extra else 0)
+                p_groups.append(p_list[at:at + k])
+                at += k
+        for g in p_groups:
+            g = tuple(g)
+            if not g:
+                continue
+            for p in g:
+                self._p_to_group[p] = g
+            self._group_counts[g] = 0
+
     def _register_hooks(self):
+        if self._groups is not None:
+            self._form_groups()
         with torch.enable_grad():
             for group in self.param_groups:
                 for p in group["params"]:
@@ -102,15 +147,15 @@ class _DistributedOptimizer:
             # it did not use), but the other ranks may have: take part with
             # zeros.
             p.grad = torch.zeros_like(p.detach())
-        if p.grad.is_sparse:
-            if not self.sparse_as_dense:
-                raise NotImplementedError(
-                    "hora.torch.DistributedOptimizer: parameter %s has a "
-                    "sparse gradient; hora has no sparse allreduce: pass "
-                    "sparse_as_dense=True" % self._parameter_names.get(p))
-            p.grad = p.grad.to_dense()
         name = self._parameter_names.get(p)
-        compressed, ctx = self._compression.compress(p.grad)
+        tensor = p.grad
+        if tensor.is_sparse:
+            if not self.sparse_as_dense:
+                return sparse_allreduce_async(tensor, name=name, op=self.op,
+                                              process_set=self.process_set), \
+                    None
+            tensor = tensor.to_dense()
+        compressed, ctx = self._compression.compress(tensor)
         if self.op == Average:
             prescale = 1.0 / self.gradient_predivide_factor
             postscale = self.gradient_predivide_factor
@@ -118,8 +163,27 @@ class _DistributedOptimizer:
             prescale = postscale = 1.0
         handle = allreduce_async_(compressed, name=name, op=self.op,
                                   prescale_factor=prescale,
-                                  postscale_factor=postscale)
+                                  postscale_factor=postscale,
+                                  process_set=self.process_set)
         return handle, ctx
+
+    def _grouped_allreduce_grad_async(self, ps):
+        for p in ps:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p.detach())
+        name = self._parameter_names.get(ps[0])
+        pairs = [self._compression.compress(p.grad) for p in ps]
+        if self.op == Average:
+            prescale = 1.0 / self.gradient_predivide_factor
+            postscale = self.gradient_predivide_factor
+        else:
+            prescale = postscale = 1.0
+        handle = grouped_allreduce_async_([t for t, _ in pairs], name=name,
+                                          op=self.op,
+                                          prescale_factor=prescale,
+                                          postscale_factor=postscale,
+                                          process_set=self.process_set)
+        return handle, [c for _, c in pairs]
 
     def _make_hook(self, p):
         def hook(*ignore):
@@ -135,7 +199,18 @@ class _DistributedOptimizer:
             handle, ctx = None, None
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
-                handle, ctx = self._allreduce_grad_async(p)
+                if self._groups is not None:
+                    group = self._p_to_group[p]
+                    self._group_counts[group] += 1
+                    if self._group_counts[group] == len(group):
+                        self._handles[group] = \
+                            self._grouped_allreduce_grad_async(group)
+                        for gp in group:
+                            self._handles.pop(gp, None)
+                        self._group_counts[group] = 0
+                        return
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook
 
@@ -143,7 +218,13 @@ class _DistributedOptimizer:
         """Waits for the allreduce of every gradient (starting those not
         started yet: parameters without a gradient take part with zeros) and
         puts the results in the parameters' .grad."""
-        for p in self._requires_update - set(self._handles):
+        if not self.process_set.included():
+            self._synchronized = True
+            return
+        started = set()
+        for k in self._handles:
+            started.update(k if isinstance(k, tuple) else (k,))
+        for p in self._requires_update - started:
             self._handles[p] = self._allreduce_grad_async(p)
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
@@ -152,15 +233,31 @@ class _DistributedOptimizer:
         for p, (handle, ctx) in self._handles.items():
             # Wait for every handle even after a failure, so that no buffer
             # is left in flight.
+            group = p if isinstance(p, tuple) else (p,)
             try:
-                output = synchronize(handle)
+                output = handle() if callable(handle) else \
+                    synchronize(handle)
             except HoraInternalError as e:
                 error = error or e
                 continue
             finally:
-                self._allreduce_delay[p] = self.backward_passes_per_step
+                for gp in group:
+                    self._allreduce_delay[gp] = self.backward_passes_per_step
+                if self._groups is not None:
+                    g = self._p_to_group.get(group[0])
+                    if g is not None:
+                        self._group_counts[g] = 0
+            outputs = output if isinstance(p, tuple) else [output]
+            ctxs = ctx if isinstance(p, tuple) else [ctx]
             with torch.no_grad():
-                p.grad.set_(self._compression.decompress(output, ctx))
+                for gp, out, c in zip(group, outputs, ctxs):
+                    if gp.grad.is_sparse:
+                        agg = self._compression.decompress(out, c)
+                        if not agg.is_sparse:
+                            agg = agg.to_sparse()
+                        gp.grad.zero_().add_(agg)
+                    else:
+                        gp.grad.set_(self._compression.decompress(out, c))
         self._handles.clear()
         self._synchronized = True
         if error is not None:
@@ -200,6 +297,34 @@ class _DistributedOptimizer:
         return super().zero_grad(*args, **kwargs)
 
 
+def _check_groups(groups, param_groups):
+    """Horovod's validation of DistributedOptimizer(groups=...)."""
+    if groups is None:
+        return None
+    if isinstance(groups, int):
+        if groups <= 0:
+            return None
+        return groups
+    if not isinstance(groups, list) or \
+            any(not isinstance(g, (list, tuple)) for g in groups):
+        raise ValueError("groups should be a non-negative integer or a list "
+                         "of lists of torch.Tensor.")
+    known = {id(p) for g in param_groups for p in g["params"]}
+    seen = set()
+    for g in groups:
+        for p in g:
+            if not isinstance(p, torch.Tensor):
+                raise ValueError("groups must consist of torch.Tensor.")
+            if id(p) not in known:
+                raise ValueError("groups names a tensor that is not a "
+                                 "parameter of the optimizer.")
+            if id(p) in seen:
+                raise ValueError("A parameter can only appear once in "
+                                 "groups.")
+            seen.add(id(p))
+    return groups
+
+
 def _find_duplicates(names):
     seen, dups = set(), set()
     for n in names:
@@ -223,8 +348,12 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     Compression.fp16; backward_passes_per_step: backward passes accumulated
     locally between allreduces; gradient_predivide_factor f: gradients are
     divided by f before the sum and by size/f after it (Average only).
-    num_groups and groups (Horovod's fusion hints) are accepted; every
-    gradient is reduced on its own and the daemon fuses them.
+    groups: an int (that many groups of parameters) or a list of lists of
+    parameters, each group reduced together by one grouped allreduce
+    (num_groups is its deprecated spelling); sparse_as_dense: sparse
+    gradients are made dense and allreduced (otherwise they go through
+    sparse_allreduce_async); process_set: the ranks that reduce together
+    (ranks outside it take no part).
 
     The result is an instance of a subclass of the optimizer's class, built
     on the same parameter groups and state."""
@@ -234,13 +363,17 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     if op == Adasum:
         raise NotImplementedError("hora does not implement Adasum; use "
                                   "op=Average or op=Sum")
-    _check_process_set(process_set)
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` "
+                      "and will be removed", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
     base = optimizer.__class__
     cls = type(base.__name__, (_DistributedOptimizer, base),
                {"__module__": base.__module__})
     opt = cls(optimizer.param_groups, named_parameters, compression,
               backward_passes_per_step, op, gradient_predivide_factor,
-              sparse_as_dense)
+              groups, sparse_as_dense, process_set)
     if optimizer.state:
         opt.state.update(optimizer.state)
     return opt

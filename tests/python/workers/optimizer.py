@@ -228,10 +228,16 @@ def check_broadcasts(c, r, n):
     flat = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
     c.ok(torch.equal(flat, hvd.broadcast(flat, 0)),
          "training after the broadcasts keeps ranks in step")
-    # a stateless optimizer: nothing to send, no error
-    o = torch.optim.SGD(Net().parameters(), lr=0.1)
+    # a new optimizer: its state is made first, as Horovod makes it (zero
+    # gradients and one step), so every rank has one to receive into
+    net = Net()
+    before = [p.detach().clone() for p in net.parameters()]
+    o = torch.optim.SGD(net.parameters(), lr=0.1)
     hvd.broadcast_optimizer_state(o, root_rank=0)
-    c.ok(len(o.state_dict()["state"]) == 0, "stateless optimizer")
+    c.ok(all(p.grad is not None and not p.grad.any()
+             for p in net.parameters()), "a new optimizer gets zero grads")
+    c.ok(all(torch.equal(a, b) for a, b in zip(before, net.parameters())),
+         "a step with zero gradients leaves plain SGD's parameters alone")
 
 
 def state_equal(a, b):
