@@ -2,7 +2,7 @@
 #   make            horarun, horad, libhora.so/.a, hora.pc
 #   make check      build and run every test
 #   make asan       the same under AddressSanitizer + UBSan (in build-asan/)
-#   make bench      allreduce_perf beside OpenMPI's MPI_Allreduce
+#   make bench      allreduce_perf -c each collective beside OpenMPI's
 #   make install PREFIX=/usr/local [DESTDIR=...]  (also the Python package,
 #                   in PYDIR, for the interpreter PYTHON)
 

@@ -1,17 +1,25 @@
-/* allreduce_perf.c -- hora's allreduce benchmark, in the style of
- * nccl-tests' all_reduce_perf.
+/* allreduce_perf.c -- hora's collective benchmark, in the style of
+ * nccl-tests' all_reduce_perf (and its all_gather_perf, alltoall_perf,
+ * reduce_scatter_perf, broadcast_perf: -c picks the collective).
  *
  *   horarun -np 4 build/benchmarks/allreduce_perf -b 8 -e 64M -f 2
+ *   horarun -np 2 build/benchmarks/allreduce_perf -c allgather -e 64M
  *
+ * Sizes follow nccl-tests: a row's size is what one rank sends for
+ * allreduce and broadcast, and the whole array (n blocks of count
+ * elements) for allgather (what each rank receives), alltoall (what each
+ * rank sends and receives) and reducescatter (what each rank sends).
  * For each size of the sweep every rank runs -w warm-up and -n timed
- * allreduces of the same name ("perf.<bytes>"), one after the other. The
- * time of a size is the mean time per iteration, the maximum over ranks
- * (reduced with hora_allreduce(HORA_MAX), as nccl-tests reduces its own).
- * algbw = bytes / time, busbw = algbw * 2 (n-1) / n. With -c 1, one more
- * allreduce after the timed ones runs on freshly filled buffers whose exact
- * result is known (small integers, see fill_pattern()), and #wrong counts
- * the mismatching elements summed over ranks. Rank 0 prints the table; the
- * exit status is non-zero when anything was wrong or a hora call failed. */
+ * operations of the same name ("perf.<coll>.<bytes>"), one after the
+ * other. The time of a size is the mean time per iteration, the maximum
+ * over ranks (reduced with hora_allreduce(HORA_MAX), as nccl-tests reduces
+ * its own). algbw = size / time; busbw = algbw * 2 (n-1) / n for
+ * allreduce, (n-1) / n for allgather, alltoall and reducescatter, 1 for
+ * broadcast. With -C 1, one more operation after the timed ones runs on
+ * freshly filled buffers whose exact result is known (small integers, see
+ * pattern() and data()), and #wrong counts the mismatching elements summed
+ * over ranks. Rank 0 prints the table; the exit status is non-zero when
+ * anything was wrong or a hora call failed. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -32,29 +40,72 @@ struct opts {
   size_t minb, maxb;
   long factor;
   int iters, warmup;
+  hora_coll_t coll;
   hora_dtype_t dtype;
   hora_op_t op;
+  int root;
   int check, arena, inplace;
 };
 
 /* ---- options ------------------------------------------------------------ */
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: allreduce_perf [-b minbytes] [-e maxbytes] [-f factor]\n"
-          "                      [-n iters] [-w warmup] [-d dtype] [-o op]\n"
-          "                      [-c 0|1] [-a 0|1] [-i 0|1]\n"
-          "  -b  smallest size in bytes (K/M/G suffixes), default 8\n"
-          "  -e  largest size in bytes, default 64M\n"
-          "  -f  multiply the size by this factor each step, default 2\n"
-          "  -n  timed iterations per size, default 20\n"
-          "  -w  warm-up iterations per size, default 5\n"
-          "  -d  uint8 int8 int16 int32 int64 float16 bfloat16 float32\n"
-          "      float64, default float32\n"
-          "  -o  sum avg min max prod, default sum\n"
-          "  -c  check the result of one extra iteration, default 1\n"
-          "  -a  1: buffers from hora_alloc (zero copy, default); 0: malloc\n"
-          "  -i  1: in place (default); 0: separate send and receive buffer\n");
+  fprintf(
+      f, "usage: allreduce_perf [-c collective] [-b minbytes] [-e maxbytes]\n"
+         "                      [-f factor] [-n iters] [-w warmup] [-d dtype]\n"
+         "                      [-o op] [-r root] [-C 0|1] [-a 0|1] [-i 0|1]\n"
+         "  -c  allreduce allgather alltoall reducescatter broadcast,\n"
+         "      default allreduce\n"
+         "  -b  smallest size in bytes (K/M/G suffixes), default 8\n"
+         "  -e  largest size in bytes, default 64M\n"
+         "  -f  multiply the size by this factor each step, default 2\n"
+         "  -n  timed iterations per size, default 20\n"
+         "  -w  warm-up iterations per size, default 5\n"
+         "  -d  uint8 int8 int16 int32 int64 float16 bfloat16 float32\n"
+         "      float64, default float32\n"
+         "  -o  sum avg min max prod, default sum (allreduce, reducescatter)\n"
+         "  -r  broadcast root, default 0\n"
+         "  -C  check the result of one extra iteration, default 1\n"
+         "  -a  1: buffers from hora_alloc (zero copy, default); 0: malloc\n"
+         "  -i  1: in place (default); 0: separate send and receive buffer\n"
+         "  Sizes are per rank for allreduce and broadcast, of the whole\n"
+         "  array (n x count) for allgather, alltoall and reducescatter.\n");
+}
+
+/* The collectives -c takes, with nccl-tests' spellings as aliases. */
+static const struct {
+  const char *name, *alias;
+  hora_coll_t coll;
+} colls[] = {{"allreduce", "all_reduce", HORA_COLL_ALLREDUCE},
+             {"allgather", "all_gather", HORA_COLL_ALLGATHER},
+             {"alltoall", "all_to_all", HORA_COLL_ALLTOALL},
+             {"reducescatter", "reduce_scatter", HORA_COLL_REDUCESCATTER},
+             {"broadcast", "bcast", HORA_COLL_BROADCAST}};
+
+static const char *coll_name(hora_coll_t c) {
+  for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
+    if (colls[i].coll == c) return colls[i].name;
+  return "?";
+}
+
+static int parse_coll(const char *s, hora_coll_t *out) {
+  for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
+    if (strcmp(s, colls[i].name) == 0 || strcmp(s, colls[i].alias) == 0) {
+      *out = colls[i].coll;
+      return 0;
+    }
+  return -1;
+}
+
+/* Whether the collective reduces (takes -o). */
+static int has_op(hora_coll_t c) {
+  return c == HORA_COLL_ALLREDUCE || c == HORA_COLL_REDUCESCATTER;
+}
+
+/* Whether a row's size is the whole array of n blocks (nccl-tests). */
+static int is_blocked(hora_coll_t c) {
+  return c == HORA_COLL_ALLGATHER || c == HORA_COLL_ALLTOALL ||
+         c == HORA_COLL_REDUCESCATTER;
 }
 
 /* Parses "64M", "1G", "4096" (binary multiples, as nccl-tests does). */
@@ -141,14 +192,16 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                      .factor = 2,
                      .iters = 20,
                      .warmup = 5,
+                     .coll = HORA_COLL_ALLREDUCE,
                      .dtype = HORA_FLOAT32,
                      .op = HORA_SUM,
+                     .root = 0,
                      .check = 1,
                      .arena = 1,
                      .inplace = 1};
   int c;
   long v;
-  while ((c = getopt(argc, argv, "b:e:f:n:w:d:o:c:a:i:h")) != -1) {
+  while ((c = getopt(argc, argv, "b:e:f:n:w:d:o:c:C:r:a:i:h")) != -1) {
     int bad = 0;
     switch (c) {
     case 'b':
@@ -175,8 +228,20 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
       bad = parse_op(optarg, &o->op);
       break;
     case 'c':
+      bad = parse_coll(optarg, &o->coll);
+      if (bad && (strcmp(optarg, "0") == 0 || strcmp(optarg, "1") == 0))
+        fprintf(stderr,
+                "allreduce_perf: -c names the collective now; the "
+                "check is -C %s\n",
+                optarg);
+      break;
+    case 'C':
       bad = parse_int(optarg, 0, 1, &v);
       o->check = (int)v;
+      break;
+    case 'r':
+      bad = parse_int(optarg, 0, 1 << 30, &v);
+      o->root = (int)v;
       break;
     case 'a':
       bad = parse_int(optarg, 0, 1, &v);
@@ -390,24 +455,65 @@ static int64_t expected(hora_op_t op, hora_dtype_t d, int n, long i) {
   return op == HORA_AVERAGE ? acc / n : acc;
 }
 
-/* Fills count elements of buf with this rank's pattern: one period is built
- * in `period` (PERIOD elements), then copied over and over. */
-static void fill(void *buf, size_t count, const struct opts *o, int rank, int n,
-                 void *period) {
+/* The data of the collectives that move without reducing (allgather,
+ * alltoall, broadcast): element i of what rank r sends to member j,
+ *   (11 i + 13 r + 17 j) mod 210, less 105 for signed types,
+ * in [-105, 104] (uint8 [0, 209]): exact in every dtype (bfloat16 holds
+ * integers up to 256), with period 210 in i, and different for two ranks
+ * or two destinations (up to 105 apart), so a block put in the wrong place
+ * or shifted is counted. POISON is outside that range and outside every
+ * reduction's result: receive buffers are filled with it before the
+ * checked iteration, so an output left unwritten is counted too. */
+static int64_t data(hora_dtype_t d, int r, int j, long i) {
+  int64_t v =
+      (11 * (i % PERIOD) + 13 * (r % PERIOD) + 17 * (j % PERIOD)) % PERIOD;
+  return is_signed(d) ? v - 105 : v;
+}
+
+static int64_t poison(hora_dtype_t d) {
+  return is_signed(d) ? 120 : 250;
+}
+
+/* What a buffer holds: a rank's input of a reduction (PAT_IN), the exact
+ * result of a reduction (PAT_OUT), data(r, j, .) (PAT_DATA) or POISON. */
+enum { PAT_IN, PAT_OUT, PAT_DATA, PAT_POISON };
+struct pat {
+  int kind, r, j;
+};
+
+static int64_t pat_value(const struct opts *o, int n, struct pat p, long i) {
+  switch (p.kind) {
+  case PAT_IN:
+    return pattern(o->op, o->dtype, p.r, n, i);
+  case PAT_OUT:
+    return expected(o->op, o->dtype, n, i);
+  case PAT_DATA:
+    return data(o->dtype, p.r, p.j, i);
+  default:
+    return poison(o->dtype);
+  }
+}
+
+/* Fills count elements of buf with p: one period is built in `period`
+ * (PERIOD elements), then copied over and over. */
+static void fill(void *buf, size_t count, const struct opts *o, int n,
+                 struct pat p, void *period) {
   size_t tsize = hora_dtype_size(o->dtype);
   for (long i = 0; i < PERIOD; i++)
-    store(o->dtype, period, (size_t)i, pattern(o->op, o->dtype, rank, n, i));
+    store(o->dtype, period, (size_t)i, pat_value(o, n, p, i));
   for (size_t i = 0; i < count; i += PERIOD) {
     size_t k = count - i < PERIOD ? count - i : PERIOD;
     memcpy((char *)buf + i * tsize, period, k * tsize);
   }
 }
 
-static long long count_wrong(const void *buf, size_t count,
-                             const struct opts *o, int n) {
+/* Elements of buf[0, count) that differ from p's elements [off, off +
+ * count). */
+static long long count_wrong(const void *buf, size_t count, size_t off,
+                             const struct opts *o, int n, struct pat p) {
   double want[PERIOD];
   for (long i = 0; i < PERIOD; i++)
-    want[i] = (double)expected(o->op, o->dtype, n, i);
+    want[i] = (double)pat_value(o, n, p, (long)((off + (size_t)i) % PERIOD));
   long long wrong = 0;
   for (size_t i = 0; i < count; i++)
     wrong += load(o->dtype, buf, i) != want[i % PERIOD];
@@ -430,23 +536,21 @@ static int fail(const char *what, const char *name, int rc) {
   return rc;
 }
 
-/* Prints "#  Rank r Pid p on host" for every rank. Without an allgather in
- * the API, each rank writes its line into its own slot of a zeroed buffer
- * and a uint8 SUM puts the slots together. */
+/* Prints "#  Rank r Pid p on host" for every rank, put together with an
+ * allgather of one fixed-size line per rank. */
 #define INFO_LEN 96
 static int print_ranks(int rank, int n) {
-  char *all = calloc((size_t)n, INFO_LEN);
+  char line[INFO_LEN], *all = calloc((size_t)n, INFO_LEN);
   char host[64] = "?";
   if (!all) return HORA_ENOMEM;
   gethostname(host, sizeof host - 1);
-  snprintf(all + (size_t)rank * INFO_LEN, INFO_LEN,
-           "#  Rank %3d Pid %7d on %12.40s local rank %2d", rank, (int)getpid(),
-           host, hora_local_rank());
-  int rc = hora_allreduce("perf.ranks", all, all, (size_t)n * INFO_LEN,
-                          HORA_UINT8, HORA_SUM);
+  memset(line, 0, sizeof line);
+  snprintf(line, sizeof line, "#  Rank %3d Pid %7d on %12.40s local rank %2d",
+           rank, (int)getpid(), host, hora_local_rank());
+  int rc = hora_allgather("perf.ranks", line, INFO_LEN, all, HORA_UINT8);
   if (rc < 0) {
     free(all);
-    return fail("hora_allreduce", "perf.ranks", rc);
+    return fail("hora_allgather", "perf.ranks", rc);
   }
   if (rank == 0) {
     printf("#\n# Using ranks\n");
@@ -459,20 +563,40 @@ static int print_ranks(int rank, int n) {
   return 0;
 }
 
+/* In place, whatever -i says: hora_broadcast and MPI_Bcast have one
+ * buffer. */
+static int inplace(const struct opts *o) {
+  return o->inplace || o->coll == HORA_COLL_BROADCAST;
+}
+
+static const char *redop(const struct opts *o) {
+  return has_op(o->coll) ? op_short(o->op) : "none";
+}
+
 static void print_header(const struct opts *o, int n) {
-  printf("# hora allreduce_perf, hora %s\n", hora_version());
+  printf("# hora allreduce_perf -c %s, hora %s\n", coll_name(o->coll),
+         hora_version());
   printf("# ranks %d (local %d, nodes %d) minBytes %zu maxBytes %zu "
          "step: %ld(factor) warmup iters: %d iters: %d validation: %d\n",
          n, hora_local_size(), hora_cross_size(), o->minb, o->maxb, o->factor,
          o->warmup, o->iters, o->check);
-  printf("# dtype %s redop %s buffers %s %s\n", hora_dtype_name(o->dtype),
-         op_short(o->op), o->arena ? "hora_alloc (zero copy)" : "malloc",
-         o->inplace ? "in-place" : "out-of-place");
+  printf("# collective %s dtype %s redop %s", coll_name(o->coll),
+         hora_dtype_name(o->dtype), redop(o));
+  if (o->coll == HORA_COLL_BROADCAST) printf(" root %d", o->root);
+  printf(" buffers %s %s\n", o->arena ? "hora_alloc (zero copy)" : "malloc",
+         inplace(o) ? "in-place" : "out-of-place");
+  if (is_blocked(o->coll))
+    printf("# size: the whole array, n x count elements; count: elements per "
+           "block; busbw = algbw x (n-1)/n\n");
+  else if (o->coll == HORA_COLL_BROADCAST)
+    printf("# size: bytes broadcast; busbw = algbw\n");
+  else
+    printf("# size: bytes per rank; busbw = algbw x 2(n-1)/n\n");
 }
 
 static void print_columns(const struct opts *o) {
   printf("#\n");
-  printf("# %58s\n", o->inplace ? "in-place" : "out-of-place");
+  printf("# %58s\n", inplace(o) ? "in-place" : "out-of-place");
   printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s\n", "size", "count",
          "type", "redop", "time", "algbw", "busbw", "#wrong");
   printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s\n", "(B)", "(elements)",
@@ -480,13 +604,164 @@ static void print_columns(const struct opts *o) {
   fflush(stdout);
 }
 
-/* Runs `k` allreduces of `name` back to back. */
-static int run_iters(const char *name, void *send, void *recv, size_t count,
-                     const struct opts *o, int k) {
-  for (int it = 0; it < k; it++) {
-    int rc = hora_allreduce(name, send, recv, count, o->dtype, o->op);
-    if (rc < 0) return fail("hora_allreduce", name, rc);
+/* One row: count elements per rank (allreduce, broadcast) or per block
+ * (the others, n blocks); send and recv, the elements each rank sends and
+ * receives; bytes, the size column and algbw's numerator. */
+struct row {
+  size_t count, send, recv, bytes;
+};
+
+static struct row row_of(const struct opts *o, size_t size, int n) {
+  size_t tsize = hora_dtype_size(o->dtype);
+  struct row w;
+  size_t per = is_blocked(o->coll) ? size / tsize / (size_t)n : size / tsize;
+  w.count = per ? per : 1; /* sizes below one element: one */
+  size_t all = w.count * (size_t)n;
+  switch (o->coll) {
+  case HORA_COLL_ALLGATHER:
+    w.send = w.count;
+    w.recv = all;
+    break;
+  case HORA_COLL_ALLTOALL:
+    w.send = w.recv = all;
+    break;
+  case HORA_COLL_REDUCESCATTER:
+    w.send = all;
+    w.recv = w.count;
+    break;
+  default:
+    w.send = w.recv = w.count;
+    break;
   }
+  w.bytes = (is_blocked(o->coll) ? all : w.count) * tsize;
+  return w;
+}
+
+static double bus_factor(const struct opts *o, int n) {
+  switch (o->coll) {
+  case HORA_COLL_ALLREDUCE:
+    return 2.0 * (n - 1) / n;
+  case HORA_COLL_BROADCAST:
+    return 1.0;
+  default:
+    return (double)(n - 1) / n;
+  }
+}
+
+struct bufs {
+  void *a, *b; /* a: the larger side, or the only buffer in place */
+  unsigned char period[PERIOD * 8];
+};
+
+/* Where a row's send and receive buffers lie. In place, as nccl-tests
+ * lays them out: allgather sends from its own block of the output,
+ * reducescatter receives into its own block of the input, the others use
+ * one buffer for both. */
+static void place(const struct opts *o, const struct row *w, struct bufs *b,
+                  int rank, void **send, void **recv) {
+  size_t blk = w->count * hora_dtype_size(o->dtype) * (size_t)rank;
+  int rs = o->coll == HORA_COLL_REDUCESCATTER;
+  if (inplace(o)) {
+    *send = *recv = b->a;
+    if (o->coll == HORA_COLL_ALLGATHER) *send = (char *)b->a + blk;
+    if (rs) *recv = (char *)b->a + blk;
+  } else {
+    *send = rs ? b->a : b->b; /* reducescatter sends more than it gets */
+    *recv = rs ? b->b : b->a;
+  }
+}
+
+/* One operation of the row. */
+static int run_one(const char *name, const struct opts *o, const struct row *w,
+                   void *send, void *recv) {
+  int rc;
+  const char *fn;
+  switch (o->coll) {
+  case HORA_COLL_BROADCAST:
+    fn = "hora_broadcast";
+    rc = hora_broadcast(name, recv, w->count, o->dtype, o->root);
+    break;
+  case HORA_COLL_ALLGATHER:
+    fn = "hora_allgather";
+    rc = hora_allgather(name, send, w->send, recv, o->dtype);
+    break;
+  case HORA_COLL_ALLTOALL:
+    fn = "hora_alltoall";
+    rc = hora_alltoall(name, send, w->send, recv, o->dtype);
+    break;
+  case HORA_COLL_REDUCESCATTER:
+    fn = "hora_reducescatter";
+    rc = hora_reducescatter(name, send, w->send, recv, o->dtype, o->op);
+    break;
+  default:
+    fn = "hora_allreduce";
+    rc = hora_allreduce(name, send, recv, w->count, o->dtype, o->op);
+    break;
+  }
+  return rc < 0 ? fail(fn, name, rc) : 0;
+}
+
+/* Runs `k` operations of `name` back to back. */
+static int run_iters(const char *name, const struct opts *o,
+                     const struct row *w, void *send, void *recv, int k) {
+  for (int it = 0; it < k; it++) {
+    int rc = run_one(name, o, w, send, recv);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+/* Fills this rank's input of the row: a reduction's pattern(), data(rank,
+ * 0, .) for allgather and broadcast (only the root's survives), and for
+ * alltoall data(rank, j, .) in the block for member j. */
+static void fill_input(const struct opts *o, const struct row *w,
+                       struct bufs *b, void *send, int rank, int n) {
+  size_t tsize = hora_dtype_size(o->dtype);
+  if (has_op(o->coll)) {
+    fill(send, w->send, o, n, (struct pat){PAT_IN, rank, 0}, b->period);
+  } else if (o->coll == HORA_COLL_ALLTOALL) {
+    for (int j = 0; j < n; j++)
+      fill((char *)send + (size_t)j * w->count * tsize, w->count, o, n,
+           (struct pat){PAT_DATA, rank, j}, b->period);
+  } else {
+    fill(send, w->send, o, n, (struct pat){PAT_DATA, rank, 0}, b->period);
+  }
+}
+
+/* The checked iteration: poisons what only the output holds, fills the
+ * input, runs once and counts this rank's wrong elements. */
+static int check_row(const char *name, const struct opts *o,
+                     const struct row *w, struct bufs *b, int rank, int n,
+                     long long *wrong) {
+  size_t tsize = hora_dtype_size(o->dtype);
+  void *send, *recv;
+  place(o, w, b, rank, &send, &recv);
+  if (!inplace(o) || o->coll == HORA_COLL_ALLGATHER)
+    fill(recv, w->recv, o, n, (struct pat){PAT_POISON, 0, 0}, b->period);
+  fill_input(o, w, b, send, rank, n);
+  int rc = run_one(name, o, w, send, recv);
+  if (rc < 0) return rc;
+  long long bad = 0;
+  switch (o->coll) {
+  case HORA_COLL_ALLREDUCE:
+    bad = count_wrong(recv, w->recv, 0, o, n, (struct pat){PAT_OUT, 0, 0});
+    break;
+  case HORA_COLL_REDUCESCATTER: /* block `rank` of the reduction */
+    bad = count_wrong(recv, w->recv, w->count * (size_t)rank, o, n,
+                      (struct pat){PAT_OUT, 0, 0});
+    break;
+  case HORA_COLL_BROADCAST:
+    bad =
+        count_wrong(recv, w->recv, 0, o, n, (struct pat){PAT_DATA, o->root, 0});
+    break;
+  default: /* allgather: block m from m; alltoall: from m, for rank */
+    for (int m = 0; m < n; m++)
+      bad += count_wrong(
+          (char *)recv + (size_t)m * w->count * tsize, w->count, 0, o, n,
+          (struct pat){PAT_DATA, m, o->coll == HORA_COLL_ALLTOALL ? rank : 0});
+    break;
+  }
+  *wrong = bad;
   return 0;
 }
 
@@ -495,100 +770,98 @@ static size_t next_size(const struct opts *o, size_t size) {
   return size > o->maxb / (size_t)o->factor ? 0 : size * (size_t)o->factor;
 }
 
-/* Elements in a row of `size` bytes: at least one. */
-static size_t elements(const struct opts *o, size_t size) {
-  size_t tsize = hora_dtype_size(o->dtype);
-  return size / tsize ? size / tsize : 1;
+static void row_name(char *buf, size_t cap, const char *what,
+                     const struct opts *o, const struct row *w) {
+  snprintf(buf, cap, "perf.%s%s.%zu", what, coll_name(o->coll), w->bytes);
 }
 
-struct bufs {
-  void *send, *recv;
-  unsigned char period[PERIOD * 8];
-};
-
 /* One row of the table. *wrong gets the mismatches over all ranks (0 with
- * -c 0), *busbw the bus bandwidth. */
-static int bench_size(size_t count, const struct opts *o, struct bufs *b,
+ * -C 0), *busbw the bus bandwidth. */
+static int bench_size(const struct row *w, const struct opts *o, struct bufs *b,
                       int rank, int n, long long *wrong, double *busbw) {
-  size_t bytes = count * hora_dtype_size(o->dtype);
-  char name[64], tname[64], wname[64];
-  snprintf(name, sizeof name, "perf.%zu", bytes);
-  snprintf(tname, sizeof tname, "perf.time.%zu", bytes);
-  snprintf(wname, sizeof wname, "perf.wrong.%zu", bytes);
-  void *send = o->inplace ? b->recv : b->send;
+  char name[80], tname[80], wname[80];
+  row_name(name, sizeof name, "", o, w);
+  row_name(tname, sizeof tname, "time.", o, w);
+  row_name(wname, sizeof wname, "wrong.", o, w);
+  void *send, *recv;
+  place(o, w, b, rank, &send, &recv);
   int rc;
 
-  fill(send, count, o, rank, n, b->period);
-  if ((rc = run_iters(name, send, b->recv, count, o, o->warmup)) < 0) return rc;
+  fill_input(o, w, b, send, rank, n);
+  if ((rc = run_iters(name, o, w, send, recv, o->warmup)) < 0) return rc;
   if ((rc = hora_barrier()) < 0) return fail("hora_barrier", NULL, rc);
   double t0 = now_us();
-  if ((rc = run_iters(name, send, b->recv, count, o, o->iters)) < 0) return rc;
+  if ((rc = run_iters(name, o, w, send, recv, o->iters)) < 0) return rc;
   double t = (now_us() - t0) / o->iters;
   if ((rc = hora_allreduce(tname, &t, &t, 1, HORA_FLOAT64, HORA_MAX)) < 0)
     return fail("hora_allreduce", tname, rc);
 
   long long nwrong = 0;
   if (o->check) {
-    fill(send, count, o, rank, n, b->period);
-    if ((rc = run_iters(name, send, b->recv, count, o, 1)) < 0) return rc;
-    int64_t w = count_wrong(b->recv, count, o, n);
-    if ((rc = hora_allreduce(wname, &w, &w, 1, HORA_INT64, HORA_SUM)) < 0)
+    if ((rc = check_row(name, o, w, b, rank, n, &nwrong)) < 0) return rc;
+    int64_t wsum = nwrong;
+    if ((rc = hora_allreduce(wname, &wsum, &wsum, 1, HORA_INT64, HORA_SUM)) < 0)
       return fail("hora_allreduce", wname, rc);
-    nwrong = w;
+    nwrong = wsum;
   }
 
-  double algbw = (double)bytes / t / 1e3; /* bytes/us -> GB/s */
-  *busbw = algbw * 2.0 * (n - 1) / n;
+  double algbw = (double)w->bytes / t / 1e3; /* bytes/us -> GB/s */
+  *busbw = algbw * bus_factor(o, n);
   *wrong = nwrong;
   if (rank == 0) {
     char wbuf[24] = "N/A";
     if (o->check) snprintf(wbuf, sizeof wbuf, "%lld", nwrong);
-    printf("  %10zu  %12zu  %8s  %6s  %8.2f  %7.2f  %7.2f  %6s\n", bytes, count,
-           hora_dtype_name(o->dtype), op_short(o->op), t, algbw, *busbw, wbuf);
+    printf("  %10zu  %12zu  %8s  %6s  %8.2f  %7.2f  %7.2f  %6s\n", w->bytes,
+           w->count, hora_dtype_name(o->dtype), redop(o), t, algbw, *busbw,
+           wbuf);
     fflush(stdout);
   }
   return 0;
 }
 
-/* Runs -w allreduces at every size of the sweep before any is timed, as
+/* Runs -w operations at every size of the sweep before any is timed, as
  * recent nccl-tests do, so that whatever a runtime sets up on the first use
  * of a size (connections, protocol switches, the buffers' pages) is out of
  * the way; the timed loop of each size gets -w more right before it. */
 static int warm_up(const struct opts *o, struct bufs *b, int rank, int n) {
-  void *send = o->inplace ? b->recv : b->send;
-  char name[64];
-  size_t maxcount = 0;
-  for (size_t size = o->minb; size; size = next_size(o, size))
-    maxcount = elements(o, size);
-  fill(send, maxcount, o, rank, n, b->period);
+  char name[80];
   for (size_t size = o->minb; size; size = next_size(o, size)) {
-    size_t count = elements(o, size);
-    snprintf(name, sizeof name, "perf.%zu", count * hora_dtype_size(o->dtype));
-    int rc = run_iters(name, send, b->recv, count, o, o->warmup);
+    struct row w = row_of(o, size, n);
+    void *send, *recv;
+    place(o, &w, b, rank, &send, &recv);
+    fill_input(o, &w, b, send, rank, n);
+    row_name(name, sizeof name, "", o, &w);
+    int rc = run_iters(name, o, &w, send, recv, o->warmup);
     if (rc < 0) return rc;
   }
   return 0;
 }
 
-static int alloc_bufs(const struct opts *o, struct bufs *b) {
+/* The largest row's buffers: a holds the larger side (in place, the only
+ * buffer), b the other side out of place. */
+static int alloc_bufs(const struct opts *o, struct bufs *b, int n) {
+  struct row w = row_of(o, o->minb, n);
+  for (size_t size = o->minb; size; size = next_size(o, size))
+    w = row_of(o, size, n);
   size_t tsize = hora_dtype_size(o->dtype);
-  size_t bytes = o->maxb / tsize * tsize;
-  if (bytes < tsize) bytes = tsize;
-  b->send = NULL;
-  b->recv = o->arena ? hora_alloc(bytes) : malloc(bytes);
-  if (b->recv && !o->inplace)
-    b->send = o->arena ? hora_alloc(bytes) : malloc(bytes);
-  if (!b->recv || (!o->inplace && !b->send)) {
+  size_t abytes = (w.send > w.recv ? w.send : w.recv) * tsize;
+  size_t bbytes = inplace(o) ? 0 : (w.send < w.recv ? w.send : w.recv) * tsize;
+  b->b = NULL;
+  b->a = o->arena ? hora_alloc(abytes) : malloc(abytes);
+  if (b->a && bbytes) b->b = o->arena ? hora_alloc(bbytes) : malloc(bbytes);
+  if (!b->a || (bbytes && !b->b)) {
     if (o->arena)
       fprintf(stderr,
-              "allreduce_perf: rank %d: hora_alloc of %s%zu bytes failed: "
+              "allreduce_perf: rank %d: hora_alloc of %zu%s bytes failed: "
               "%s\nallreduce_perf: raise the arena (HORA_ARENA_SIZE, horarun "
               "--arena-size), lower -e, or use -a 0\n",
-              hora_rank(), o->inplace ? "" : "2 x ", bytes,
+              hora_rank(), abytes, bbytes ? " + more" : "",
               hora_last_error()[0] ? hora_last_error() : "arena full");
     else
-      fprintf(stderr, "allreduce_perf: rank %d: malloc of %s%zu bytes failed\n",
-              hora_rank(), o->inplace ? "" : "2 x ", bytes);
+      fprintf(stderr,
+              "allreduce_perf: rank %d: malloc of %zu + %zu bytes "
+              "failed\n",
+              hora_rank(), abytes, bbytes);
     return HORA_ENOMEM;
   }
   return 0;
@@ -596,11 +869,11 @@ static int alloc_bufs(const struct opts *o, struct bufs *b) {
 
 static void free_bufs(const struct opts *o, struct bufs *b) {
   if (o->arena) {
-    hora_free(b->recv);
-    hora_free(b->send);
+    hora_free(b->a);
+    hora_free(b->b);
   } else {
-    free(b->recv);
-    free(b->send);
+    free(b->a);
+    free(b->b);
   }
 }
 
@@ -613,13 +886,25 @@ int main(int argc, char **argv) {
     return 1;
   }
   int rank = hora_rank(), n = hora_size();
-  struct bufs b;
-  if (alloc_bufs(&o, &b) < 0) {
+  if (o.coll == HORA_COLL_BROADCAST && o.root >= n) {
+    if (rank == 0)
+      fprintf(stderr, "allreduce_perf: -r %d: the job has %d ranks\n", o.root,
+              n);
+    hora_shutdown();
+    return 2;
+  }
+  /* The rank lines come first: their allgather needs a little room in
+   * the arena, which the buffers may fill. */
+  if (rank == 0) print_header(&o, n);
+  if (print_ranks(rank, n) < 0) {
     hora_shutdown();
     return 1;
   }
-  if (rank == 0) print_header(&o, n);
-  if (print_ranks(rank, n) < 0) goto out;
+  struct bufs b;
+  if (alloc_bufs(&o, &b, n) < 0) {
+    hora_shutdown();
+    return 1;
+  }
   if (rank == 0) print_columns(&o);
 
   long long total_wrong = 0;
@@ -630,10 +915,10 @@ int main(int argc, char **argv) {
   for (size_t size = o.minb; size; size = next_size(&o, size)) {
     long long wrong = 0;
     double busbw = 0;
-    size_t count = elements(&o, size);
-    if (count == prev) continue; /* sizes below one element */
-    prev = count;
-    rc = bench_size(count, &o, &b, rank, n, &wrong, &busbw);
+    struct row w = row_of(&o, size, n);
+    if (w.count == prev) continue; /* sizes below one element */
+    prev = w.count;
+    rc = bench_size(&w, &o, &b, rank, n, &wrong, &busbw);
     if (rc < 0) goto out;
     total_wrong += wrong;
     bw_sum += busbw;

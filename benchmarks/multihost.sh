@@ -15,8 +15,10 @@
 #   sh benchmarks/multihost.sh -b 1M -e 256M -f 2 -n 10
 #
 # Arguments go to both benchmark programs unchanged (none means
-# "-b 1M -e 64M -f 4"); -d and -o other than float32 / sum work too, but
-# the title says what they are only for the default. Environment:
+# "-b 1M -e 64M -f 4"); -c allgather|alltoall|reducescatter|broadcast
+# measures another collective (default allreduce); -d and -o other than
+# float32 / sum work too, but the title says what they are only for the
+# default. Environment:
 #   BUILD          build directory (default build)
 #   IPERF_SECONDS  length of the iperf3 run (default 5)
 #   HORARUN_ARGS   extra horarun flags (e.g. "--arena-size 512M")
@@ -156,9 +158,18 @@ run_mpi 2 4 h1:2,h2:2
 # ---- the table ----------------------------------------------------------------------------
 # A data row ends with: size count type redop time algbw busbw #wrong.
 echo
-title="allreduce"
+coll=allreduce
+prev=""
+for a in $ARGS; do
+  case "$prev" in -c) coll=$a ;; esac
+  prev=$a
+done
+title=$coll
 case " $ARGS " in *" -d "*) ;; *) title="$title float32" ;; esac
-case " $ARGS " in *" -o "*) ;; *) title="$title sum" ;; esac
+case "$coll" in
+allreduce | all_reduce | reducescatter | reduce_scatter)
+  case " $ARGS " in *" -o "*) ;; *) title="$title sum" ;; esac ;;
+esac
 if [ -n "$iperf_gbit" ]; then
   ceiling="iperf3, one TCP stream h1 -> h2: $iperf_gbit Gbit/s = $(awk -v g="$iperf_gbit" 'BEGIN { printf "%.2f", g / 8 }') GB/s"
 else
@@ -215,9 +226,10 @@ END {
 }' "$MH_TMP/hora.1.table" "$MH_TMP/mpi.1.table" "$MH_TMP/hora.2.table" "$MH_TMP/mpi.2.table"
 echo
 echo "1/host: 2 ranks, one per host; 2/host: 4 ranks, two per host. busbw = algbw x 2(n-1)/n"
-echo "for n ranks (nccl-tests); hora/OpenMPI is the inverse ratio of the times (same bytes,"
+echo "for n ranks (nccl-tests; allgather, alltoall, reducescatter: (n-1)/n of the whole array;"
+echo "broadcast: 1); hora/OpenMPI is the inverse ratio of the times (same bytes,"
 echo "same ranks). hora/iperf3 uses 1/host, where busbw is what crosses the link each way;"
-echo "with 2/host busbw (1.5 x algbw) counts intra-host traffic too: the link carries ~algbw."
+echo "with 2/host busbw (allreduce: 1.5 x algbw) counts intra-host traffic too: the link carries ~algbw."
 [ "$hora_failed" = 1 ] && echo "hora: a run failed (see above); its columns say so."
 [ "$mpi_failed" = 1 ] && echo "OpenMPI: a run failed (see above); its columns say so."
 wrong=$(cat "$MH_TMP"/hora.*.table "$MH_TMP"/mpi.*.table 2>/dev/null |

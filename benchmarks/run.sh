@@ -1,21 +1,30 @@
 #!/bin/sh
-# run.sh -- hora's allreduce beside OpenMPI's: runs allreduce_perf under
-# horarun and mpi_allreduce_perf under mpirun with the same sweep, shows
-# both tables as they come, then one merged table:
+# run.sh -- hora's collectives beside OpenMPI's: for each collective, runs
+# allreduce_perf -c COLL under horarun and mpi_allreduce_perf -c COLL under
+# mpirun with the same sweep, shows both tables as they come, then one
+# merged table:
 #   size | hora time, busbw | mpi time, busbw | busbw hora/mpi
+# and at the end one summary of the ratios at 16 and 64 MiB.
 #
-#   sh benchmarks/run.sh                    -b 8 -e 64M -f 2 on 2 ranks
-#   NP=4 sh benchmarks/run.sh -b 8 -e 1M -f 4 -d float64
+#   sh benchmarks/run.sh                    -b 8 -e 64M -f 2 on 2 ranks,
+#                                           all five collectives
+#   sh benchmarks/run.sh -c allgather -b 1M -e 64M -f 4
+#   NP=4 COLLS="allreduce alltoall" sh benchmarks/run.sh -b 8 -e 1M -f 4
 #
 # Arguments go to both programs unchanged (see benchmarks/README.md); none
-# means "-b 8 -e 64M -f 2". Environment:
+# means "-b 8 -e 64M -f 2". With a -c among them, only that collective
+# runs; otherwise each of COLLS, with "-c COLL" put first. Environment:
 #   BUILD         build directory (default build)
 #   NP            ranks (default 2)
+#   COLLS         collectives (default: allreduce allgather alltoall
+#                 reducescatter broadcast)
+#   RATIO_SIZES   the sizes (bytes) of the summary (default 16M and 64M)
 #   HORARUN_ARGS  extra horarun flags, e.g. "--arena-size 512M"
 #   MPIRUN_ARGS   extra mpirun flags
 # Without mpirun/mpicc (or for a dtype MPI lacks) the MPI half is skipped
 # with a note. Exit status: non-zero when either benchmark failed (a failed
-# hora call, or #wrong > 0); a skipped MPI run does not count.
+# hora call, or #wrong > 0) for any collective; a skipped MPI run does not
+# count.
 BUILD=${BUILD:-build}
 NP=${NP:-2}
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +34,18 @@ BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
   exit 1
 }
 [ $# -eq 0 ] && set -- -b 8 -e 64M -f 2
+COLLS=${COLLS:-allreduce allgather alltoall reducescatter broadcast}
+RATIO_SIZES=${RATIO_SIZES:-16777216 67108864}
+
+# A -c among the arguments names the one collective to run.
+given=""
+prev=""
+for a in "$@"; do
+  case "$prev" in -c) given=$a ;; esac
+  case "$a" in -c?*) given=${a#-c} ;; esac
+  prev=$a
+done
+[ -n "$given" ] && COLLS=$given
 
 horarun=$BUILD/bin/horarun
 hperf=$BUILD/benchmarks/allreduce_perf
@@ -40,21 +61,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/hora-bench.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 
-# ---- hora ------------------------------------------------------------------
-# horarun prefixes each line with "[rank]<stdout>:"; keep rank 0's stdout
-# (the table) without it, drop the other ranks' stdout, and pass everything
-# else (stderr, horarun's own messages) through as it is.
-echo "== hora: $horarun -np $NP ${HORARUN_ARGS:+$HORARUN_ARGS }allreduce_perf $*"
-{
-  # shellcheck disable=SC2086 # HORARUN_ARGS is a list of flags
-  "$horarun" -np "$NP" $HORARUN_ARGS "$hperf" "$@" 2>&1
-  echo $? >"$tmp/hora.rc"
-} | sed -n -e '/\[0\]<stdout>:/{s/^.*\[0\]<stdout>://;p;d;}' \
-           -e '/<stdout>:/!p' | tee "$tmp/hora.out"
-hrc=$(cat "$tmp/hora.rc")
-[ "$hrc" -eq 0 ] || echo "run.sh: hora's allreduce_perf exited with status $hrc"
-
-# ---- MPI -------------------------------------------------------------------
+# ---- MPI: can it run? --------------------------------------------------------
 mpi_skip=""
 case " $* " in
 *" -d float16 "* | *" -d bfloat16 "* | *" -d half "* | *" -d bf16 "*)
@@ -72,37 +79,64 @@ if [ -z "$mpi_skip" ] && [ ! -x "$mperf" ]; then
     mpi_skip="$mperf is missing and mpicc not found"
   fi
 fi
-mrc=0
-echo
-if [ -n "$mpi_skip" ]; then
-  echo "== mpi: skipped: $mpi_skip"
-  : >"$tmp/mpi.out"
-else
-  mflags=""
-  if mpirun --version 2>&1 | grep -q "Open MPI"; then
-    mflags="--oversubscribe"
-    [ "$(id -u)" -eq 0 ] && mflags="--allow-run-as-root $mflags"
-  fi
-  echo "== mpi: mpirun $mflags${MPIRUN_ARGS:+ $MPIRUN_ARGS} -np $NP mpi_allreduce_perf $*"
-  {
-    # shellcheck disable=SC2086
-    mpirun $mflags $MPIRUN_ARGS -np "$NP" "$mperf" "$@" 2>&1
-    echo $? >"$tmp/mpi.rc"
-  } | tee "$tmp/mpi.out"
-  mrc=$(cat "$tmp/mpi.rc")
-  [ "$mrc" -eq 0 ] || echo "run.sh: mpi_allreduce_perf exited with status $mrc"
+mflags=""
+if [ -z "$mpi_skip" ] && mpirun --version 2>&1 | grep -q "Open MPI"; then
+  mflags="--oversubscribe"
+  [ "$(id -u)" -eq 0 ] && mflags="--allow-run-as-root $mflags"
 fi
 
-# ---- the merged table --------------------------------------------------------
-# A data row ends with: size count type redop time algbw busbw #wrong.
-echo
-echo "== hora vs mpi, $NP ranks: $*"
-awk -v np="$NP" '
+# run_one COLL ARGS...: both programs, then the merged table; the tables
+# stay in $tmp/hora.COLL.out and $tmp/mpi.COLL.out for the summary.
+failed=0
+run_one() {
+  coll=$1
+  shift
+  hout=$tmp/hora.$coll.out
+  mout=$tmp/mpi.$coll.out
+  # horarun prefixes each line with "[rank]<stdout>:"; keep rank 0's stdout
+  # (the table) without it, drop the other ranks' stdout, and pass
+  # everything else (stderr, horarun's own messages) through as it is.
+  echo
+  echo "== hora: $horarun -np $NP ${HORARUN_ARGS:+$HORARUN_ARGS }allreduce_perf $*"
+  {
+    # shellcheck disable=SC2086 # HORARUN_ARGS is a list of flags
+    "$horarun" -np "$NP" $HORARUN_ARGS "$hperf" "$@" 2>&1
+    echo $? >"$tmp/hora.rc"
+  } | sed -n -e '/\[0\]<stdout>:/{s/^.*\[0\]<stdout>://;p;d;}' \
+             -e '/<stdout>:/!p' | tee "$hout"
+  hrc=$(cat "$tmp/hora.rc")
+  if [ "$hrc" -ne 0 ]; then
+    echo "run.sh: hora's allreduce_perf ($coll) exited with status $hrc"
+    failed=1
+  fi
+
+  echo
+  if [ -n "$mpi_skip" ]; then
+    echo "== mpi: skipped: $mpi_skip"
+    : >"$mout"
+  else
+    echo "== mpi: mpirun $mflags${MPIRUN_ARGS:+ $MPIRUN_ARGS} -np $NP mpi_allreduce_perf $*"
+    {
+      # shellcheck disable=SC2086
+      mpirun $mflags $MPIRUN_ARGS -np "$NP" "$mperf" "$@" 2>&1
+      echo $? >"$tmp/mpi.rc"
+    } | tee "$mout"
+    mrc=$(cat "$tmp/mpi.rc")
+    if [ "$mrc" -ne 0 ]; then
+      echo "run.sh: mpi_allreduce_perf ($coll) exited with status $mrc"
+      failed=1
+    fi
+  fi
+
+  # A data row ends with: size count type redop time algbw busbw #wrong.
+  echo
+  echo "== $coll, hora vs mpi, $NP ranks: $*"
+  awk '
 function isrow() {
   return NF >= 8 && $(NF-7) ~ /^[0-9]+$/ && $(NF-6) ~ /^[0-9]+$/ &&
          $(NF-3) ~ /^[0-9.]+$/ && $(NF-1) ~ /^[0-9.]+$/
 }
-FNR == 1 { file = FILENAME ~ /hora\.out$/ ? 1 : 2 }
+FNR == 1 { file = FILENAME ~ /\/hora\.[a-z_]+\.out$/ ? 1 : 2 }
 /Avg bus bandwidth/ { avg[file] = $NF }
 !/^#/ && isrow() {
   s = $(NF-7)
@@ -129,6 +163,48 @@ END {
   }
   printf "# Avg bus bandwidth (GB/s): hora %s, mpi %s\n",
     (1 in avg) ? avg[1] : "-", (2 in avg) ? avg[2] : "-"
-}' "$tmp/hora.out" "$tmp/mpi.out"
+}' "$hout" "$mout"
+}
 
-[ "$hrc" -eq 0 ] && [ "$mrc" -eq 0 ]
+for coll in $COLLS; do
+  case "$coll" in
+  allreduce | allgather | alltoall | reducescatter | broadcast) ;;
+  all_reduce | all_gather | all_to_all | reduce_scatter | bcast) ;;
+  *)
+    echo "run.sh: unknown collective '$coll' (allreduce allgather alltoall reducescatter broadcast)" >&2
+    exit 2
+    ;;
+  esac
+  if [ -n "$given" ]; then
+    run_one "$coll" "$@"
+  else
+    run_one "$coll" -c "$coll" "$@"
+  fi
+done
+
+# ---- the summary: busbw at RATIO_SIZES -------------------------------------------
+echo
+echo "== busbw (GB/s) at $RATIO_SIZES bytes, $NP ranks, hora vs mpi in this run: $*"
+for coll in $COLLS; do
+  awk -v coll="$coll" -v sizes="$RATIO_SIZES" '
+function isrow() {
+  return NF >= 8 && $(NF-7) ~ /^[0-9]+$/ && $(NF-6) ~ /^[0-9]+$/ &&
+         $(NF-3) ~ /^[0-9.]+$/ && $(NF-1) ~ /^[0-9.]+$/
+}
+FNR == 1 { file = FILENAME ~ /\/hora\.[a-z_]+\.out$/ ? 1 : 2 }
+!/^#/ && isrow() { t[file, $(NF-7)] = $(NF-3); bw[file, $(NF-7)] = $(NF-1) }
+END {
+  k = split(sizes, sz, " ")
+  for (i = 1; i <= k; i++) {
+    s = sz[i]
+    if (!((1, s) in t) && !((2, s) in t)) continue
+    h = (1, s) in bw ? sprintf("%9.2f", bw[1, s]) : sprintf("%9s", "-")
+    m = (2, s) in bw ? sprintf("%9.2f", bw[2, s]) : sprintf("%9s", "-")
+    r = ((1, s) in t && (2, s) in t && t[1, s] > 0) ? \
+        sprintf("%8.2fx", t[2, s] / t[1, s]) : sprintf("%9s", "-")
+    printf "  %-13s %10s | hora %s | mpi %s | hora/mpi %s\n", coll, s, h, m, r
+  }
+}' "$tmp/hora.$coll.out" "$tmp/mpi.$coll.out"
+done
+
+[ "$failed" -eq 0 ]

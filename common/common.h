@@ -35,6 +35,40 @@ void hc_log(enum hc_level level, const char *fmt, ...)
 #define hc_warn(...) HC_LOG(HC_WARNING, __VA_ARGS__)
 #define hc_error(...) HC_LOG(HC_ERROR, __VA_ARGS__)
 
+/* Rate-limited logging, for messages a rank or a peer can cause again and
+ * again. Each call site keeps its own state (a static hc_ratelimit): the
+ * first HC_LOG_BURST messages of a second are written, the rest counted,
+ * and "N similar messages suppressed" is written once a second (from the
+ * next message of that site, or from hc_log_flush_suppressed()). */
+#define HC_LOG_BURST 5
+struct hc_ratelimit {
+  const char *site; /* "file.c:123" */
+  uint64_t window;  /* start of the current second, hc_now_ns() */
+  unsigned passed;  /* messages written in it */
+  unsigned long long suppressed;
+  enum hc_level level;
+  struct hc_ratelimit *next; /* every site that has suppressed something */
+  int listed;
+};
+/* 1 when the message may be written now; counts it otherwise. */
+int hc_ratelimit_pass(struct hc_ratelimit *rl, enum hc_level level,
+                      const char *site);
+/* Writes the counts of suppressed messages whose second is over (all of
+ * them when `all`); a daemon calls it from a periodic timer and at exit. */
+void hc_log_flush_suppressed(int all);
+#define HC_STR_(x) #x
+#define HC_STR(x) HC_STR_(x)
+#define HC_LOG_RL(lvl, ...)                                                    \
+  do {                                                                         \
+    static struct hc_ratelimit hc_rl_;                                         \
+    if ((lvl) >= hc_log_level() &&                                             \
+        hc_ratelimit_pass(&hc_rl_, (lvl), __FILE__ ":" HC_STR(__LINE__)))      \
+      hc_log((lvl), __VA_ARGS__);                                              \
+  } while (0)
+#define hc_info_rl(...) HC_LOG_RL(HC_INFO, __VA_ARGS__)
+#define hc_warn_rl(...) HC_LOG_RL(HC_WARNING, __VA_ARGS__)
+#define hc_error_rl(...) HC_LOG_RL(HC_ERROR, __VA_ARGS__)
+
 /* Returns the code and, at debug level, leaves a file:line breadcrumb. */
 #define HC_CHECK(call)                                                         \
   do {                                                                         \
@@ -70,9 +104,59 @@ extern const size_t hc_nparams;
 const struct hc_param *hc_param_find(const char *name);
 /* The value from the environment (HORA_*, then the Horovod alias) or the
  * default. */
-const char *hc_param_str(const char *name);
-long long hc_param_int(const char *name);
-double hc_param_double(const char *name);
+/* Every knob's name, in the order of hc_params[] (params.c checks it). The
+ * accessors below take the bare name, so a misspelt one does not compile:
+ * hc_param_int(spin_us). *_named() look a name up at run time. */
+#define HC_KNOBS(X) \
+  X(arena_size) \
+  X(chunk_size) \
+  X(spin_us) \
+  X(threads) \
+  X(start_timeout) \
+  X(log_level) \
+  X(stall_check_time) \
+  X(stall_shutdown_time) \
+  X(heartbeat_timeout) \
+  X(max_pending) \
+  X(kill_grace) \
+  X(fusion_threshold) \
+  X(cycle_time) \
+  X(cache_capacity) \
+  X(hierarchical_allreduce) \
+  X(hierarchical_allgather) \
+  X(torus_allreduce) \
+  X(autotune) \
+  X(autotune_log_file) \
+  X(autotune_warmup_samples) \
+  X(autotune_steps_per_sample) \
+  X(autotune_bayes_opt_max_samples) \
+  X(autotune_gaussian_process_noise) \
+  X(timeline_filename) \
+  X(timeline_mark_cycles) \
+  X(stall_check_disable) \
+  X(mpi_threads_disable) \
+  X(num_nccl_streams) \
+  X(thread_affinity) \
+  X(gloo_timeout_seconds) \
+  X(log_hide_timestamp)
+
+enum hc_knob {
+#define HC_KNOB_ENUM(n) HC_KNOB_##n,
+  HC_KNOBS(HC_KNOB_ENUM)
+#undef HC_KNOB_ENUM
+  HC_NKNOBS
+};
+#define HC_KNOB_NAME(n) ((void)HC_KNOB_##n, #n)
+
+const char *hc_param_str_named(const char *name);
+long long hc_param_int_named(const char *name);
+double hc_param_double_named(const char *name);
+#define hc_param_str(n) hc_param_str_named(HC_KNOB_NAME(n))
+#define hc_param_int(n) hc_param_int_named(HC_KNOB_NAME(n))
+#define hc_param_double(n) hc_param_double_named(HC_KNOB_NAME(n))
+/* 0 when hc_params[] holds exactly HC_KNOBS, in order; else the index of
+ * the first that differs, plus one. */
+size_t hc_params_check(void);
 /* Parses "64M", "1G", "4096" into bytes; -1 when malformed or past
  * 2^62. */
 long long hc_parse_size(const char *s);

@@ -1,6 +1,8 @@
-/* log.c -- leveled logging to stderr, one whole line per write. */
+/* log.c -- leveled logging to stderr, one whole line per write, and the
+ * rate limiter for messages that others can cause without end. */
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +55,60 @@ void hc_log(enum hc_level level, const char *fmt, ...) {
   ssize_t w = write(STDERR_FILENO, line, (size_t)n);
   (void)w;
   errno = saved;
+}
+
+/* ---- rate limiting (HC_LOG_RL) ------------------------------------------ */
+
+#define RL_WINDOW_NS 1000000000ull
+
+static pthread_mutex_t rl_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct hc_ratelimit *rl_sites; /* sites that have suppressed some */
+
+static void rl_report(const struct hc_ratelimit *rl, unsigned long long n) {
+  hc_log(rl->level, "%llu similar message%s suppressed (%s)", n,
+         n == 1 ? "" : "s", rl->site);
+}
+
+int hc_ratelimit_pass(struct hc_ratelimit *rl, enum hc_level level,
+                      const char *site) {
+  uint64_t now = hc_now_ns();
+  unsigned long long n = 0;
+  pthread_mutex_lock(&rl_lock);
+  if (!rl->site) {
+    rl->site = site;
+    rl->level = level;
+  }
+  if (!rl->window || now - rl->window >= RL_WINDOW_NS) {
+    n = rl->suppressed; /* of a second that is over */
+    rl->suppressed = 0;
+    rl->window = now;
+    rl->passed = 0;
+  }
+  int pass = rl->passed < HC_LOG_BURST;
+  if (pass) {
+    rl->passed++;
+  } else {
+    rl->suppressed++;
+    if (!rl->listed) {
+      rl->listed = 1;
+      rl->next = rl_sites;
+      rl_sites = rl;
+    }
+  }
+  pthread_mutex_unlock(&rl_lock);
+  if (n) rl_report(rl, n);
+  return pass;
+}
+
+void hc_log_flush_suppressed(int all) {
+  uint64_t now = hc_now_ns();
+  pthread_mutex_lock(&rl_lock);
+  for (struct hc_ratelimit *rl = rl_sites; rl; rl = rl->next) {
+    if (!rl->suppressed || (!all && now - rl->window < RL_WINDOW_NS)) continue;
+    rl_report(rl, rl->suppressed); /* hc_log takes no lock: no deadlock */
+    rl->suppressed = 0;
+  }
+  pthread_mutex_unlock(&rl_lock);
 }
 
 void hc_fmt(char *buf, size_t len, const char *fmt, ...) {

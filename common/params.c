@@ -47,10 +47,10 @@ const struct hc_param hc_params[] = {
      "seconds of silence after which a host of a multi-host job is declared "
      "lost (its daemons exchange heartbeats several times a second)",
      "seconds", 0},
-    {"max_pending", "HORA_MAX_PENDING", NULL, "--max-pending", HC_P_INT,
-     "65536",
-     "operations one rank may have in flight in horad at once; more are "
-     "refused with HORA_ELIMIT (each costs horad a few hundred bytes)",
+    {"max_pending", "HORA_MAX_PENDING", NULL, NULL, HC_P_INT, "1048576",
+     "operations of one rank horad holds at most (submitted, their result "
+     "not yet handed back; about 0.5 KiB each); a rank with more waits in "
+     "submission until some complete. The default is libhora's own limit",
      "operations", 1048576},
     {"kill_grace", "HORA_KILL_GRACE", NULL, NULL, HC_P_DOUBLE, "5",
      "seconds between SIGTERM and SIGKILL when a job is torn down",
@@ -160,6 +160,19 @@ const struct hc_param hc_params[] = {
      NULL, 0},
 };
 const size_t hc_nparams = HC_ARRAY_SIZE(hc_params);
+_Static_assert(HC_ARRAY_SIZE(hc_params) == HC_NKNOBS,
+               "hc_params[] and HC_KNOBS differ");
+
+size_t hc_params_check(void) {
+  static const char *const names[] = {
+#define HC_KNOB_STR(n) #n,
+      HC_KNOBS(HC_KNOB_STR)
+#undef HC_KNOB_STR
+  };
+  for (size_t i = 0; i < hc_nparams; i++)
+    if (strcmp(hc_params[i].name, names[i])) return i + 1;
+  return 0;
+}
 
 const struct hc_param *hc_param_find(const char *name) {
   for (size_t i = 0; i < hc_nparams; i++)
@@ -167,7 +180,7 @@ const struct hc_param *hc_param_find(const char *name) {
   return NULL;
 }
 
-const char *hc_param_str(const char *name) {
+const char *hc_param_str_named(const char *name) {
   const struct hc_param *p = hc_param_find(name);
   if (!p) return NULL;
   const char *v = getenv(p->env);
@@ -253,9 +266,9 @@ int hc_param_check(const struct hc_param *p, const char *v, char *why,
   return -1;
 }
 
-long long hc_param_int(const char *name) {
+long long hc_param_int_named(const char *name) {
   const struct hc_param *p = hc_param_find(name);
-  const char *v = hc_param_str(name);
+  const char *v = hc_param_str_named(name);
   if (!p || !v) return 0;
   if (p->type == HC_P_SIZE) {
     long long n = hc_parse_size(v);
@@ -267,9 +280,9 @@ long long hc_param_int(const char *name) {
   return n;
 }
 
-double hc_param_double(const char *name) {
+double hc_param_double_named(const char *name) {
   const struct hc_param *p = hc_param_find(name);
-  const char *v = hc_param_str(name);
+  const char *v = hc_param_str_named(name);
   if (!p || !v) return 0;
   char *end;
   double d = strtod(v, &end);

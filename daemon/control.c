@@ -169,7 +169,7 @@ static void apply_job_env(struct hd_daemon *d) {
     name[eq - kv] = '\0';
     setenv(name, eq + 1, 1);
   }
-  int lvl = hc_parse_level(hc_param_str("log_level"));
+  int lvl = hc_parse_level(hc_param_str(log_level));
   if (lvl >= 0) hc_log_set_level((enum hc_level)lvl);
 }
 
@@ -180,7 +180,6 @@ void hd_job_go(struct hd_daemon *d) {
   }
   send_ready(d);
   hd_spawn_all(d);
-  d->max_pending = (uint64_t)HC_MAX(1, hc_param_int("max_pending"));
   if (d->ranks && hd_comms_init(d) < 0) {
     hc_error("out of memory setting up the job's communicators; stopping");
     hd_teardown(d, "horad is out of memory", 0);
@@ -239,7 +238,7 @@ static void handle_frame(struct hd_daemon *d, const struct hp_frame_hdr *h,
   } else if (h->type == HP_MSG_HEARTBEAT) {
     /* nothing to do: arriving refreshed the connection's last_rx */
   } else {
-    hc_warn("unexpected message type %u from horarun; ignored", h->type);
+    hc_warn_rl("unexpected message type %u from horarun; ignored", h->type);
   }
 }
 

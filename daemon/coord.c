@@ -99,8 +99,17 @@ static int nready(const struct hd_comm *c, const struct centry *e) {
 static void check_joined(struct hd_comm *c, struct centry *e) {
   if (e->mismatch) return;
   int coll = e->first.coll;
-  if (coll == HORA_COLL_ALLREDUCE || coll == HORA_COLL_BROADCAST ||
-      coll == HORA_COLL_BARRIER || coll == HORA_COLL_JOIN)
+  if (coll == HORA_COLL_BROADCAST) {
+    int h = hd_comm_host_of(c, hd_comm_member(c, e->first.root));
+    if (h >= 0 && !e->seen[h] && c->coord->joined[h]) {
+      e->mismatch = HORA_EINVAL;
+      hc_fmt(e->msg, sizeof e->msg, "broadcast '%s' cannot run: its root "
+             "rank %d has joined", e->first.name, e->first.root);
+    }
+    return;
+  }
+  if (coll == HORA_COLL_ALLREDUCE || coll == HORA_COLL_BARRIER ||
+      coll == HORA_COLL_JOIN)
     return;
   for (int i = 0; i < c->nhosts; i++)
     if (!e->seen[i] && c->coord->joined[i]) {
@@ -166,18 +175,18 @@ void hd_coord_ready(struct hd_comm *cm, int host,
     e->first = *m;
     e->t_first = hc_now_ns();
     if (m->msg[0]) {
-      e->mismatch = 1;
+      e->mismatch = m->status < 0 ? m->status : 1;
       hc_fmt(e->msg, sizeof e->msg, "%s", m->msg);
     }
     e->next = *pp;
     *pp = e;
     c->n++;
   } else if (e->seen[host]) {
-    hc_warn("host %d said ready twice for tensor '%s'; ignored", host,
+    hc_warn_rl("host %d said ready twice for tensor '%s'; ignored", host,
             m->name);
     return;
   } else if (!e->mismatch && m->msg[0]) {
-    e->mismatch = 1;
+    e->mismatch = m->status < 0 ? m->status : 1;
     hc_fmt(e->msg, sizeof e->msg, "%s", m->msg);
   } else if (!e->mismatch) {
     e->mismatch = mismatch(&e->first, m, e->msg, sizeof e->msg);
@@ -195,10 +204,8 @@ void hd_coord_ready(struct hd_comm *cm, int host,
   }
   if (m->coll == HORA_COLL_JOIN && !c->joined[host]) {
     c->joined[host] = 1;
-    if (e->nready < cm->nhosts) {
-      recheck(cm);
-      return;
-    }
+    recheck(cm); /* what waited only for this host, before the join ends */
+    if (e->nready < cm->nhosts) return;
   }
   if (nready(cm, e) < cm->nhosts) return;
   decide(cm, e);

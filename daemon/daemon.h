@@ -46,16 +46,25 @@ struct hd_rank {
   struct hp_shm_hdr *hdr;
   struct hp_shm_hdr layout; /* private copy: the rank can write the shared one */
   struct hp_ring_cursor sq, cq;
-  struct hp_cqe *backlog; /* completions waiting for room in cq */
-  size_t nbacklog, capbacklog;
+  /* completions waiting for room in cq: a ring of capbacklog entries (a
+   * power of two), the oldest at backlog_head */
+  struct hp_cqe *backlog;
+  size_t nbacklog, capbacklog, backlog_head;
+  size_t backlog_copies; /* of them, copy requests (not DONE) */
+  uint64_t held; /* submissions taken whose DONE has not reached cq */
+  int throttled; /* held reached max_pending: its sq waits (logged once) */
   int wake_rank, wake_prog; /* pending wake-ups after a batch of pushes */
 
-  uint64_t npending; /* its operations the daemon holds (max_pending) */
   struct hd_tensor *staging_owner; /* the streamed operation using its
                                       staging area, or NULL */
   int exit_held; /* its failed exit waits for the culprit's (victim_timer) */
+  struct hd_conn *rejoin; /* hora_init() again after hora_shutdown(): its
+                             connection waits for the new session */
   int gone; /* no longer takes part in collectives */
-  int broken; /* wrote nonsense into its rings: no longer polled */
+  int broken; /* wrote nonsense into its rings, or does not read them: no
+                longer polled, its completions dropped; hd_poll_rings()
+                then declares it gone */
+  char broken_msg[HP_MSG_MAX + 1];
   uv_timer_t lost_timer; /* connection closed without goodbye */
 };
 
@@ -194,9 +203,10 @@ struct hd_daemon {
   int ctl_closing; /* ctl_conn: close once the queued frames are sent */
   struct hp_decoder ctl_dec;
 
-  /* job-private unix socket */
+  /* job-private unix socket, in the abstract namespace: "@name" (no file,
+   * so nothing is left behind however horad ends) */
   uv_pipe_t listener;
-  char sock_dir[256], sock_path[300];
+  char sock_path[108];
   struct hd_conn *conns; /* every accepted connection */
 
   /* wake-ups and polling */
@@ -207,6 +217,7 @@ struct hd_daemon {
   uint64_t last_activity;
   uint64_t spin_ns;
   uint64_t chunk_size, arena_size;
+  uint64_t max_pending; /* per rank: what it can make the daemon hold */
 
   uv_timer_t stall_timer;
   uint64_t stall_warn_ns, stall_fail_ns;
@@ -219,11 +230,12 @@ struct hd_daemon {
   /* communicators, by id (0: the global set; NULL: removed or never) */
   struct hd_comm **comms;
   uint32_t ncomms;  /* entries of comms[]; the next set gets this id */
-  uint64_t max_pending; /* operations one rank may have in flight */
   /* NEGO_READY for a process set this daemon has not added yet (its
    * ranks may be quicker elsewhere): replayed once it is */
   struct hd_held_ready *held;
   size_t nheld;
+  int staging_freed; /* a streamed operation let go of a rank's staging */
+  int in_run_ready;
 
   /* first rank that left the job, and why: later operations fail with it */
   int gone_rank;
@@ -245,6 +257,7 @@ struct hd_daemon {
   struct hp_conn *mesh_conns; /* every mesh connection, also unproven */
   int peers_needed, peers_up, mesh_up;
   struct hp_conn **early; /* authenticated peers that spoke before the JOB */
+  uint64_t *early_hello;  /* what each said: host index << 32 | nhosts */
   size_t nearly;
   uv_timer_t hb_timer;
   uv_timer_t victim_timer; /* releases exits held back (hd_send_exit) */
@@ -277,7 +290,11 @@ void hd_on_lost_timer(uv_timer_t *t);
 int hd_rings_init(struct hd_daemon *d);
 void hd_rings_close(struct hd_daemon *d);
 int hd_poll_rings(struct hd_daemon *d);
+/* Queues a completion for r (never re-enters negotiation: a rank found
+ * broken here is declared gone later, from hd_poll_rings()). */
 void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e);
+/* Drops what r's completions hold (r is gone: nobody reads them). */
+void hd_rings_forget(struct hd_rank *r);
 void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg);
 void hd_flush_wakeups(struct hd_daemon *d);
 void hd_kick(struct hd_daemon *d);

@@ -1,15 +1,23 @@
 /* local.c -- the job's private unix socket: a rank says hello with its
  * token, and gets its shared-memory segment and the daemon's eventfd by fd
  * passing. The connection stays open; its end without a goodbye means the
- * rank is gone. */
+ * rank is gone.
+ *
+ * The socket lives in the abstract namespace (Linux): it has no file, so
+ * a horad that is killed or crashes leaves nothing behind. Without file
+ * permissions to keep strangers out, every connection is checked for the
+ * daemon's uid (SO_PEERCRED), and a hello needs the rank's random token. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -25,6 +33,11 @@ struct hd_conn {
   struct hd_conn *next, **pprev;
 };
 
+/* The job socket carries HELLO and BYE only, a few dozen bytes each: a
+ * connection that has more than this of one frame buffered is dropped, so
+ * none can make the daemon hold more (HP_FRAME_MAX is 16 MiB). */
+#define LOCAL_FRAME_MAX 4096u
+
 static void on_conn_closed(uv_handle_t *h) {
   struct hd_conn *c = (struct hd_conn *)h;
   hp_decoder_free(&c->dec);
@@ -38,24 +51,52 @@ static void drop_conn(struct hd_conn *c) {
     c->pprev = NULL;
   }
   if (c->rank && c->rank->conn == c) c->rank->conn = NULL;
+  if (c->rank && c->rank->rejoin == c) c->rank->rejoin = NULL;
   if (!uv_is_closing((uv_handle_t *)&c->pipe))
     uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
 }
 
+/* Binds a listening socket to the abstract name d->sock_path ("@...": the
+ * '@' stands for the leading NUL byte). Returns the fd or -errno. */
+static int bind_abstract(struct hd_daemon *d) {
+  unsigned char raw[8];
+  ssize_t got = getrandom(raw, sizeof raw, GRND_NONBLOCK);
+  uint64_t v = hc_now_ns() ^ ((uint64_t)getpid() << 40);
+  if (got == (ssize_t)sizeof raw) memcpy(&v, raw, sizeof v);
+  hc_fmt(d->sock_path, sizeof d->sock_path, "@hora-%d-%016llx", (int)getpid(),
+         (unsigned long long)v);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  size_t n = strlen(d->sock_path);
+  memcpy(sa.sun_path, d->sock_path, n);
+  sa.sun_path[0] = '\0';
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -errno;
+  if (bind(fd, (struct sockaddr *)&sa,
+           (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  return fd;
+}
+
 int hd_local_listen(struct hd_daemon *d) {
-  const char *tmp = getenv("XDG_RUNTIME_DIR");
-  if (!tmp || access(tmp, W_OK) != 0) tmp = getenv("TMPDIR");
-  if (!tmp || access(tmp, W_OK) != 0) tmp = "/tmp";
-  hc_fmt(d->sock_dir, sizeof d->sock_dir, "%s/hora-XXXXXX", tmp);
-  if (!mkdtemp(d->sock_dir)) { /* mkdtemp makes it 0700 */
-    hc_error("cannot create a private directory in %s: %s", tmp,
-             strerror(errno));
-    d->sock_dir[0] = '\0';
+  int fd = -EADDRINUSE;
+  for (int tries = 0; fd == -EADDRINUSE && tries < 8; tries++)
+    fd = bind_abstract(d);
+  if (fd < 0) {
+    hc_error("cannot create the job's socket %s: %s", d->sock_path,
+             strerror(-fd));
+    d->sock_path[0] = '\0';
     return HORA_EIO;
   }
-  hc_fmt(d->sock_path, sizeof d->sock_path, "%s/horad.sock", d->sock_dir);
   int rc = uv_pipe_init(d->loop, &d->listener, 0);
-  if (rc == 0) rc = uv_pipe_bind(&d->listener, d->sock_path);
+  if (rc == 0) {
+    rc = uv_pipe_open(&d->listener, fd);
+    if (rc < 0) close(fd);
+  } else {
+    close(fd);
+  }
   if (rc == 0) {
     d->listener.data = d;
     extern void hd_on_connection(uv_stream_t *, int);
@@ -75,14 +116,7 @@ void hd_local_close(struct hd_daemon *d) {
   if (d->listener.loop && !uv_is_closing((uv_handle_t *)&d->listener))
     uv_close((uv_handle_t *)&d->listener, listener_closed);
   while (d->conns) drop_conn(d->conns);
-  if (d->sock_path[0]) {
-    unlink(d->sock_path);
-    d->sock_path[0] = '\0';
-  }
-  if (d->sock_dir[0]) {
-    rmdir(d->sock_dir);
-    d->sock_dir[0] = '\0';
-  }
+  d->sock_path[0] = '\0';
 }
 
 /* Creates and maps the rank's segment and attaches the daemon's cursors. */
@@ -162,31 +196,85 @@ static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock) {
   return rc;
 }
 
+static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock);
+
+/* Every rank has shut hora down and initialised it again: a fresh start
+ * (new shared memory, the global set only, no failure) for all of them. */
+static void new_session(struct hd_daemon *d) {
+  for (int i = 0; i < d->nlocal; i++)
+    if (!d->ranks[i].rejoin) return;
+  hd_comms_free(d);
+  d->gone_rank = -1;
+  d->gone_msg[0] = '\0';
+  if (hd_comms_init(d) < 0) {
+    hc_error("out of memory starting a new session; stopping");
+    hd_teardown(d, "horad is out of memory", 0);
+    return;
+  }
+  for (int i = 0; i < d->nlocal; i++) {
+    struct hd_rank *r = &d->ranks[i];
+    struct hd_conn *c = r->rejoin;
+    hd_rings_forget(r);
+    if (r->shm) munmap(r->shm, r->shm_size);
+    if (r->memfd >= 0) close(r->memfd);
+    r->shm = NULL;
+    r->hdr = NULL;
+    r->memfd = -1;
+    r->rejoin = NULL;
+    uv_os_fd_t fd;
+    uv_fileno((uv_handle_t *)&c->pipe, &fd);
+    if (make_segment(d, r) < 0 || send_welcome(d, r, fd) < 0) {
+      hc_error("cannot start rank %d's new session", r->info.rank);
+      drop_conn(c);
+      continue;
+    }
+    r->gone = r->said_bye = r->throttled = 0;
+    r->conn = c;
+    r->connected = 1;
+    hc_debug("rank %d: new session", r->info.rank);
+  }
+}
+
 static int handle_hello(struct hd_conn *c, const unsigned char *p,
                         size_t len) {
   struct hd_daemon *d = c->d;
   struct hp_hello h;
   if (hp_dec_hello(p, len, &h) < 0) {
-    hc_warn("malformed hello on the job socket; connection dropped");
+    hc_warn_rl("malformed hello on the job socket; connection dropped");
     return -1;
   }
   struct hd_rank *r = NULL;
   for (int i = 0; i < d->nlocal; i++)
     if (d->ranks[i].info.rank == h.rank) r = &d->ranks[i];
   if (!r || strcmp(r->token, h.token) != 0) {
-    hc_warn("hello from pid %d claiming rank %d with a wrong token; "
+    hc_warn_rl("hello from pid %d claiming rank %d with a wrong token; "
             "connection dropped", h.pid, h.rank);
     return -1;
   }
+  if (r->said_bye && r->gone && !r->rejoin && !r->conn && !r->broken) {
+    /* hora_init() after hora_shutdown(): collective, as in Horovod. The
+     * job starts a new session once every rank has come back. */
+    if (d->multi) {
+      hc_warn_rl("rank %d initialised hora again after shutting it down: "
+                 "that works in jobs on one host only; connection dropped",
+                 h.rank);
+      return -1;
+    }
+    r->rejoin = c;
+    c->rank = r;
+    hc_debug("rank %d (pid %d) initialises hora again", h.rank, h.pid);
+    new_session(d);
+    return 0;
+  }
   if (r->connected || r->gone) {
-    hc_warn("rank %d (pid %d) connected %s; connection dropped", h.rank,
-            h.pid, r->gone ? "after it left the job" : "twice");
+    hc_warn_rl("rank %d (pid %d) connected %s; connection dropped", h.rank,
+               h.pid, r->gone ? "after it left the job" : "twice");
     return -1;
   }
   if (!r->shm) {
     int rc = make_segment(d, r);
     if (rc < 0) {
-      hc_error("cannot create shared memory for rank %d: %s", h.rank,
+      hc_error_rl("cannot create shared memory for rank %d: %s", h.rank,
                strerror(-rc));
       return -1;
     }
@@ -194,7 +282,7 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
   uv_os_fd_t fd;
   uv_fileno((uv_handle_t *)&c->pipe, &fd);
   if (send_welcome(d, r, fd) < 0) {
-    hc_warn("cannot send welcome to rank %d", h.rank);
+    hc_warn_rl("cannot send welcome to rank %d", h.rank);
     return -1;
   }
   r->conn = c;
@@ -243,20 +331,32 @@ static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
      * reaper reports it; but a wrapper (sh -c 'prog; ...') may outlive the
      * rank, so the connection's end alone declares it gone soon after. */
     struct hd_rank *r = c->rank;
-    if (r && !r->said_bye && !r->gone)
+    if (r && !r->said_bye && !r->gone) {
+      uv_update_time(c->d->loop); /* 250 ms from now (see spawn.c) */
       uv_timer_start(&r->lost_timer, hd_on_lost_timer, 250, 0);
+    }
     drop_conn(c);
     return;
   }
-  if (hp_decoder_feed(&c->dec, buf->base, (size_t)n) < 0) return;
+  if (hp_decoder_feed(&c->dec, buf->base, (size_t)n) < 0) {
+    hc_warn_rl("job socket: out of memory; connection dropped");
+    uv_read_stop(s);
+    drop_conn(c);
+    return;
+  }
   for (;;) {
     struct hp_frame_hdr h;
     const unsigned char *p;
     char why[160];
     int rc = hp_decoder_next(&c->dec, &h, &p, why, sizeof why);
-    if (rc == 0) return;
-    if (rc > 0 && conn_frame(c, &h, p, why, sizeof why) == 0) continue;
-    hc_warn("job socket: %s from %s; connection dropped", why,
+    if (rc == 0) { /* part of a frame: only small ones are spoken here */
+      if (c->dec.len <= HP_FRAME_HDR + LOCAL_FRAME_MAX) return;
+      hc_fmt(why, sizeof why, "a frame longer than %u bytes",
+             LOCAL_FRAME_MAX);
+    } else if (rc > 0 && conn_frame(c, &h, p, why, sizeof why) == 0) {
+      continue;
+    }
+    hc_warn_rl("job socket: %s from %s; connection dropped", why,
             c->rank ? "a rank" : "an unidentified peer");
     uv_read_stop(s);
     drop_conn(c);
@@ -280,14 +380,16 @@ void hd_on_connection(uv_stream_t *server, int status) {
     drop_conn(c);
     return;
   }
-  /* Only processes of the daemon's own user may speak to it. */
+  /* Only processes of the daemon's own user may speak to it (the socket
+   * has no file permissions: it is in the abstract namespace). */
   uv_os_fd_t fd;
   uv_fileno((uv_handle_t *)&c->pipe, &fd);
   struct ucred cred;
   socklen_t cl = sizeof cred;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
-      cred.uid != getuid()) {
-    hc_warn("connection from uid %d refused", (int)cred.uid);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
+    cred.uid = (uid_t)-1;
+  if (cred.uid != getuid()) {
+    hc_warn_rl("connection from uid %d refused", (int)cred.uid);
     drop_conn(c);
     return;
   }
@@ -309,6 +411,10 @@ void hd_on_lost_timer(uv_timer_t *t) {
 void hd_rank_left(struct hd_rank *r, const char *why) {
   struct hd_daemon *d = r->d;
   r->gone = 1;
+  hd_rings_forget(r); /* nobody reads its completions any more */
+  if (!r->said_bye) /* a rank gone for good: no new session can start */
+    for (int i = 0; i < d->nlocal; i++)
+      if (d->ranks[i].rejoin) drop_conn(d->ranks[i].rejoin);
   if (d->gone_rank == -1) {
     d->gone_rank = r->info.rank;
     hc_fmt(d->gone_msg, sizeof d->gone_msg, "%s", why);

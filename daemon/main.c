@@ -109,6 +109,8 @@ void hd_free_job(struct hd_daemon *d) {
   d->peers = NULL;
   free(d->early);
   d->early = NULL;
+  free(d->early_hello);
+  d->early_hello = NULL;
   hd_comms_free(d);
   if (d->efd >= 0) close(d->efd);
   d->efd = -1;
@@ -196,6 +198,7 @@ out: /* also after a failed start: whatever was opened is closed */
   hd_mesh_close(d, 0);
   uv_run(d->loop, UV_RUN_NOWAIT); /* let the close callbacks run */
   hd_pool_fini();
+  hc_log_flush_suppressed(1);
   hd_free_job(d);
   uv_loop_close(d->loop);
   free(d);

@@ -45,8 +45,10 @@ static int grow_table(struct hd_comm *c) {
 static void free_tensor(struct hd_comm *c, struct hd_tensor *t) {
   for (int i = 0; i < c->nlocal; i++) {
     struct hd_rank *r = hd_comm_local(c, i);
-    if (t->part[i].submitted && r->npending) r->npending--;
-    if (r->staging_owner == t) r->staging_owner = NULL;
+    if (r->staging_owner == t) {
+      r->staging_owner = NULL;
+      c->d->staging_freed = 1; /* an operation of another set may wait */
+    }
     free(t->part[i].aux);
   }
   free(t->neutral);
@@ -342,11 +344,15 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
   m.rank = t->meta.coll == HORA_COLL_JOIN ? c->last_joined
                                           : hd_comm_rank(c, t->first);
   memcpy(m.name, t->name, sizeof m.name);
-  if (status < 0) hc_fmt(m.msg, sizeof m.msg, "%s", msg);
+  if (status < 0) {
+    hc_fmt(m.msg, sizeof m.msg, "%s", msg);
+    m.status = status;
+  }
   if (hd_comm_host_left(c)) { /* a host has left: no decision can come */
     char why[HP_MSG_MAX + 1];
     hc_fmt(why, sizeof why, "%s '%s' cannot run: %s",
-           hd_coll_name(t->meta.coll), t->name, d->left_msg);
+           hd_coll_name(t->meta.coll), t->name,
+           d->left_msg[0] ? d->left_msg : "a host of the set has left");
     complete_all(t, HORA_EPEERGONE, why);
     remove_tensor(c, t);
     return;
@@ -425,7 +431,7 @@ void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m) {
   }
   if (!t || !t->awaiting) {
     if (d->gone_rank == -1)
-      hc_warn("decision for tensor '%s' of process set %u, which is not "
+      hc_warn_rl("decision for tensor '%s' of process set %u, which is not "
               "waiting for one; ignored", m->name, m->comm);
     return;
   }
@@ -488,7 +494,7 @@ void hd_fail_undecided(struct hd_daemon *d, int from, int left,
 /* ---- submissions ------------------------------------------------------------ */
 
 static void fill_meta(struct hd_meta *m, const struct hp_sqe *e,
-                      const int64_t *aux) {
+                      const int64_t *aux, uint64_t naux) {
   memset(m, 0, sizeof *m);
   m->coll = e->coll;
   m->dtype = e->dtype;
@@ -502,7 +508,7 @@ static void fill_meta(struct hd_meta *m, const struct hp_sqe *e,
   /* alltoall splits differ per rank by design: local pairs are checked
    * when it is ready, remote ones by the sizes that arrive */
   if (aux && e->coll != HORA_COLL_ALLTOALL)
-    m->aux_hash = hd_aux_hash(aux, e->aux_count);
+    m->aux_hash = hd_aux_hash(aux, naux);
   if (!hd_coll(e->coll) || !(hd_coll(e->coll)->traits & HORA_CF_OP)) {
     m->prescale = m->postscale = 1.0;
     if (e->coll != HORA_COLL_REDUCESCATTER) m->op = 0;
@@ -567,15 +573,6 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
     free(aux);
     return;
   }
-  if (r->npending >= d->max_pending) {
-    char msg[HP_MSG_MAX + 1];
-    hc_fmt(msg, sizeof msg, "rank %d: %s '%s' refused: the rank already has "
-           "%llu operations in flight (HORA_MAX_PENDING)", r->info.rank,
-           hd_coll_name(e.coll), e.name, (unsigned long long)r->npending);
-    hd_complete(r, e.id, HORA_ELIMIT, msg);
-    free(aux);
-    return;
-  }
   if ((e.coll == HORA_COLL_ALLGATHER || e.coll == HORA_COLL_ALLTOALL) &&
       !aux && !(aux = implied_aux(c, &e))) {
     hd_complete(r, e.id, HORA_ENOMEM, "horad is out of memory");
@@ -586,6 +583,9 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
     free(aux);
     return;
   }
+  uint64_t naux = !aux ? 0
+                 : e.coll == HORA_COLL_ALLTOALL ? 2u * (uint64_t)c->size
+                 : e.aux_count ? e.aux_count : (uint64_t)c->size;
   struct hd_tensor **pp = slot_of(c, e.name), *t = *pp;
   if (!t) {
     size_t n = (size_t)c->nlocal;
@@ -599,7 +599,7 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
     t->comm = c;
     t->metas = (struct hd_meta *)(t->part + n);
     memcpy(t->name, e.name, sizeof t->name);
-    fill_meta(&t->meta, &e, aux);
+    fill_meta(&t->meta, &e, aux, naux);
     t->first = idx;
     t->t_first = hc_now_ns();
     *pp = t;
@@ -631,19 +631,18 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
   p->recv_offset = e.recv_offset;
   p->recv_count = e.recv_count;
   p->aux = aux;
-  p->naux = aux ? (e.coll == HORA_COLL_ALLTOALL ? 2u * (uint64_t)c->size
-                  : e.aux_count ? e.aux_count : (uint64_t)c->size)
-                : 0;
-  fill_meta(&t->metas[idx], &e, aux);
-  r->npending++;
+  p->naux = naux;
+  fill_meta(&t->metas[idx], &e, aux, naux);
   t->nsubmitted++;
   if (e.coll == HORA_COLL_JOIN) {
     c->joined[idx] = 1;
     c->njoined++;
     c->last_joined = r->info.rank;
   }
-  if (is_ready(c, t)) make_ready(c, t);
+  /* what waited only for this member goes first: the join must not reach
+   * the coordinator before them */
   if (e.coll == HORA_COLL_JOIN) recheck(c);
+  if (is_ready(c, t)) make_ready(c, t);
 }
 
 static struct hd_tensor *running(struct hd_comm *c, struct hd_rank *r,
@@ -670,8 +669,13 @@ void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e) {
     return;
   }
   uint64_t *ctr = e->kind == HP_SQ_CHUNK_READY ? &p->ready : &p->done;
-  if (e->chunk != *ctr || *ctr >= t->nchunks) {
-    hc_warn("rank %d: chunk %llu out of order on '%s'; ignored", r->info.rank,
+  /* only chunks the daemon asked for: a rank cannot make it use staging
+   * data it has not copied yet */
+  int asked = e->kind == HP_SQ_CHUNK_READY ? *ctr < p->issued
+              : t->comm->nhosts == 1      ? *ctr < t->reduced
+                                          : 1;
+  if (e->chunk != *ctr || *ctr >= t->nchunks || !asked) {
+    hc_warn_rl("rank %d: chunk %llu out of order on '%s'; ignored", r->info.rank,
             (unsigned long long)e->chunk, t->name);
     return;
   }
@@ -690,18 +694,26 @@ void hd_comm_progress(struct hd_comm *c) {
     } else if (!t->engine) {
       complete_all(t, HORA_ENOTSUP, "no engine can run this operation");
     } else if (!t->engine->progress(c->d, t)) {
-      return;
+      break;
     }
     c->ready_head = t->next_ready;
     if (!c->ready_head) c->ready_tail = NULL;
     remove_tensor(c, t);
   }
+  if (c->d->staging_freed) hd_run_ready(c->d); /* another set may go on */
 }
 
 void hd_run_ready(struct hd_daemon *d) {
-  /* a communicator may be added while this runs: index, not pointer */
-  for (uint32_t k = 0; k < d->ncomms; k++)
-    if (d->comms[k] && d->comms[k]->ready_head) hd_comm_progress(d->comms[k]);
+  if (d->in_run_ready) return; /* the loop below goes round again */
+  d->in_run_ready = 1;
+  do {
+    d->staging_freed = 0;
+    /* a communicator may be added while this runs: index, not pointer */
+    for (uint32_t k = 0; k < d->ncomms; k++)
+      if (d->comms[k] && d->comms[k]->ready_head)
+        hd_comm_progress(d->comms[k]);
+  } while (d->staging_freed);
+  d->in_run_ready = 0;
 }
 
 static int same_members(const struct hd_comm *c, const int64_t *v, uint64_t n) {
@@ -756,7 +768,10 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
       return;
     }
     x->removed = 1;
-    /* what is still pending there can never run now */
+    /* what is still pending there can never run now; the engines let go
+     * of it first */
+    for (int i = 0; hd_engines[i]; i++)
+      if (hd_engines[i]->abort) hd_engines[i]->abort(d, x);
     hc_fmt(msg, sizeof msg, "process set %u was removed", x->id);
     for (size_t i = 0; i < x->table_size; i++)
       while (x->table[i]) {
@@ -767,8 +782,6 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
         free_tensor(x, o);
       }
     x->ready_head = x->ready_tail = NULL;
-    hd_xhost_abort(x);
-    hd_xcoll_abort(x);
     complete_all(t, 0, NULL);
     return;
   }

@@ -20,7 +20,6 @@
 #include "daemon.h"
 
 #define SPIN_SLICE_NS 50000u /* back to libuv at least this often */
-#define MAX_BACKLOG 65536u    /* completions held for one rank */
 
 static void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -45,7 +44,8 @@ static void set_sleeping(struct hd_daemon *d, uint32_t v) {
 static void spin_cb(uv_idle_t *h);
 
 void hd_kick(struct hd_daemon *d) {
-  if (d->spinning) return;
+  if (d->spinning || !d->spin.loop || uv_is_closing((uv_handle_t *)&d->spin))
+    return;
   d->spinning = 1;
   set_sleeping(d, 0);
   d->last_activity = hc_now_ns();
@@ -95,12 +95,19 @@ static void on_efd(uv_poll_t *p, int status, int events) {
   hd_poll_rings(d);
 }
 
-static void on_stall_timer(uv_timer_t *t) { hd_check_stalls(t->data); }
+/* The daemon's periodic timer: the stall inspector, and the counts of
+ * rate-limited log messages. */
+static void on_stall_timer(uv_timer_t *t) {
+  struct hd_daemon *d = t->data;
+  if (d->stall_warn_ns || d->stall_fail_ns) hd_check_stalls(d);
+  hc_log_flush_suppressed(0);
+}
 
 int hd_rings_init(struct hd_daemon *d) {
-  d->spin_ns = (uint64_t)HC_MAX(0, hc_param_int("spin_us")) * 1000u;
-  d->chunk_size = (uint64_t)HC_MAX(65536, hc_param_int("chunk_size"));
-  d->arena_size = (uint64_t)HC_MAX(65536, hc_param_int("arena_size"));
+  d->spin_ns = (uint64_t)HC_MAX(0, hc_param_int(spin_us)) * 1000u;
+  d->chunk_size = (uint64_t)HC_MAX(65536, hc_param_int(chunk_size));
+  d->arena_size = (uint64_t)HC_MAX(65536, hc_param_int(arena_size));
+  d->max_pending = (uint64_t)HC_MAX(1, hc_param_int(max_pending));
   d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (d->efd < 0) return -errno;
   uv_poll_init(d->loop, &d->efd_poll, d->efd);
@@ -108,18 +115,17 @@ int hd_rings_init(struct hd_daemon *d) {
   uv_poll_start(&d->efd_poll, UV_READABLE, on_efd);
   uv_idle_init(d->loop, &d->spin);
   d->spin.data = d;
-  d->stall_warn_ns = (uint64_t)HC_MAX(0, hc_param_int("stall_check_time")) *
+  d->stall_warn_ns = (uint64_t)HC_MAX(0, hc_param_int(stall_check_time)) *
                      1000000000u;
-  d->stall_fail_ns = (uint64_t)HC_MAX(0, hc_param_int("stall_shutdown_time")) *
+  d->stall_fail_ns = (uint64_t)HC_MAX(0, hc_param_int(stall_shutdown_time)) *
                      1000000000u;
-  const char *off = hc_param_str("stall_check_disable");
+  const char *off = hc_param_str(stall_check_disable);
   if (off && strcmp(off, "0") && strcasecmp(off, "false"))
     d->stall_warn_ns = d->stall_fail_ns = 0; /* --no-stall-check */
   uv_timer_init(d->loop, &d->stall_timer);
   d->stall_timer.data = d;
-  if (d->stall_warn_ns || d->stall_fail_ns)
-    uv_timer_start(&d->stall_timer, on_stall_timer, 500, 500);
-  long threads = hc_param_int("threads");
+  uv_timer_start(&d->stall_timer, on_stall_timer, 500, 500);
+  long threads = hc_param_int(threads);
   if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
   hd_pool_init((int)HC_MAX(1, HC_MIN(threads, 64)));
   for (int i = 0; hd_engines[i]; i++)
@@ -137,54 +143,110 @@ void hd_rings_close(struct hd_daemon *d) {
   }
 }
 
+/* A rank's completions that do not fit in its cq wait in its backlog. A
+ * DONE answers one of the rank's own submissions, so a healthy rank that
+ * is merely busy may have as many waiting as it has operations in flight:
+ * it is never dropped for those, and they are bounded by max_pending (see
+ * may_take()). Copy requests answer its chunk events; a
+ * rank that keeps sending those without reading its cq is dropped once
+ * MAX_COPY_BACKLOG copy requests wait. */
+#define MAX_COPY_BACKLOG 4096u
+
+static struct hp_cqe *backlog_at(struct hd_rank *r, size_t i) {
+  return &r->backlog[(r->backlog_head + i) & (r->capbacklog - 1)];
+}
+
+/* A completion has reached the rank (or was dropped for a gone one). */
+static void delivered(struct hd_rank *r, const struct hp_cqe *e) {
+  if (e->kind != HP_CQ_DONE) r->wake_prog = 1;
+  else if (r->held) r->held--;
+}
+
+void hd_rings_forget(struct hd_rank *r) {
+  free(r->backlog);
+  r->backlog = NULL;
+  r->nbacklog = r->capbacklog = r->backlog_head = r->backlog_copies = 0;
+  r->held = 0;
+  if (r->hdr) atomic_store(&r->hdr->cq_backlog, 0);
+}
+
+/* Marks r broken; hd_poll_rings() declares it gone. Not at once: this may
+ * run deep inside negotiation, which declaring it gone would re-enter. */
+static void rank_broken(struct hd_rank *r, const char *what) {
+  if (r->broken || r->gone) return;
+  struct hd_daemon *d = r->d;
+  r->broken = 1;
+  hc_fmt(r->broken_msg, sizeof r->broken_msg, "rank %d %s", r->info.rank,
+         what);
+  hc_error("%s; dropping it from the job", r->broken_msg);
+  hd_rings_forget(r);
+  hd_kick(d);
+}
+
 /* Moves queued completions into the ring as room appears. */
 static void flush_backlog(struct hd_rank *r) {
   size_t i = 0;
   for (; i < r->nbacklog; i++) {
     void *slot = hp_ring_reserve(&r->cq);
     if (!slot) break;
-    memcpy(slot, &r->backlog[i], sizeof(struct hp_cqe));
+    struct hp_cqe *e = backlog_at(r, i);
+    memcpy(slot, e, sizeof *e);
     hp_ring_commit(&r->cq);
-    if (r->backlog[i].kind != HP_CQ_DONE) r->wake_prog = 1;
+    if (e->kind != HP_CQ_DONE) r->backlog_copies--;
+    delivered(r, e);
   }
   if (i) {
-    memmove(r->backlog, r->backlog + i, (r->nbacklog - i) * sizeof *r->backlog);
+    r->backlog_head = (r->backlog_head + i) & (r->capbacklog - 1);
     r->nbacklog -= i;
     r->wake_rank = 1;
+    if (r->nbacklog) r->wake_prog = 1; /* more to come: see hd_push_cqe() */
   }
   if (!r->nbacklog) atomic_store(&r->hdr->cq_backlog, 0);
 }
 
+/* Room for one more backlog entry; -1 when out of memory. */
+static int backlog_grow(struct hd_rank *r) {
+  if (r->nbacklog < r->capbacklog) return 0;
+  size_t cap = r->capbacklog ? 2 * r->capbacklog : 64;
+  struct hp_cqe *b = malloc(cap * sizeof *b);
+  if (!b) return -1;
+  for (size_t i = 0; i < r->nbacklog; i++) b[i] = *backlog_at(r, i);
+  free(r->backlog);
+  r->backlog = b;
+  r->capbacklog = cap;
+  r->backlog_head = 0;
+  return 0;
+}
+
 void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e) {
-  if (!r->hdr || !r->connected) return;
+  if (!r->hdr || !r->connected || r->gone || r->broken) {
+    delivered(r, e); /* nobody reads them any more */
+    return;
+  }
   r->wake_rank = 1;
-  if (e->kind != HP_CQ_DONE) r->wake_prog = 1;
   void *slot = r->nbacklog ? NULL : hp_ring_reserve(&r->cq);
   if (slot) {
     memcpy(slot, e, sizeof *e);
     hp_ring_commit(&r->cq);
+    delivered(r, e);
     return;
   }
-  if (r->nbacklog >= MAX_BACKLOG) {
-    hc_error("rank %d leaves its completion queue unread; dropping it from "
-             "the job", r->info.rank);
-    r->broken = 1;
-    hd_rank_left(r, "a rank stopped reading its completions");
+  if (e->kind != HP_CQ_DONE && r->backlog_copies >= MAX_COPY_BACKLOG) {
+    rank_broken(r, "leaves its completion queue unread");
     return;
   }
-  if (r->nbacklog == r->capbacklog) {
-    size_t cap = r->capbacklog ? 2 * r->capbacklog : 64;
-    struct hp_cqe *b = realloc(r->backlog, cap * sizeof *b);
-    if (!b) {
-      hc_error("out of memory queueing a completion for rank %d",
-               r->info.rank);
-      return;
-    }
-    r->backlog = b;
-    r->capbacklog = cap;
+  if (backlog_grow(r) < 0) {
+    rank_broken(r, "cannot be served: horad is out of memory for its "
+                   "completions");
+    return;
   }
-  r->backlog[r->nbacklog++] = *e;
+  *backlog_at(r, r->nbacklog++) = *e;
+  if (e->kind != HP_CQ_DONE) r->backlog_copies++;
   atomic_store(&r->hdr->cq_backlog, 1);
+  /* The cq is full: the rank's threads may all be busy (submitting, say),
+   * so its progress thread, woken otherwise only for copy requests, makes
+   * room. Without it the cq drains once a second. */
+  r->wake_prog = 1;
 }
 
 void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg) {
@@ -233,33 +295,53 @@ static void dispatch(struct hd_rank *r, const struct hp_sqe *e) {
     hd_chunk_event(r, e);
     break;
   default:
-    hc_warn("rank %d sent an entry of unknown kind %u; ignored",
+    hc_warn_rl("rank %d sent an entry of unknown kind %u; ignored",
             r->info.rank, e->kind);
   }
+}
+
+/* What a rank can make the daemon hold is bounded: each submission costs a
+ * tensor entry, then a completion until that reaches the cq. Past
+ * max_pending of them the daemon takes no more of the rank's entries (its
+ * sq fills and the rank waits in submission) until some complete; copy
+ * requests are bounded by MAX_COPY_BACKLOG, and other entries cost
+ * nothing held. */
+static int may_take(struct hd_rank *r) {
+  struct hd_daemon *d = r->d;
+  if (r->held < d->max_pending) {
+    if (r->held <= d->max_pending / 2) r->throttled = 0;
+    return 1;
+  }
+  if (!r->throttled) {
+    r->throttled = 1;
+    hc_warn_rl("rank %d has %llu operations pending in horad (the most "
+               "HORA_MAX_PENDING allows); it waits to submit more until some "
+               "complete", r->info.rank, (unsigned long long)r->held);
+  }
+  return 0;
 }
 
 int hd_poll_rings(struct hd_daemon *d) {
   int n = 0;
   for (int i = 0; i < d->nlocal; i++) {
     struct hd_rank *r = &d->ranks[i];
-    if (!r->hdr || r->broken) continue;
-    if (r->nbacklog) flush_backlog(r);
-    if (hp_ring_check(&r->sq) < 0) {
-      char msg[HP_MSG_MAX + 1];
-      hc_fmt(msg, sizeof msg, "rank %d corrupted its submission ring",
-             r->info.rank);
-      hc_error("%s; dropping it from the job", msg);
-      r->broken = 1;
-      hd_rank_left(r, msg);
+    if (!r->hdr || r->gone) continue;
+    if (!r->broken && hp_ring_check(&r->sq) < 0)
+      rank_broken(r, "corrupted its submission ring");
+    if (r->broken) { /* here, outside negotiation: see rank_broken() */
+      hd_rank_left(r, r->broken_msg);
       continue;
     }
+    if (r->nbacklog) flush_backlog(r);
     const void *slot;
     unsigned budget = r->layout.sq_slots;
-    while (budget-- && (slot = hp_ring_peek(&r->sq))) {
+    while (budget-- && !r->broken && may_take(r) &&
+           (slot = hp_ring_peek(&r->sq))) {
       struct hp_sqe e; /* copied first: the rank may scribble on its slot */
       memcpy(&e, slot, sizeof e);
       hp_ring_release(&r->sq);
       n++;
+      if (e.kind == HP_SQ_SUBMIT) r->held++; /* until its DONE is in cq */
       dispatch(r, &e);
     }
   }

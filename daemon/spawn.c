@@ -361,6 +361,11 @@ static void on_sigchld(uv_signal_t *h, int sig) {
       describe_exit(r, msg, sizeof msg);
       hc_debug("%s", msg);
       if (!r->gone || d->gone_rank < 0) hd_rank_left(r, msg);
+      /* Failing what was pending may have taken a while (a million
+       * operations): the output's grace counts from now, not from when
+       * this loop iteration began, or it would end before the pipes were
+       * read and the rank's last words would be lost. */
+      uv_update_time(d->loop);
       uv_timer_start(&r->report_timer, on_report_timer, 200, 0);
       maybe_report(r);
     }
@@ -385,7 +390,7 @@ static void on_term_timer(uv_timer_t *t) {
   struct hd_daemon *d = t->data;
   d->term_sent = 1;
   signal_all(d, SIGTERM);
-  double grace = hc_param_double("kill_grace");
+  double grace = hc_param_double(kill_grace);
   if (grace < 0) grace = 0;
   uv_timer_start(&d->kill_timer, on_kill_timer, (uint64_t)(grace * 1000), 0);
 }

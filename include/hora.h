@@ -122,7 +122,11 @@ typedef enum {
 
 /* Start-up and job layout. hora_init() connects to the local daemon named by
  * the environment horarun sets; without it the process is a job of size 1.
- * Calling hora_init() again after success is a no-op returning 0.
+ * Calling hora_init() again after success is a no-op returning 0. After
+ * hora_shutdown(), hora_init() may be called again: as in Horovod this is
+ * collective, and returns once every rank of the job has shut hora down
+ * and initialised it again; the new session starts clean (the global set
+ * only, no failure). In jobs on one host; across hosts it fails.
  * hora_shutdown() must not run while other threads of the process are
  * inside hora calls (like MPI_Finalize); operations still pending fail
  * with HORA_ESHUTDOWN. */

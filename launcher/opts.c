@@ -161,7 +161,7 @@ double hr_opts_knob_num(const struct hr_opts *o, const char *name) {
     const char *v = o->knob[p - hc_params]; /* checked when set */
     return p->type == HC_P_SIZE ? (double)hc_parse_size(v) : strtod(v, NULL);
   }
-  return hc_param_double(name);
+  return hc_param_double_named(name);
 }
 
 /* The hosts from o->host_source, before defaults are applied. */

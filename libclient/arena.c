@@ -1,12 +1,17 @@
 /* arena.c -- allocator for the rank's shared arena (hora_alloc).
  *
- * The live blocks are kept in an array sorted by offset; an allocation
- * takes the first gap that fits. Blocks are few (tensors, staging copies),
- * so the linear scan costs less than a smarter structure would. */
+ * The blocks are kept in an array sorted by offset; an allocation takes
+ * the next gap that fits after the last one it took (next fit: operations
+ * are allocated and freed roughly in order, so the search is short), and
+ * wraps around once. A free only marks its block (size 0); the array is
+ * compacted once half of it is marks, so neither costs time in proportion
+ * to the blocks in flight. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "client.h"
+
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 struct block {
   uint64_t off, size;
@@ -14,6 +19,44 @@ struct block {
 
 static struct block *blocks;
 static size_t nblocks, capblocks;
+static size_t nfreed; /* marked blocks (size 0) among them */
+static size_t hint;   /* where the last allocation went */
+
+static void compact(void) {
+  size_t k = 0;
+  for (size_t i = 0; i < nblocks; i++) {
+    if (i == hint) hint = k;
+    if (blocks[i].size) blocks[k++] = blocks[i];
+  }
+  nblocks = k;
+  nfreed = 0;
+  if (hint > nblocks) hint = nblocks;
+}
+
+/* The first gap at or after array position `from` (up to `to`) that holds
+ * size bytes aligned to align: its array position in *pos, its offset in
+ * *at. */
+static int find_gap(size_t from, size_t to, uint64_t size, uint64_t align,
+                    size_t *pos, uint64_t *at) {
+  uint64_t start = 0;
+  for (size_t j = from; j-- > 0;) /* the end of the live block before */
+    if (blocks[j].size) {
+      start = blocks[j].off + blocks[j].size;
+      break;
+    }
+  for (size_t i = from;; i++) {
+    if (i < nblocks && !blocks[i].size) continue;
+    uint64_t a = align_up(start, align);
+    uint64_t end = i < nblocks ? blocks[i].off : hl.arena_size;
+    if (a <= end && end - a >= size) {
+      *pos = i;
+      *at = a;
+      return 1;
+    }
+    if (i >= to || i >= nblocks) return 0;
+    start = blocks[i].off + blocks[i].size;
+  }
+}
 
 /* In a job of one there is no arena: hora_alloc() uses the heap, and this
  * set of its pointers lets hora_free() refuse a foreign one. */
@@ -42,14 +85,14 @@ static int heap_remove(void *p) {
 }
 
 int hl_arena_init(void) {
-  nblocks = 0;
+  nblocks = nfreed = hint = 0;
   return 0;
 }
 
 void hl_arena_fini(void) {
   free(blocks);
   blocks = NULL;
-  nblocks = capblocks = 0;
+  nblocks = capblocks = nfreed = hint = 0;
 }
 
 int hl_in_arena(const void *p, uint64_t bytes) {
@@ -59,7 +102,6 @@ int hl_in_arena(const void *p, uint64_t bytes) {
   return bytes <= (uint64_t)(hl.arena + hl.arena_size - c);
 }
 
-static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 void *hl_arena_alloc(uint64_t bytes) {
   if (!bytes || !hl.arena) return NULL;
@@ -74,20 +116,19 @@ void *hl_arena_alloc(uint64_t bytes) {
     blocks = b;
     capblocks = cap;
   }
-  uint64_t start = 0;
-  size_t i = 0;
-  for (;; i++) {
-    uint64_t at = align_up(start, align);
-    uint64_t end = i < nblocks ? blocks[i].off : hl.arena_size;
-    if (at <= end && end - at >= size) {
-      memmove(&blocks[i + 1], &blocks[i], (nblocks - i) * sizeof *blocks);
-      blocks[i] = (struct block){at, size};
-      nblocks++;
-      res = hl.arena + at;
-      break;
-    }
-    if (i == nblocks) break;
-    start = blocks[i].off + blocks[i].size;
+  size_t i;
+  uint64_t at;
+  if (hint > nblocks) hint = nblocks;
+  if (find_gap(hint, nblocks, size, align, &i, &at) ||
+      find_gap(0, hint, size, align, &i, &at)) {
+    /* keep the array sorted by offset, marks included (a mark may sit
+     * where the block goes: the new block goes before it) */
+    while (i > 0 && blocks[i - 1].off >= at) i--;
+    memmove(&blocks[i + 1], &blocks[i], (nblocks - i) * sizeof *blocks);
+    blocks[i] = (struct block){at, size};
+    nblocks++;
+    hint = i + 1;
+    res = hl.arena + at;
   }
 out:
   pthread_mutex_unlock(&hl.arena_lock);
@@ -104,11 +145,15 @@ int hl_arena_free(void *p) {
     if (blocks[mid].off < off) lo = mid + 1;
     else hi = mid;
   }
+  /* marks sit among the live blocks with their old offsets: find the
+   * live block of this offset */
+  while (lo < nblocks && blocks[lo].off == off && !blocks[lo].size) lo++;
   int rc = -1;
-  if (lo < nblocks && blocks[lo].off == off) {
-    memmove(&blocks[lo], &blocks[lo + 1], (nblocks - lo - 1) * sizeof *blocks);
-    nblocks--;
+  if (lo < nblocks && blocks[lo].off == off && blocks[lo].size) {
+    blocks[lo].size = 0;
+    nfreed++;
     rc = 0;
+    if (nfreed > 64 && nfreed * 2 > nblocks) compact();
   }
   pthread_mutex_unlock(&hl.arena_lock);
   return rc;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,12 +144,20 @@ static int connect_daemon(const char *path) {
     return hl_error(HORA_EINVAL,
                     "HORA_DAEMON_SOCKET is set but HORA_RANK or "
                     "HORA_RANK_TOKEN is missing or malformed");
+  /* "@name" is a socket in Linux's abstract namespace (no file): its
+   * address starts with a NUL byte and has no terminating one. */
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  if (strlen(path) >= sizeof sa.sun_path)
+  size_t plen = strlen(path);
+  if (plen >= sizeof sa.sun_path)
     return hl_error(HORA_EINVAL, "daemon socket path too long: %s", path);
-  strcpy(sa.sun_path, path);
+  memcpy(sa.sun_path, path, plen);
+  socklen_t salen = sizeof sa;
+  if (path[0] == '@') {
+    sa.sun_path[0] = '\0';
+    salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + plen);
+  }
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
+  if (s < 0 || connect(s, (struct sockaddr *)&sa, salen) < 0) {
     int e = errno;
     if (s >= 0) close(s);
     return hl_error(HORA_EPEERGONE, "rank %d cannot connect to horad at %s: %s",
@@ -204,7 +213,7 @@ int hora_init(void) {
     pthread_mutex_unlock(&init_lock);
     return 0;
   }
-  hl.spin_ns = (uint64_t)HC_MAX(0, hc_param_int("spin_us")) * 1000u;
+  hl.spin_ns = (uint64_t)HC_MAX(0, hc_param_int(spin_us)) * 1000u;
   const char *path = getenv("HORA_DAEMON_SOCKET");
   int rc = 0;
   if (!path || !*path) {

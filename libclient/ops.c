@@ -171,7 +171,7 @@ static void chunk_copy(const struct hp_cqe *c, struct hl_op *op) {
            c->staging_off >= h->staging_off && bytes <= h->chunk_size &&
            c->staging_off + bytes <= h->staging_off + h->staging_size;
   if (!ok) {
-    hc_warn("rank %d: copy request out of range; ignored", hl.rank);
+    hc_warn_rl("rank %d: copy request out of range; ignored", hl.rank);
     return;
   }
   unsigned char *stage = hl.shm + c->staging_off;
@@ -700,8 +700,28 @@ static int submit_req(const hora_request_t *q, int64_t *handle) {
     e.flags |= HP_F_RESIDENT;
     e.offset = bytes ? (uint64_t)((unsigned char *)in - hl.shm) : hl.hdr->arena_off;
     void *out = recv;
+    /* The input may lie inside the output only where this rank's own
+     * block of the result goes (allgather, reducescatter in place, as
+     * MPI's MPI_IN_PLACE): horad then leaves it where it is. Any other
+     * overlap gets an output of its own. */
+    uint64_t own = 0; /* elements before this rank's block of the output */
+    if (coll == HORA_COLL_ALLGATHER)
+      for (int i = 0; i < prank; i++)
+        own += q->recv_counts ? (uint64_t)q->recv_counts[i] : count;
+    if (coll == HORA_COLL_REDUCESCATTER) {
+      uint64_t rows = q->ndims ? (uint64_t)q->shape[0] : count;
+      uint64_t row = rows ? count / rows : 1;
+      for (int i = 0; i < prank; i++)
+        own += hora_reducescatter_rows(rows, psize, i) * row;
+    }
+    const unsigned char *ib = in, *ob = recv;
+    int overlap = bytes && rbytes && ib < ob + rbytes && ob < ib + bytes;
+    int own_place = coll != HORA_COLL_ALLTOALL &&
+                    (coll == HORA_COLL_ALLGATHER ? ib == ob + own * es
+                                                 : ob == ib + own * es);
     if (!(rbytes == 0 || (hl_in_arena(recv, rbytes) &&
-                          (uintptr_t)recv % es == 0 && recv != in))) {
+                          (uintptr_t)recv % es == 0 &&
+                          (!overlap || own_place)))) {
       if (!fits_arena(rbytes) || !(op->out_temp = arena_copy(NULL, rbytes))) {
         rc = hl_error(HORA_ELIMIT, "%s '%s': its %llu-byte output does not fit "
                       "in the free part of the arena (HORA_ARENA_SIZE, "

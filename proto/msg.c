@@ -546,6 +546,7 @@ void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   put_f64(w, m->postscale);
   hp_put_u64(w, m->aux_hash);
   hp_put_u32(w, (uint32_t)m->rank);
+  hp_put_u32(w, (uint32_t)m->status);
   hp_put_str(w, m->msg);
   hp_frame_end(w);
 }
@@ -568,9 +569,10 @@ int hp_dec_nego_ready(const unsigned char *p, size_t n,
   m->postscale = get_f64(&r);
   m->aux_hash = hp_get_u64(&r);
   m->rank = (int32_t)hp_get_u32(&r);
+  m->status = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->msg, sizeof m->msg);
   int rc = finish(&r);
-  if (rc == 0 && m->ndims > 8) rc = HORA_EPROTO;
+  if (rc == 0 && (m->ndims > 8 || m->status > 0)) rc = HORA_EPROTO;
   return rc;
 }
 

@@ -204,6 +204,7 @@ struct hp_nego_ready {
   uint64_t aux_hash;
   int32_t rank; /* a rank of the sender that submitted it, for messages;
                    join: the sender's last rank to join */
+  int32_t status; /* with msg: the HORA_E* its ranks fail it with */
   char msg[460]; /* non-empty: the sender's own ranks disagree (this says
                     how); the operation fails everywhere */
 };

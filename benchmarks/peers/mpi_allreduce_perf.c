@@ -1,16 +1,22 @@
 /* mpi_allreduce_perf.c -- the peer of allreduce_perf: the same sweep, the
- * same check and the same columns, over MPI_Allreduce (OpenMPI), so the two
- * tables can be set side by side (benchmarks/run.sh).
+ * same collectives (-c), the same check and the same columns, over
+ * OpenMPI's MPI_Allreduce, MPI_Allgather, MPI_Alltoall,
+ * MPI_Reduce_scatter_block and MPI_Bcast, so the two tables can be set side
+ * by side (benchmarks/run.sh).
  *
  *   mpicc -O2 -std=c11 -D_GNU_SOURCE mpi_allreduce_perf.c -o mpi_allreduce_perf
  *   mpirun --allow-run-as-root --oversubscribe -np 2 ./mpi_allreduce_perf
  *
- * Options as allreduce_perf: -b -e -f -n -w -d -o -c -i; -a is accepted and
- * ignored (buffers always come from malloc). MPI has no float16/bfloat16
- * and no average: -o avg is MPI_SUM followed by a division on every rank,
- * inside the timed region, which is what a runtime built on MPI does.
- * In place (-i 1, the default) passes MPI_IN_PLACE. Kept free of hora's
- * headers on purpose: it builds with nothing but mpicc. */
+ * Options as allreduce_perf: -c -b -e -f -n -w -d -o -r -C -i; -a is
+ * accepted and ignored (buffers always come from malloc). Sizes as
+ * allreduce_perf (nccl-tests): per rank for allreduce and broadcast, the
+ * whole array of n blocks for the others. MPI has no float16/bfloat16 and
+ * no average: -o avg is MPI_SUM followed by a division on every rank,
+ * inside the timed region, which is what a runtime built on MPI does. In
+ * place (-i 1, the default) passes MPI_IN_PLACE: allgather's block is then
+ * in its place in the output, reducescatter's input is the whole receive
+ * buffer and its result the first block; MPI_Bcast has one buffer. Kept
+ * free of hora's headers on purpose: it builds with nothing but mpicc. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +39,16 @@ enum dtype {
   D_COUNT
 };
 enum op { O_AVG, O_SUM, O_MIN, O_MAX, O_PROD, O_COUNT };
+enum coll { C_ALLREDUCE, C_ALLGATHER, C_ALLTOALL, C_REDUCESCATTER, C_BCAST };
+
+/* -c's names, with nccl-tests' spellings as aliases. */
+static const struct {
+  const char *name, *alias;
+} colls[] = {{"allreduce", "all_reduce"},
+             {"allgather", "all_gather"},
+             {"alltoall", "all_to_all"},
+             {"reducescatter", "reduce_scatter"},
+             {"broadcast", "bcast"}};
 
 static const struct {
   const char *name;
@@ -78,8 +94,10 @@ struct opts {
   size_t minb, maxb;
   long factor;
   int iters, warmup;
+  enum coll coll;
   enum dtype dtype;
   enum op op;
+  int root;
   int check, inplace;
 };
 
@@ -87,14 +105,34 @@ struct opts {
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: mpi_allreduce_perf [-b minbytes] [-e maxbytes] [-f factor]\n"
-          "                          [-n iters] [-w warmup] [-d dtype]\n"
-          "                          [-o op] [-c 0|1] [-i 0|1] [-a 0|1]\n"
+          "usage: mpi_allreduce_perf [-c collective] [-b minbytes]\n"
+          "                          [-e maxbytes] [-f factor] [-n iters]\n"
+          "                          [-w warmup] [-d dtype] [-o op] [-r root]\n"
+          "                          [-C 0|1] [-i 0|1] [-a 0|1]\n"
+          "  -c  allreduce allgather alltoall reducescatter broadcast\n"
+          "      (default allreduce)\n"
           "  -d  uint8 int8 int16 int32 int64 float32 float64 (default "
           "float32)\n"
           "  -o  sum avg min max prod (default sum; avg = sum, then divide)\n"
           "  -a  accepted for compatibility with allreduce_perf; ignored\n"
           "  other options and defaults as allreduce_perf\n");
+}
+
+static int parse_coll(const char *s, enum coll *out) {
+  for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
+    if (strcmp(s, colls[i].name) == 0 || strcmp(s, colls[i].alias) == 0) {
+      *out = (enum coll)i;
+      return 0;
+    }
+  return -1;
+}
+
+static int has_op(enum coll c) {
+  return c == C_ALLREDUCE || c == C_REDUCESCATTER;
+}
+
+static int is_blocked(enum coll c) {
+  return c == C_ALLGATHER || c == C_ALLTOALL || c == C_REDUCESCATTER;
 }
 
 static int parse_size(const char *s, size_t *out) {
@@ -176,15 +214,17 @@ static int parse_opts(int argc, char **argv, struct opts *o, int rank) {
                      .factor = 2,
                      .iters = 20,
                      .warmup = 5,
+                     .coll = C_ALLREDUCE,
                      .dtype = D_FLOAT32,
                      .op = O_SUM,
+                     .root = 0,
                      .check = 1,
                      .inplace = 1};
   int c;
   long v;
   FILE *err = rank == 0 ? stderr : NULL;
   opterr = rank == 0;
-  while ((c = getopt(argc, argv, "b:e:f:n:w:d:o:c:a:i:h")) != -1) {
+  while ((c = getopt(argc, argv, "b:e:f:n:w:d:o:c:C:r:a:i:h")) != -1) {
     int bad = 0;
     switch (c) {
     case 'b':
@@ -211,8 +251,20 @@ static int parse_opts(int argc, char **argv, struct opts *o, int rank) {
       bad = parse_op(optarg, &o->op);
       break;
     case 'c':
+      bad = parse_coll(optarg, &o->coll);
+      if (bad && err && (strcmp(optarg, "0") == 0 || strcmp(optarg, "1") == 0))
+        fprintf(err,
+                "mpi_allreduce_perf: -c names the collective now; the "
+                "check is -C %s\n",
+                optarg);
+      break;
+    case 'C':
       bad = parse_int(optarg, 0, 1, &v);
       o->check = (int)v;
+      break;
+    case 'r':
+      bad = parse_int(optarg, 0, 1 << 30, &v);
+      o->root = (int)v;
       break;
     case 'a':
       bad = parse_int(optarg, 0, 1, &v);
@@ -341,22 +393,53 @@ static int64_t expected(enum op op, enum dtype d, int n, long i) {
   return op == O_AVG ? acc / n : acc;
 }
 
-static void fill(void *buf, size_t count, const struct opts *o, int rank, int n,
-                 void *period) {
+/* Data of the collectives that do not reduce, and the poison put in
+ * receive buffers before the checked iteration: as data() and poison() in
+ * allreduce_perf.c. */
+static int64_t data(enum dtype d, int r, int j, long i) {
+  int64_t v =
+      (11 * (i % PERIOD) + 13 * (r % PERIOD) + 17 * (j % PERIOD)) % PERIOD;
+  return d != D_UINT8 ? v - 105 : v;
+}
+
+static int64_t poison(enum dtype d) {
+  return d != D_UINT8 ? 120 : 250;
+}
+
+enum { PAT_IN, PAT_OUT, PAT_DATA, PAT_POISON };
+struct pat {
+  int kind, r, j;
+};
+
+static int64_t pat_value(const struct opts *o, int n, struct pat p, long i) {
+  switch (p.kind) {
+  case PAT_IN:
+    return pattern(o->op, o->dtype, p.r, n, i);
+  case PAT_OUT:
+    return expected(o->op, o->dtype, n, i);
+  case PAT_DATA:
+    return data(o->dtype, p.r, p.j, i);
+  default:
+    return poison(o->dtype);
+  }
+}
+
+static void fill(void *buf, size_t count, const struct opts *o, int n,
+                 struct pat p, void *period) {
   size_t tsize = dtypes[o->dtype].size;
   for (long i = 0; i < PERIOD; i++)
-    store(o->dtype, period, (size_t)i, pattern(o->op, o->dtype, rank, n, i));
+    store(o->dtype, period, (size_t)i, pat_value(o, n, p, i));
   for (size_t i = 0; i < count; i += PERIOD) {
     size_t k = count - i < PERIOD ? count - i : PERIOD;
     memcpy((char *)buf + i * tsize, period, k * tsize);
   }
 }
 
-static long long count_wrong(const void *buf, size_t count,
-                             const struct opts *o, int n) {
+static long long count_wrong(const void *buf, size_t count, size_t off,
+                             const struct opts *o, int n, struct pat p) {
   double want[PERIOD];
   for (long i = 0; i < PERIOD; i++)
-    want[i] = (double)expected(o->op, o->dtype, n, i);
+    want[i] = (double)pat_value(o, n, p, (long)((off + (size_t)i) % PERIOD));
   long long wrong = 0;
   for (size_t i = 0; i < count; i++)
     wrong += load(o->dtype, buf, i) != want[i % PERIOD];
@@ -396,20 +479,167 @@ static void divide(void *buf, size_t count, enum dtype d, int n) {
   }
 }
 
-static int allreduce(void *send, void *recv, size_t count, const struct opts *o,
-                     int n) {
-  int rc = MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
-                         mpi_dtype(o->dtype), mpi_op(o->op), MPI_COMM_WORLD);
-  if (rc == MPI_SUCCESS && o->op == O_AVG) divide(recv, count, o->dtype, n);
+static int inplace(const struct opts *o) {
+  return o->inplace || o->coll == C_BCAST;
+}
+
+static const char *redop(const struct opts *o) {
+  return has_op(o->coll) ? op_names[o->op] : "none";
+}
+
+/* A row, as in allreduce_perf.c: count elements per rank (allreduce,
+ * broadcast) or per block; send, recv: elements sent and received. */
+struct row {
+  size_t count, send, recv, bytes;
+};
+
+static struct row row_of(const struct opts *o, size_t size, int n) {
+  size_t tsize = dtypes[o->dtype].size;
+  struct row w;
+  size_t per = is_blocked(o->coll) ? size / tsize / (size_t)n : size / tsize;
+  w.count = per ? per : 1;
+  size_t all = w.count * (size_t)n;
+  switch (o->coll) {
+  case C_ALLGATHER:
+    w.send = w.count;
+    w.recv = all;
+    break;
+  case C_ALLTOALL:
+    w.send = w.recv = all;
+    break;
+  case C_REDUCESCATTER:
+    w.send = all;
+    w.recv = w.count;
+    break;
+  default:
+    w.send = w.recv = w.count;
+    break;
+  }
+  w.bytes = (is_blocked(o->coll) ? all : w.count) * tsize;
+  return w;
+}
+
+static double bus_factor(const struct opts *o, int n) {
+  switch (o->coll) {
+  case C_ALLREDUCE:
+    return 2.0 * (n - 1) / n;
+  case C_BCAST:
+    return 1.0;
+  default:
+    return (double)(n - 1) / n;
+  }
+}
+
+struct bufs {
+  void *a, *b; /* a: the larger side, or the only buffer in place */
+  unsigned char period[PERIOD * 8];
+};
+
+/* Where a row's input and output lie. In place (MPI_IN_PLACE): allgather's
+ * input is its block of the output; reducescatter's input is the whole
+ * buffer and its result the first block; the others share one buffer. */
+static void place(const struct opts *o, const struct row *w, struct bufs *b,
+                  int rank, void **send, void **recv) {
+  size_t blk = w->count * dtypes[o->dtype].size * (size_t)rank;
+  int rs = o->coll == C_REDUCESCATTER;
+  if (inplace(o)) {
+    *send = *recv = b->a;
+    if (o->coll == C_ALLGATHER) *send = (char *)b->a + blk;
+  } else {
+    *send = rs ? b->a : b->b;
+    *recv = rs ? b->b : b->a;
+  }
+}
+
+static const char *call_name(const struct opts *o) {
+  static const char *const names[] = {"MPI_Allreduce", "MPI_Allgather",
+                                      "MPI_Alltoall",
+                                      "MPI_Reduce_scatter_block", "MPI_Bcast"};
+  return names[o->coll];
+}
+
+static int run_one(const struct opts *o, const struct row *w, void *send,
+                   void *recv, int n) {
+  MPI_Datatype t = mpi_dtype(o->dtype);
+  void *in = inplace(o) ? MPI_IN_PLACE : send;
+  int c = (int)w->count, rc;
+  switch (o->coll) {
+  case C_BCAST:
+    return MPI_Bcast(recv, c, t, o->root, MPI_COMM_WORLD);
+  case C_ALLGATHER:
+    return MPI_Allgather(in, inplace(o) ? 0 : c,
+                         inplace(o) ? MPI_DATATYPE_NULL : t, recv, c, t,
+                         MPI_COMM_WORLD);
+  case C_ALLTOALL:
+    return MPI_Alltoall(in, inplace(o) ? 0 : c,
+                        inplace(o) ? MPI_DATATYPE_NULL : t, recv, c, t,
+                        MPI_COMM_WORLD);
+  case C_REDUCESCATTER:
+    rc =
+        MPI_Reduce_scatter_block(in, recv, c, t, mpi_op(o->op), MPI_COMM_WORLD);
+    break;
+  default:
+    rc = MPI_Allreduce(in, recv, c, t, mpi_op(o->op), MPI_COMM_WORLD);
+    break;
+  }
+  if (rc == MPI_SUCCESS && o->op == O_AVG) divide(recv, w->count, o->dtype, n);
   return rc;
 }
 
-static int run_iters(void *send, void *recv, size_t count, const struct opts *o,
-                     int n, int k) {
+static int run_iters(const struct opts *o, const struct row *w, void *send,
+                     void *recv, int n, int k) {
   for (int it = 0; it < k; it++) {
-    int rc = allreduce(send, recv, count, o, n);
+    int rc = run_one(o, w, send, recv, n);
     if (rc != MPI_SUCCESS) return rc;
   }
+  return MPI_SUCCESS;
+}
+
+static void fill_input(const struct opts *o, const struct row *w,
+                       struct bufs *b, void *send, int rank, int n) {
+  size_t tsize = dtypes[o->dtype].size;
+  if (has_op(o->coll)) {
+    fill(send, w->send, o, n, (struct pat){PAT_IN, rank, 0}, b->period);
+  } else if (o->coll == C_ALLTOALL) {
+    for (int j = 0; j < n; j++)
+      fill((char *)send + (size_t)j * w->count * tsize, w->count, o, n,
+           (struct pat){PAT_DATA, rank, j}, b->period);
+  } else {
+    fill(send, w->send, o, n, (struct pat){PAT_DATA, rank, 0}, b->period);
+  }
+}
+
+static int check_row(const struct opts *o, const struct row *w, struct bufs *b,
+                     int rank, int n, long long *wrong) {
+  size_t tsize = dtypes[o->dtype].size;
+  void *send, *recv;
+  place(o, w, b, rank, &send, &recv);
+  if (!inplace(o) || o->coll == C_ALLGATHER)
+    fill(recv, w->recv, o, n, (struct pat){PAT_POISON, 0, 0}, b->period);
+  fill_input(o, w, b, send, rank, n);
+  int rc = run_one(o, w, send, recv, n);
+  if (rc != MPI_SUCCESS) return rc;
+  long long bad = 0;
+  switch (o->coll) {
+  case C_ALLREDUCE:
+    bad = count_wrong(recv, w->recv, 0, o, n, (struct pat){PAT_OUT, 0, 0});
+    break;
+  case C_REDUCESCATTER:
+    bad = count_wrong(recv, w->recv, w->count * (size_t)rank, o, n,
+                      (struct pat){PAT_OUT, 0, 0});
+    break;
+  case C_BCAST:
+    bad =
+        count_wrong(recv, w->recv, 0, o, n, (struct pat){PAT_DATA, o->root, 0});
+    break;
+  default:
+    for (int m = 0; m < n; m++)
+      bad += count_wrong(
+          (char *)recv + (size_t)m * w->count * tsize, w->count, 0, o, n,
+          (struct pat){PAT_DATA, m, o->coll == C_ALLTOALL ? rank : 0});
+    break;
+  }
+  *wrong = bad;
   return MPI_SUCCESS;
 }
 
@@ -421,13 +651,24 @@ static void print_header(const struct opts *o, int n) {
   if (nl) *nl = '\0';
   char *comma = strchr(lib, ',');
   if (comma) *comma = '\0';
-  printf("# mpi allreduce_perf, %s\n", lib);
+  printf("# mpi allreduce_perf -c %s (%s), %s\n", colls[o->coll].name,
+         call_name(o), lib);
   printf("# ranks %d minBytes %zu maxBytes %zu step: %ld(factor) warmup "
          "iters: %d iters: %d validation: %d\n",
          n, o->minb, o->maxb, o->factor, o->warmup, o->iters, o->check);
-  printf("# dtype %s redop %s%s buffers malloc %s\n", dtypes[o->dtype].name,
-         op_names[o->op], o->op == O_AVG ? " (MPI_SUM + divide)" : "",
-         o->inplace ? "in-place (MPI_IN_PLACE)" : "out-of-place");
+  printf("# collective %s dtype %s redop %s%s", colls[o->coll].name,
+         dtypes[o->dtype].name, redop(o),
+         has_op(o->coll) && o->op == O_AVG ? " (MPI_SUM + divide)" : "");
+  if (o->coll == C_BCAST) printf(" root %d", o->root);
+  printf(" buffers malloc %s\n",
+         inplace(o) ? "in-place (MPI_IN_PLACE)" : "out-of-place");
+  if (is_blocked(o->coll))
+    printf("# size: the whole array, n x count elements; count: elements per "
+           "block; busbw = algbw x (n-1)/n\n");
+  else if (o->coll == C_BCAST)
+    printf("# size: bytes broadcast; busbw = algbw\n");
+  else
+    printf("# size: bytes per rank; busbw = algbw x 2(n-1)/n\n");
 }
 
 static void print_ranks(int rank, int n) {
@@ -451,7 +692,7 @@ static void print_ranks(int rank, int n) {
 
 static void print_columns(const struct opts *o) {
   printf("#\n");
-  printf("# %58s\n", o->inplace ? "in-place" : "out-of-place");
+  printf("# %58s\n", inplace(o) ? "in-place" : "out-of-place");
   printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s\n", "size", "count",
          "type", "redop", "time", "algbw", "busbw", "#wrong");
   printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s\n", "(B)", "(elements)",
@@ -464,63 +705,49 @@ static size_t next_size(const struct opts *o, size_t size) {
   return size > o->maxb / (size_t)o->factor ? 0 : size * (size_t)o->factor;
 }
 
-/* Elements in a row of `size` bytes: at least one. */
-static size_t elements(const struct opts *o, size_t size) {
-  size_t tsize = dtypes[o->dtype].size;
-  return size / tsize ? size / tsize : 1;
-}
-
-/* -w allreduces at every size before any is timed, as in allreduce_perf. */
-static int warm_up(const struct opts *o, void *sendb, void *recv, int rank,
-                   int n) {
-  unsigned char period[PERIOD * 8];
-  void *send = o->inplace ? recv : sendb;
-  size_t maxcount = 0;
-  for (size_t size = o->minb; size; size = next_size(o, size))
-    maxcount = elements(o, size);
-  fill(send, maxcount, o, rank, n, period);
+/* -w operations at every size before any is timed, as in allreduce_perf. */
+static int warm_up(const struct opts *o, struct bufs *b, int rank, int n) {
   for (size_t size = o->minb; size; size = next_size(o, size)) {
-    int rc = run_iters(send, recv, elements(o, size), o, n, o->warmup);
+    struct row w = row_of(o, size, n);
+    void *send, *recv;
+    place(o, &w, b, rank, &send, &recv);
+    fill_input(o, &w, b, send, rank, n);
+    int rc = run_iters(o, &w, send, recv, n, o->warmup);
     if (rc != MPI_SUCCESS) return rc;
   }
   return MPI_SUCCESS;
 }
 
-static int bench_size(size_t count, const struct opts *o, void *sendb,
-                      void *recv, int rank, int n, long long *wrong,
-                      double *busbw) {
-  unsigned char period[PERIOD * 8];
-  size_t bytes = count * dtypes[o->dtype].size;
-  void *send = o->inplace ? recv : sendb;
+static int bench_size(const struct row *w, const struct opts *o, struct bufs *b,
+                      int rank, int n, long long *wrong, double *busbw) {
+  void *send, *recv;
+  place(o, w, b, rank, &send, &recv);
   int rc;
 
-  fill(send, count, o, rank, n, period);
-  if ((rc = run_iters(send, recv, count, o, n, o->warmup)) != MPI_SUCCESS)
+  fill_input(o, w, b, send, rank, n);
+  if ((rc = run_iters(o, w, send, recv, n, o->warmup)) != MPI_SUCCESS)
     return rc;
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
-  if ((rc = run_iters(send, recv, count, o, n, o->iters)) != MPI_SUCCESS)
-    return rc;
+  if ((rc = run_iters(o, w, send, recv, n, o->iters)) != MPI_SUCCESS) return rc;
   double t = (MPI_Wtime() - t0) * 1e6 / o->iters;
   MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 
   long long nwrong = 0;
   if (o->check) {
-    fill(send, count, o, rank, n, period);
-    if ((rc = run_iters(send, recv, count, o, n, 1)) != MPI_SUCCESS) return rc;
-    nwrong = count_wrong(recv, count, o, n);
+    if ((rc = check_row(o, w, b, rank, n, &nwrong)) != MPI_SUCCESS) return rc;
     MPI_Allreduce(MPI_IN_PLACE, &nwrong, 1, MPI_LONG_LONG, MPI_SUM,
                   MPI_COMM_WORLD);
   }
 
-  double algbw = (double)bytes / t / 1e3; /* bytes/us -> GB/s */
-  *busbw = algbw * 2.0 * (n - 1) / n;
+  double algbw = (double)w->bytes / t / 1e3; /* bytes/us -> GB/s */
+  *busbw = algbw * bus_factor(o, n);
   *wrong = nwrong;
   if (rank == 0) {
     char wbuf[24] = "N/A";
     if (o->check) snprintf(wbuf, sizeof wbuf, "%lld", nwrong);
-    printf("  %10zu  %12zu  %8s  %6s  %8.2f  %7.2f  %7.2f  %6s\n", bytes, count,
-           dtypes[o->dtype].name, op_names[o->op], t, algbw, *busbw, wbuf);
+    printf("  %10zu  %12zu  %8s  %6s  %8.2f  %7.2f  %7.2f  %6s\n", w->bytes,
+           w->count, dtypes[o->dtype].name, redop(o), t, algbw, *busbw, wbuf);
     fflush(stdout);
   }
   return MPI_SUCCESS;
@@ -538,16 +765,29 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 2;
   }
-  size_t tsize = dtypes[o.dtype].size;
-  size_t bytes = o.maxb / tsize * tsize;
-  if (bytes < tsize) bytes = tsize;
-  if (bytes / tsize > (size_t)2147483647) {
+  if (o.coll == C_BCAST && o.root >= n) {
+    if (rank == 0)
+      fprintf(stderr, "mpi_allreduce_perf: -r %d: the job has %d ranks\n",
+              o.root, n);
+    MPI_Finalize();
+    return 2;
+  }
+  struct row big = row_of(&o, o.minb, n);
+  for (size_t size = o.minb; size; size = next_size(&o, size))
+    big = row_of(&o, size, n);
+  if (big.count > (size_t)2147483647) {
     if (rank == 0) fprintf(stderr, "mpi_allreduce_perf: -e too large\n");
     MPI_Finalize();
     return 2;
   }
-  void *recv = malloc(bytes), *send = o.inplace ? NULL : malloc(bytes);
-  if (!recv || (!o.inplace && !send)) {
+  size_t tsize = dtypes[o.dtype].size;
+  size_t abytes = (big.send > big.recv ? big.send : big.recv) * tsize;
+  size_t bbytes =
+      inplace(&o) ? 0 : (big.send < big.recv ? big.send : big.recv) * tsize;
+  struct bufs b;
+  b.a = malloc(abytes);
+  b.b = bbytes ? malloc(bbytes) : NULL;
+  if (!b.a || (bbytes && !b.b)) {
     fprintf(stderr, "mpi_allreduce_perf: rank %d: out of memory\n", rank);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
@@ -558,16 +798,16 @@ int main(int argc, char **argv) {
   long long total_wrong = 0;
   double bw_sum = 0;
   int rows = 0;
-  int rc = warm_up(&o, send, recv, rank, n);
+  int rc = warm_up(&o, &b, rank, n);
   size_t prev = 0;
   for (size_t size = o.minb; rc == MPI_SUCCESS && size;
        size = next_size(&o, size)) {
-    size_t count = elements(&o, size);
+    struct row w = row_of(&o, size, n);
     long long wrong = 0;
     double busbw = 0;
-    if (count == prev) continue; /* sizes below one element */
-    prev = count;
-    rc = bench_size(count, &o, send, recv, rank, n, &wrong, &busbw);
+    if (w.count == prev) continue; /* sizes below one element */
+    prev = w.count;
+    rc = bench_size(&w, &o, &b, rank, n, &wrong, &busbw);
     total_wrong += wrong;
     bw_sum += busbw;
     rows++;
@@ -576,8 +816,8 @@ int main(int argc, char **argv) {
     char msg[MPI_MAX_ERROR_STRING];
     int len;
     MPI_Error_string(rc, msg, &len);
-    fprintf(stderr, "mpi_allreduce_perf: rank %d: MPI_Allreduce failed: %s\n",
-            rank, msg);
+    fprintf(stderr, "mpi_allreduce_perf: rank %d: %s failed: %s\n", rank,
+            call_name(&o), msg);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   if (rank == 0) {
@@ -585,8 +825,8 @@ int main(int argc, char **argv) {
            total_wrong ? "FAILED" : "OK");
     printf("# Avg bus bandwidth    : %g \n#\n", rows ? bw_sum / rows : 0.0);
   }
-  free(recv);
-  free(send);
+  free(b.a);
+  free(b.b);
   MPI_Finalize();
   return total_wrong ? 1 : 0;
 }

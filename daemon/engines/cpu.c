@@ -134,12 +134,11 @@ static void run_slice(void *arg, int i, int n) {
 
 /* Runs the collective on j->ptrs, in parallel when it is large enough to
  * pay for waking the threads. */
+static int threads_for(uint64_t bytes);
+
 static void run_job(struct job *j) {
   uint64_t bytes = j->count * hora_dtype_size(j->t->meta.dtype);
-  int n = bytes >= PARALLEL_MIN_BYTES ? hd_pool_size() : 1;
-  if (n > 1 && bytes / (uint64_t)n < PARALLEL_MIN_BYTES / 2)
-    n = (int)HC_MAX(1, bytes / (PARALLEL_MIN_BYTES / 2));
-  hd_pool_run(run_slice, j, n);
+  hd_pool_run(run_slice, j, threads_for(bytes));
 }
 
 /* Order of participants for a job: the broadcast root first. */
@@ -298,11 +297,67 @@ static int run_reduce_bcast(struct hd_daemon *d, struct hd_tensor *t) {
 
 /* ---- allgather, alltoall, reducescatter on one host ----------------------- */
 
+/* A list of copies, run by the reduction threads: each thread takes an
+ * equal share of the bytes, across copy boundaries. */
+struct copy {
+  unsigned char *dst;
+  const unsigned char *src;
+  uint64_t n;
+};
+
+struct copies {
+  struct copy *v;
+  size_t n, cap;
+  uint64_t total;
+};
+
+static int add_copy(struct copies *l, unsigned char *dst,
+                    const unsigned char *src, uint64_t n) {
+  if (!n || dst == src) return 0; /* in place: already there */
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 64;
+    struct copy *v = realloc(l->v, cap * sizeof *v);
+    if (!v) return -1;
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = (struct copy){dst, src, n};
+  l->total += n;
+  return 0;
+}
+
+static void run_copy_share(void *arg, int i, int n) {
+  const struct copies *l = arg;
+  uint64_t lo = l->total * (uint64_t)i / (uint64_t)n;
+  uint64_t hi = l->total * (uint64_t)(i + 1) / (uint64_t)n, at = 0;
+  for (size_t k = 0; k < l->n && at < hi; k++) {
+    const struct copy *c = &l->v[k];
+    uint64_t a = HC_MAX(lo, at), b = HC_MIN(hi, at + c->n);
+    if (a < b) memcpy(c->dst + (a - at), c->src + (a - at), b - a);
+    at += c->n;
+  }
+}
+
+static int threads_for(uint64_t bytes) {
+  int n = bytes >= PARALLEL_MIN_BYTES ? hd_pool_size() : 1;
+  if (n > 1 && bytes / (uint64_t)n < PARALLEL_MIN_BYTES / 2)
+    n = (int)HC_MAX(1, bytes / (PARALLEL_MIN_BYTES / 2));
+  return n;
+}
+
+static int run_copies(struct copies *l) {
+  if (l->total) hd_pool_run(run_copy_share, l, threads_for(l->total));
+  free(l->v);
+  return 0;
+}
+
 static int run_allgather(struct hd_daemon *d, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   uint64_t es = hora_dtype_size(t->meta.dtype);
   const int64_t *counts = t->part[t->first].aux;
+  struct copies l = {0};
   uint64_t off = 0;
+  int bad = 0;
   for (int m = 0, i = 0; m < c->size; m++) {
     uint64_t n = (uint64_t)counts[m];
     while (i < c->nlocal && c->local_member[i] < m) i++;
@@ -310,10 +365,16 @@ static int run_allgather(struct hd_daemon *d, struct hd_tensor *t) {
       const unsigned char *src = hd_in_ptr(t, i);
       for (int k = 0; k < c->nlocal; k++)
         if (!t->part[k].joined)
-          memcpy(hd_out_ptr(t, k) + off * es, src, n * es);
+          bad |= add_copy(&l, hd_out_ptr(t, k) + off * es, src, n * es);
     }
     off += n;
   }
+  if (bad) {
+    free(l.v);
+    hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+    return 1;
+  }
+  run_copies(&l);
   hd_tensor_finish(d, t);
   return 1;
 }
@@ -321,6 +382,8 @@ static int run_allgather(struct hd_daemon *d, struct hd_tensor *t) {
 static int run_alltoall(struct hd_daemon *d, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   uint64_t es = hora_dtype_size(t->meta.dtype);
+  struct copies l = {0};
+  int bad = 0;
   for (int i = 0; i < c->nlocal; i++) {
     const struct hd_part *pi = &t->part[i];
     if (pi->joined) continue;
@@ -333,16 +396,46 @@ static int run_alltoall(struct hd_daemon *d, struct hd_tensor *t) {
       if (j >= 0 && !t->part[j].joined && n) {
         const struct hd_part *pj = &t->part[j];
         uint64_t roff = 0;
-        for (int s = 0; s < c->local_member[i]; s++)
-          roff += (uint64_t)pj->aux[c->size + s];
-        memcpy(hd_out_ptr(t, j) + roff * es, hd_in_ptr(t, i) + soff * es,
-               n * es);
+        for (int s2 = 0; s2 < c->local_member[i]; s2++)
+          roff += (uint64_t)pj->aux[c->size + s2];
+        bad |= add_copy(&l, hd_out_ptr(t, j) + roff * es,
+                        hd_in_ptr(t, i) + soff * es, n * es);
       }
       soff += n;
     }
   }
+  if (bad) {
+    free(l.v);
+    hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+    return 1;
+  }
+  run_copies(&l);
   hd_tensor_finish(d, t);
   return 1;
+}
+
+/* One member's reducescatter block, reduced by the threads in slices. */
+struct rs_job {
+  struct hd_tensor *t;
+  const void *src[MAX_PARTS];
+  int ns;
+  unsigned char *dst;
+  uint64_t count;
+};
+
+static void run_rs_slice(void *arg, int i, int n) {
+  const struct rs_job *j = arg;
+  uint64_t es = hora_dtype_size(j->t->meta.dtype);
+  uint64_t unit = SLICE_ALIGN / es, units = (j->count + unit - 1) / unit;
+  uint64_t lo = HC_MIN(j->count, units * (uint64_t)i / (uint64_t)n * unit);
+  uint64_t hi = HC_MIN(j->count, units * (uint64_t)(i + 1) / (uint64_t)n * unit);
+  if (lo >= hi) return;
+  const void *s[MAX_PARTS];
+  for (int k = 0; k < j->ns; k++) s[k] = (const unsigned char *)j->src[k] + lo * es;
+  void *dst[1] = {j->dst + lo * es};
+  hd_reduce(dst, 1, s, j->ns, hi - lo, j->t->meta.dtype, j->t->meta.op,
+            j->t->comm->size);
+  hd_scale_buf(j->t, dst[0], hi - lo, 0);
 }
 
 static int run_reducescatter(struct hd_daemon *d, struct hd_tensor *t) {
@@ -350,30 +443,29 @@ static int run_reducescatter(struct hd_daemon *d, struct hd_tensor *t) {
   uint64_t es = hora_dtype_size(t->meta.dtype);
   uint64_t row = hd_row_elems(&t->meta);
   uint64_t rows = t->meta.ndims ? (uint64_t)t->meta.shape[0] : t->meta.count;
-  const void *src[MAX_PARTS];
-  int ns = 0;
+  struct rs_job j = {.t = t};
   for (int i = 0; i < c->nlocal; i++) {
     if (t->part[i].joined) {
-      if (!(src[ns++] = hd_neutral(t, t->meta.count))) {
+      if (!(j.src[j.ns++] = hd_neutral(t, t->meta.count))) {
         hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
         return 1;
       }
       continue;
     }
     hd_scale_buf(t, hd_in_ptr(t, i), t->meta.count, 1);
-    src[ns++] = hd_in_ptr(t, i);
+    j.src[j.ns++] = hd_in_ptr(t, i);
   }
+  const void *base[MAX_PARTS];
+  memcpy(base, j.src, sizeof base);
   for (int i = 0; i < c->nlocal; i++) {
     if (t->part[i].joined) continue;
     uint64_t first, n;
     hd_rs_block(rows, c->size, c->local_member[i], &first, &n);
-    const void *s[MAX_PARTS];
-    for (int k = 0; k < ns; k++)
-      s[k] = (const unsigned char *)src[k] + first * row * es;
-    void *dst[1] = {hd_out_ptr(t, i)};
-    if (n && row)
-      hd_reduce(dst, 1, s, ns, n * row, t->meta.dtype, t->meta.op, c->size);
-    hd_scale_buf(t, dst[0], n * row, 0);
+    for (int k = 0; k < j.ns; k++)
+      j.src[k] = (const unsigned char *)base[k] + first * row * es;
+    j.dst = hd_out_ptr(t, i);
+    j.count = n * row;
+    if (j.count) hd_pool_run(run_rs_slice, &j, threads_for(j.count * es));
   }
   hd_tensor_finish(d, t);
   return 1;

@@ -285,8 +285,11 @@ static int on_mesh_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
     struct hp_conn **e = realloc(d->early, (d->nearly + 1) * sizeof *e);
     if (!e) return -1;
     d->early = e;
+    uint64_t *v = realloc(d->early_hello, (d->nearly + 1) * sizeof *v);
+    if (!v) return -1;
+    d->early_hello = v;
+    d->early_hello[d->nearly] = (uint64_t)idx << 32 | nhosts;
     d->early[d->nearly++] = c;
-    c->data = (void *)(uintptr_t)((uint64_t)idx << 32 | nhosts);
     return 0;
   }
   return bind_peer(d, c, idx, nhosts);
@@ -295,7 +298,11 @@ static int on_mesh_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
 static void on_mesh_close(struct hp_conn *c, const char *why) {
   struct hd_daemon *d = conn_daemon(c);
   int e = early_index(d, c);
-  if (e >= 0) d->early[e] = d->early[--d->nearly];
+  if (e >= 0) {
+    d->nearly--;
+    d->early[e] = d->early[d->nearly];
+    d->early_hello[e] = d->early_hello[d->nearly];
+  }
   if (!d->mesh_conns && d->close_timer.loop &&
       uv_is_active((uv_handle_t *)&d->close_timer)) {
     uv_timer_stop(&d->close_timer); /* every goodbye went out */
@@ -467,8 +474,7 @@ int hd_mesh_listen(struct hd_daemon *d) {
                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
   /* Heartbeats to horarun start now, before the JOB: a host waiting for
    * a slower one must not look lost, and must notice horarun go quiet. */
-  d->hb_timeout_ns = (uint64_t)(HC_MAX(0.2, hc_param_double(
-                                                "heartbeat_timeout")) *
+  d->hb_timeout_ns = (uint64_t)(HC_MAX(0.2, hc_param_double(heartbeat_timeout)) *
                                 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_init(d->loop, &d->hb_timer);
@@ -495,7 +501,7 @@ int hd_mesh_start(struct hd_daemon *d) {
   d->link = &hd_link_tcp;
   /* the knobs came with the JOB: read the timeout again */
   d->hb_timeout_ns =
-      (uint64_t)(HC_MAX(0.2, hc_param_double("heartbeat_timeout")) * 1e9);
+      (uint64_t)(HC_MAX(0.2, hc_param_double(heartbeat_timeout)) * 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_start(&d->hb_timer, on_hb_timer, every, every);
   for (int i = 0; i < n; i++) {
@@ -532,8 +538,7 @@ int hd_mesh_start(struct hd_daemon *d) {
   /* peers that called before our JOB came */
   while (d->nearly) {
     struct hp_conn *c = d->early[--d->nearly];
-    uint64_t v = (uint64_t)(uintptr_t)c->data;
-    c->data = NULL;
+    uint64_t v = d->early_hello[d->nearly];
     if (bind_peer(d, c, (uint32_t)(v >> 32), (uint32_t)v) < 0)
       hp_conn_close(c, c->why);
   }

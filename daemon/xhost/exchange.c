@@ -103,10 +103,7 @@ static void on_sent(void *arg, int status) {
   (void)status; /* a failed send means a lost peer, reported there */
   x->pending--;
   if (x->pending) return;
-  if (!x->active) {
-    release_buffers(x);
-    return;
-  }
+  if (!x->active) release_buffers(x); /* an aborted one: the next may start */
   hd_comm_progress(x->c);
   hd_flush_wakeups(x->c->d);
 }
@@ -222,7 +219,7 @@ static int start_allgather(struct hd_xcoll *x) {
   }
   for (int i = 0; i < c->nlocal; i++) {
     int m = c->local_member[i];
-    if (!t->part[i].joined && counts[m])
+    if (!t->part[i].joined && counts[m] && x->w + off[m] * es != hd_in_ptr(t, i))
       memcpy(x->w + off[m] * es, hd_in_ptr(t, i), (uint64_t)counts[m] * es);
   }
   for (int k = 0; k < c->nhosts; k++) {

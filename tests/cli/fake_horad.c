@@ -135,7 +135,7 @@ static void on_job(const unsigned char *p, size_t len) {
 
 static void teardown(void) {
   if (deadline > 0) return;
-  deadline = now() + hc_param_double("kill_grace");
+  deadline = now() + hc_param_double(kill_grace);
   for (unsigned i = 0; i < nranks; i++)
     if (!ranks[i].reaped) kill(-ranks[i].pid, SIGTERM);
 }

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +46,13 @@ static void fail(const char *fmt, ...) {
 static int conn(void) {
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", g_path);
+  socklen_t len = sizeof sa;
+  if (g_path[0] == '@') { /* the abstract namespace: no file */
+    sa.sun_path[0] = '\0';
+    len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(g_path));
+  }
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
+  if (s < 0 || connect(s, (struct sockaddr *)&sa, len) < 0) {
     fail("cannot connect to %s: %s", g_path, strerror(errno));
     if (s >= 0) close(s);
     return -1;

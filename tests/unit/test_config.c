@@ -987,6 +987,14 @@ static void param_case(const char *knob, const char *v, const char *why) {
   }
 }
 
+/* The knob table and the names the code uses (HC_KNOBS) are the same
+ * list, in the same order: a knob the code reads is always described. */
+static void test_knob_names(void) {
+  CHECK_EQ_INT((int)hc_params_check(), 0);
+  CHECK_EQ_INT((int)hc_nparams, HC_NKNOBS);
+  CHECK(hc_param_int(spin_us) == 200);
+}
+
 static void test_param_check(void) {
   const char *secs = "expected a non-negative number of seconds";
   const char *us = "expected a non-negative whole number of microseconds";
@@ -1091,6 +1099,7 @@ int main(void) {
   RUN(test_file_limits);
   RUN(test_nul);
   RUN(test_depth);
+  RUN(test_knob_names);
   RUN(test_param_check);
   RUN(test_env_check);
   const char *files[] = {"c.yaml", "first.yaml", "second.yaml", "hosts"};

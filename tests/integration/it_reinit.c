@@ -1,0 +1,45 @@
+/* it_reinit.c -- a rank that initialises hora, runs collectives, shuts it
+ * down and starts again, ROUNDS times (argv[1], default 3), ranks arriving
+ * at different times; also hora_init() twice in a row. Prints
+ * "rank R: reinit: N rounds, 0 failures" and exits 1 on a failure. */
+#include <hora.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+  int rounds = argc > 1 ? atoi(argv[1]) : 3, failures = 0, rank = -1, size = 0;
+  for (int k = 0; k < rounds; k++) {
+    if (hora_init() < 0 || hora_init() < 0) {
+      printf("rank %d: FAIL init in round %d: %s\n", rank, k, hora_last_error());
+      return 1;
+    }
+    if (k && (hora_rank() != rank || hora_size() != size)) {
+      printf("rank %d: FAIL round %d: rank %d of %d\n", rank, k, hora_rank(),
+             hora_size());
+      failures++;
+    }
+    rank = hora_rank();
+    size = hora_size();
+    usleep((useconds_t)(20000 * ((rank + k) % 3)));
+    double x = rank + 1;
+    int rc = hora_allreduce("x", &x, &x, 1, HORA_FLOAT64, HORA_SUM);
+    if (rc < 0 || x != size * (size + 1) / 2.0) {
+      printf("rank %d: FAIL round %d: allreduce %d (%s), %g\n", rank, k, rc,
+             hora_last_error(), x);
+      failures++;
+    }
+    int last = size - 1; /* a set that is not the global one */
+    int ps = size > 1 ? hora_process_set_add(&last, 1) : 1;
+    if (ps != 1) { /* sets start again from 1 in each session */
+      printf("rank %d: FAIL round %d: process set id %d\n", rank, k, ps);
+      failures++;
+    }
+    if (hora_barrier() < 0) failures++;
+    if (hora_shutdown() < 0) failures++;
+    if (hora_is_initialized()) failures++;
+  }
+  printf("rank %d: reinit: %d rounds, %d failures\n", rank, rounds, failures);
+  return failures ? 1 : 0;
+}

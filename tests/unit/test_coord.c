@@ -1,0 +1,733 @@
+/* test_coord.c -- negotiation across hosts, without processes or links:
+ * the daemon under test is host 0 of a 3-host job (2 ranks per host), so
+ * it coordinates the global set. Its own ranks are played through
+ * hd_submit(); the other hosts' NEGO_READY messages are handed to
+ * hd_coord_ready() directly (positions 1 and 2). What it sends to the
+ * other hosts is dropped (no connections); its own decisions reach
+ * hd_decide() and show in its ranks' completions and its run queue.
+ * Covers: a decision only once every host said ready, mismatches across
+ * hosts with the message, joined hosts counted as ready, operations run
+ * with neutral inputs on a host whose ranks all joined, the stall
+ * inspector across hosts, process sets of some hosts, and the failure
+ * path on a multi-host communicator. */
+#include "daemon_fixture.h"
+
+static uint64_t next_id = 1;
+
+#define AT(f, i, type, off) ((type *)fx_arena(f, i, off))
+
+/* Host 0 of hosts {0: ranks 0-1, 1: ranks 2-3, 2: ranks 4-5}. */
+static void setup(struct fx *f) {
+  const int per[3] = {2, 2, 2};
+  fx_init(f, 3, per, 0);
+}
+
+/* What another host says when its ranks all submitted `name`: the
+ * metadata as negotiate.c fills them (scale factors 1). */
+static struct hp_nego_ready rdy(uint32_t comm, const char *name, int coll,
+                                int dtype, int op, uint64_t count,
+                                int32_t rank) {
+  struct hp_nego_ready m;
+  memset(&m, 0, sizeof m);
+  m.comm = comm;
+  snprintf(m.name, sizeof m.name, "%s", name);
+  m.coll = (uint8_t)coll;
+  m.dtype = (uint8_t)dtype;
+  m.op = (uint8_t)op;
+  m.count = count;
+  m.prescale = m.postscale = 1.0;
+  m.rank = rank;
+  return m;
+}
+
+static struct hp_nego_ready barrier_rdy(const char *name, int32_t rank) {
+  return rdy(0, name, HORA_COLL_BARRIER, 0, 0, 0, rank);
+}
+
+static struct hp_nego_ready join_rdy(int32_t last_rank) {
+  return rdy(0, "hora.join", HORA_COLL_JOIN, 0, 0, 0, last_rank);
+}
+
+static struct hp_sqe barrier(const char *name) {
+  return fx_sqe(next_id++, HORA_COLL_BARRIER, 0, 0, 0, name);
+}
+
+static struct hp_sqe join(void) {
+  return fx_sqe(next_id++, HORA_COLL_JOIN, 0, 0, 0, "hora.join");
+}
+
+static struct hp_sqe allreduce(struct fx *f, int r, const char *name, int dtype,
+                               uint64_t count, uint64_t off) {
+  struct hp_sqe e =
+      fx_sqe(next_id++, HORA_COLL_ALLREDUCE, dtype, HORA_SUM, count, name);
+  fx_in(f, r, &e, off);
+  return e;
+}
+
+static void ready(struct fx *f, int pos, struct hp_nego_ready m) {
+  hd_coord_ready(f->d.comms[m.comm], pos, &m);
+}
+
+static void none(struct fx *f) {
+  for (int r = 0; r < f->d.nlocal; r++)
+    EXPECT_NONE(f, r);
+}
+
+/* ---- decisions ------------------------------------------------------------
+ */
+
+static void test_every_host(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.d.comms[0];
+  CHECK_EQ_INT(c->nhosts, 3);
+  CHECK_EQ_INT(c->me, 0);
+  /* this host first, then host 2, then host 1 */
+  struct hp_sqe b0 = barrier("b"), b1 = barrier("b");
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  none(&f);
+  struct hd_tensor *t = fx_find(c, "b");
+  CHECK(t && t->awaiting && !t->queued);
+  ready(&f, 2, barrier_rdy("b", 4));
+  none(&f);
+  ready(&f, 2, barrier_rdy("b", 5)); /* twice: counted once */
+  none(&f);
+  ready(&f, 1, barrier_rdy("b", 2));
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+  CHECK_EQ_INT(c->ntensors, 0);
+
+  /* the other hosts first: the last local submission decides */
+  b0 = barrier("b2");
+  b1 = barrier("b2");
+  ready(&f, 1, barrier_rdy("b2", 3));
+  ready(&f, 2, barrier_rdy("b2", 4));
+  fx_submit(&f, 1, &b1);
+  none(&f);
+  fx_submit(&f, 0, &b0);
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+
+  /* another host's ready for a name this host never submitted decides
+   * nothing here */
+  ready(&f, 1, barrier_rdy("b3", 2));
+  ready(&f, 2, barrier_rdy("b3", 4));
+  none(&f);
+  CHECK_EQ_INT(c->ntensors, 0);
+  fx_free(&f);
+}
+
+/* An allreduce decided by the coordinator goes to the engine: it runs
+ * (and waits there for the ring data that cannot come). Decisions are
+ * numbered in the order they are taken. Then the failure path. */
+static void test_decided_runs_then_fails(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.d.comms[0];
+  struct hp_sqe x[2], y[2], u[2];
+  for (int r = 0; r < 2; r++)
+    y[r] = allreduce(&f, r, "y", HORA_FLOAT32, 8, 64);
+  for (int r = 0; r < 2; r++)
+    x[r] = allreduce(&f, r, "x", HORA_FLOAT32, 8, 0);
+  for (int r = 0; r < 2; r++)
+    fx_submit(&f, r, &x[r]);
+  for (int r = 0; r < 2; r++)
+    fx_submit(&f, r, &y[r]);
+  ready(&f, 1, rdy(0, "y", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 8, 2));
+  ready(&f, 2, rdy(0, "y", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 8, 4));
+  struct hd_tensor *ty = fx_find(c, "y"), *tx = fx_find(c, "x");
+  CHECK(ty && !ty->awaiting && ty->queued);
+  CHECK(tx && tx->awaiting && !tx->queued);
+  CHECK(c->ready_head == ty);
+  ready(&f, 2, rdy(0, "x", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 8, 5));
+  ready(&f, 1, rdy(0, "x", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 8, 3));
+  CHECK(tx && !tx->awaiting && tx->queued);
+  if (tx && ty) CHECK_EQ_INT(tx->seq, ty->seq + 1);
+  CHECK(c->ready_head == ty && ty && ty->next_ready == tx);
+  none(&f);
+
+  /* a host left: what waits for a decision fails, what was decided
+   * still runs */
+  for (int r = 0; r < 2; r++) {
+    u[r] = barrier("u");
+    fx_submit(&f, r, &u[r]);
+  }
+  hd_fail_undecided(&f.d, 2, 2, "host h2 (ranks 4-5) has left");
+  for (int r = 0; r < 2; r++)
+    EXPECT_MSG(&f, r, u[r].id, HORA_EPEERGONE, "barrier 'u' cannot run",
+               "host h2 (ranks 4-5) has left");
+  none(&f);
+  CHECK(fx_find(c, "x") == tx && fx_find(c, "y") == ty);
+  /* once a host left, new operations fail when they are ready */
+  f.d.peers[2].left = 1;
+  struct hp_sqe v0 = barrier("v"), v1 = barrier("v");
+  fx_submit(&f, 0, &v0);
+  none(&f);
+  fx_submit(&f, 1, &v1);
+  EXPECT_MSG(&f, 0, v0.id, HORA_EPEERGONE, "barrier 'v' cannot run",
+             "has left");
+  EXPECT_MSG(&f, 1, v1.id, HORA_EPEERGONE, "barrier 'v' cannot run");
+  f.d.peers[2].left = 0;
+
+  /* and one that waits for its decision */
+  struct hp_sqe w0 = barrier("w"), w1 = barrier("w");
+  fx_submit(&f, 0, &w0);
+  fx_submit(&f, 1, &w1);
+  /* rank 0 alone has one more */
+  struct hp_sqe z0 = allreduce(&f, 0, "z", HORA_INT32, 2, 256);
+  fx_submit(&f, 0, &z0);
+  none(&f);
+
+  f.d.gone_rank = 3;
+  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "rank 3 on host h1 was killed");
+  hd_fail_all(&f.d);
+  uint64_t want[2][4] = {{x[0].id, y[0].id, w0.id, z0.id},
+                         {x[1].id, y[1].id, w1.id, 0}};
+  for (int r = 0; r < 2; r++) {
+    int got[4] = {0, 0, 0, 0}, other = 0;
+    struct hp_cqe e;
+    while (fx_pop(&f, r, &e)) {
+      int k = 0;
+      while (k < 4 && (!want[r][k] || want[r][k] != e.id))
+        k++;
+      if (k < 4 && e.kind == HP_CQ_DONE && e.status == HORA_EPEERGONE &&
+          strstr(e.msg, "cannot complete: rank 3 on host h1 was killed"))
+        got[k]++;
+      else
+        other++;
+    }
+    for (int k = 0; k < 4; k++)
+      CHECK_EQ_INT(got[k], want[r][k] ? 1 : 0);
+    CHECK_EQ_INT(other, 0);
+    CHECK_EQ_INT(fx_pending(&f.d, r), 0);
+  }
+  CHECK_EQ_INT(c->ntensors, 0);
+  CHECK(c->ready_head == NULL && c->ready_tail == NULL);
+  /* a late decision is ignored; later submissions fail at once */
+  ready(&f, 1, barrier_rdy("w", 2));
+  ready(&f, 2, barrier_rdy("w", 4));
+  none(&f);
+  struct hp_sqe late = allreduce(&f, 1, "late", HORA_INT32, 2, 256);
+  fx_submit(&f, 1, &late);
+  EXPECT_MSG(&f, 1, late.id, HORA_EPEERGONE, "allreduce 'late' cannot run",
+             "rank 3 on host h1 was killed");
+  fx_free(&f);
+}
+
+/* ---- mismatches across hosts -------------------------------------------- */
+
+static void test_mismatch_across_hosts(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.d.comms[0];
+  struct hp_sqe e[2];
+
+  for (int r = 0; r < 2; r++) {
+    e[r] = allreduce(&f, r, "m", HORA_FLOAT32, 4, 0);
+    fx_submit(&f, r, &e[r]);
+  }
+  ready(&f, 1, rdy(0, "m", HORA_COLL_ALLREDUCE, HORA_FLOAT64, HORA_SUM, 4, 2));
+  none(&f); /* known, but host 2 has not said ready */
+  ready(&f, 2, rdy(0, "m", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 4));
+  for (int r = 0; r < 2; r++)
+    EXPECT_MSG(&f, r, e[r].id, HORA_EMISMATCH,
+               "Mismatched data types on tensor 'm'", "rank 0 had type float32",
+               "rank 2 had type float64");
+  CHECK_EQ_INT(c->ntensors, 0);
+
+  /* another host first, with another shape of as many elements */
+  struct hp_nego_ready m = rdy(0, "sh", HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                               HORA_SUM, 17 * 23 * 57, 2);
+  m.ndims = 3;
+  m.shape[0] = 17;
+  m.shape[1] = 23;
+  m.shape[2] = 57;
+  ready(&f, 1, m);
+  const int64_t s2[2] = {17, 1311};
+  for (int r = 0; r < 2; r++) {
+    e[r] = allreduce(&f, r, "sh", HORA_FLOAT32, 17 * 1311, 0);
+    fx_shape(&e[r], 2, s2);
+    fx_submit(&f, r, &e[r]);
+  }
+  none(&f);
+  m.rank = 4;
+  ready(&f, 2, m);
+  for (int r = 0; r < 2; r++)
+    EXPECT_MSG(&f, r, e[r].id, HORA_EMISMATCH,
+               "rank 2 sent a tensor of shape [17, 23, 57]",
+               "rank 0 sent a tensor of shape [17, 1311]");
+
+  /* scale factors, ops, roots, allgather counts */
+  for (int r = 0; r < 2; r++) {
+    e[r] = allreduce(&f, r, "pre", HORA_FLOAT32, 4, 0);
+    e[r].prescale = 0.5;
+    fx_submit(&f, r, &e[r]);
+  }
+  ready(&f, 1,
+        rdy(0, "pre", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2));
+  ready(&f, 2,
+        rdy(0, "pre", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 4));
+  for (int r = 0; r < 2; r++)
+    EXPECT_MSG(&f, r, e[r].id, HORA_EMISMATCH,
+               "Mismatched prescale and/or postscale factors on tensor 'pre'",
+               "rank 0 gave 0.5 and 1", "rank 2 gave 1 and 1");
+
+  ready(&f, 2,
+        rdy(0, "op", HORA_COLL_ALLREDUCE, HORA_INT32, HORA_PRODUCT, 4, 4));
+  for (int r = 0; r < 2; r++) {
+    e[r] = allreduce(&f, r, "op", HORA_INT32, 4, 0);
+    fx_submit(&f, r, &e[r]);
+  }
+  ready(&f, 1,
+        rdy(0, "op", HORA_COLL_ALLREDUCE, HORA_INT32, HORA_PRODUCT, 4, 2));
+  for (int r = 0; r < 2; r++)
+    EXPECT_MSG(&f, r, e[r].id, HORA_EMISMATCH, "rank 4 asked for product",
+               "rank 0 asked for sum");
+
+  struct hp_nego_ready bm =
+      rdy(0, "bc", HORA_COLL_BROADCAST, HORA_INT8, 0, 8, 2);
+  bm.root = 3;
+  ready(&f, 1, bm);
+  bm.rank = 4;
+  ready(&f, 2, bm);
+  for (int r = 0; r < 2; r++) {
+    e[r] = fx_sqe(next_id++, HORA_COLL_BROADCAST, HORA_INT8, 0, 8, "bc");
+    e[r].root = 0;
+    fx_in(&f, r, &e[r], 0);
+    fx_submit(&f, r, &e[r]);
+  }
+  for (int r = 0; r < 2; r++)
+    EXPECT_MSG(&f, r, e[r].id, HORA_EMISMATCH,
+               "Mismatched broadcast root ranks on tensor 'bc'",
+               "rank 2 gave root 3", "rank 0 gave root 0");
+
+  /* allgatherv: the counts' hash differs */
+  const int64_t counts[6] = {1, 1, 1, 1, 1, 1};
+  for (int r = 0; r < 2; r++) {
+    e[r] = fx_sqe(next_id++, HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, "agv");
+    fx_in(&f, r, &e[r], 0);
+    fx_out(&f, r, &e[r], 64, 6);
+    fx_aux(&f, r, &e[r], 512, counts, 6);
+    fx_submit(&f, r, &e[r]);
+  }
+  struct hp_nego_ready gm =
+      rdy(0, "agv", HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, 2);
+  gm.aux_hash = hd_aux_hash(counts, 6);
+  ready(&f, 1, gm);
+  none(&f); /* host 1 agrees */
+  gm.aux_hash ^= 1;
+  gm.rank = 4;
+  ready(&f, 2, gm);
+  for (int r = 0; r < 2; r++)
+    EXPECT_MSG(&f, r, e[r].id, HORA_EMISMATCH,
+               "Mismatched allgather sizes on tensor 'agv'",
+               "rank 0 and rank 4");
+
+  /* this host's ranks disagree: the others must fail it too, so it
+   * fails when every host said ready */
+  for (int r = 0; r < 2; r++) {
+    e[r] = fx_sqe(next_id++, HORA_COLL_ALLREDUCE, HORA_INT32,
+                  r ? HORA_MAX : HORA_SUM, 4, "lm");
+    fx_in(&f, r, &e[r], 0);
+    fx_submit(&f, r, &e[r]);
+  }
+  none(&f);
+  ready(&f, 1, rdy(0, "lm", HORA_COLL_ALLREDUCE, HORA_INT32, HORA_SUM, 4, 2));
+  none(&f);
+  ready(&f, 2, rdy(0, "lm", HORA_COLL_ALLREDUCE, HORA_INT32, HORA_SUM, 4, 4));
+  for (int r = 0; r < 2; r++)
+    EXPECT_MSG(&f, r, e[r].id, HORA_EMISMATCH,
+               "Mismatched reduction operations on tensor 'lm'",
+               "rank 0 asked for sum", "rank 1 asked for max");
+
+  /* another host's ranks disagree: its message is everyone's */
+  for (int r = 0; r < 2; r++) {
+    e[r] = allreduce(&f, r, "rm", HORA_INT32, 4, 0);
+    fx_submit(&f, r, &e[r]);
+  }
+  struct hp_nego_ready rm =
+      rdy(0, "rm", HORA_COLL_ALLREDUCE, HORA_INT32, HORA_SUM, 4, 2);
+  hc_fmt(rm.msg, sizeof rm.msg,
+         "Mismatched data types on tensor 'rm': rank "
+         "2 had type int32, but rank 3 had type int8.");
+  ready(&f, 1, rm);
+  none(&f);
+  ready(&f, 2, rdy(0, "rm", HORA_COLL_ALLREDUCE, HORA_INT32, HORA_SUM, 4, 4));
+  for (int r = 0; r < 2; r++)
+    EXPECT_MSG(&f, r, e[r].id, HORA_EMISMATCH,
+               "rank 2 had type int32, but rank 3 had type int8");
+
+  /* and then it goes on */
+  struct hp_sqe b0 = barrier("after"), b1 = barrier("after");
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  ready(&f, 1, barrier_rdy("after", 2));
+  ready(&f, 2, barrier_rdy("after", 4));
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+  CHECK_EQ_INT(c->ntensors, 0);
+  CHECK_EQ_INT(fx_pending(&f.d, 0) + fx_pending(&f.d, 1), 0);
+  fx_free(&f);
+}
+
+/* ---- join across hosts ----------------------------------------------------
+ */
+
+static void test_join_across_hosts(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.d.comms[0];
+  /* waiting for host 1 only: runs when its ranks have all joined */
+  struct hp_sqe b0 = barrier("jb0"), b1 = barrier("jb0");
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  ready(&f, 2, barrier_rdy("jb0", 4));
+  none(&f);
+  ready(&f, 1, join_rdy(3));
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+  /* and it counts as ready for what comes after */
+  b0 = barrier("jb");
+  b1 = barrier("jb");
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  none(&f);
+  ready(&f, 2, barrier_rdy("jb", 4));
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+  /* whichever host is last */
+  ready(&f, 2, barrier_rdy("jb2", 4));
+  b0 = barrier("jb2");
+  b1 = barrier("jb2");
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+
+  /* but only for allreduce, broadcast and barrier */
+  struct hp_sqe g[2];
+  for (int r = 0; r < 2; r++) {
+    g[r] = fx_sqe(next_id++, HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, "jg");
+    fx_in(&f, r, &g[r], 0);
+    fx_out(&f, r, &g[r], 64, 6);
+    fx_submit(&f, r, &g[r]);
+  }
+  none(&f);
+  /* host 2 agrees: the same metadata as this host's (counts included) */
+  struct hd_tensor *tg = fx_find(c, "jg");
+  struct hp_nego_ready gm =
+      rdy(0, "jg", HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, 4);
+  gm.aux_hash = tg ? tg->meta.aux_hash : 0;
+  ready(&f, 2, gm);
+  for (int r = 0; r < 2; r++)
+    EXPECT_MSG(&f, r, g[r].id, HORA_EINVAL,
+               "allgather 'jg' cannot run while every rank of host h1 "
+               "(ranks 2-3) has joined");
+
+  /* the join is decided when every host joined; it returns the last
+   * rank (here host 2's, reported last) */
+  struct hp_sqe j0 = join(), j1 = join();
+  fx_submit(&f, 0, &j0);
+  fx_submit(&f, 1, &j1);
+  none(&f);
+  ready(&f, 2, join_rdy(5));
+  EXPECT_DONE(&f, 0, j0.id, 5);
+  EXPECT_DONE(&f, 1, j1.id, 5);
+  CHECK_EQ_INT(c->njoined, 0);
+  CHECK_EQ_INT(c->ntensors, 0);
+
+  /* after it, no host counts as joined */
+  b0 = barrier("jb3");
+  b1 = barrier("jb3");
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  ready(&f, 2, barrier_rdy("jb3", 4));
+  none(&f);
+  ready(&f, 1, barrier_rdy("jb3", 2));
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+
+  /* this host last: its last rank to join is the answer */
+  ready(&f, 1, join_rdy(2));
+  ready(&f, 2, join_rdy(4));
+  j1 = join();
+  fx_submit(&f, 1, &j1);
+  none(&f);
+  j0 = join();
+  fx_submit(&f, 0, &j0);
+  EXPECT_DONE(&f, 0, j0.id, 0);
+  EXPECT_DONE(&f, 1, j1.id, 0);
+  fx_free(&f);
+}
+
+/* Every rank of this host joined: what the others decide runs here with
+ * neutral inputs only (allreduce, barrier), without a local submission. */
+static void test_joined_host_runs_neutral(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.d.comms[0];
+  struct hp_sqe j0 = join(), j1 = join();
+  fx_submit(&f, 0, &j0);
+  fx_submit(&f, 1, &j1);
+  CHECK_EQ_INT(c->njoined, 2);
+  ready(&f, 1, barrier_rdy("nb", 2));
+  ready(&f, 2, barrier_rdy("nb", 4));
+  none(&f);
+  CHECK(fx_find(c, "nb") == NULL); /* ran and is gone */
+  ready(&f, 1,
+        rdy(0, "ny", HORA_COLL_ALLREDUCE, HORA_FLOAT64, HORA_MIN, 16, 2));
+  ready(&f, 2,
+        rdy(0, "ny", HORA_COLL_ALLREDUCE, HORA_FLOAT64, HORA_MIN, 16, 4));
+  struct hd_tensor *t = fx_find(c, "ny");
+  CHECK(t != NULL);
+  if (t) {
+    CHECK(t->queued && !t->awaiting);
+    CHECK(t->part[0].joined && t->part[1].joined);
+    CHECK(!t->part[0].submitted && !t->part[1].submitted);
+    CHECK_EQ_INT(t->meta.dtype, HORA_FLOAT64);
+    CHECK_EQ_INT(t->meta.op, HORA_MIN);
+    CHECK_EQ_INT(t->meta.count, 16);
+  }
+  none(&f);
+  /* the join waits behind it */
+  ready(&f, 1, join_rdy(3));
+  ready(&f, 2, join_rdy(5));
+  none(&f);
+  struct hd_tensor *tj = fx_find(c, "hora.join");
+  CHECK(tj && tj->queued);
+  f.d.gone_rank = 4;
+  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "rank 4 exited");
+  hd_fail_all(&f.d);
+  EXPECT_MSG(&f, 0, j0.id, HORA_EPEERGONE, "join 'hora.join' cannot complete");
+  EXPECT_MSG(&f, 1, j1.id, HORA_EPEERGONE, "rank 4 exited");
+  none(&f);
+  fx_free(&f);
+}
+
+/* ---- process sets of some hosts, stalls -------------------------------- */
+
+static void test_sets(void) {
+  struct fx f;
+  setup(&f);
+  /* {0, 1, 4, 5}: hosts 0 and 2, at positions 0 and 1 */
+  const int32_t m[4] = {0, 1, 4, 5}, mine[2] = {0, 1}, other[4] = {2, 3, 4, 5};
+  struct hd_comm *s = hd_comm_new(&f.d, m, 4);
+  CHECK(s != NULL);
+  if (!s) return;
+  CHECK_EQ_INT(s->nhosts, 2);
+  CHECK_EQ_INT(s->hosts[1], 2);
+  CHECK_EQ_INT(s->me, 0);
+  struct hp_sqe b0 = barrier("pb"), b1 = barrier("pb");
+  b0.comm = b1.comm = s->id;
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  none(&f);
+  struct hp_nego_ready r = barrier_rdy("pb", 4);
+  r.comm = s->id;
+  ready(&f, 1, r);
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+  /* the same name on the global set is another operation */
+  b0 = barrier("pb");
+  b1 = barrier("pb");
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  ready(&f, 1, barrier_rdy("pb", 2));
+  none(&f);
+  ready(&f, 2, barrier_rdy("pb", 4));
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+  /* a set of this host only needs no coordinator */
+  struct hd_comm *l = hd_comm_new(&f.d, mine, 2);
+  CHECK(l && l->nhosts == 1);
+  b0 = barrier("lb");
+  b1 = barrier("lb");
+  b0.comm = b1.comm = l ? l->id : 0;
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+  /* a set without this host */
+  struct hd_comm *o = hd_comm_new(&f.d, other, 4);
+  CHECK(o && o->me == -1 && o->nlocal == 0);
+  b0 = barrier("ob");
+  b0.comm = o ? o->id : 0;
+  fx_submit(&f, 0, &b0);
+  EXPECT_MSG(&f, 0, b0.id, HORA_ENOTMEMBER, "not a member of process set 3");
+  fx_free(&f);
+}
+
+static void test_stall_across_hosts(void) {
+  struct fx f;
+  setup(&f);
+  struct hp_sqe b0 = barrier("st"), b1 = barrier("st");
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  ready(&f, 2, barrier_rdy("st", 4));
+  f.d.stall_warn_ns = 1;
+  hd_check_stalls(&f.d);
+  none(&f);
+  f.d.stall_fail_ns = 1;
+  hd_check_stalls(&f.d);
+  EXPECT_MSG(&f, 0, b0.id, HORA_ESTALL, "barrier 'st' stalled",
+             "the ranks of host h1 (ranks 2-3) never submitted it");
+  EXPECT_MSG(&f, 1, b1.id, HORA_ESTALL, "host h1 (ranks 2-3)");
+  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  CHECK_EQ_INT(fx_pending(&f.d, 0) + fx_pending(&f.d, 1), 0);
+  fx_free(&f);
+}
+
+/* ---- known bugs ------------------------------------------------------------
+ */
+
+/* BUG (coord.c hd_coord_ready): when the last host's JOIN arrives, the
+ * join is decided without first deciding what waited only for hosts that
+ * have now all joined. Here this host's ranks submitted barrier 'sb',
+ * then joined; hosts 1 and 2 join without it. 'sb' must run (joined
+ * hosts count as ready for a barrier) before the join; it never does. */
+static void test_bug_last_join_strands_op(void) {
+  struct fx f;
+  setup(&f);
+  struct hp_sqe b0 = barrier("sb"), b1 = barrier("sb"), j0 = join(),
+                j1 = join();
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  fx_submit(&f, 0, &j0);
+  fx_submit(&f, 1, &j1);
+  ready(&f, 1, join_rdy(3));
+  none(&f);
+  ready(&f, 2, join_rdy(5));
+  for (int r = 0; r < 2; r++) {
+    int got_b = 0, got_j = 0;
+    struct hp_cqe e;
+    while (fx_pop(&f, r, &e)) {
+      if (e.id == (r ? b1.id : b0.id) && e.status == 0) got_b++;
+      if (e.id == (r ? j1.id : j0.id) && e.status == 5) got_j++;
+    }
+    if (!got_b)
+      TL_FAIL("rank %d: barrier 'sb' never ran (the last JOIN was decided "
+              "before it)",
+              r);
+    tl_checks++;
+    CHECK_EQ_INT(got_j, 1);
+  }
+  fx_free(&f);
+}
+
+/* BUG (negotiate.c hd_submit, JOIN): the last local rank to join tells
+ * the coordinator JOIN before the operations that waited only for it are
+ * made ready. The coordinator (here this host) then decides such an
+ * operation for this host as "all joined", the local tensor is not
+ * waiting for a decision yet, and the decision is dropped ("not waiting
+ * for one; ignored"); the tensor then asks again and waits forever,
+ * while the other hosts ran it without this host's data. Here hosts 1
+ * and 2 said ready for barrier 'pb2'; rank 0 submitted it and joined,
+ * rank 1 joins: 'pb2' must complete for rank 0 right then. */
+static void test_bug_join_before_ready(void) {
+  struct fx f;
+  setup(&f);
+  ready(&f, 1, barrier_rdy("pb2", 2));
+  ready(&f, 2, barrier_rdy("pb2", 4));
+  struct hp_sqe b0 = barrier("pb2"), j0 = join(), j1 = join();
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 0, &j0);
+  none(&f);
+  fx_submit(&f, 1, &j1);
+  struct hp_cqe e;
+  int got = 0, other = 0;
+  while (fx_pop(&f, 0, &e)) {
+    if (e.id == b0.id && e.status == 0)
+      got++;
+    else
+      other++;
+  }
+  if (got != 1)
+    TL_FAIL("rank 0: barrier 'pb2' completed %d times after the last local "
+            "join (the coordinator's decision was dropped)",
+            got);
+  tl_checks++;
+  CHECK_EQ_INT(other, 0);
+  EXPECT_NONE(&f, 1); /* the join waits for hosts 1 and 2 */
+  struct hd_tensor *t = fx_find(f.d.comms[0], "pb2");
+  if (t)
+    TL_FAIL("'pb2' is still in the table (awaiting %d): it will wait for a "
+            "second decision",
+            t->awaiting);
+  tl_checks++;
+  fx_free(&f);
+}
+
+/* BUG (coord.c check_joined): a broadcast is let through when the host
+ * of its root has all joined ("broadcast (not from there)" says the
+ * comment; the code does not look at the root). That host then runs it
+ * with a neutral input and sends zeros down the chain: every rank gets
+ * zeros as the root's tensor. One host refuses this (negotiate.c:
+ * "its root rank has joined"); across hosts it must fail the same way. */
+static void test_bug_broadcast_root_on_joined_host(void) {
+  struct fx f;
+  setup(&f);
+  ready(&f, 1, join_rdy(3)); /* ranks 2 and 3 have joined */
+  struct hp_sqe e[2];
+  for (int r = 0; r < 2; r++) {
+    e[r] = fx_sqe(next_id++, HORA_COLL_BROADCAST, HORA_FLOAT32, 0, 4, "bj");
+    e[r].root = 2;
+    fx_in(&f, r, &e[r], 0);
+    fx_submit(&f, r, &e[r]);
+  }
+  struct hp_nego_ready m =
+      rdy(0, "bj", HORA_COLL_BROADCAST, HORA_FLOAT32, 0, 4, 4);
+  m.root = 2;
+  ready(&f, 2, m);
+  struct hd_tensor *t = fx_find(f.d.comms[0], "bj");
+  if (t && t->queued)
+    TL_FAIL("broadcast 'bj' from joined rank 2 was decided to run");
+  tl_checks++;
+  for (int r = 0; r < 2; r++)
+    EXPECT_MSG(&f, r, e[r].id, HORA_EINVAL, "'bj'", "root rank 2");
+  f.d.gone_rank = 0;
+  hd_fail_all(&f.d);
+  fx_free(&f);
+}
+
+/* BUG (negotiate.c tell_coordinator / coord.c): what one host finds
+ * wrong with an operation travels to the coordinator as a message only,
+ * and every host then fails it with HORA_EMISMATCH, whatever it was.
+ * A broadcast whose root has joined fails with HORA_EINVAL on a job of
+ * one host, with HORA_EMISMATCH on a job of several. */
+static void test_bug_local_problem_status(void) {
+  struct fx f;
+  setup(&f);
+  struct hp_sqe j1 = join(), b0 = fx_sqe(next_id++, HORA_COLL_BROADCAST,
+                                         HORA_INT32, 0, 2, "bl");
+  fx_submit(&f, 1, &j1); /* rank 1 joined */
+  b0.root = 1;
+  fx_in(&f, 0, &b0, 0);
+  fx_submit(&f, 0, &b0);
+  struct hp_nego_ready m =
+      rdy(0, "bl", HORA_COLL_BROADCAST, HORA_INT32, 0, 2, 2);
+  m.root = 1;
+  ready(&f, 1, m);
+  m.rank = 4;
+  ready(&f, 2, m);
+  EXPECT_MSG(&f, 0, b0.id, HORA_EINVAL, "its root rank 1 has joined");
+  f.d.gone_rank = 0;
+  hd_fail_all(&f.d);
+  fx_free(&f);
+}
+
+int main(void) {
+  hc_log_init("test_coord", HC_FATAL);
+  RUN(test_every_host);
+  RUN(test_decided_runs_then_fails);
+  RUN(test_mismatch_across_hosts);
+  RUN(test_join_across_hosts);
+  RUN(test_joined_host_runs_neutral);
+  RUN(test_sets);
+  RUN(test_stall_across_hosts);
+  RUN(test_bug_last_join_strands_op);
+  RUN(test_bug_join_before_ready);
+  RUN(test_bug_broadcast_root_on_joined_host);
+  RUN(test_bug_local_problem_status);
+  TL_EXIT();
+}
