@@ -303,11 +303,11 @@ def _raise(rc, what=None):
 # ---------------------------------------------------------------------------
 # Sessions: init() starts one, shutdown() ends it.
 #
-# libhora's connection to horad lives as long as the process (it is closed
-# at exit, or by shutdown(final=True)): horad takes one hello per rank, so
-# shutdown() ends the session on the Python side -- pending operations fail,
-# process sets are forgotten -- and a later init() starts a new session on
-# the same connection.
+# In a job on one host shutdown() shuts libhora down and the next init()
+# starts it again (collective, as in Horovod). Across hosts horad does not
+# take a rank back yet, so shutdown() ends the session on the Python side --
+# pending operations fail, process sets are forgotten -- and the next init()
+# starts a new session on the same connection, closed at exit.
 
 
 class _Session:
@@ -507,27 +507,42 @@ def init(comm=None, process_sets=None):
                              % (duplicate, sets[duplicate]))
 
 
+def _one_host(lib):
+    """libhora re-initialises (hora_shutdown, then hora_init) in jobs on one
+    host; across hosts a session ends on the Python side only."""
+    return lib.hora_local_size() == lib.hora_size()
+
+
 def shutdown(final=False):
     """Ends this rank's hora session: operations still pending fail with
     HoraInternalError, process sets are forgotten, and is_initialized()
-    becomes False; init() may start a new session. The connection to horad
-    itself is closed at exit (or now, with final=True; no init() may follow
-    then). A no-op when hora is not initialized."""
+    becomes False; init() starts a new session (as in Horovod, every rank
+    shuts down and initializes again). In a job on one host libhora itself
+    is shut down (the other ranks' operations then fail too); across hosts
+    the connection to horad stays until exit (or final=True, after which no
+    init() may follow). A no-op when hora is not initialized."""
     lib = _state.lib
     if lib is None:
         return
     with _init_lock:
+        real = lib.hora_is_initialized() and (final or _one_host(lib))
         if _sess.active:
             _collect_finished()
+        if real:
+            with _chainer.busy:
+                # the helper thread is between its calls: libhora may go
+                _fail_pending("hora was shut down on this rank while the "
+                              "operation was pending", orphan=False)
+                _chainer.forget()
+                lib.hora_shutdown()
+                _orphans.clear()
+        elif _sess.active:
             _fail_pending("hora was shut down on this rank while the "
                           "operation was pending")
-            for ps in list(_sess.sets.values()):
-                ps._invalidate()
-            _sess.sets.clear()
-            _sess.active = False
-        if final and lib.hora_is_initialized():
-            lib.hora_shutdown()
-            _orphans.clear()
+        for ps in list(_sess.sets.values()):
+            ps._invalidate()
+        _sess.sets.clear()
+        _sess.active = False
 
 
 def _shutdown_at_exit():
@@ -942,8 +957,18 @@ class _Chainer:
 
     def __init__(self):
         self.cv = threading.Condition()
+        self.busy = threading.Lock()  # held while it calls libhora
         self.pending = []
         self.thread = None
+
+    def forget(self):
+        """Drops every operation (libhora was shut down: their handles are
+        gone)."""
+        with self.cv:
+            for op in self.pending:
+                op.advance = op.drop = None
+                op.ready.set()
+            self.pending = []
 
     def add(self, op):
         with self.cv:
@@ -993,7 +1018,13 @@ class _Chainer:
                     self.cv.wait()
                     delay = 0.0
                 batch = list(self.pending)
-            over = [op for op in batch if self._step(op)]
+            with self.busy:
+                if _state.lib is None or \
+                        not _state.lib.hora_is_initialized():
+                    over = []
+                else:
+                    over = [op for op in batch if op in self.pending and
+                            self._step(op)]
             if over:
                 with self.cv:
                     self.pending = [op for op in self.pending
@@ -1020,7 +1051,7 @@ def _collect_finished():
                 op.lock.release()
 
 
-def _fail_pending(msg):
+def _fail_pending(msg, orphan=True):
     with _ops_lock:
         pending = list(_ops.values())
     for op in pending:
@@ -1029,7 +1060,7 @@ def _fail_pending(msg):
                 op.fail(_k("err", "ESHUTDOWN"), msg, "HORA_ESHUTDOWN")
                 # libhora still holds them: keep their buffers alive until
                 # they complete
-                if op.cs or op.phase1:
+                if orphan and (op.cs or op.phase1):
                     _orphans.append((list(op.cs) + list(op.phase1 or ()),
                                      op.keep))
                 op.cs = []

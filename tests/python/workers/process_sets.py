@@ -141,6 +141,8 @@ def static(c, r, n):
         c.raises(ValueError, lambda: hvd.add_process_set([0]),
                  "add_process_set without dynamic sets",
                  contains=("HOROVOD_DYNAMIC_PROCESS_SETS",))
+        # as in Horovod, a rank's shutdown ends what the others still do
+        hvd.barrier()
         hvd.shutdown()
         c.ok(not hvd.is_initialized() and even.process_set_id is None,
              "shutdown forgets the sets")
@@ -252,6 +254,11 @@ def comm(c, r, n):
     if r not in world:
         c.raises(ValueError, lambda: hvd.init(comm=world),
                  "init(comm=...) on a rank outside it", contains=("comm",))
+        # wait, starting a session of every rank, until the others end
+        # theirs (a shutdown ends every operation of the job, as in Horovod)
+        c.raises(hvd.HoraInternalError, hvd.init,
+                 "a session of every rank while the comm's go on",
+                 contains=("shut down",))
         hvd.shutdown()
         hvd.init()
         return
