@@ -174,7 +174,6 @@ static int check_entry(struct hd_comm *c, struct hd_rank *r,
   }
   int rc = k->check ? k->check(c, r, e, why, len) : 0;
   if (rc < 0) return rc;
-  uint64_t es = hora_dtype_size(e->dtype);
   int outsized = (k->traits & HORA_CF_OUT) != 0;
   if ((e->flags & HP_F_RESIDENT) &&
       (rc = check_range(r, "buffer", e->offset, e->count, e->dtype, why,
@@ -245,7 +244,6 @@ static int check_entry(struct hd_comm *c, struct hd_rank *r,
       *auxp = NULL;
       return rc;
     }
-    (void)es;
   }
   return 0;
 bad:

@@ -531,10 +531,8 @@ static double get_f64(struct hp_rbuf *r) {
   return v;
 }
 
-void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
-  hp_frame_begin(w, HP_MSG_NEGO_READY, 0);
-  hp_put_u32(w, m->comm);
-  hp_put_str(w, m->name);
+/* The operation's metadata, as NEGO_READY and NEGO_DECIDE carry it. */
+static void put_meta(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   hp_put_u8(w, m->coll);
   hp_put_u8(w, m->dtype);
   hp_put_u8(w, m->op);
@@ -545,6 +543,26 @@ void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   put_f64(w, m->prescale);
   put_f64(w, m->postscale);
   hp_put_u64(w, m->aux_hash);
+}
+
+static void get_meta(struct hp_rbuf *rb, struct hp_nego_ready *m) {
+  m->coll = hp_get_u8(rb);
+  m->dtype = hp_get_u8(rb);
+  m->op = hp_get_u8(rb);
+  m->ndims = hp_get_u8(rb);
+  m->root = (int32_t)hp_get_u32(rb);
+  m->count = hp_get_u64(rb);
+  for (int i = 0; i < 8; i++) m->shape[i] = (int64_t)hp_get_u64(rb);
+  m->prescale = get_f64(rb);
+  m->postscale = get_f64(rb);
+  m->aux_hash = hp_get_u64(rb);
+}
+
+void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
+  hp_frame_begin(w, HP_MSG_NEGO_READY, 0);
+  hp_put_u32(w, m->comm);
+  hp_put_str(w, m->name);
+  put_meta(w, m);
   hp_put_u32(w, (uint32_t)m->rank);
   hp_put_u32(w, (uint32_t)m->status);
   hp_put_str(w, m->msg);
@@ -558,16 +576,7 @@ int hp_dec_nego_ready(const unsigned char *p, size_t n,
   memset(m, 0, sizeof *m);
   m->comm = hp_get_u32(&r);
   get_fixed_str(&r, m->name, sizeof m->name);
-  m->coll = hp_get_u8(&r);
-  m->dtype = hp_get_u8(&r);
-  m->op = hp_get_u8(&r);
-  m->ndims = hp_get_u8(&r);
-  m->root = (int32_t)hp_get_u32(&r);
-  m->count = hp_get_u64(&r);
-  for (int i = 0; i < 8; i++) m->shape[i] = (int64_t)hp_get_u64(&r);
-  m->prescale = get_f64(&r);
-  m->postscale = get_f64(&r);
-  m->aux_hash = hp_get_u64(&r);
+  get_meta(&r, m);
   m->rank = (int32_t)hp_get_u32(&r);
   m->status = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->msg, sizeof m->msg);
@@ -584,16 +593,7 @@ void hp_enc_nego_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
   hp_put_u32(w, (uint32_t)m->status);
   hp_put_u32(w, (uint32_t)m->value);
   hp_put_str(w, m->msg);
-  hp_put_u8(w, m->meta.coll);
-  hp_put_u8(w, m->meta.dtype);
-  hp_put_u8(w, m->meta.op);
-  hp_put_u8(w, m->meta.ndims);
-  hp_put_u32(w, (uint32_t)m->meta.root);
-  hp_put_u64(w, m->meta.count);
-  for (int i = 0; i < 8; i++) hp_put_u64(w, (uint64_t)m->meta.shape[i]);
-  put_f64(w, m->meta.prescale);
-  put_f64(w, m->meta.postscale);
-  hp_put_u64(w, m->meta.aux_hash);
+  put_meta(w, &m->meta);
   hp_frame_end(w);
 }
 
@@ -608,16 +608,7 @@ int hp_dec_nego_decide(const unsigned char *p, size_t n,
   m->status = (int32_t)hp_get_u32(&r);
   m->value = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->msg, sizeof m->msg);
-  m->meta.coll = hp_get_u8(&r);
-  m->meta.dtype = hp_get_u8(&r);
-  m->meta.op = hp_get_u8(&r);
-  m->meta.ndims = hp_get_u8(&r);
-  m->meta.root = (int32_t)hp_get_u32(&r);
-  m->meta.count = hp_get_u64(&r);
-  for (int i = 0; i < 8; i++) m->meta.shape[i] = (int64_t)hp_get_u64(&r);
-  m->meta.prescale = get_f64(&r);
-  m->meta.postscale = get_f64(&r);
-  m->meta.aux_hash = hp_get_u64(&r);
+  get_meta(&r, &m->meta);
   int rc = finish(&r);
   if (rc == 0 && (m->status > 0 || m->meta.ndims > 8)) rc = HORA_EPROTO;
   return rc;
