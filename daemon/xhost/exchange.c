@@ -2,12 +2,13 @@
  *
  * Hierarchical, each byte crossing the network once per host that needs
  * it, over direct links between the communicator's hosts (the mesh is
- * complete):
+ * complete), sent from where it lies (the links read it there) and
+ * written where it goes as it arrives:
  *
- *  - allgather: the local members' inputs are gathered into W (the first
- *    local member's output, where the whole result goes); this host's
- *    block of W goes to every other host, theirs land in place in W; W
- *    is then copied to the other local members' outputs.
+ *  - allgather: the local members' inputs are copied into every local
+ *    output (W, the first local member's output, among them); this
+ *    host's block of W goes to every other host; what they send is copied
+ *    into W and every other local output as it arrives.
  *  - reducescatter: the local members' inputs are reduced into W (this
  *    daemon's memory, in a wider type where one host's result would be:
  *    64-bit sums for an integer AVERAGE, float32 for float16/bfloat16
@@ -15,10 +16,16 @@
  *    members receive goes to that host, and what the others send for this
  *    host's part is reduced into W as it arrives; each local member then
  *    takes its block (AVERAGE divided by the set's size, postscale
- *    applied, narrowed once).
- *  - alltoall: for each other host, one message holds every local
- *    member's data for that host's members (source-major); local pairs
- *    are copied directly; what arrives is scattered into the outputs.
+ *    applied, narrowed once). A host of one member, without widening,
+ *    needs no W: the other hosts' parts go from its input, and its own
+ *    part is reduced in its output.
+ *  - alltoall: what each local member sends to the members of another
+ *    host lies in one piece of its input; the pieces of all local members
+ *    go to that host one after the other (source-major), and what arrives
+ *    is copied into the outputs. Local pairs are copied directly. In
+ *    place (a member's output is its input), two local members trade
+ *    their blocks, and what arrives waits until this host's data have
+ *    left the input it lands in.
  *
  * Data travel in XDATA frames of at most XC_FRAME bytes, each naming its
  * communicator, decision and byte offset. Frames for a decision this host
@@ -31,6 +38,10 @@
 
 #define XC_FRAME (4u << 20)
 #define XC_EARLY_MAX (256ull << 20)
+#define XC_KEEP (256ull << 20) /* a W up to this size is kept for the next */
+#define XC_PIECE (128u << 10)  /* read once, written to several outputs */
+#define XC_SWAP (16u << 10)
+#define HD_XC_LOCAL_MAX 64 /* outputs written from one read (more: again) */
 
 struct xc_early {
   struct xc_early *next;
@@ -48,14 +59,16 @@ struct hd_xcoll {
   int pending; /* sends not yet taken by the sockets */
   uint64_t es, wes;
   int wdtype, wop; /* how W is reduced */
-  unsigned char *w, *wown; /* W; wown: when W is this daemon's memory */
-  unsigned char **sendbuf; /* alltoall: per host position */
-  unsigned char **recvbuf; /* alltoall: per host position */
+  unsigned char *w;        /* allgather: W; reducescatter: this host's part */
+  unsigned char *wbuf;     /* this daemon's memory for W, kept between ops */
+  size_t wcap;
+  int hold;                /* alltoall in place: arrivals wait for the sends */
   uint64_t *want, *got;    /* bytes expected from / received from each host */
-  uint64_t *base;          /* where each host's bytes go in W (allgather,
-                              reducescatter: offsets in bytes) */
+  uint64_t *base;          /* where each host's bytes go in W (allgather:
+                              offsets in bytes) */
   struct xc_early *early;
   uint64_t early_bytes;
+  struct xc_early *held, **held_tail; /* alltoall: arrived, not yet placed */
 };
 
 static struct hd_xcoll *xc_of(struct hd_comm *c) {
@@ -64,32 +77,49 @@ static struct hd_xcoll *xc_of(struct hd_comm *c) {
   if (!x) return NULL;
   x->c = c;
   size_t n = (size_t)c->nhosts;
-  x->sendbuf = calloc(n, sizeof *x->sendbuf);
-  x->recvbuf = calloc(n, sizeof *x->recvbuf);
   x->want = calloc(n, sizeof *x->want);
   x->got = calloc(n, sizeof *x->got);
   x->base = calloc(n, sizeof *x->base);
-  if (!x->sendbuf || !x->recvbuf || !x->want || !x->got || !x->base) {
-    free(x->sendbuf);
-    free(x->recvbuf);
+  if (!x->want || !x->got || !x->base) {
     free(x->want);
     free(x->got);
     free(x->base);
     free(x);
     return NULL;
   }
+  x->held_tail = &x->held;
   return c->xc = x;
 }
 
-static void release_buffers(struct hd_xcoll *x) {
-  for (int k = 0; k < x->c->nhosts; k++) {
-    free(x->sendbuf[k]);
-    free(x->recvbuf[k]);
-    x->sendbuf[k] = x->recvbuf[k] = NULL;
+static void drop_held(struct hd_xcoll *x) {
+  while (x->held) {
+    struct xc_early *e = x->held;
+    x->held = e->next;
+    free(e->payload);
+    free(e);
   }
-  free(x->wown);
-  x->wown = NULL;
+  x->held_tail = &x->held;
+}
+
+static void release_buffers(struct hd_xcoll *x) {
+  drop_held(x);
+  if (x->wcap > XC_KEEP) {
+    free(x->wbuf);
+    x->wbuf = NULL;
+    x->wcap = 0;
+  }
   x->w = NULL;
+}
+
+/* This daemon's memory for W, at least n bytes. */
+static unsigned char *w_room(struct hd_xcoll *x, size_t n) {
+  if (n + 8 > x->wcap) {
+    free(x->wbuf);
+    x->wcap = 0;
+    if (!(x->wbuf = malloc(n + 8))) return NULL;
+    x->wcap = n + 8;
+  }
+  return x->wbuf;
 }
 
 static void end_op(struct hd_xcoll *x) {
@@ -108,15 +138,16 @@ static void on_sent(void *arg, int status) {
   hd_flush_wakeups(x->c->d);
 }
 
-/* Sends n bytes at p to host position k, in frames. */
+/* Sends n bytes at p to host position k, in frames, as the bytes at
+ * offset `at` of what goes there. */
 static void send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
-                       uint64_t n) {
+                       uint64_t n, uint64_t at) {
   struct hd_daemon *d = x->c->d;
   uint64_t off = 0;
   do {
     uint64_t len = HC_MIN((uint64_t)XC_FRAME, n - off);
     unsigned char hdr[HP_FRAME_HDR + HP_XDATA_HDR_LEN];
-    struct hp_xdata_hdr h = {.comm = x->c->id, .seq = x->seq, .offset = off};
+    struct hp_xdata_hdr h = {.comm = x->c->id, .seq = x->seq, .offset = at + off};
     hp_xdata_frame_hdr(hdr, &h, (uint32_t)len);
     x->pending++;
     if (d->link->send(d, x->c->hosts[k], hdr, sizeof hdr, p + off, len,
@@ -126,6 +157,31 @@ static void send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
     }
     off += len;
   } while (off < n);
+}
+
+/* Copies n bytes at src to each of the nd destinations, in pieces that
+ * stay in cache, so that src is read once. */
+static void copy_to(unsigned char *const *dst, int nd, const unsigned char *src,
+                    uint64_t n) {
+  if (nd == 1) {
+    if (dst[0] != src) memcpy(dst[0], src, n);
+    return;
+  }
+  for (uint64_t o = 0; o < n; o += XC_PIECE) {
+    uint64_t m = HC_MIN((uint64_t)XC_PIECE, n - o);
+    for (int k = 0; k < nd; k++)
+      if (dst[k] != src) memcpy(dst[k] + o, src + o, m);
+  }
+}
+
+static void swap_bytes(unsigned char *a, unsigned char *b, uint64_t n) {
+  unsigned char tmp[XC_SWAP];
+  for (uint64_t off = 0; off < n; off += XC_SWAP) {
+    size_t k = (size_t)HC_MIN((uint64_t)XC_SWAP, n - off);
+    memcpy(tmp, a + off, k);
+    memcpy(a + off, b + off, k);
+    memcpy(b + off, tmp, k);
+  }
 }
 
 /* ---- widening for reducescatter --------------------------------------- */
@@ -205,22 +261,38 @@ static int start_allgather(struct hd_xcoll *x) {
   const int64_t *counts = t->part[t->first].aux;
   uint64_t total = 0, es = x->es;
   uint64_t *off = calloc((size_t)c->size + 1, sizeof *off);
-  if (!off) return -1;
+  unsigned char **dst = calloc((size_t)c->nlocal + 1, sizeof *dst);
+  if (!off || !dst) {
+    free(off);
+    free(dst);
+    return -1;
+  }
   for (int m = 0; m < c->size; m++) off[m + 1] = off[m] + (uint64_t)counts[m];
   total = off[c->size];
-  int owner = -1;
-  for (int i = 0; i < c->nlocal && owner < 0; i++)
-    if (!t->part[i].joined) owner = i;
-  if (owner >= 0) {
-    x->w = hd_out_ptr(t, owner);
-  } else if (!(x->w = x->wown = malloc(total * es + 1))) {
+  int nd = 0;
+  for (int i = 0; i < c->nlocal; i++)
+    if (!t->part[i].joined) dst[nd++] = hd_out_ptr(t, i);
+  if (nd) {
+    x->w = dst[0];
+  } else if (!(x->w = w_room(x, total * es))) {
     free(off);
+    free(dst);
     return -1;
   }
   for (int i = 0; i < c->nlocal; i++) {
     int m = c->local_member[i];
-    if (!t->part[i].joined && counts[m] && x->w + off[m] * es != hd_in_ptr(t, i))
-      memcpy(x->w + off[m] * es, hd_in_ptr(t, i), (uint64_t)counts[m] * es);
+    if (t->part[i].joined || !counts[m]) continue;
+    unsigned char *at[HD_XC_LOCAL_MAX];
+    const unsigned char *src = hd_in_ptr(t, i);
+    int na = 0;
+    for (int k = 0; k < nd; k++) {
+      if (na == HD_XC_LOCAL_MAX) {
+        copy_to(at, na, src, (uint64_t)counts[m] * es);
+        na = 0;
+      }
+      at[na++] = dst[k] + off[m] * es;
+    }
+    if (na) copy_to(at, na, src, (uint64_t)counts[m] * es);
   }
   for (int k = 0; k < c->nhosts; k++) {
     uint64_t lo = off[c->host_first[k]], hi = off[c->host_first[k] + c->host_n[k]];
@@ -230,8 +302,9 @@ static int start_allgather(struct hd_xcoll *x) {
   uint64_t mlo = x->base[c->me];
   uint64_t mhi = off[c->host_first[c->me] + c->host_n[c->me]] * es;
   free(off);
+  free(dst);
   for (int k = 0; k < c->nhosts; k++)
-    if (k != c->me) send_bytes(x, k, x->w + mlo, mhi - mlo);
+    if (k != c->me) send_bytes(x, k, x->w + mlo, mhi - mlo, 0);
   return 0;
 }
 
@@ -246,53 +319,104 @@ static void rs_host_range(const struct hd_comm *c, const struct hd_tensor *t,
   *hi = (f1 + n1) * row;
 }
 
+/* The local reduction into W, in slices on the reduction threads. */
+struct rs_local {
+  void *w;
+  const void *src[HD_XC_LOCAL_MAX];
+  int ns, dtype, op;
+  uint64_t n;
+};
+
+static void rs_local_slice(void *arg, int i, int n) {
+  const struct rs_local *j = arg;
+  uint64_t es = hora_dtype_size(j->dtype), unit = 64 / es;
+  uint64_t units = (j->n + unit - 1) / unit;
+  uint64_t lo = HC_MIN(j->n, units * (uint64_t)i / (uint64_t)n * unit);
+  uint64_t hi = HC_MIN(j->n, units * (uint64_t)(i + 1) / (uint64_t)n * unit);
+  if (lo >= hi) return;
+  const void *s[HD_XC_LOCAL_MAX];
+  for (int k = 0; k < j->ns; k++) s[k] = (const unsigned char *)j->src[k] + lo * es;
+  void *dst[1] = {(unsigned char *)j->w + lo * es};
+  hd_reduce(dst, 1, s, j->ns, hi - lo, j->dtype, j->op, 0);
+}
+
 static int start_reducescatter(struct hd_xcoll *x) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
-  uint64_t n = t->meta.count;
+  uint64_t n = t->meta.count, es = x->es, lo, hi;
   wide_kind(t, &x->wdtype, &x->wop);
   x->wes = hora_dtype_size(x->wdtype);
-  if (!(x->w = x->wown = malloc(n * x->wes + 8))) return -1;
-  unsigned char *tmp = NULL;
-  int first = 1;
-  for (int i = 0; i < c->nlocal; i++) {
-    const void *in;
-    if (t->part[i].joined) {
-      if (!(in = hd_neutral(t, n))) goto fail;
-    } else {
-      hd_scale_buf(t, hd_in_ptr(t, i), n, 1);
-      in = hd_in_ptr(t, i);
-    }
-    if (first) {
-      widen(x->w, x->wdtype, in, t->meta.dtype, n);
-      first = 0;
-      continue;
-    }
-    const void *src[2] = {x->w, in};
-    if (x->wdtype != t->meta.dtype) {
-      if (!tmp && !(tmp = malloc(n * x->wes + 8))) goto fail;
-      widen(tmp, x->wdtype, in, t->meta.dtype, n);
-      src[1] = tmp;
-    }
-    void *dst[1] = {x->w};
-    if (n) hd_reduce(dst, 1, src, 2, n, x->wdtype, x->wop, 0);
-  }
-  free(tmp);
-  for (int k = 0; k < c->nhosts; k++) {
-    uint64_t lo, hi;
-    rs_host_range(c, t, k, &lo, &hi);
-    if (k != c->me) send_bytes(x, k, x->w + lo * x->wes, (hi - lo) * x->wes);
-  }
-  uint64_t lo, hi;
   rs_host_range(c, t, c->me, &lo, &hi);
-  for (int k = 0; k < c->nhosts; k++) {
-    x->want[k] = k == c->me ? 0 : (hi - lo) * x->wes;
-    x->base[k] = lo * x->wes;
+  for (int k = 0; k < c->nhosts; k++) x->base[k] = 0;
+  int live = 0;
+  for (int i = 0; i < c->nlocal; i++)
+    if (!t->part[i].joined) {
+      hd_scale_buf(t, hd_in_ptr(t, i), n, 1);
+      live++;
+    }
+  if (c->nlocal == 1 && live == 1 && x->wdtype == t->meta.dtype) {
+    /* one member: its output is this host's part */
+    const unsigned char *in = hd_in_ptr(t, 0);
+    x->w = hd_out_ptr(t, 0);
+    if (x->w != in + lo * es) memcpy(x->w, in + lo * es, (hi - lo) * es);
+    for (int k = 0; k < c->nhosts; k++) {
+      uint64_t klo, khi;
+      rs_host_range(c, t, k, &klo, &khi);
+      x->want[k] = k == c->me ? 0 : (hi - lo) * es;
+      if (k != c->me) send_bytes(x, k, in + klo * es, (khi - klo) * es, 0);
+    }
+    return 0;
   }
+  unsigned char *w = w_room(x, n * x->wes);
+  if (!w) return -1;
+  if (x->wdtype == t->meta.dtype && live <= HD_XC_LOCAL_MAX) {
+    struct rs_local j = {.w = w, .dtype = x->wdtype, .op = x->wop, .n = n};
+    for (int i = 0; i < c->nlocal; i++)
+      if (!t->part[i].joined) j.src[j.ns++] = hd_in_ptr(t, i);
+    if (!j.ns && !(j.src[j.ns++] = hd_neutral(t, n))) return -1;
+    if (n) {
+      int nt = n * es >= (256u << 10) ? hd_pool_size() : 1;
+      hd_pool_run(rs_local_slice, &j, nt);
+    }
+  } else {
+    unsigned char *tmp = NULL;
+    int first = 1;
+    for (int i = 0; i < c->nlocal; i++) {
+      const void *in;
+      if (t->part[i].joined) {
+        if (!(in = hd_neutral(t, n))) goto fail;
+      } else {
+        in = hd_in_ptr(t, i);
+      }
+      if (first) {
+        widen(w, x->wdtype, in, t->meta.dtype, n);
+        first = 0;
+        continue;
+      }
+      const void *src[2] = {w, in};
+      if (x->wdtype != t->meta.dtype) {
+        if (!tmp && !(tmp = malloc(n * x->wes + 8))) goto fail;
+        widen(tmp, x->wdtype, in, t->meta.dtype, n);
+        src[1] = tmp;
+      }
+      void *dst[1] = {w};
+      if (n) hd_reduce(dst, 1, src, 2, n, x->wdtype, x->wop, 0);
+    }
+    free(tmp);
+    if (0) {
+    fail:
+      free(tmp);
+      return -1;
+    }
+  }
+  for (int k = 0; k < c->nhosts; k++) {
+    uint64_t klo, khi;
+    rs_host_range(c, t, k, &klo, &khi);
+    if (k != c->me) send_bytes(x, k, w + klo * x->wes, (khi - klo) * x->wes, 0);
+    x->want[k] = k == c->me ? 0 : (hi - lo) * x->wes;
+  }
+  x->w = w + lo * x->wes;
   return 0;
-fail:
-  free(tmp);
-  return -1;
 }
 
 static uint64_t split_off(const int64_t *v, int upto) {
@@ -301,70 +425,118 @@ static uint64_t split_off(const int64_t *v, int upto) {
   return s;
 }
 
+/* Whether member i's alltoall runs in place: its output is its input, and
+ * it receives from each member what it sends to it (so each block it
+ * receives goes where the block it sends lay). */
+static int a2a_in_place(const struct hd_tensor *t, int i) {
+  const struct hd_part *p = &t->part[i];
+  int size = t->comm->size;
+  if (p->joined || p->offset != p->recv_offset) return 0;
+  for (int m = 0; m < size; m++)
+    if (p->aux[m] != p->aux[size + m]) return 0;
+  return 1;
+}
+
+/* Local pairs: two members in place trade their blocks; the copies into
+ * outputs that are not inputs go first, since they may read blocks of an
+ * input in place that a copy of the second round overwrites. */
+static int a2a_local(struct hd_xcoll *x) {
+  struct hd_comm *c = x->c;
+  struct hd_tensor *t = x->t;
+  uint64_t es = x->es;
+  int size = c->size, nl = c->nlocal;
+  int *ip = calloc((size_t)nl, sizeof *ip);
+  if (!ip) return -1;
+  for (int i = 0; i < nl; i++) x->hold |= ip[i] = a2a_in_place(t, i);
+  for (int round = 0; round < 2; round++)
+    for (int i = 0; i < nl; i++)
+      for (int j = 0; j < nl; j++) {
+        const struct hd_part *pi = &t->part[i], *pj = &t->part[j];
+        if (pi->joined || pj->joined || (i >= j && ip[i] && ip[j])) continue;
+        int mi = c->local_member[i], mj = c->local_member[j];
+        uint64_t n = (uint64_t)pi->aux[mj] * es;
+        if (!n || round != (ip[j] && !ip[i])) continue;
+        unsigned char *src = hd_in_ptr(t, i) + split_off(pi->aux, mj) * es;
+        unsigned char *dst = hd_out_ptr(t, j) + split_off(pj->aux + size, mi) * es;
+        if (ip[i] && ip[j])
+          swap_bytes(src, dst, n);
+        else if (dst != src)
+          memcpy(dst, src, n);
+      }
+  free(ip);
+  return 0;
+}
+
 static int start_alltoall(struct hd_xcoll *x) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
   uint64_t es = x->es;
   int size = c->size;
-  /* local pairs */
-  for (int i = 0; i < c->nlocal; i++)
-    for (int j = 0; j < c->nlocal; j++) {
-      const struct hd_part *pi = &t->part[i], *pj = &t->part[j];
-      int mi = c->local_member[i], mj = c->local_member[j];
-      uint64_t n = (uint64_t)pi->aux[mj];
-      if (n)
-        memcpy(hd_out_ptr(t, j) + split_off(pj->aux + size, mi) * es,
-               hd_in_ptr(t, i) + split_off(pi->aux, mj) * es, n * es);
-    }
+  x->hold = 0;
+  if (a2a_local(x) < 0) return -1;
   for (int k = 0; k < c->nhosts; k++) {
     if (k == c->me) continue;
     int m0 = c->host_first[k], mn = c->host_n[k];
-    uint64_t out = 0, in = 0;
-    for (int i = 0; i < c->nlocal; i++)
-      for (int m = m0; m < m0 + mn; m++) out += (uint64_t)t->part[i].aux[m];
+    uint64_t at = 0, in = 0;
+    for (int i = 0; i < c->nlocal; i++) {
+      const struct hd_part *p = &t->part[i];
+      if (p->joined) continue;
+      uint64_t n = split_off(p->aux + m0, mn) * es;
+      if (n) send_bytes(x, k, hd_in_ptr(t, i) + split_off(p->aux, m0) * es, n, at);
+      at += n;
+    }
     for (int s = m0; s < m0 + mn; s++)
       for (int j = 0; j < c->nlocal; j++)
-        in += (uint64_t)t->part[j].aux[size + s];
+        if (!t->part[j].joined) in += (uint64_t)t->part[j].aux[size + s];
     x->want[k] = in * es;
-    if (!(x->recvbuf[k] = malloc(in * es + 1)) ||
-        !(x->sendbuf[k] = malloc(out * es + 1)))
-      return -1;
-    unsigned char *p = x->sendbuf[k];
-    for (int i = 0; i < c->nlocal; i++)
-      for (int m = m0; m < m0 + mn; m++) {
-        uint64_t n = (uint64_t)t->part[i].aux[m] * es;
-        memcpy(p, hd_in_ptr(t, i) + split_off(t->part[i].aux, m) * es, n);
-        p += n;
-      }
     x->base[k] = 0;
-    send_bytes(x, k, x->sendbuf[k], out * es);
   }
   return 0;
 }
 
-static void scatter_alltoall(struct hd_xcoll *x) {
+/* Bytes [off, off + len) of what host position k sends, at p, into the
+ * outputs: source-major, each of k's members' blocks for each local
+ * member in turn. */
+static void a2a_place(struct hd_xcoll *x, int k, uint64_t off,
+                      const unsigned char *p, uint64_t len) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
-  uint64_t es = x->es;
-  for (int k = 0; k < c->nhosts; k++) {
-    if (k == c->me) continue;
-    const unsigned char *p = x->recvbuf[k];
-    for (int s = c->host_first[k]; s < c->host_first[k] + c->host_n[k]; s++)
-      for (int j = 0; j < c->nlocal; j++) {
-        const int64_t *rs = t->part[j].aux + c->size;
-        uint64_t n = (uint64_t)rs[s] * es;
-        memcpy(hd_out_ptr(t, j) + split_off(rs, s) * es, p, n);
-        p += n;
-      }
+  uint64_t es = x->es, at = 0, end = off + len;
+  for (int s = c->host_first[k]; s < c->host_first[k] + c->host_n[k] && at < end; s++)
+    for (int j = 0; j < c->nlocal && at < end; j++) {
+      if (t->part[j].joined) continue;
+      const int64_t *rs = t->part[j].aux + c->size;
+      uint64_t n = (uint64_t)rs[s] * es;
+      uint64_t a = HC_MAX(off, at), b = HC_MIN(end, at + n);
+      if (a < b)
+        memcpy(hd_out_ptr(t, j) + split_off(rs, s) * es + (a - at),
+               p + (a - off), b - a);
+      at += n;
+    }
+}
+
+static void place_held(struct hd_xcoll *x) {
+  while (x->held) {
+    struct xc_early *e = x->held;
+    x->held = e->next;
+    a2a_place(x, e->from, e->h.offset, e->payload + HP_XDATA_HDR_LEN, e->len);
+    free(e->payload);
+    free(e);
   }
+  x->held_tail = &x->held;
 }
 
 /* ---- data ----------------------------------------------------------------- */
 
+/* Takes a frame of host position k: 0 when its data are where they go,
+ * 1 when the caller must keep the frame in x->held (alltoall in place,
+ * while this host's data still leave from where it lands), -1 when it is
+ * wrong (why says how). */
 static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
                 const unsigned char *data, size_t len, char *why,
                 size_t whylen) {
   struct hd_tensor *t = x->t;
+  struct hd_comm *c = x->c;
   if (h->offset != x->got[k] || len > x->want[k] - x->got[k]) {
     hc_fmt(why, whylen, "%s data out of order or too long (offset %llu, %zu "
            "bytes; expected offset %llu of %llu)", hd_coll_name(t->meta.coll),
@@ -372,25 +544,50 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
            (unsigned long long)x->want[k]);
     return -1;
   }
+  int rc = 0;
   switch (t->meta.coll) {
-  case HORA_COLL_ALLGATHER:
-    memcpy(x->w + x->base[k] + h->offset, data, len);
+  case HORA_COLL_ALLGATHER: {
+    uint64_t at = x->base[k] + h->offset;
+    unsigned char *dst[HD_XC_LOCAL_MAX];
+    int nd = 0;
+    for (int i = 0; i < c->nlocal; i++) {
+      if (t->part[i].joined) continue;
+      if (nd == HD_XC_LOCAL_MAX) {
+        copy_to(dst, nd, data, len);
+        nd = 0;
+      }
+      dst[nd++] = hd_out_ptr(t, i) + at;
+    }
+    if (nd) copy_to(dst, nd, data, len);
+    else memcpy(x->w + at, data, len);
     break;
+  }
   case HORA_COLL_ALLTOALL:
-    memcpy(x->recvbuf[k] + h->offset, data, len);
+    if (x->hold && x->pending) {
+      rc = 1;
+    } else {
+      place_held(x);
+      a2a_place(x, k, h->offset, data, len);
+    }
     break;
   default: { /* reducescatter */
     if (len % x->wes || h->offset % x->wes) {
       hc_fmt(why, whylen, "reducescatter data not in whole elements");
       return -1;
     }
-    void *dst[1] = {x->w + x->base[k] + h->offset};
+    void *dst[1] = {x->w + h->offset};
     const void *src[2] = {dst[0], data};
     if (len) hd_reduce(dst, 1, src, 2, len / x->wes, x->wdtype, x->wop, 0);
   }
   }
   x->got[k] += len;
-  return 0;
+  return rc;
+}
+
+static void hold(struct hd_xcoll *x, struct xc_early *e) {
+  e->next = NULL;
+  *x->held_tail = e;
+  x->held_tail = &e->next;
 }
 
 static void drop_early(struct hd_xcoll *x, struct xc_early **pp) {
@@ -412,6 +609,12 @@ static int take_early(struct hd_xcoll *x) {
     char why[256];
     int rc = take(x, e->from, &e->h, e->payload + HP_XDATA_HDR_LEN, e->len,
                   why, sizeof why);
+    if (rc == 1) { /* from the early list to the held one */
+      *pp = e->next;
+      x->early_bytes -= e->len;
+      hold(x, e);
+      continue;
+    }
     drop_early(x, pp);
     if (rc < 0) {
       hc_error("bad data from host %d: %s", x->c->hosts[e->from], why);
@@ -430,27 +633,21 @@ static int all_in(const struct hd_xcoll *x) {
 static void finish(struct hd_xcoll *x) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
-  uint64_t es = x->es;
   switch (t->meta.coll) {
-  case HORA_COLL_ALLGATHER: {
-    uint64_t total = 0;
-    for (int m = 0; m < c->size; m++) total += (uint64_t)t->part[t->first].aux[m];
-    for (int i = 0; i < c->nlocal; i++)
-      if (!t->part[i].joined && hd_out_ptr(t, i) != x->w)
-        memcpy(hd_out_ptr(t, i), x->w, total * es);
+  case HORA_COLL_ALLGATHER: /* every output has it all */
     break;
-  }
   case HORA_COLL_ALLTOALL:
-    scatter_alltoall(x);
+    place_held(x);
     break;
   default: { /* reducescatter */
     uint64_t rows = t->meta.ndims ? (uint64_t)t->meta.shape[0] : t->meta.count;
-    uint64_t row = hd_row_elems(&t->meta);
+    uint64_t row = hd_row_elems(&t->meta), lo, hi;
+    rs_host_range(c, t, c->me, &lo, &hi);
     for (int i = 0; i < c->nlocal; i++) {
       if (t->part[i].joined) continue;
       uint64_t f, n;
       hd_rs_block(rows, c->size, c->local_member[i], &f, &n);
-      narrow(t, hd_out_ptr(t, i), x->w + f * row * x->wes, x->wdtype,
+      narrow(t, hd_out_ptr(t, i), x->w + (f * row - lo) * x->wes, x->wdtype,
              n * row, c->size);
       hd_scale_buf(t, hd_out_ptr(t, i), n * row, 0);
     }
@@ -524,8 +721,21 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
   }
   size_t n = len - HP_XDATA_HDR_LEN;
   if (x->active && h.seq == x->seq) {
-    if (take(x, k, &h, payload + HP_XDATA_HDR_LEN, n, why, whylen) < 0)
-      return -1;
+    int rc = take(x, k, &h, payload + HP_XDATA_HDR_LEN, n, why, whylen);
+    if (rc < 0) return -1;
+    if (rc == 1) { /* placed once this host's data have left */
+      struct xc_early *e = calloc(1, sizeof *e);
+      if (!e) {
+        hc_fmt(why, whylen, "out of memory");
+        return -1;
+      }
+      e->from = k;
+      e->h = h;
+      e->payload = payload;
+      e->len = n;
+      *keep = 1;
+      hold(x, e);
+    }
     if (all_in(x) && !x->pending) {
       hd_comm_progress(c);
       hd_flush_wakeups(d);
@@ -570,8 +780,7 @@ void hd_xcoll_free(struct hd_comm *c) {
   if (!x) return;
   hd_xcoll_abort(c);
   release_buffers(x);
-  free(x->sendbuf);
-  free(x->recvbuf);
+  free(x->wbuf);
   free(x->want);
   free(x->got);
   free(x->base);
