@@ -702,8 +702,9 @@ static int submit_req(const hora_request_t *q, int64_t *handle) {
     void *out = recv;
     /* The input may lie inside the output only where this rank's own
      * block of the result goes (allgather, reducescatter in place, as
-     * MPI's MPI_IN_PLACE): horad then leaves it where it is. Any other
-     * overlap gets an output of its own. */
+     * MPI's MPI_IN_PLACE): horad then leaves it where it is; an
+     * alltoall's input may be its output (below). Any other overlap gets
+     * an output of its own. */
     uint64_t own = 0; /* elements before this rank's block of the output */
     if (coll == HORA_COLL_ALLGATHER)
       for (int i = 0; i < prank; i++)
@@ -716,9 +717,16 @@ static int submit_req(const hora_request_t *q, int64_t *handle) {
     }
     const unsigned char *ib = in, *ob = recv;
     int overlap = bytes && rbytes && ib < ob + rbytes && ob < ib + bytes;
-    int own_place = coll != HORA_COLL_ALLTOALL &&
-                    (coll == HORA_COLL_ALLGATHER ? ib == ob + own * es
-                                                 : ob == ib + own * es);
+    int own_place = coll == HORA_COLL_ALLGATHER ? ib == ob + own * es
+                                                : ob == ib + own * es;
+    /* Alltoall in place: each block received goes where the block sent
+     * to that member lay, which needs as much from each member as goes
+     * to it (horad then trades the blocks). */
+    if (coll == HORA_COLL_ALLTOALL) {
+      own_place = ib == ob && bytes == rbytes;
+      for (int i = 0; own_place && q->splits && i < psize; i++)
+        own_place = q->splits[i] == q->recv_splits[i];
+    }
     if (!(rbytes == 0 || (hl_in_arena(recv, rbytes) &&
                           (uintptr_t)recv % es == 0 &&
                           (!overlap || own_place)))) {

@@ -3,7 +3,8 @@
  *
  *   it_xcoll colls [-x N]   every dtype (and op) of allgather (equal and
  *                           per-rank counts), alltoall (equal and uneven
- *                           splits), reducescatter; allreduce with scale
+ *                           splits; in place, on every rank or on some,
+ *                           up to 3 MiB blocks), reducescatter; allreduce with scale
  *                           factors; a shape mismatch; a set of 1 rank
  *   it_xcoll sets [-x N]    process sets: add, collectives on a set of
  *                           the even ranks and one of the odd ranks at
@@ -228,6 +229,50 @@ static void test_alltoall(int dt, int uneven) {
   free(rp);
 }
 
+/* alltoall in place: one buffer for input and output, which needs as
+ * much from each rank as goes to it: rank s sends n(s, d) = n(d, s)
+ * elements to rank d (uneven: (s + d) % 3 + 1, else 2; big: about 3 MiB
+ * per block, several frames across hosts). mixed: only the even ranks
+ * are in place, the others use a second buffer. */
+static int64_t a2a_sym(int s, int d, int kind) {
+  return kind == 2 ? (3 << 18) + (s + d) % 3 : kind == 1 ? (s + d) % 3 + 1 : 2;
+}
+
+static void test_alltoall_inplace(int dt, int kind, int mixed) {
+  size_t es = hora_dtype_size(dt);
+  int64_t *sp = malloc((size_t)size * 8);
+  size_t sn = 0;
+  for (int d = 0; d < size; d++) sn += (size_t)(sp[d] = a2a_sym(rank, d, kind));
+  int here = !mixed || rank % 2 == 0;
+  void *buf = hora_alloc(sn * es + 1), *out = here ? buf : hora_alloc(sn * es + 1);
+  if (!buf || !out) {
+    FAIL("alltoall in place: hora_alloc of %zu bytes", sn * es);
+    return;
+  }
+  size_t o = 0;
+  for (int d = 0; d < size; d++)
+    for (int k = 0; k < sp[d]; k++) put(dt, buf, o++, a2a_v(rank, d, k));
+  char name[64];
+  snprintf(name, sizeof name, "a2a.ip.%d.%d.%d", dt, kind, mixed);
+  int rc = kind ? hora_alltoallv(name, buf, sp, out, sp, dt)
+                : hora_alltoall(name, buf, sn, out, dt);
+  OK(rc, name);
+  o = 0;
+  for (int s = 0; rc >= 0 && s < size; s++)
+    for (int k = 0; k < sp[s]; k++, o++) {
+      checks++;
+      if (get(dt, out, o) != a2a_v(s, rank, k)) {
+        FAIL("%s from rank %d element %d: expected %g, got %g", name, s, k,
+             a2a_v(s, rank, k), get(dt, out, o));
+        s = size;
+        break;
+      }
+    }
+  if (out != buf) hora_free(out);
+  hora_free(buf);
+  free(sp);
+}
+
 struct rsarg { int dt, op; size_t first, row; int *all; };
 static double rs_want(size_t i, void *a) {
   const struct rsarg *x = a;
@@ -315,6 +360,9 @@ static int run_colls(void) {
     test_allgather(dt, 1);
     test_alltoall(dt, 0);
     test_alltoall(dt, 1);
+    for (int kind = 0; kind < 2; kind++)
+      for (int mixed = 0; mixed < 2; mixed++)
+        test_alltoall_inplace(dt, kind, mixed);
     for (int op = 0; op < HORA_OP_COUNT; op++) {
       test_reducescatter(dt, op, 7, 3);           /* remainder rows */
       test_reducescatter(dt, op, (size_t)size * 1000 + 1, 5);
@@ -322,6 +370,8 @@ static int run_colls(void) {
     test_scale(dt);
   }
   test_shape_mismatch();
+  test_alltoall_inplace(HORA_FLOAT32, 2, 0);
+  test_alltoall_inplace(HORA_INT8, 2, 1);
   /* allgather of about 1.5 MiB per rank: several frames across hosts */
   size_t n = (3u << 19) / 4 + 3;
   float *in = malloc(n * 4), *out = malloc(n * 4 * (size_t)size);
