@@ -412,8 +412,15 @@ void hd_scale_buf(const struct hd_tensor *t, void *p, uint64_t count, int pre);
 
 /* xhost/exchange.c: allgather, alltoall and reducescatter across hosts */
 int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t);
+/* An XDATA frame from host `from` (its data already at `placed`, when
+ * hd_xcoll_place() said where); sets *keep when it holds on to payload. */
 int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
-                  size_t len, int *keep, char *why, size_t whylen);
+                  size_t len, unsigned char *placed, int *keep, char *why,
+                  size_t whylen);
+/* Where the data of an XDATA frame (header `pre`, frame length len) can
+ * go straight away, or NULL (see hp_conn_set_place). */
+void *hd_xcoll_place(struct hd_daemon *d, int from, const unsigned char *pre,
+                     size_t len);
 void hd_xcoll_abort(struct hd_comm *c);
 void hd_xcoll_free(struct hd_comm *c);
 

@@ -296,9 +296,19 @@ static int auth_frame(struct hp_conn *c) {
 void hp_conn_set_place(struct hp_conn *c, uint16_t type, size_t pre,
                        void *(*place)(struct hp_conn *, const struct hp_frame_hdr *,
                                       const unsigned char *)) {
-  c->place_type = type;
+  if (c->place != place || c->place_pre != pre) c->nplace_types = 0;
+  for (int i = 0; i < c->nplace_types; i++)
+    if (c->place_types[i] == type) return;
+  if (c->nplace_types == 4) return;
+  c->place_types[c->nplace_types++] = type;
   c->place_pre = pre;
   c->place = place;
+}
+
+static int placed_type(const struct hp_conn *c, uint16_t type) {
+  for (int i = 0; i < c->nplace_types; i++)
+    if (c->place_types[i] == type) return 1;
+  return 0;
 }
 
 static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
@@ -372,7 +382,7 @@ static int start_payload(struct hp_conn *c) {
       return -1;
     }
   }
-  c->pre_phase = c->authed && c->place && c->h.type == c->place_type &&
+  c->pre_phase = c->authed && c->place && placed_type(c, c->h.type) &&
                  c->h.len > c->place_pre;
   return payload_room(c, c->pre_phase ? c->place_pre : c->h.len, 0);
 }

@@ -50,7 +50,8 @@ struct hp_conn {
   int close_when_sent;
   int heard; /* a byte has come from the peer */
   /* Placement (see hp_conn_set_place). */
-  uint16_t place_type;
+  uint16_t place_types[4];
+  int nplace_types;
   size_t place_pre;
   void *(*place)(struct hp_conn *c, const struct hp_frame_hdr *h,
                  const unsigned char *pre);
@@ -103,7 +104,9 @@ int hp_conn_send_zc(struct hp_conn *c, const void *hdr, size_t hdrlen,
  * the connection's own buffer. on_frame then finds that pointer in
  * c->placed (its payload argument holds only the first `pre` bytes), or
  * NULL when the whole payload is in its argument as usual. place() must
- * return room for exactly h->len - pre bytes. */
+ * return room for exactly h->len - pre bytes. Called again with another
+ * type (up to four, the same pre and place), frames of that type are
+ * placed too. */
 void hp_conn_set_place(struct hp_conn *c, uint16_t type, size_t pre,
                        void *(*place)(struct hp_conn *, const struct hp_frame_hdr *,
                                       const unsigned char *));

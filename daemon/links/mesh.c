@@ -190,7 +190,8 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
     return 0;
   }
   case HP_MSG_XDATA:
-    if (hd_xcoll_data(d, from, p, h->len, keep, c->why, sizeof c->why) < 0)
+    if (hd_xcoll_data(d, from, p, h->len, c->placed, keep, c->why,
+                      sizeof c->why) < 0)
       return -1;
     return 0;
   case HP_MSG_DATA:
@@ -322,12 +323,20 @@ static void on_mesh_close(struct hp_conn *c, const char *why) {
   d->peers[host].c = NULL;
 }
 
-/* DATA goes straight into the running operation's buffers when it can. */
+/* DATA and XDATA go straight into the running operation's buffers when
+ * they can. */
 static void *mesh_place(struct hp_conn *c, const struct hp_frame_hdr *h,
                         const unsigned char *pre) {
   struct hd_daemon *d = conn_daemon(c);
   int from = host_of(d, c);
-  return from < 0 ? NULL : hd_xhost_place(d, from, pre, h->len);
+  if (from < 0) return NULL;
+  return h->type == HP_MSG_XDATA ? hd_xcoll_place(d, from, pre, h->len)
+                                 : hd_xhost_place(d, from, pre, h->len);
+}
+
+static void set_place(struct hp_conn *c) {
+  hp_conn_set_place(c, HP_MSG_DATA, HP_DATA_HDR_LEN, mesh_place);
+  hp_conn_set_place(c, HP_MSG_XDATA, HP_XDATA_HDR_LEN, mesh_place);
 }
 
 static void on_connected_auth(struct hp_conn *c) {
@@ -356,7 +365,7 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
                              &d->mesh_conns, &c) < 0)
     hc_warn("cannot accept a mesh connection");
   else
-    hp_conn_set_place(c, HP_MSG_DATA, HP_DATA_HDR_LEN, mesh_place);
+    set_place(c);
 }
 
 /* ---- heartbeats ------------------------------------------------------- */
@@ -524,8 +533,7 @@ int hd_mesh_start(struct hd_daemon *d) {
                              HP_AUTH_MESH, &connect_cb, d, &d->peers[i].c);
     if (rc == 0) {
       hp_conn_track(d->peers[i].c, &d->mesh_conns);
-      hp_conn_set_place(d->peers[i].c, HP_MSG_DATA, HP_DATA_HDR_LEN,
-                        mesh_place);
+      set_place(d->peers[i].c);
     }
     if (rc < 0) {
       char why[300];

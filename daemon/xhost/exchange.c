@@ -51,6 +51,20 @@ struct xc_early {
   size_t len;             /* data bytes */
 };
 
+/* A frame on its way out: its bytes stay where they are until done. */
+struct xc_send {
+  struct xc_send *next;
+  struct hd_xcoll *x;
+  const unsigned char *p;
+  uint64_t n;
+  int done;
+};
+
+struct xc_range { /* bytes [off, off + n) from host position k, in stage */
+  int k;
+  uint64_t off, n;
+};
+
 struct hd_xcoll {
   struct hd_comm *c;
   struct hd_tensor *t;
@@ -63,12 +77,17 @@ struct hd_xcoll {
   unsigned char *wbuf;     /* this daemon's memory for W, kept between ops */
   size_t wcap;
   int hold;                /* alltoall in place: arrivals wait for the sends */
+  unsigned char *stage;    /* ... here, kept between ops: */
+  size_t scap;
+  uint64_t *sbase;         /* where each host's bytes wait in stage */
+  struct xc_range *staged; /* what waits there */
+  size_t nstaged, cstaged;
+  struct xc_send *sends;   /* this operation's frames out */
   uint64_t *want, *got;    /* bytes expected from / received from each host */
   uint64_t *base;          /* where each host's bytes go in W (allgather:
                               offsets in bytes) */
   struct xc_early *early;
   uint64_t early_bytes;
-  struct xc_early *held, **held_tail; /* alltoall: arrived, not yet placed */
 };
 
 static struct hd_xcoll *xc_of(struct hd_comm *c) {
@@ -80,46 +99,53 @@ static struct hd_xcoll *xc_of(struct hd_comm *c) {
   x->want = calloc(n, sizeof *x->want);
   x->got = calloc(n, sizeof *x->got);
   x->base = calloc(n, sizeof *x->base);
-  if (!x->want || !x->got || !x->base) {
+  x->sbase = calloc(n, sizeof *x->sbase);
+  if (!x->want || !x->got || !x->base || !x->sbase) {
     free(x->want);
     free(x->got);
     free(x->base);
+    free(x->sbase);
     free(x);
     return NULL;
   }
-  x->held_tail = &x->held;
   return c->xc = x;
 }
 
-static void drop_held(struct hd_xcoll *x) {
-  while (x->held) {
-    struct xc_early *e = x->held;
-    x->held = e->next;
-    free(e->payload);
-    free(e);
-  }
-  x->held_tail = &x->held;
-}
-
 static void release_buffers(struct hd_xcoll *x) {
-  drop_held(x);
+  while (x->sends) { /* none pending: no callback will come */
+    struct xc_send *f = x->sends;
+    x->sends = f->next;
+    free(f);
+  }
+  x->nstaged = 0;
   if (x->wcap > XC_KEEP) {
     free(x->wbuf);
     x->wbuf = NULL;
     x->wcap = 0;
   }
+  if (x->scap > XC_KEEP) {
+    free(x->stage);
+    x->stage = NULL;
+    x->scap = 0;
+  }
   x->w = NULL;
+  x->hold = 0;
 }
 
-/* This daemon's memory for W, at least n bytes. */
-static unsigned char *w_room(struct hd_xcoll *x, size_t n) {
-  if (n + 8 > x->wcap) {
-    free(x->wbuf);
-    x->wcap = 0;
-    if (!(x->wbuf = malloc(n + 8))) return NULL;
-    x->wcap = n + 8;
+/* At least n bytes at *buf (capacity *cap), kept from one operation to
+ * the next: memory the pages of which are already there. */
+static unsigned char *room(unsigned char **buf, size_t *cap, size_t n) {
+  if (n + 8 > *cap) {
+    free(*buf);
+    *cap = 0;
+    if (!(*buf = malloc(n + 8))) return NULL;
+    *cap = n + 8;
   }
-  return x->wbuf;
+  return *buf;
+}
+
+static unsigned char *w_room(struct hd_xcoll *x, size_t n) {
+  return room(&x->wbuf, &x->wcap, n);
 }
 
 static void end_op(struct hd_xcoll *x) {
@@ -128,20 +154,25 @@ static void end_op(struct hd_xcoll *x) {
   if (!x->pending) release_buffers(x);
 }
 
+static void place_held(struct hd_xcoll *x);
+
 static void on_sent(void *arg, int status) {
-  struct hd_xcoll *x = arg;
+  struct xc_send *f = arg;
+  struct hd_xcoll *x = f->x;
   (void)status; /* a failed send means a lost peer, reported there */
+  f->done = 1;
   x->pending--;
   if (x->pending) return;
   if (!x->active) release_buffers(x); /* an aborted one: the next may start */
+  else if (x->hold) place_held(x);     /* the input may now be written */
   hd_comm_progress(x->c);
   hd_flush_wakeups(x->c->d);
 }
 
 /* Sends n bytes at p to host position k, in frames, as the bytes at
- * offset `at` of what goes there. */
-static void send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
-                       uint64_t n, uint64_t at) {
+ * offset `at` of what goes there; -1: out of memory. */
+static int send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
+                      uint64_t n, uint64_t at) {
   struct hd_daemon *d = x->c->d;
   uint64_t off = 0;
   do {
@@ -149,14 +180,27 @@ static void send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
     unsigned char hdr[HP_FRAME_HDR + HP_XDATA_HDR_LEN];
     struct hp_xdata_hdr h = {.comm = x->c->id, .seq = x->seq, .offset = at + off};
     hp_xdata_frame_hdr(hdr, &h, (uint32_t)len);
+    struct xc_send *f = calloc(1, sizeof *f);
+    if (!f) return -1;
+    *f = (struct xc_send){x->sends, x, p + off, len, 0};
+    x->sends = f;
     x->pending++;
     if (d->link->send(d, x->c->hosts[k], hdr, sizeof hdr, p + off, len,
-                      on_sent, x) < 0) {
+                      on_sent, f) < 0) {
       x->pending--; /* the host is lost: everything fails from there */
-      return;
+      f->done = 1;
+      return 0;
     }
     off += len;
   } while (off < n);
+  return 0;
+}
+
+/* Whether n bytes at p overlap a frame not yet taken by the sockets. */
+static int unsent(const struct hd_xcoll *x, const unsigned char *p, uint64_t n) {
+  for (const struct xc_send *f = x->sends; f; f = f->next)
+    if (!f->done && p < f->p + f->n && f->p < p + n) return 1;
+  return 0;
 }
 
 /* Copies n bytes at src to each of the nd destinations, in pieces that
@@ -304,7 +348,7 @@ static int start_allgather(struct hd_xcoll *x) {
   free(off);
   free(dst);
   for (int k = 0; k < c->nhosts; k++)
-    if (k != c->me) send_bytes(x, k, x->w + mlo, mhi - mlo, 0);
+    if (k != c->me && send_bytes(x, k, x->w + mlo, mhi - mlo, 0) < 0) return -1;
   return 0;
 }
 
@@ -363,7 +407,8 @@ static int start_reducescatter(struct hd_xcoll *x) {
       uint64_t klo, khi;
       rs_host_range(c, t, k, &klo, &khi);
       x->want[k] = k == c->me ? 0 : (hi - lo) * es;
-      if (k != c->me) send_bytes(x, k, in + klo * es, (khi - klo) * es, 0);
+      if (k != c->me && send_bytes(x, k, in + klo * es, (khi - klo) * es, 0) < 0)
+        return -1;
     }
     return 0;
   }
@@ -412,7 +457,8 @@ static int start_reducescatter(struct hd_xcoll *x) {
   for (int k = 0; k < c->nhosts; k++) {
     uint64_t klo, khi;
     rs_host_range(c, t, k, &klo, &khi);
-    if (k != c->me) send_bytes(x, k, w + klo * x->wes, (khi - klo) * x->wes, 0);
+    if (k != c->me && send_bytes(x, k, w + klo * x->wes, (khi - klo) * x->wes, 0) < 0)
+      return -1;
     x->want[k] = k == c->me ? 0 : (hi - lo) * x->wes;
   }
   x->w = w + lo * x->wes;
@@ -440,14 +486,14 @@ static int a2a_in_place(const struct hd_tensor *t, int i) {
 /* Local pairs: two members in place trade their blocks; the copies into
  * outputs that are not inputs go first, since they may read blocks of an
  * input in place that a copy of the second round overwrites. */
-static int a2a_local(struct hd_xcoll *x) {
+static int a2a_local(struct hd_xcoll *x, int *any_in_place) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
   uint64_t es = x->es;
   int size = c->size, nl = c->nlocal;
   int *ip = calloc((size_t)nl, sizeof *ip);
   if (!ip) return -1;
-  for (int i = 0; i < nl; i++) x->hold |= ip[i] = a2a_in_place(t, i);
+  for (int i = 0; i < nl; i++) *any_in_place |= ip[i] = a2a_in_place(t, i);
   for (int round = 0; round < 2; round++)
     for (int i = 0; i < nl; i++)
       for (int j = 0; j < nl; j++) {
@@ -472,8 +518,9 @@ static int start_alltoall(struct hd_xcoll *x) {
   struct hd_tensor *t = x->t;
   uint64_t es = x->es;
   int size = c->size;
+  int hold = 0;
   x->hold = 0;
-  if (a2a_local(x) < 0) return -1;
+  if (a2a_local(x, &hold) < 0) return -1;
   for (int k = 0; k < c->nhosts; k++) {
     if (k == c->me) continue;
     int m0 = c->host_first[k], mn = c->host_n[k];
@@ -482,7 +529,8 @@ static int start_alltoall(struct hd_xcoll *x) {
       const struct hd_part *p = &t->part[i];
       if (p->joined) continue;
       uint64_t n = split_off(p->aux + m0, mn) * es;
-      if (n) send_bytes(x, k, hd_in_ptr(t, i) + split_off(p->aux, m0) * es, n, at);
+      if (n && send_bytes(x, k, hd_in_ptr(t, i) + split_off(p->aux, m0) * es, n, at) < 0)
+        return -1;
       at += n;
     }
     for (int s = m0; s < m0 + mn; s++)
@@ -490,6 +538,15 @@ static int start_alltoall(struct hd_xcoll *x) {
         if (!t->part[j].joined) in += (uint64_t)t->part[j].aux[size + s];
     x->want[k] = in * es;
     x->base[k] = 0;
+  }
+  if (hold && x->pending) { /* what arrives waits in stage */
+    uint64_t all = 0;
+    for (int k = 0; k < c->nhosts; k++) {
+      x->sbase[k] = all;
+      all += x->want[k];
+    }
+    if (!room(&x->stage, &x->scap, all)) return -1;
+    x->hold = 1;
   }
   return 0;
 }
@@ -508,30 +565,76 @@ static void a2a_place(struct hd_xcoll *x, int k, uint64_t off,
       const int64_t *rs = t->part[j].aux + c->size;
       uint64_t n = (uint64_t)rs[s] * es;
       uint64_t a = HC_MAX(off, at), b = HC_MIN(end, at + n);
-      if (a < b)
-        memcpy(hd_out_ptr(t, j) + split_off(rs, s) * es + (a - at),
-               p + (a - off), b - a);
+      unsigned char *dst = hd_out_ptr(t, j) + split_off(rs, s) * es + (a - at);
+      if (a < b && dst != p + (a - off)) memcpy(dst, p + (a - off), b - a);
       at += n;
     }
 }
 
+/* The one output block that bytes [off, off + n) from host position k
+ * fall in, where they go, or NULL when they span blocks. */
+static unsigned char *a2a_block(struct hd_xcoll *x, int k, uint64_t off,
+                                uint64_t n) {
+  struct hd_comm *c = x->c;
+  struct hd_tensor *t = x->t;
+  uint64_t es = x->es, at = 0;
+  for (int s = c->host_first[k]; s < c->host_first[k] + c->host_n[k]; s++)
+    for (int j = 0; j < c->nlocal; j++) {
+      if (t->part[j].joined) continue;
+      const int64_t *rs = t->part[j].aux + c->size;
+      uint64_t bn = (uint64_t)rs[s] * es;
+      if (off >= at && off + n <= at + bn)
+        return hd_out_ptr(t, j) + split_off(rs, s) * es + (off - at);
+      at += bn;
+      if (at > off) return NULL; /* it spans blocks */
+    }
+  return NULL;
+}
+
+/* Where bytes [off, off + n) from host position k go, when they go to one
+ * place: W (allgather); the output block they fall in (alltoall), unless
+ * it is in place and that block's data have not all left yet: then stage;
+ * else NULL. */
+static unsigned char *dest_of(struct hd_xcoll *x, int k, uint64_t off,
+                              uint64_t n) {
+  struct hd_tensor *t = x->t;
+  if (t->meta.coll == HORA_COLL_ALLGATHER) return x->w + x->base[k] + off;
+  if (t->meta.coll != HORA_COLL_ALLTOALL) return NULL;
+  unsigned char *b = a2a_block(x, k, off, n);
+  if (x->hold && (!b || unsent(x, b, n))) return x->stage + x->sbase[k] + off;
+  return b;
+}
+
+/* Alltoall in place: this host's data have left, what waited in stage
+ * (the first got[k] bytes from each host k) goes to the outputs; from now
+ * on arrivals go there directly. */
 static void place_held(struct hd_xcoll *x) {
-  while (x->held) {
-    struct xc_early *e = x->held;
-    x->held = e->next;
-    a2a_place(x, e->from, e->h.offset, e->payload + HP_XDATA_HDR_LEN, e->len);
-    free(e->payload);
-    free(e);
+  if (!x->hold) return;
+  x->hold = 0;
+  for (size_t i = 0; i < x->nstaged; i++) {
+    const struct xc_range *r = &x->staged[i];
+    a2a_place(x, r->k, r->off, x->stage + x->sbase[r->k] + r->off, r->n);
   }
-  x->held_tail = &x->held;
+  x->nstaged = 0;
+}
+
+static int add_staged(struct hd_xcoll *x, int k, uint64_t off, uint64_t n) {
+  if (x->nstaged == x->cstaged) {
+    size_t cap = x->cstaged ? 2 * x->cstaged : 32;
+    struct xc_range *v = realloc(x->staged, cap * sizeof *v);
+    if (!v) return -1;
+    x->staged = v;
+    x->cstaged = cap;
+  }
+  x->staged[x->nstaged++] = (struct xc_range){k, off, n};
+  return 0;
 }
 
 /* ---- data ----------------------------------------------------------------- */
 
-/* Takes a frame of host position k: 0 when its data are where they go,
- * 1 when the caller must keep the frame in x->held (alltoall in place,
- * while this host's data still leave from where it lands), -1 when it is
- * wrong (why says how). */
+/* Takes a frame of host position k (its data at `data`: where
+ * dest_of() said, or in the frame): 0, or -1 when it is wrong or there is
+ * no memory (why says how). */
 static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
                 const unsigned char *data, size_t len, char *why,
                 size_t whylen) {
@@ -544,7 +647,6 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
            (unsigned long long)x->want[k]);
     return -1;
   }
-  int rc = 0;
   switch (t->meta.coll) {
   case HORA_COLL_ALLGATHER: {
     uint64_t at = x->base[k] + h->offset;
@@ -562,14 +664,27 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
     else memcpy(x->w + at, data, len);
     break;
   }
-  case HORA_COLL_ALLTOALL:
-    if (x->hold && x->pending) {
-      rc = 1;
-    } else {
-      place_held(x);
+  case HORA_COLL_ALLTOALL: {
+    if (!x->hold) { /* from the frame, or from stage: copied; in place: not */
       a2a_place(x, k, h->offset, data, len);
+      break;
+    }
+    /* in place: what would land where data still leave from waits in
+     * stage until they have left (place_held()) */
+    unsigned char *st = x->stage + x->sbase[k] + h->offset;
+    unsigned char *b = a2a_block(x, k, h->offset, len);
+    if (b && data == b) break; /* placed, dest_of() saw it could */
+    if (b && data != st && !unsent(x, b, len)) {
+      memcpy(b, data, len);
+      break;
+    }
+    if (data != st) memcpy(st, data, len);
+    if (add_staged(x, k, h->offset, len) < 0) {
+      hc_fmt(why, whylen, "out of memory");
+      return -1;
     }
     break;
+  }
   default: { /* reducescatter */
     if (len % x->wes || h->offset % x->wes) {
       hc_fmt(why, whylen, "reducescatter data not in whole elements");
@@ -581,13 +696,7 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
   }
   }
   x->got[k] += len;
-  return rc;
-}
-
-static void hold(struct hd_xcoll *x, struct xc_early *e) {
-  e->next = NULL;
-  *x->held_tail = e;
-  x->held_tail = &e->next;
+  return 0;
 }
 
 static void drop_early(struct hd_xcoll *x, struct xc_early **pp) {
@@ -609,12 +718,6 @@ static int take_early(struct hd_xcoll *x) {
     char why[256];
     int rc = take(x, e->from, &e->h, e->payload + HP_XDATA_HDR_LEN, e->len,
                   why, sizeof why);
-    if (rc == 1) { /* from the early list to the held one */
-      *pp = e->next;
-      x->early_bytes -= e->len;
-      hold(x, e);
-      continue;
-    }
     drop_early(x, pp);
     if (rc < 0) {
       hc_error("bad data from host %d: %s", x->c->hosts[e->from], why);
@@ -699,8 +802,28 @@ int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
   return 1;
 }
 
+void *hd_xcoll_place(struct hd_daemon *d, int from, const unsigned char *pre,
+                     size_t len) {
+  struct hp_xdata_hdr h;
+  if (d->gone_rank != -1 || len <= HP_XDATA_HDR_LEN ||
+      hp_dec_xdata_hdr(pre, HP_XDATA_HDR_LEN, &h) < 0)
+    return NULL;
+  struct hd_comm *c = hd_comm_get(d, h.comm);
+  if (!c || c->removed || c->me < 0 || !c->xc) return NULL;
+  struct hd_xcoll *x = c->xc;
+  int k = -1;
+  for (int i = 0; i < c->nhosts; i++)
+    if (c->hosts[i] == from) k = i;
+  uint64_t n = len - HP_XDATA_HDR_LEN;
+  if (k < 0 || k == c->me || !x->active || h.seq != x->seq ||
+      h.offset != x->got[k] || n > x->want[k] - x->got[k])
+    return NULL;
+  return dest_of(x, k, h.offset, n);
+}
+
 int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
-                  size_t len, int *keep, char *why, size_t whylen) {
+                  size_t len, unsigned char *placed, int *keep, char *why,
+                  size_t whylen) {
   struct hp_xdata_hdr h;
   if (!payload || hp_dec_xdata_hdr(payload, len, &h) < 0) {
     hc_fmt(why, whylen, "bad XDATA header");
@@ -720,22 +843,16 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
     return -1;
   }
   size_t n = len - HP_XDATA_HDR_LEN;
+  if (placed && !(x->active && h.seq == x->seq)) {
+    hc_fmt(why, whylen, "placed XDATA no longer expected");
+    return -1;
+  }
   if (x->active && h.seq == x->seq) {
-    int rc = take(x, k, &h, payload + HP_XDATA_HDR_LEN, n, why, whylen);
-    if (rc < 0) return -1;
-    if (rc == 1) { /* placed once this host's data have left */
-      struct xc_early *e = calloc(1, sizeof *e);
-      if (!e) {
-        hc_fmt(why, whylen, "out of memory");
-        return -1;
-      }
-      e->from = k;
-      e->h = h;
-      e->payload = payload;
-      e->len = n;
-      *keep = 1;
-      hold(x, e);
-    }
+    /* placed: the data are where hd_xcoll_place() said (take() copies
+     * only what has to go further) */
+    if (take(x, k, &h, placed ? placed : payload + HP_XDATA_HDR_LEN, n, why,
+             whylen) < 0)
+      return -1;
     if (all_in(x) && !x->pending) {
       hd_comm_progress(c);
       hd_flush_wakeups(d);
@@ -771,6 +888,12 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
 void hd_xcoll_abort(struct hd_comm *c) {
   struct hd_xcoll *x = c->xc;
   if (!x) return;
+  /* A frame being read into a rank's memory must not land there once the
+   * rank has its buffer back (with an error). */
+  struct hd_daemon *d = c->d;
+  if (x->active && d->link && c->me >= 0)
+    for (int k = 0; k < c->nhosts; k++)
+      if (k != c->me) d->link->unplace(d, c->hosts[k]);
   if (x->active) end_op(x);
   while (x->early) drop_early(x, &x->early);
 }
@@ -781,6 +904,9 @@ void hd_xcoll_free(struct hd_comm *c) {
   hd_xcoll_abort(c);
   release_buffers(x);
   free(x->wbuf);
+  free(x->stage);
+  free(x->sbase);
+  free(x->staged);
   free(x->want);
   free(x->got);
   free(x->base);
