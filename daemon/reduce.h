@@ -23,6 +23,17 @@
 void hd_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
                size_t count, hora_dtype_t dtype, hora_op_t op, int divisor);
 
+/* memcpy for copies too large for the caches (a thread copying at least
+ * HD_COPY_NT_MIN bytes in all, in one piece or several): stores that go
+ * around the caches (non-temporal) do not first read each line they
+ * write, so a copy moves two bytes through memory per byte instead of
+ * three, but the destination is not in the cache afterwards: below that
+ * size a plain copy, whose data may well stay in the cache, is faster.
+ * Where the CPU lacks such stores it is memcpy. dst and src must not
+ * overlap. */
+#define HD_COPY_NT_MIN ((size_t)32 << 20)
+void hd_copy_nt(void *dst, const void *src, size_t n);
+
 /* Multiplies count elements at p by f in place (prescale / postscale).
  * Integers: in float64, truncated toward zero, saturating; float16 and
  * bfloat16: in float32, rounded to nearest even. */

@@ -130,7 +130,10 @@ static void run_slice(void *arg, int i, int n) {
     for (int k = 0; k < nd; k++) hd_scale_buf(t, dst[k], cnt, 0);
   } else { /* broadcast: ptrs[0] is the root */
     for (int k = 1; k < j->n; k++)
-      if (j->out[k]) memcpy(p[k], p[0], cnt * es);
+      if (j->out[k]) {
+        if (cnt * es >= HD_COPY_NT_MIN) hd_copy_nt(p[k], p[0], cnt * es);
+        else memcpy(p[k], p[0], cnt * es);
+      }
   }
 }
 
@@ -383,6 +386,13 @@ static void add_swap(struct copies *l, unsigned char *a, unsigned char *b,
   }
 }
 
+static void copy(void *dst, const void *src, uint64_t n, int nt) {
+  if (nt) hd_copy_nt(dst, src, n);
+  else memcpy(dst, src, n);
+}
+
+/* (through a small buffer, with plain copies: the blocks of a swap are
+ * read and written at once, the lines being in the cache anyway) */
 static void swap_bytes(unsigned char *a, unsigned char *b, uint64_t n) {
   unsigned char tmp[SWAP_PIECE];
   for (uint64_t off = 0; off < n; off += SWAP_PIECE) {
@@ -403,6 +413,7 @@ static void run_copy_share(void *arg, int i, int n) {
   const struct copies *l = arg;
   uint64_t lo = l->total * (uint64_t)i / (uint64_t)n;
   uint64_t hi = l->total * (uint64_t)(i + 1) / (uint64_t)n, at = 0;
+  int nt = hi - lo >= HD_COPY_NT_MIN; /* this thread's writes */
   for (size_t k = 0; k < l->n && at < hi; k++) {
     const struct copy *c = &l->v[k];
     uint64_t w = weight(c), len = c->n * w;
@@ -416,11 +427,12 @@ static void run_copy_share(void *arg, int i, int n) {
     if (c->swap) {
       swap_bytes((unsigned char *)c->src + s0, dst[0] + s0, s1 - s0);
     } else if (c->nd == 1) {
-      memcpy(dst[0] + s0, c->src + s0, s1 - s0);
+      copy(dst[0] + s0, c->src + s0, s1 - s0, nt);
     } else {
       for (uint64_t o = s0; o < s1; o += COPY_PIECE) {
         uint64_t m = HC_MIN((uint64_t)COPY_PIECE, s1 - o);
-        for (int d = 0; d < c->nd; d++) memcpy(dst[d] + o, c->src + o, m);
+        for (int d = 0; d < c->nd; d++)
+          copy(dst[d] + o, c->src + o, m, nt);
       }
     }
   }
