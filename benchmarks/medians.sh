@@ -17,7 +17,10 @@
 #   RUNS      rounds (default 9)
 #   VARIANTS  variants separated by ';', each a few more arguments (default
 #             one, empty); each round runs every variant once, in order
-#   KEEP      a folder: every run's output is kept there (default: dropped)
+#   KEEP      a folder: every run's output (and load) is kept there
+#             (default: dropped)
+#   FROM      a folder KEEP filled before: its outputs are summed up again
+#             (RUNS and VARIANTS as then), nothing is run
 # For each variant, one markdown table per summary size of each collective:
 # medians of the bandwidths (GB/s, for scale), and the median [min-max]
 # of the per-run ratios; then the 1-minute load average at each run's
@@ -51,6 +54,7 @@ IFS=$IFS_SAVE
 
 failed=0
 r=1
+[ -n "${FROM:-}" ] && r=$((RUNS + 1))
 while [ "$r" -le "$RUNS" ]; do
   v=1
   while [ "$v" -le "$nv" ]; do
@@ -66,11 +70,25 @@ while [ "$r" -le "$RUNS" ]; do
       tail -n 8 "$tmp/out.$r.$v" | sed 's/^/    | /'
       failed=1
     fi
-    [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$tmp/out.$r.$v" "$KEEP/$script.$r.$v.out"
+    [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$tmp/out.$r.$v" "$KEEP/$script.$r.$v.out" &&
+      cp "$tmp/load.$r.$v" "$KEEP/$script.$r.$v.load"
     v=$((v + 1))
   done
   r=$((r + 1))
 done
+
+if [ -n "${FROM:-}" ]; then
+  r=1
+  while [ "$r" -le "$RUNS" ]; do
+    v=1
+    while [ "$v" -le "$nv" ]; do
+      cp "$FROM/$script.$r.$v.out" "$tmp/out.$r.$v" || exit 1
+      cp "$FROM/$script.$r.$v.load" "$tmp/load.$r.$v" 2>/dev/null || echo "" >"$tmp/load.$r.$v"
+      v=$((v + 1))
+    done
+    r=$((r + 1))
+  done
+fi
 
 v=1
 while [ "$v" -le "$nv" ]; do
@@ -114,12 +132,12 @@ script == "run.sh" && sets != "" && /together\/alone: hora/ && $2 ~ /^[0-9]+$/ {
 # multihost.sh: "#S coll size th1 tm1 th2 tm2 busbw_h1 iperf iperf_bidir"
 script == "multihost.sh" && $1 == "#S" {
   c = $2; s = $3; row(c, s)
-  if ($4 != "-") add("bh1" SUBSEP c SUBSEP s, $9)
+  if ($4 != "-") add("bh1" SUBSEP c SUBSEP s, $8)
   if ($4 != "-" && $5 != "-") add("r1" SUBSEP c SUBSEP s, $5 / $4)
   if ($6 != "-" && $7 != "-") add("r2" SUBSEP c SUBSEP s, $7 / $6)
-  if ($4 != "-" && $5 != "-") add("bm1" SUBSEP c SUBSEP s, $9 * $4 / $5)
-  if ($4 != "-" && $10 != "-") { add("iu" SUBSEP c SUBSEP s, $10); add("ru" SUBSEP c SUBSEP s, $9 / $10) }
-  if ($4 != "-" && $11 != "-") { add("ib" SUBSEP c SUBSEP s, $11); add("rb" SUBSEP c SUBSEP s, $9 / $11) }
+  if ($4 != "-" && $5 != "-") add("bm1" SUBSEP c SUBSEP s, $8 * $4 / $5)
+  if ($4 != "-" && $9 != "-") { add("iu" SUBSEP c SUBSEP s, $9); add("ru" SUBSEP c SUBSEP s, $8 / $9) }
+  if ($4 != "-" && $10 != "-") { add("ib" SUBSEP c SUBSEP s, $10); add("rb" SUBSEP c SUBSEP s, $8 / $10) }
 }
 # multihost.sh SETS: "#T coll size h1 alone all m1 alone all h2 ... m2 ..."
 script == "multihost.sh" && $1 == "#T" {
