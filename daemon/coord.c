@@ -26,11 +26,21 @@ struct centry {
   unsigned char seen[]; /* one per host */
 };
 
+/* A group whose tensors are decided together: those every host is ready
+ * for wait here, out of the table, for the rest. */
+struct cgroup {
+  struct cgroup *next;
+  uint64_t key;
+  uint32_t n, nready;
+  struct centry *e[]; /* by group_idx */
+};
+
 struct hd_coord {
   struct centry **table;
   size_t size, n;
   uint64_t seq;
   unsigned char *joined; /* hosts whose ranks have all joined */
+  struct cgroup *groups;
 };
 
 static struct hd_coord *coord(struct hd_comm *c) {
@@ -85,6 +95,72 @@ static void send_decision(struct hd_comm *c, struct centry *e, uint64_t seq,
     hd_decide(d, &m);
 }
 
+static int entry_status(const struct centry *e) {
+  return e->mismatch ? (e->mismatch < 0 ? e->mismatch : HORA_EMISMATCH) : 0;
+}
+
+/* Sends one NEGO_PLAN with the decisions on a whole group (g->e in
+ * order), as send_decision() does for one. A failure of one fails all:
+ * the group runs as one unit or not at all. */
+static void send_plan(struct hd_comm *c, struct cgroup *g, int status,
+                      const char *msg) {
+  struct hd_daemon *d = c->d;
+  uint32_t n = g->n;
+  struct hp_nego_decide *v = calloc(n, sizeof *v);
+  if (!v) {
+    hc_error("coordinator out of memory: the job cannot go on");
+    hd_teardown(d, "horad is out of memory", 0);
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    struct centry *e = g->e[i];
+    v[i].comm = c->id;
+    v[i].seq = status ? UINT64_MAX : c->coord->seq++;
+    v[i].status = status;
+    v[i].value = e->last_rank;
+    v[i].meta = e->first;
+    memcpy(v[i].name, e->first.name, sizeof v[i].name);
+    if (status) hc_fmt(v[i].msg, sizeof v[i].msg, "%s", msg);
+  }
+  unsigned char *joined = c->coord->joined, *seen = g->e[0]->seen;
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  for (int i = 1; i < c->nhosts; i++) {
+    if (!seen[i] && (!joined[i] || status)) continue;
+    hp_enc_nego_plan(&w, v, n);
+    hd_mesh_send(d, c->hosts[i], &w);
+  }
+  hp_wbuf_free(&w);
+  if (seen[0] || (joined[0] && !status)) hd_decide_plan(d, v, n);
+  free(v);
+}
+
+static void cgroup_free(struct hd_coord *co, struct cgroup *g) {
+  struct cgroup **pp = &co->groups;
+  while (*pp && *pp != g) pp = &(*pp)->next;
+  if (*pp) *pp = g->next;
+  for (uint32_t i = 0; i < g->n; i++) free(g->e[i]);
+  free(g);
+}
+
+/* Fails the entries of e's group that wait for the rest (e itself is the
+ * caller's). */
+static void cgroup_fail(struct hd_comm *c, const struct centry *e,
+                        int status, const char *why) {
+  struct hd_coord *co = c->coord;
+  struct cgroup *g = co->groups;
+  while (g && g->key != e->first.group) g = g->next;
+  if (!g) return;
+  for (uint32_t i = 0; i < g->n; i++) {
+    struct centry *o = g->e[i];
+    if (!o) continue;
+    hc_fmt(o->msg, sizeof o->msg, "grouped with tensor '%s', which failed: "
+           "%s", e->first.name, why);
+    send_decision(c, o, UINT64_MAX, status);
+  }
+  cgroup_free(co, g);
+}
+
 /* Hosts that said ready, and those whose ranks all joined. */
 static int nready(const struct hd_comm *c, const struct centry *e) {
   int n = 0;
@@ -123,6 +199,7 @@ static void check_joined(struct hd_comm *c, struct centry *e) {
 }
 
 static void unlink_entry(struct hd_coord *c, struct centry *e);
+static void decide(struct hd_comm *c, struct centry *e);
 
 /* A host joined: what waited only for it is ready now. */
 static void recheck(struct hd_comm *c) {
@@ -133,28 +210,71 @@ static void recheck(struct hd_comm *c) {
       next = e->next;
       if (e->first.coll == HORA_COLL_JOIN || nready(c, e) < c->nhosts)
         continue;
-      check_joined(c, e);
-      send_decision(c, e, co->seq++, e->mismatch ? (e->mismatch < 0 ? e->mismatch : HORA_EMISMATCH) : 0);
-      unlink_entry(co, e);
+      decide(c, e);
     }
   }
 }
 
-static void decide(struct hd_comm *c, struct centry *e) {
-  check_joined(c, e);
-  send_decision(c, e, c->coord->seq++,
-                e->mismatch ? (e->mismatch < 0 ? e->mismatch : HORA_EMISMATCH)
-                            : 0);
-  if (e->first.coll == HORA_COLL_JOIN)
-    memset(c->coord->joined, 0, (size_t)c->nhosts);
-}
-
-static void unlink_entry(struct hd_coord *c, struct centry *e) {
+static void detach_entry(struct hd_coord *c, struct centry *e) {
   struct centry **pp = &c->table[hd_name_hash(e->first.name) & (c->size - 1)];
   while (*pp != e) pp = &(*pp)->next;
   *pp = e->next;
   c->n--;
+}
+
+static void unlink_entry(struct hd_coord *c, struct centry *e) {
+  detach_entry(c, e);
   free(e);
+}
+
+/* Every host is ready for e, of a group: it waits out of the table for
+ * the rest; the last one decides them all. */
+static void group_entry(struct hd_comm *c, struct centry *e) {
+  struct hd_coord *co = c->coord;
+  const struct hp_nego_ready *m = &e->first;
+  struct cgroup *g = co->groups;
+  detach_entry(co, e);
+  while (g && g->key != m->group) g = g->next;
+  if (!g && (g = calloc(1, sizeof *g + m->group_n * sizeof g->e[0]))) {
+    g->key = m->group;
+    g->n = m->group_n;
+    g->next = co->groups;
+    co->groups = g;
+  }
+  if (!g || g->n != m->group_n || g->e[m->group_idx]) {
+    hc_fmt(e->msg, sizeof e->msg, "%s '%s' cannot run: %s",
+           hd_coll_name(m->coll), m->name,
+           !g ? "the coordinator is out of memory"
+              : "another tensor of its group has its place or another size");
+    send_decision(c, e, UINT64_MAX, !g ? HORA_ENOMEM : HORA_EINVAL);
+    free(e);
+    return;
+  }
+  g->e[m->group_idx] = e;
+  if (++g->nready < g->n) return;
+  int status = 0;
+  const char *msg = "";
+  char buf[HP_MSG_MAX + 1];
+  for (uint32_t i = 0; i < g->n && !status; i++)
+    if ((status = entry_status(g->e[i]))) {
+      hc_fmt(buf, sizeof buf, "%s (the whole group of %u tensors fails)",
+             g->e[i]->msg, g->n);
+      msg = buf;
+    }
+  send_plan(c, g, status, msg);
+  cgroup_free(co, g);
+}
+
+static void decide(struct hd_comm *c, struct centry *e) {
+  check_joined(c, e);
+  if (e->first.group_n > 1) {
+    group_entry(c, e);
+    return;
+  }
+  send_decision(c, e, c->coord->seq++, entry_status(e));
+  if (e->first.coll == HORA_COLL_JOIN)
+    memset(c->coord->joined, 0, (size_t)c->nhosts);
+  unlink_entry(c->coord, e);
 }
 
 void hd_coord_ready(struct hd_comm *cm, int host,
@@ -191,6 +311,13 @@ void hd_coord_ready(struct hd_comm *cm, int host,
   } else if (!e->mismatch) {
     e->mismatch = mismatch(&e->first, m, e->msg, sizeof e->msg);
   }
+  if (m->group_n > 1 && !e->first.group_n) {
+    /* decided with its group, which fails as a whole on the mismatch:
+     * none of the group's other tensors waits for this one */
+    e->first.group = m->group;
+    e->first.group_n = m->group_n;
+    e->first.group_idx = m->group_idx;
+  }
   e->seen[host] = 1;
   e->last_rank = m->rank;
   e->nready++;
@@ -209,7 +336,6 @@ void hd_coord_ready(struct hd_comm *cm, int host,
   }
   if (nready(cm, e) < cm->nhosts) return;
   decide(cm, e);
-  unlink_entry(c, e);
 }
 
 /* Names the hosts that have not said ready, e.g. "h2 (ranks 2-3)". */
@@ -246,6 +372,7 @@ void hd_coord_check_stalls(struct hd_comm *cm) {
                e->first.name, (unsigned long long)(age / 1000000000u), who);
         hc_error("%s", e->msg);
         send_decision(cm, e, UINT64_MAX, HORA_ESTALL);
+        if (e->first.group_n > 1) cgroup_fail(cm, e, HORA_ESTALL, e->msg);
         unlink_entry(c, e);
         continue;
       }
@@ -271,6 +398,7 @@ void hd_coord_free(struct hd_comm *cm) {
       c->table[i] = e->next;
       free(e);
     }
+  while (c->groups) cgroup_free(c, c->groups);
   free(c->table);
   free(c->joined);
   free(c);
@@ -334,4 +462,14 @@ void hd_coord_fail(struct hd_comm *cm, const char *why) {
       send_decision(cm, e, UINT64_MAX, HORA_EPEERGONE);
       unlink_entry(c, e);
     }
+  while (c->groups) {
+    struct cgroup *g = c->groups;
+    for (uint32_t i = 0; i < g->n; i++)
+      if (g->e[i]) {
+        hc_fmt(g->e[i]->msg, sizeof g->e[i]->msg, "%s '%s' cannot run: %s",
+               hd_coll_name(g->e[i]->first.coll), g->e[i]->first.name, why);
+        send_decision(cm, g->e[i], UINT64_MAX, HORA_EPEERGONE);
+      }
+    cgroup_free(c, g);
+  }
 }

@@ -77,6 +77,8 @@ struct hd_meta {
   int64_t shape[HP_MAX_DIMS];
   double prescale, postscale;
   uint64_t aux_hash; /* of the recv_counts / splits / ranks array */
+  uint64_t group;    /* grouped operations: the group's key, */
+  uint32_t group_n, group_idx; /* its size and this one's place (0: none) */
 };
 
 /* A participant's view of one operation (index: the local member). */
@@ -98,7 +100,7 @@ struct hd_part {
 /* A named operation of a communicator, from the first submission until
  * it completes: one negotiated collective and how far its plan went. */
 struct hd_tensor {
-  struct hd_tensor *next_hash, *next_ready;
+  struct hd_tensor *next_hash;
   struct hd_comm *comm;
   char name[HP_NAME_MAX + 1];
   struct hd_meta meta; /* the first submitter's: the reference */
@@ -106,8 +108,9 @@ struct hd_tensor {
   int awaiting; /* multi-host: told the coordinator, waits for its decision */
   uint64_t seq; /* multi-host: the coordinator's decision number */
   int nsubmitted;
-  int queued;   /* in the ready queue: decided, running or to run */
-  const struct hd_engine *engine; /* chosen when it was queued */
+  int queued;   /* in a plan of the ready queue: decided, running or to run */
+  struct hd_group *group; /* grouped: the group it is assembled in */
+  int held;     /* grouped: ready here, waits for the rest of its group */
   int stall_warned;
   int value;    /* a non-negative result (join: the last rank to join) */
   uint64_t t_first; /* when the first rank submitted it */
@@ -116,6 +119,27 @@ struct hd_tensor {
   void *neutral; /* a joined member's input */
   struct hd_meta *metas; /* one per local member */
   struct hd_part part[]; /* one per local member */
+};
+
+/* A plan: what one decision runs -- a list of a communicator's tensors,
+ * executed as one unit by one engine, in order (t[cur] is the first not
+ * complete). Today a plan holds one tensor, or the tensors of a group
+ * (hora_submit_group); fusion builds on it. */
+struct hd_plan {
+  struct hd_plan *next;
+  struct hd_comm *comm;
+  const struct hd_engine *engine; /* the first that can run every tensor */
+  int n, cur;
+  struct hd_tensor *t[];
+};
+
+/* A group being assembled: its tensors by group_idx, until every one is
+ * ready here (one host) or decided (several hosts). */
+struct hd_group {
+  struct hd_group *next;
+  uint64_t key;
+  uint32_t n, nlive, nheld, ndecided;
+  struct hd_tensor *t[];
 };
 
 /* A communicator: the global set (id 0) or a process set. Its members
@@ -142,7 +166,8 @@ struct hd_comm {
   /* negotiation */
   struct hd_tensor **table;
   size_t table_size, ntensors;
-  struct hd_tensor *ready_head, *ready_tail;
+  struct hd_plan *plan_head, *plan_tail; /* the ready queue */
+  struct hd_group *groups;
   /* join (global set only) */
   int njoined;       /* local members that have joined */
   int32_t last_joined;
@@ -162,10 +187,11 @@ struct hd_engine {
   int (*init)(struct hd_daemon *d);
   void (*fini)(struct hd_daemon *d);
   int (*can_run)(struct hd_daemon *d, const struct hd_tensor *t);
-  /* Advances the operation; returns 1 when it completed (every
-   * participant was sent its DONE), 0 when it waits (for ranks, peers or
+  /* Advances plan p from p->t[p->cur]: each tensor it completes (every
+   * participant was sent its DONE) it hands to hd_plan_next(). Returns 1
+   * when the whole plan is complete, 0 when it waits (for ranks, peers or
    * its thread: it calls hd_comm_progress() when it can go on). */
-  int (*progress)(struct hd_daemon *d, struct hd_tensor *t);
+  int (*progress)(struct hd_daemon *d, struct hd_plan *p);
   /* Drops what the engine holds for the communicator's operations (they
    * are being failed). */
   void (*abort)(struct hd_daemon *d, struct hd_comm *c);
@@ -303,6 +329,11 @@ void hd_kick(struct hd_daemon *d);
 void hd_submit(struct hd_rank *r, const struct hp_sqe *e);
 void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e);
 void hd_run_ready(struct hd_daemon *d);
+/* The tensor p->t[p->cur] is complete: frees it (its name may be used
+ * again) and moves on to the next. */
+void hd_plan_next(struct hd_plan *p);
+/* HP_SQ_CANCEL: withdraws r's submission e->id of a group not yet ready. */
+void hd_cancel(struct hd_rank *r, const struct hp_sqe *e);
 /* Runs what is ready on one communicator (an engine that can go on). */
 void hd_comm_progress(struct hd_comm *c);
 void hd_fail_all(struct hd_daemon *d);
@@ -385,6 +416,9 @@ uint64_t hd_row_elems(const struct hd_meta *m);
 
 /* negotiate.c, multi-host */
 void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m);
+/* The coordinator's decisions on the n tensors of a group (NEGO_PLAN). */
+void hd_decide_plan(struct hd_daemon *d, const struct hp_nego_decide *v,
+                    uint32_t n);
 /* Host `left` has left (its ranks ended), as host `from` says: what waits
  * for a decision that can no longer come fails. Only the coordinator of a
  * communicator decides that for the others (its decisions and its word

@@ -294,6 +294,9 @@ static void dispatch(struct hd_rank *r, const struct hp_sqe *e) {
   case HP_SQ_CHUNK_DONE:
     hd_chunk_event(r, e);
     break;
+  case HP_SQ_CANCEL:
+    hd_cancel(r, e);
+    break;
   default:
     hc_warn_rl("rank %d sent an entry of unknown kind %u; ignored",
             r->info.rank, e->kind);

@@ -31,6 +31,7 @@ extern "C" {
   X(EEXIST, -17, "already exists")                                             \
   X(ETIMEDOUT, -110, "timed out")                                              \
   X(ENOTSUP, -95, "operation not supported")                                   \
+  X(ECANCELED, -125, "operation canceled")                                     \
   X(ENOTINIT, -2001, "hora is not initialized; call hora_init() first")        \
   X(EPEERGONE, -2002, "a rank or daemon of the job is gone")                   \
   X(EMISMATCH, -2003, "ranks disagree about a collective operation")           \
@@ -206,6 +207,14 @@ typedef struct hora_request {
 
 /* Submits any collective; *handle as for the _async calls. */
 int hora_submit(const hora_request_t *req, int64_t *handle);
+/* Submits n requests (at most 4096) of one collective and process set as
+ * one group, as Horovod's grouped_allreduce: horad negotiates them as one
+ * unit and runs them together once every one is ready on every rank of
+ * the set; a problem with one (a mismatch, a stall) fails them all. Every
+ * rank must submit the same group: the same names in the same order.
+ * handles[i] is request i's. On an error, nothing of the group stays
+ * submitted. */
+int hora_submit_group(const hora_request_t *reqs, int n, int64_t *handles);
 
 /* Allgather: recvbuf receives every member's elements, in member order
  * (size * count elements when all send count). */

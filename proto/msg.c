@@ -543,6 +543,9 @@ static void put_meta(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   put_f64(w, m->prescale);
   put_f64(w, m->postscale);
   hp_put_u64(w, m->aux_hash);
+  hp_put_u64(w, m->group);
+  hp_put_u32(w, m->group_n);
+  hp_put_u32(w, m->group_idx);
 }
 
 static void get_meta(struct hp_rbuf *rb, struct hp_nego_ready *m) {
@@ -556,6 +559,9 @@ static void get_meta(struct hp_rbuf *rb, struct hp_nego_ready *m) {
   m->prescale = get_f64(rb);
   m->postscale = get_f64(rb);
   m->aux_hash = hp_get_u64(rb);
+  m->group = hp_get_u64(rb);
+  m->group_n = hp_get_u32(rb);
+  m->group_idx = hp_get_u32(rb);
 }
 
 void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
@@ -581,19 +587,38 @@ int hp_dec_nego_ready(const unsigned char *p, size_t n,
   m->status = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->msg, sizeof m->msg);
   int rc = finish(&r);
-  if (rc == 0 && (m->ndims > 8 || m->status > 0)) rc = HORA_EPROTO;
+  if (rc == 0 && (m->ndims > 8 || m->status > 0 ||
+                  (m->group_n && m->group_idx >= m->group_n)))
+    rc = HORA_EPROTO;
   return rc;
 }
 
-void hp_enc_nego_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
-  hp_frame_begin(w, HP_MSG_NEGO_DECIDE, 0);
-  hp_put_u32(w, m->comm);
+static void put_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
   hp_put_u64(w, m->seq);
   hp_put_str(w, m->name);
   hp_put_u32(w, (uint32_t)m->status);
   hp_put_u32(w, (uint32_t)m->value);
   hp_put_str(w, m->msg);
   put_meta(w, &m->meta);
+}
+
+static int get_decide(struct hp_rbuf *r, struct hp_nego_decide *m) {
+  m->seq = hp_get_u64(r);
+  get_fixed_str(r, m->name, sizeof m->name);
+  m->status = (int32_t)hp_get_u32(r);
+  m->value = (int32_t)hp_get_u32(r);
+  get_fixed_str(r, m->msg, sizeof m->msg);
+  get_meta(r, &m->meta);
+  if (m->status > 0 || m->meta.ndims > 8 ||
+      (m->meta.group_n && m->meta.group_idx >= m->meta.group_n))
+    return HORA_EPROTO;
+  return 0;
+}
+
+void hp_enc_nego_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
+  hp_frame_begin(w, HP_MSG_NEGO_DECIDE, 0);
+  hp_put_u32(w, m->comm);
+  put_decide(w, m);
   hp_frame_end(w);
 }
 
@@ -603,15 +628,46 @@ int hp_dec_nego_decide(const unsigned char *p, size_t n,
   hp_rbuf_init(&r, p, n);
   memset(m, 0, sizeof *m);
   m->comm = hp_get_u32(&r);
-  m->seq = hp_get_u64(&r);
-  get_fixed_str(&r, m->name, sizeof m->name);
-  m->status = (int32_t)hp_get_u32(&r);
-  m->value = (int32_t)hp_get_u32(&r);
-  get_fixed_str(&r, m->msg, sizeof m->msg);
-  get_meta(&r, &m->meta);
+  int bad = get_decide(&r, m);
   int rc = finish(&r);
-  if (rc == 0 && (m->status > 0 || m->meta.ndims > 8)) rc = HORA_EPROTO;
-  return rc;
+  return rc == 0 && bad ? HORA_EPROTO : rc;
+}
+
+void hp_enc_nego_plan(struct hp_wbuf *w, const struct hp_nego_decide *v,
+                      uint32_t n) {
+  hp_frame_begin(w, HP_MSG_NEGO_PLAN, 0);
+  hp_put_u32(w, n ? v[0].comm : 0);
+  hp_put_u32(w, n);
+  for (uint32_t i = 0; i < n; i++) put_decide(w, &v[i]);
+  hp_frame_end(w);
+}
+
+int hp_dec_nego_plan(const unsigned char *p, size_t n,
+                     struct hp_nego_decide **out, uint32_t *count) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  *out = NULL;
+  *count = 0;
+  uint32_t comm = hp_get_u32(&r), k = hp_get_u32(&r);
+  /* every entry takes at least 48 bytes: a count the frame cannot hold
+   * is refused before anything is allocated */
+  if (k == 0 || k > HP_PLAN_MAX || k > n / 48) return HORA_EPROTO;
+  struct hp_nego_decide *v = calloc(k, sizeof *v);
+  if (!v) return HORA_ENOMEM;
+  int bad = 0;
+  for (uint32_t i = 0; i < k; i++) {
+    v[i].comm = comm;
+    bad |= get_decide(&r, &v[i]);
+  }
+  int rc = finish(&r);
+  if (rc == 0 && bad) rc = HORA_EPROTO;
+  if (rc < 0) {
+    free(v);
+    return rc;
+  }
+  *out = v;
+  *count = k;
+  return 0;
 }
 
 void hp_data_frame_hdr(unsigned char *out, const struct hp_data_hdr *m,

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 2u
+#define HP_PROTO_VERSION 3u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -47,7 +47,9 @@ enum hp_msg_type {
   HP_MSG_DATA = 43,        /* ring data of a running operation */
   HP_MSG_RANK_GONE = 44,   /* a rank or host left: fail what waits on it */
   HP_MSG_XDATA = 45,       /* allgather / alltoall / reducescatter data */
-  HP_MSG_TYPE_MAX = 45
+  HP_MSG_NEGO_PLAN = 46,   /* coordinator -> daemons: decisions on several
+                              tensors, run as one unit (a group) */
+  HP_MSG_TYPE_MAX = 46
 };
 
 struct hp_frame_hdr {
@@ -202,6 +204,8 @@ struct hp_nego_ready {
   int64_t shape[8];
   double prescale, postscale;
   uint64_t aux_hash;
+  uint64_t group; /* grouped operations: the group's key, its size and */
+  uint32_t group_n, group_idx; /* this tensor's place in it (n 0: none) */
   int32_t rank; /* a rank of the sender that submitted it, for messages;
                    join: the sender's last rank to join */
   int32_t status; /* with msg: the HORA_E* its ranks fail it with */
@@ -257,6 +261,13 @@ int hp_dec_nego_ready(const unsigned char *p, size_t n,
 void hp_enc_nego_decide(struct hp_wbuf *w, const struct hp_nego_decide *m);
 int hp_dec_nego_decide(const unsigned char *p, size_t n,
                        struct hp_nego_decide *m);
+/* NEGO_PLAN: the decisions on the n tensors of one group (same comm), run
+ * as one unit in this order. The decoder allocates *out (free it). */
+#define HP_PLAN_MAX 4096u /* == HP_GROUP_MAX of shm.h: tensors in one group */
+void hp_enc_nego_plan(struct hp_wbuf *w, const struct hp_nego_decide *v,
+                      uint32_t n);
+int hp_dec_nego_plan(const unsigned char *p, size_t n,
+                     struct hp_nego_decide **out, uint32_t *count);
 /* Writes a complete DATA frame header (16 + HP_DATA_HDR_LEN bytes) for a
  * payload of `bytes` into out. */
 void hp_data_frame_hdr(unsigned char *out, const struct hp_data_hdr *m,

@@ -485,7 +485,7 @@ static int cpu_can_run(struct hd_daemon *d, const struct hd_tensor *t) {
          local_run[t->meta.coll] != NULL;
 }
 
-static int cpu_progress(struct hd_daemon *d, struct hd_tensor *t) {
+static int cpu_step(struct hd_daemon *d, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   int coll = t->meta.coll;
   if (c->nlocal > MAX_PARTS) { /* job.ptrs bound; far beyond one host's ranks */
@@ -502,6 +502,15 @@ static int cpu_progress(struct hd_daemon *d, struct hd_tensor *t) {
       coll != HORA_COLL_BROADCAST)
     return hd_xcoll_step(c, t);
   return local_run[coll](d, t);
+}
+
+/* A plan's tensors run one after the other, each as its own collective. */
+static int cpu_progress(struct hd_daemon *d, struct hd_plan *p) {
+  while (p->cur < p->n) {
+    if (!cpu_step(d, p->t[p->cur])) return 0;
+    hd_plan_next(p);
+  }
+  return 1;
 }
 
 static void cpu_abort(struct hd_daemon *d, struct hd_comm *c) {

@@ -189,6 +189,17 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
     hd_decide(d, &m);
     return 0;
   }
+  case HP_MSG_NEGO_PLAN: {
+    struct hp_nego_decide *v;
+    uint32_t n;
+    if (hp_dec_nego_plan(p, h->len, &v, &n) < 0) break;
+    struct hd_comm *cm = hd_comm_get(d, v[0].comm);
+    int ok = cm && !cm->removed && cm->nhosts > 1 && cm->hosts[0] == from;
+    if (ok) hd_decide_plan(d, v, n);
+    free(v);
+    if (!ok && !(cm && cm->removed)) break;
+    return 0;
+  }
   case HP_MSG_XDATA:
     if (hd_xcoll_data(d, from, p, h->len, keep, c->why, sizeof c->why) < 0)
       return -1;

@@ -15,6 +15,10 @@
  *                           number of allreduces (every op), the others'
  *                           results count the joined ranks as neutral,
  *                           and join returns the last rank to join
+ *   it_xcoll groups [-x N]  grouped operations (hora_submit_group): mixed
+ *                           allreduce groups, two in flight, allgather and
+ *                           reducescatter groups, a group on a set, a
+ *                           grouping mismatch, a group refused whole
  *
  * Every rank computes what it expects; a failure prints
  * "rank R: FAIL <what>" and the exit status is 1. */
@@ -522,6 +526,238 @@ static int run_join(void) {
   return 0;
 }
 
+/* ---- groups -------------------------------------------------------------- */
+
+static hora_request_t ar_req(const char *name, void *buf, size_t n,
+                             hora_dtype_t dt) {
+  hora_request_t q = {0};
+  q.coll = HORA_COLL_ALLREDUCE;
+  q.name = name;
+  q.sendbuf = buf;
+  q.recvbuf = buf;
+  q.count = n;
+  q.dtype = dt;
+  q.op = HORA_SUM;
+  return q;
+}
+
+static void wait_all(const int64_t *h, int n, int want, const char *what) {
+  for (int i = 0; i < n; i++) {
+    int rc = hora_wait(h[i]);
+    checks++;
+    if (want == 0 && rc < 0)
+      FAIL("%s: request %d: %s (%s)", what, i, hora_err_name(rc),
+           hora_last_error());
+    if (want < 0 && rc != want)
+      FAIL("%s: request %d returned %d (%s), expected %s", what, i, rc,
+           hora_last_error(), hora_err_name(want));
+  }
+}
+
+/* Grouped operations (hora_submit_group): allreduce groups of mixed
+ * dtypes and sizes, two groups in flight at once, an allgather group with
+ * per-rank counts, a reducescatter group, a group on a process set; a
+ * grouping mismatch fails the whole group on every rank; a group one of
+ * whose requests is bad is refused whole and leaves no name behind. */
+static int run_groups(void) {
+  enum { NF = 1000, NI = 7, ND = 300 };
+  float *f = malloc(NF * sizeof *f);
+  int32_t *i32 = malloc(NI * sizeof *i32);
+  double *d = malloc(ND * sizeof *d);
+  int64_t one;
+  int64_t h[8];
+  char names[8][64];
+  long long tri = (long long)size * (size + 1) / 2; /* sum of rank+1 */
+  for (int it = 0; it < 10; it++) {
+    for (int k = 0; k < NF; k++) f[k] = (float)(rank + 1) * (float)(k % 13);
+    for (int k = 0; k < NI; k++) i32[k] = (rank + 1) * (k + it);
+    for (int k = 0; k < ND; k++) d[k] = (rank + 1) * 0.5 * k;
+    one = rank + 1;
+    hora_request_t q[4];
+    snprintf(names[0], 64, "g%d.f", it);
+    snprintf(names[1], 64, "g%d.i", it);
+    snprintf(names[2], 64, "g%d.d", it);
+    snprintf(names[3], 64, "g%d.one", it);
+    q[0] = ar_req(names[0], f, NF, HORA_FLOAT32);
+    q[1] = ar_req(names[1], i32, NI, HORA_INT32);
+    q[2] = ar_req(names[2], d, ND, HORA_FLOAT64);
+    q[3] = ar_req(names[3], &one, 1, HORA_INT64);
+    /* a second group in flight at the same time */
+    int64_t x[3] = {rank, rank * 2, rank * 3}, y[2] = {1, 1};
+    snprintf(names[4], 64, "h%d.x", it);
+    snprintf(names[5], 64, "h%d.y", it);
+    hora_request_t r2[2] = {ar_req(names[4], x, 3, HORA_INT64),
+                            ar_req(names[5], y, 2, HORA_INT64)};
+    OK(hora_submit_group(q, 4, h), "submit group of 4");
+    OK(hora_submit_group(r2, 2, h + 4), "submit group of 2");
+    wait_all(h, 6, 0, "allreduce groups");
+    for (int k = 0; k < NF; k++)
+      if (f[k] != (float)tri * (float)(k % 13)) {
+        FAIL("group float32[%d] = %g, expected %g", k, f[k],
+             (double)tri * (k % 13));
+        break;
+      }
+    for (int k = 0; k < NI; k++)
+      if (i32[k] != tri * (k + it)) {
+        FAIL("group int32[%d] = %d", k, i32[k]);
+        break;
+      }
+    for (int k = 0; k < ND; k++)
+      if (d[k] != tri * 0.5 * k) {
+        FAIL("group float64[%d] = %g", k, d[k]);
+        break;
+      }
+    if (one != tri) FAIL("group int64 = %lld", (long long)one);
+    long long rs = (long long)size * (size - 1) / 2;
+    if (x[0] != rs || x[1] != 2 * rs || x[2] != 3 * rs || y[0] != size ||
+        y[1] != size)
+      FAIL("second group: %lld %lld %lld %lld %lld", (long long)x[0],
+           (long long)x[1], (long long)x[2], (long long)y[0], (long long)y[1]);
+    checks += 5;
+  }
+
+  /* allgather: rank r sends r + 1 elements of each of two tensors */
+  {
+    int64_t cnt[64], send[2][64], *recv[2];
+    long long total = 0;
+    for (int m = 0; m < size && m < 64; m++) {
+      cnt[m] = m + 1;
+      total += m + 1;
+    }
+    hora_request_t q[2];
+    for (int t = 0; t < 2; t++) {
+      for (int k = 0; k <= rank; k++) send[t][k] = 1000 * t + 10 * rank + k;
+      recv[t] = calloc((size_t)total, sizeof *recv[t]);
+      memset(&q[t], 0, sizeof q[t]);
+      q[t].coll = HORA_COLL_ALLGATHER;
+      q[t].name = t ? "ag.b" : "ag.a";
+      q[t].sendbuf = send[t];
+      q[t].recvbuf = recv[t];
+      q[t].count = (size_t)rank + 1;
+      q[t].recv_count = (size_t)total;
+      q[t].dtype = HORA_INT64;
+      q[t].recv_counts = cnt;
+    }
+    OK(hora_submit_group(q, 2, h), "submit allgather group");
+    wait_all(h, 2, 0, "allgather group");
+    for (int t = 0; t < 2; t++) {
+      long long at = 0;
+      for (int m = 0; m < size; m++)
+        for (int k = 0; k <= m; k++, at++)
+          if (recv[t][at] != 1000 * t + 10 * m + k) {
+            FAIL("allgather group %d: element %lld = %lld", t, at,
+                 (long long)recv[t][at]);
+            m = size;
+            break;
+          }
+      free(recv[t]);
+    }
+    checks++;
+  }
+
+  /* reducescatter: 2 tensors of size * 3 + 1 rows */
+  {
+    int rows = size * 3 + 1;
+    float *in[2], *out[2];
+    hora_request_t q[2];
+    int64_t shape[1] = {rows};
+    int mine = hora_reducescatter_rows(rows, size, rank), first = 0;
+    for (int m = 0; m < rank; m++) first += hora_reducescatter_rows(rows, size, m);
+    for (int t = 0; t < 2; t++) {
+      in[t] = malloc((size_t)rows * sizeof(float));
+      out[t] = calloc((size_t)mine + 1, sizeof(float));
+      for (int k = 0; k < rows; k++) in[t][k] = (float)((rank + 1) * (k + t));
+      memset(&q[t], 0, sizeof q[t]);
+      q[t].coll = HORA_COLL_REDUCESCATTER;
+      q[t].name = t ? "rs.b" : "rs.a";
+      q[t].sendbuf = in[t];
+      q[t].recvbuf = out[t];
+      q[t].count = (size_t)rows;
+      q[t].recv_count = (size_t)mine;
+      q[t].dtype = HORA_FLOAT32;
+      q[t].op = HORA_SUM;
+      q[t].ndims = 1;
+      q[t].shape = shape;
+    }
+    OK(hora_submit_group(q, 2, h), "submit reducescatter group");
+    wait_all(h, 2, 0, "reducescatter group");
+    for (int t = 0; t < 2; t++) {
+      for (int k = 0; k < mine; k++)
+        if (out[t][k] != (float)(tri * (first + k + t))) {
+          FAIL("reducescatter group %d: row %d = %g", t, k, out[t][k]);
+          break;
+        }
+      free(in[t]);
+      free(out[t]);
+    }
+    checks++;
+  }
+
+  /* a group on the set of even ranks */
+  if (size >= 2) {
+    int ev[64], nev = 0;
+    for (int m = 0; m < size && nev < 64; m += 2) ev[nev++] = m;
+    int ps = hora_process_set_add(ev, nev);
+    OK(ps, "add the even set");
+    if (ps > 0 && rank % 2 == 0) {
+      int64_t a = rank, b = 1;
+      hora_request_t q[2] = {ar_req("ps.a", &a, 1, HORA_INT64),
+                             ar_req("ps.b", &b, 1, HORA_INT64)};
+      q[0].process_set = q[1].process_set = ps;
+      OK(hora_submit_group(q, 2, h), "submit group on a set");
+      wait_all(h, 2, 0, "group on a set");
+      long long want = 0;
+      for (int k = 0; k < nev; k++) want += ev[k];
+      checks++;
+      if (a != want || b != nev)
+        FAIL("group on the even set: %lld %lld", (long long)a, (long long)b);
+    }
+    if (ps > 0) OK(hora_process_set_remove(ps), "remove the even set");
+  }
+
+  /* rank 0 groups two tensors the others submit one by one */
+  if (size >= 2) {
+    int64_t a = 1, b = 2;
+    hora_request_t q[2] = {ar_req("mm.a", &a, 1, HORA_INT64),
+                           ar_req("mm.b", &b, 1, HORA_INT64)};
+    if (rank == 0) {
+      OK(hora_submit_group(q, 2, h), "submit mismatched group");
+    } else {
+      OK(hora_submit(&q[0], &h[0]), "submit mm.a");
+      OK(hora_submit(&q[1], &h[1]), "submit mm.b");
+    }
+    for (int i = 0; i < 2; i++) {
+      int rc = hora_wait(h[i]);
+      checks++;
+      if (rc != HORA_EMISMATCH || !strstr(hora_last_error(), "grouping"))
+        FAIL("mismatched group: request %d returned %d (%s), expected "
+             "EMISMATCH about the grouping", i, rc, hora_last_error());
+    }
+  }
+
+  /* a group whose second request is bad is refused whole: its first
+   * name is free at once */
+  {
+    int64_t a = rank, b = 0;
+    hora_request_t q[2] = {ar_req("cx.a", &a, 1, HORA_INT64),
+                           ar_req("cx.b", &b, 1, HORA_INT64)};
+    q[1].dtype = (hora_dtype_t)99;
+    int rc = hora_submit_group(q, 2, h);
+    checks++;
+    if (rc != HORA_EINVAL || !strstr(hora_last_error(), "dtype"))
+      FAIL("bad group: %d (%s), expected EINVAL about the dtype", rc,
+           hora_last_error());
+    OK(hora_submit(&q[0], &h[0]), "cx.a alone after the refused group");
+    wait_all(h, 1, 0, "cx.a alone");
+    checks++;
+    if (a != (long long)size * (size - 1) / 2) FAIL("cx.a = %lld", (long long)a);
+  }
+  free(f);
+  free(i32);
+  free(d);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int want = -1;
   const char *mode = argc > 1 ? argv[1] : "colls";
@@ -541,8 +777,9 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "colls")) run_colls();
   else if (!strcmp(mode, "sets")) run_sets();
   else if (!strcmp(mode, "join")) run_join();
+  else if (!strcmp(mode, "groups")) run_groups();
   else {
-    fprintf(stderr, "usage: it_xcoll colls|sets|join [-x N]\n");
+    fprintf(stderr, "usage: it_xcoll colls|sets|join|groups [-x N]\n");
     return 2;
   }
   printf("rank %d of %d: %s: %d checks, %d failures\n", rank, size, mode, checks,

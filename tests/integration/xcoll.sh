@@ -8,7 +8,7 @@
 . "$(dirname "$0")/lib.sh"
 
 for np in 1 2 3 4; do
-  for mode in colls sets join; do
+  for mode in colls sets join groups; do
     hrun $mode.np$np 120 -np $np "$T/it_xcoll" $mode -x $np
     expect_rc $mode.np$np 0 &&
       expect_count $mode.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+ of $np: $mode: [0-9]+ checks, 0 failures" $np \

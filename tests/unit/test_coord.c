@@ -139,12 +139,13 @@ static void test_decided_runs_then_fails(void) {
   struct hd_tensor *ty = fx_find(c, "y"), *tx = fx_find(c, "x");
   CHECK(ty && !ty->awaiting && ty->queued);
   CHECK(tx && tx->awaiting && !tx->queued);
-  CHECK(c->ready_head == ty);
+  CHECK(c->plan_head && c->plan_head->t[0] == ty);
   ready(&f, 2, rdy(0, "x", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 8, 5));
   ready(&f, 1, rdy(0, "x", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 8, 3));
   CHECK(tx && !tx->awaiting && tx->queued);
   if (tx && ty) CHECK_EQ_INT(tx->seq, ty->seq + 1);
-  CHECK(c->ready_head == ty && ty && ty->next_ready == tx);
+  CHECK(c->plan_head && c->plan_head->t[0] == ty && c->plan_head->next &&
+        c->plan_head->next->t[0] == tx);
   none(&f);
 
   /* a host left: what waits for a decision fails, what was decided
@@ -203,7 +204,7 @@ static void test_decided_runs_then_fails(void) {
     CHECK_EQ_INT(fx_pending(&f.d, r), 0);
   }
   CHECK_EQ_INT(c->ntensors, 0);
-  CHECK(c->ready_head == NULL && c->ready_tail == NULL);
+  CHECK(c->plan_head == NULL && c->plan_tail == NULL);
   /* a late decision is ignored; later submissions fail at once */
   ready(&f, 1, barrier_rdy("w", 2));
   ready(&f, 2, barrier_rdy("w", 4));
@@ -716,6 +717,124 @@ static void test_bug_local_problem_status(void) {
   fx_free(&f);
 }
 
+/* ---- groups ------------------------------------------------------------- */
+
+static struct hp_sqe grp_sqe(struct hp_sqe e, uint64_t key, uint32_t n,
+                             uint32_t idx) {
+  e.group = key;
+  e.group_n = n;
+  e.group_idx = idx;
+  return e;
+}
+
+static struct hp_nego_ready grp_rdy(struct hp_nego_ready m, uint64_t key,
+                                    uint32_t n, uint32_t idx) {
+  m.group = key;
+  m.group_n = n;
+  m.group_idx = idx;
+  return m;
+}
+
+/* The coordinator decides a group only when every host is ready for every
+ * member, as one plan with consecutive numbers; an ungrouped operation
+ * ready meanwhile is decided before it. */
+static void test_group_one_plan(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.d.comms[0];
+  const char *nm[2] = {"ga", "gb"};
+  struct hp_sqe g[2][2];
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 2; k++) {
+      g[r][k] = grp_sqe(allreduce(&f, r, nm[k], HORA_FLOAT32, 4,
+                                  64u * (uint64_t)k), 11, 2, (uint32_t)k);
+      fx_submit(&f, r, &g[r][k]);
+    }
+  struct hd_tensor *ta = fx_find(c, "ga"), *tb = fx_find(c, "gb");
+  CHECK(ta && ta->awaiting && tb && tb->awaiting);
+  for (int h = 1; h < 3; h++)
+    ready(&f, h, grp_rdy(rdy(0, "ga", HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                             HORA_SUM, 4, 2 * h), 11, 2, 0));
+  CHECK(ta && ta->awaiting && !ta->queued); /* waits for gb */
+  CHECK(c->plan_head == NULL);
+  struct hp_sqe u0 = barrier("u"), u1 = barrier("u");
+  fx_submit(&f, 0, &u0);
+  fx_submit(&f, 1, &u1);
+  ready(&f, 1, barrier_rdy("u", 2));
+  ready(&f, 2, barrier_rdy("u", 4));
+  EXPECT_DONE(&f, 0, u0.id, 0);
+  EXPECT_DONE(&f, 1, u1.id, 0);
+  for (int h = 2; h > 0; h--)
+    ready(&f, h, grp_rdy(rdy(0, "gb", HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                             HORA_SUM, 4, 2 * h), 11, 2, 1));
+  CHECK(ta && ta->queued && !ta->awaiting && tb && tb->queued);
+  struct hd_plan *p = c->plan_head;
+  CHECK(p && p->n == 2 && p->t[0] == ta && p->t[1] == tb && !p->next);
+  if (ta && tb) CHECK_EQ_INT(tb->seq, ta->seq + 1);
+  none(&f);
+  hd_fail_all(&f.d);
+  fx_free(&f);
+}
+
+/* A host that submitted a member alone: the whole group fails everywhere
+ * with the coordinator's words, once the rest is ready. */
+static void test_group_mismatch_across_hosts(void) {
+  struct fx f;
+  setup(&f);
+  const char *nm[2] = {"ma", "mb"};
+  struct hp_sqe g[2][2];
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 2; k++) {
+      g[r][k] = grp_sqe(allreduce(&f, r, nm[k], HORA_FLOAT32, 4,
+                                  64u * (uint64_t)k), 12, 2, (uint32_t)k);
+      fx_submit(&f, r, &g[r][k]);
+    }
+  for (int k = 0; k < 2; k++) {
+    ready(&f, 1, grp_rdy(rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                             HORA_SUM, 4, 2), 12, 2, (uint32_t)k));
+    struct hp_nego_ready m =
+        rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 5);
+    if (k == 0) m = grp_rdy(m, 12, 2, 0);
+    ready(&f, 2, m);
+  }
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 2; k++)
+      EXPECT_MSG(&f, r, g[r][k].id, HORA_EMISMATCH,
+                 "Mismatched grouping of tensor 'mb'", "rank 5 alone",
+                 "the whole group of 2 tensors fails");
+  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  fx_free(&f);
+}
+
+/* A member some host never submits: the stall fails it, and the members
+ * decided-ready waiting for it fail with it. */
+static void test_group_stall_across_hosts(void) {
+  struct fx f;
+  setup(&f);
+  const char *nm[2] = {"sa", "sb"};
+  struct hp_sqe g[2][2];
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 2; k++) {
+      g[r][k] = grp_sqe(allreduce(&f, r, nm[k], HORA_FLOAT32, 4,
+                                  64u * (uint64_t)k), 13, 2, (uint32_t)k);
+      fx_submit(&f, r, &g[r][k]);
+    }
+  for (int h = 1; h < 3; h++)
+    ready(&f, h, grp_rdy(rdy(0, "sa", HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                             HORA_SUM, 4, 2 * h), 13, 2, 0));
+  ready(&f, 2, grp_rdy(rdy(0, "sb", HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                           HORA_SUM, 4, 4), 13, 2, 1));
+  f.d.stall_fail_ns = 1;
+  hd_check_stalls(&f.d);
+  for (int r = 0; r < 2; r++) {
+    EXPECT_MSG(&f, r, g[r][1].id, HORA_ESTALL, "allreduce 'sb' stalled",
+               "host h1 (ranks 2-3)");
+    EXPECT_MSG(&f, r, g[r][0].id, HORA_ESTALL, "grouped with tensor 'sb'");
+  }
+  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  fx_free(&f);
+}
+
 int main(void) {
   hc_log_init("test_coord", HC_FATAL);
   RUN(test_every_host);
@@ -725,6 +844,9 @@ int main(void) {
   RUN(test_joined_host_runs_neutral);
   RUN(test_sets);
   RUN(test_stall_across_hosts);
+  RUN(test_group_one_plan);
+  RUN(test_group_mismatch_across_hosts);
+  RUN(test_group_stall_across_hosts);
   RUN(test_bug_last_join_strands_op);
   RUN(test_bug_join_before_ready);
   RUN(test_bug_broadcast_root_on_joined_host);

@@ -799,6 +799,80 @@ static void mutate(unsigned char *buf, size_t *n, size_t cap) {
   }
 }
 
+/* NEGO_PLAN: decisions on a group round-trip in order; every strict
+ * prefix, a count of 0 or beyond the frame, and a place outside the group
+ * are refused (the count before anything is allocated). */
+static void test_nego_plan(void) {
+  struct hp_nego_decide v[3];
+  memset(v, 0, sizeof v);
+  for (int i = 0; i < 3; i++) {
+    v[i].comm = 7;
+    v[i].seq = 100 + (uint64_t)i;
+    snprintf(v[i].name, sizeof v[i].name, "allreduce.grad.%d", i);
+    v[i].meta.coll = HORA_COLL_ALLREDUCE;
+    v[i].meta.dtype = HORA_FLOAT32;
+    v[i].meta.count = 10u * (uint64_t)(i + 1);
+    v[i].meta.prescale = v[i].meta.postscale = 1.0;
+    v[i].meta.group = 0xfeedull;
+    v[i].meta.group_n = 3;
+    v[i].meta.group_idx = (uint32_t)i;
+  }
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_nego_plan(&w, v, 3);
+  size_t n;
+  const unsigned char *p = one_frame(&w, HP_MSG_NEGO_PLAN, &n);
+  struct hp_nego_decide *out = NULL;
+  uint32_t k = 0;
+  CHECK_EQ_INT(hp_dec_nego_plan(p, n, &out, &k), 0);
+  CHECK_EQ_INT(k, 3);
+  for (uint32_t i = 0; out && i < 3; i++) {
+    CHECK_EQ_INT(out[i].comm, 7);
+    CHECK(out[i].seq == 100 + i);
+    CHECK_EQ_STR(out[i].name, v[i].name);
+    CHECK(out[i].meta.count == v[i].meta.count);
+    CHECK(out[i].meta.group == 0xfeedull);
+    CHECK_EQ_INT(out[i].meta.group_n, 3);
+    CHECK_EQ_INT(out[i].meta.group_idx, i);
+  }
+  free(out);
+  for (size_t cut = 0; cut < n; cut++) {
+    unsigned char *b = malloc(cut ? cut : 1);
+    memcpy(b, p, cut);
+    out = NULL;
+    CHECK(hp_dec_nego_plan(b, cut, &out, &k) < 0 && out == NULL);
+    free(b);
+  }
+  /* the count: 0, and one the frame cannot hold */
+  unsigned char *b = malloc(n);
+  memcpy(b, p, n);
+  uint32_t zero = 0, big = 4000;
+  memcpy(b + 4, &zero, 4);
+  CHECK(hp_dec_nego_plan(b, n, &out, &k) < 0);
+  memcpy(b + 4, &big, 4);
+  CHECK(hp_dec_nego_plan(b, n, &out, &k) < 0);
+  free(b);
+  /* a place outside its group */
+  v[2].meta.group_idx = 3;
+  hp_wbuf_reset(&w);
+  hp_enc_nego_plan(&w, v, 3);
+  p = one_frame(&w, HP_MSG_NEGO_PLAN, &n);
+  CHECK(hp_dec_nego_plan(p, n, &out, &k) < 0);
+  /* a single decision says the same about its group */
+  hp_wbuf_reset(&w);
+  hp_enc_nego_decide(&w, &v[2]);
+  p = one_frame(&w, HP_MSG_NEGO_DECIDE, &n);
+  struct hp_nego_decide one;
+  CHECK(hp_dec_nego_decide(p, n, &one) < 0);
+  v[2].meta.group_idx = 2;
+  hp_wbuf_reset(&w);
+  hp_enc_nego_decide(&w, &v[2]);
+  p = one_frame(&w, HP_MSG_NEGO_DECIDE, &n);
+  CHECK_EQ_INT(hp_dec_nego_decide(p, n, &one), 0);
+  CHECK_EQ_INT(one.meta.group_idx, 2);
+  hp_wbuf_free(&w);
+}
+
 static void test_fuzz(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
@@ -883,6 +957,7 @@ int main(void) {
   RUN(test_decoder_prefixes);
   RUN(test_decoder_bad);
   RUN(test_decoder_good_then_bad);
+  RUN(test_nego_plan);
   RUN(test_fuzz);
   /* Last: while msg.c passes a NULL buffer to memcpy/memcmp, UBSan aborts
    * here, after the other results are out. */
