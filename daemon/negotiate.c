@@ -885,14 +885,23 @@ void hd_cancel(struct hd_rank *r, const struct hp_sqe *in) {
   hc_fmt(msg, sizeof msg, "rank %d withdrew %s '%s': its group could not be "
          "submitted whole", r->info.rank, hd_coll_name(t->meta.coll), t->name);
   hd_complete(r, e.id, HORA_ECANCELED, msg);
-  if (t->nsubmitted == 0) remove_tensor(c, t);
-  else if (t->first == idx) /* the reference goes to one still in */
-    for (int i = 0; i < c->nlocal; i++)
-      if (t->part[i].submitted) {
-        t->first = i;
-        t->meta = t->metas[i];
-        break;
-      }
+  if (t->nsubmitted == 0) {
+    remove_tensor(c, t);
+    return;
+  }
+  /* the reference goes to one still in: grouped if any is (a mismatch
+   * then fails the group), else the tensor leaves the group */
+  int any = -1, grouped = -1;
+  for (int i = 0; i < c->nlocal; i++)
+    if (t->part[i].submitted) {
+      if (any < 0) any = i;
+      if (grouped < 0 && t->metas[i].group_n) grouped = i;
+    }
+  if (grouped < 0) group_unlink(t);
+  if (grouped < 0 || !t->part[t->first].submitted) {
+    t->first = grouped < 0 ? any : grouped;
+    t->meta = t->metas[t->first];
+  }
 }
 
 void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e) {

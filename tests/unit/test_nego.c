@@ -898,6 +898,41 @@ static void test_group_cancel(void) {
   fx_free(&f);
 }
 
+/* The cancel race of two ranks of a host: rank 0 withdraws its grouped
+ * 'r' and submits 'r' alone before rank 1's grouped 'r' (which joins the
+ * tensor and its group) is withdrawn; once rank 1 submits 'r' alone too,
+ * it runs -- it is in no group any more. */
+static void test_group_cancel_race(void) {
+  struct fx f;
+  fx_init1(&f, 2);
+  struct hd_comm *c = f.d.comms[0];
+  struct hp_sqe g0 = in_group(ar(&f, 0, "r", 0, 2, 1), 21, 2, 0);
+  struct hp_sqe g1 = in_group(ar(&f, 1, "r", 0, 2, 1), 21, 2, 0);
+  struct hp_sqe x;
+  fx_submit(&f, 0, &g0);
+  x = g0;
+  x.kind = HP_SQ_CANCEL;
+  hd_cancel(fx_rank(&f, 0), &x);
+  EXPECT_MSG(&f, 0, g0.id, HORA_ECANCELED, "withdrew");
+  struct hp_sqe a0 = ar(&f, 0, "r", 0, 2, 1);
+  fx_submit(&f, 0, &a0);
+  fx_submit(&f, 1, &g1);
+  x = g1;
+  x.kind = HP_SQ_CANCEL;
+  hd_cancel(fx_rank(&f, 1), &x);
+  EXPECT_MSG(&f, 1, g1.id, HORA_ECANCELED, "withdrew");
+  struct hd_tensor *t = fx_find(c, "r");
+  CHECK(t && !t->group && t->meta.group_n == 0);
+  struct hp_sqe a1 = ar(&f, 1, "r", 0, 2, 1);
+  fx_submit(&f, 1, &a1);
+  EXPECT_DONE(&f, 0, a0.id, 0);
+  EXPECT_DONE(&f, 1, a1.id, 0);
+  CHECK_EQ_INT(c->ntensors, 0);
+  CHECK(c->groups == NULL);
+  CHECK_EQ_INT(total_pending(&f), 0);
+  fx_free(&f);
+}
+
 /* Groups that cannot be: a barrier in a group, an index past the size, two
  * tensors with one place, sizes that differ. Refused at once. */
 static void test_group_bad(void) {
@@ -961,6 +996,7 @@ int main(void) {
   RUN(test_group_runs_whole);
   RUN(test_group_mismatch);
   RUN(test_group_cancel);
+  RUN(test_group_cancel_race);
   RUN(test_group_bad);
   RUN(test_group_stall);
   TL_EXIT();
