@@ -156,21 +156,19 @@ static void send_ready(struct hd_daemon *d) {
   hp_wbuf_free(&w);
 }
 
-/* The job's knobs (HORA_*, HOROVOD_*) came in its environment; a horad
- * started over ssh did not inherit them, so it takes them from there. */
-static void apply_job_env(struct hd_daemon *d) {
-  for (uint32_t i = 0; i < d->job.envc; i++) {
-    const char *kv = d->job.envp[i], *eq = strchr(kv, '=');
-    if (!eq || (strncmp(kv, "HORA_", 5) && strncmp(kv, "HOROVOD_", 8)))
-      continue;
-    char name[128];
-    if ((size_t)(eq - kv) >= sizeof name) continue;
-    memcpy(name, kv, (size_t)(eq - kv));
-    name[eq - kv] = '\0';
-    setenv(name, eq + 1, 1);
+/* The job's knobs (HORA_*, HOROVOD_*) come in its environment: parsed
+ * once into d->knobs, over the defaults and horad's command line. Returns
+ * 0, or -1 (reported) when one holds a bad value. */
+static int take_job_knobs(struct hd_daemon *d) {
+  char why[512];
+  if (hc_knobs_parse_env(&d->knobs, d->job.envp, d->job.envc,
+                         "the job's environment", why, sizeof why) < 0) {
+    hc_error("%s; stopping", why);
+    return -1;
   }
-  int lvl = hc_parse_level(hc_param_str(log_level));
+  int lvl = hc_parse_level(hk_str(&d->knobs, log_level));
   if (lvl >= 0) hc_log_set_level((enum hc_level)lvl);
+  return 0;
 }
 
 void hd_job_go(struct hd_daemon *d) {
@@ -189,7 +187,10 @@ void hd_job_go(struct hd_daemon *d) {
 static void start_job(struct hd_daemon *d) {
   d->have_job = 1;
   d->nlocal = (int)d->job.nlocal;
-  apply_job_env(d);
+  if (take_job_knobs(d) < 0) {
+    close_everything(d);
+    return;
+  }
   if (d->job.nhosts > 1) {
     d->multi = 1;
     if (!d->boot) { /* the secret comes only on the bootstrap line */

@@ -14,6 +14,14 @@
 #include "msg.h"
 #include "shm.h"
 
+/* horad reads knobs from a job's struct hc_knobs (d->knobs), never from
+ * its own environment: the table's environment readers are not for it. */
+#undef hc_param_str
+#undef hc_param_int
+#undef hc_param_double
+#pragma GCC poison hc_param_str hc_param_int hc_param_double
+#pragma GCC poison hc_param_str_named hc_param_int_named hc_param_double_named
+
 struct hd_daemon;
 struct hd_tensor;
 struct hd_conn;
@@ -190,6 +198,10 @@ struct hd_coord; /* coord.c: a communicator's coordinator table */
 struct hd_daemon {
   uv_loop_t *loop;
   struct hp_job job;
+  /* the job's knobs, parsed once: the defaults, horad's command line (the
+   * bootstrap line's heartbeat timeout), then the job's environment; read
+   * with hk_int(&d->knobs, spin_us), never from horad's own environment */
+  struct hc_knobs knobs;
   int have_job;
   int nlocal;
   struct hd_rank *ranks;

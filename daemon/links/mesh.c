@@ -474,8 +474,8 @@ int hd_mesh_listen(struct hd_daemon *d) {
                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
   /* Heartbeats to horarun start now, before the JOB: a host waiting for
    * a slower one must not look lost, and must notice horarun go quiet. */
-  d->hb_timeout_ns = (uint64_t)(HC_MAX(0.2, hc_param_double(heartbeat_timeout)) *
-                                1e9);
+  d->hb_timeout_ns =
+      (uint64_t)(HC_MAX(0.2, hk_double(&d->knobs, heartbeat_timeout)) * 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_init(d->loop, &d->hb_timer);
   d->hb_timer.data = d;
@@ -499,9 +499,9 @@ int hd_mesh_start(struct hd_daemon *d) {
   d->peers = calloc((size_t)n, sizeof *d->peers);
   if (!d->peers) return HORA_ENOMEM;
   d->link = &hd_link_tcp;
-  /* the knobs came with the JOB: read the timeout again */
+  /* the job's knobs came with the JOB: read the timeout again */
   d->hb_timeout_ns =
-      (uint64_t)(HC_MAX(0.2, hc_param_double(heartbeat_timeout)) * 1e9);
+      (uint64_t)(HC_MAX(0.2, hk_double(&d->knobs, heartbeat_timeout)) * 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_start(&d->hb_timer, on_hb_timer, every, every);
   for (int i = 0; i < n; i++) {
