@@ -207,13 +207,12 @@ struct hd_daemon {
   struct hd_rank *ranks;
   char hostname[256];
 
-  /* launcher connection: a socketpair (ctl) when horarun started this
-   * horad on its own machine, a TCP connection (ctl_conn) over ssh */
-  uv_pipe_t ctl;
-  int ctl_open;
+  /* the launcher connection (control.c), NULL once gone: one hp_conn over
+   * the socketpair horarun made when it started this horad on its own
+   * machine, or over TCP to horarun's rendezvous port (a horad started
+   * over ssh) */
   struct hp_conn *ctl_conn;
-  int ctl_closing; /* ctl_conn: close once the queued frames are sent */
-  struct hp_decoder ctl_dec;
+  int ctl_closing; /* closing on purpose (DONE sent, or ending) */
 
   /* job-private unix socket, in the abstract namespace: "@name" (no file,
    * so nothing is left behind however horad ends) */

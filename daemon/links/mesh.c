@@ -388,8 +388,9 @@ static void on_hb_timer(uv_timer_t *t) {
     hp_frame_end(&w);
     hp_conn_send(d->early[i], &w);
   }
+  /* horarun over TCP (a socketpair's end closes when horarun dies) */
   struct hp_conn *c = d->ctl_conn;
-  if (c && c->authed && !c->closing && !d->ctl_closing) {
+  if (c && !c->local && c->authed && !c->closing && !d->ctl_closing) {
     if (now - c->last_rx > d->hb_timeout_ns) {
       char why[128];
       hc_fmt(why, sizeof why, "lost contact with horarun: no heartbeat for "
