@@ -264,6 +264,8 @@ void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg) {
 
 void hd_flush_wakeups(struct hd_daemon *d) {
   int any = 0;
+  /* no ranks yet: a peer may say BYE before this host's links are all up */
+  if (!d->ranks) return;
   for (int i = 0; i < d->nlocal; i++) any |= d->ranks[i].wake_rank;
   if (!any) return;
   atomic_thread_fence(memory_order_seq_cst);
