@@ -14,6 +14,14 @@
 #include "msg.h"
 #include "shm.h"
 
+/* horad reads knobs from a job's struct hc_knobs (d->knobs), never from
+ * its own environment: the table's environment readers are not for it. */
+#undef hc_param_str
+#undef hc_param_int
+#undef hc_param_double
+#pragma GCC poison hc_param_str hc_param_int hc_param_double
+#pragma GCC poison hc_param_str_named hc_param_int_named hc_param_double_named
+
 struct hd_daemon;
 struct hd_tensor;
 struct hd_conn;
@@ -216,18 +224,21 @@ struct hd_coord; /* coord.c: a communicator's coordinator table */
 struct hd_daemon {
   uv_loop_t *loop;
   struct hp_job job;
+  /* the job's knobs, parsed once: the defaults, horad's command line (the
+   * bootstrap line's heartbeat timeout), then the job's environment; read
+   * with hk_int(&d->knobs, spin_us), never from horad's own environment */
+  struct hc_knobs knobs;
   int have_job;
   int nlocal;
   struct hd_rank *ranks;
   char hostname[256];
 
-  /* launcher connection: a socketpair (ctl) when horarun started this
-   * horad on its own machine, a TCP connection (ctl_conn) over ssh */
-  uv_pipe_t ctl;
-  int ctl_open;
+  /* the launcher connection (control.c), NULL once gone: one hp_conn over
+   * the socketpair horarun made when it started this horad on its own
+   * machine, or over TCP to horarun's rendezvous port (a horad started
+   * over ssh) */
   struct hp_conn *ctl_conn;
-  int ctl_closing; /* ctl_conn: close once the queued frames are sent */
-  struct hp_decoder ctl_dec;
+  int ctl_closing; /* closing on purpose (DONE sent, or ending) */
 
   /* job-private unix socket, in the abstract namespace: "@name" (no file,
    * so nothing is left behind however horad ends) */

@@ -11,7 +11,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/eventfd.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -104,10 +103,11 @@ static void on_stall_timer(uv_timer_t *t) {
 }
 
 int hd_rings_init(struct hd_daemon *d) {
-  d->spin_ns = (uint64_t)HC_MAX(0, hc_param_int(spin_us)) * 1000u;
-  d->chunk_size = (uint64_t)HC_MAX(65536, hc_param_int(chunk_size));
-  d->arena_size = (uint64_t)HC_MAX(65536, hc_param_int(arena_size));
-  d->max_pending = (uint64_t)HC_MAX(1, hc_param_int(max_pending));
+  const struct hc_knobs *k = &d->knobs;
+  d->spin_ns = (uint64_t)HC_MAX(0, hk_int(k, spin_us)) * 1000u;
+  d->chunk_size = (uint64_t)HC_MAX(65536, hk_int(k, chunk_size));
+  d->arena_size = (uint64_t)HC_MAX(65536, hk_int(k, arena_size));
+  d->max_pending = (uint64_t)HC_MAX(1, hk_int(k, max_pending));
   d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (d->efd < 0) return -errno;
   uv_poll_init(d->loop, &d->efd_poll, d->efd);
@@ -115,17 +115,16 @@ int hd_rings_init(struct hd_daemon *d) {
   uv_poll_start(&d->efd_poll, UV_READABLE, on_efd);
   uv_idle_init(d->loop, &d->spin);
   d->spin.data = d;
-  d->stall_warn_ns = (uint64_t)HC_MAX(0, hc_param_int(stall_check_time)) *
+  d->stall_warn_ns = (uint64_t)HC_MAX(0, hk_int(k, stall_check_time)) *
                      1000000000u;
-  d->stall_fail_ns = (uint64_t)HC_MAX(0, hc_param_int(stall_shutdown_time)) *
+  d->stall_fail_ns = (uint64_t)HC_MAX(0, hk_int(k, stall_shutdown_time)) *
                      1000000000u;
-  const char *off = hc_param_str(stall_check_disable);
-  if (off && strcmp(off, "0") && strcasecmp(off, "false"))
+  if (hk_int(k, stall_check_disable))
     d->stall_warn_ns = d->stall_fail_ns = 0; /* --no-stall-check */
   uv_timer_init(d->loop, &d->stall_timer);
   d->stall_timer.data = d;
   uv_timer_start(&d->stall_timer, on_stall_timer, 500, 500);
-  long threads = hc_param_int(threads);
+  long threads = (long)hk_int(k, threads);
   if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
   hd_pool_init((int)HC_MAX(1, HC_MIN(threads, 64)));
   for (int i = 0; hd_engines[i]; i++)
@@ -265,6 +264,8 @@ void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg) {
 
 void hd_flush_wakeups(struct hd_daemon *d) {
   int any = 0;
+  /* no ranks yet: a peer may say BYE before this host's links are all up */
+  if (!d->ranks) return;
   for (int i = 0; i < d->nlocal; i++) any |= d->ranks[i].wake_rank;
   if (!any) return;
   atomic_thread_fence(memory_order_seq_cst);

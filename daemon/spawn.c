@@ -390,7 +390,7 @@ static void on_term_timer(uv_timer_t *t) {
   struct hd_daemon *d = t->data;
   d->term_sent = 1;
   signal_all(d, SIGTERM);
-  double grace = hc_param_double(kill_grace);
+  double grace = hk_double(&d->knobs, kill_grace);
   if (grace < 0) grace = 0;
   uv_timer_start(&d->kill_timer, on_kill_timer, (uint64_t)(grace * 1000), 0);
 }

@@ -40,10 +40,12 @@ struct hr_daemon {
   int host;         /* index into the layout's hosts */
   const char *name; /* the host as messages name it */
   pid_t pid;
-  uv_pipe_t pipe;
+  /* its control connection: the socketpair of a horad on this machine, the
+   * TCP connection a horad started over ssh made (once it said REGISTER);
+   * NULL before and once closed */
+  struct hp_conn *conn;
   uv_timer_t timer; /* drain or reap grace, see on_daemon_timer() */
-  struct hp_decoder dec;
-  int started, pipe_open, pipe_closing;
+  int started, ctl_open, ctl_closing;
   int ready, done, reaped, finished;
   int quiet;  /* its failure was reported: no "exited unexpectedly" */
   int job_sent; /* its JOB is on the way: it has ranks to run */
@@ -51,7 +53,6 @@ struct hr_daemon {
   int wstatus;
   /* multi-host */
   int remote;           /* started over ssh: pid is ssh's, control is TCP */
-  struct hp_conn *conn; /* its TCP control connection, once registered */
   int registered;       /* said REGISTER */
   uint16_t mesh_port;
   char mesh_addr[64]; /* where the other daemons reach it */
@@ -102,11 +103,6 @@ struct hr_job {
   unsigned nrejected;    /* strangers turned away (logging is thinned) */
 };
 
-struct wreq {
-  uv_write_t req;
-  struct hp_wbuf w;
-};
-
 static void check_daemon(struct hr_daemon *d);
 
 static void set_exit(struct hr_job *j, int code) {
@@ -115,42 +111,19 @@ static void set_exit(struct hr_job *j, int code) {
 
 /* ---- sending ------------------------------------------------------------ */
 
-static void on_written(uv_write_t *req, int status) {
-  struct wreq *r = req->data;
-  (void)status; /* a lost ABORT is fine: horad stops when the socket goes */
-  hp_wbuf_free(&r->w);
-  free(r);
-}
-
-/* Queues the frame in r (taken, also on error). Returns 0 or -1. */
-static int send_req(struct hr_daemon *d, struct wreq *r) {
-  if (d->conn) {
-    int rc = d->pipe_closing ? -1 : hp_conn_send(d->conn, &r->w);
-    hp_wbuf_free(&r->w);
-    free(r);
-    return rc < 0 ? -1 : 0;
-  }
-  if (!d->pipe_open || d->pipe_closing || r->w.err || r->w.len == 0) {
-    hp_wbuf_free(&r->w);
-    free(r);
-    return -1;
-  }
-  r->req.data = r;
-  uv_buf_t b = uv_buf_init((char *)r->w.data, (unsigned)r->w.len);
-  if (uv_write(&r->req, (uv_stream_t *)&d->pipe, &b, 1, on_written) < 0) {
-    hp_wbuf_free(&r->w);
-    free(r);
-    return -1;
-  }
-  return 0;
+/* Queues the frames in w (taken, also on error: w is left empty). A lost
+ * ABORT is fine: horad stops when its connection goes. Returns 0 or -1. */
+static int send_frames(struct hr_daemon *d, struct hp_wbuf *w) {
+  int rc = d->conn && !d->ctl_closing ? hp_conn_send(d->conn, w) : -1;
+  hp_wbuf_free(w);
+  return rc < 0 ? -1 : 0;
 }
 
 static void send_text(struct hr_daemon *d, uint16_t type, const char *text) {
-  struct wreq *r = calloc(1, sizeof *r);
-  if (!r) return;
-  hp_wbuf_init(&r->w);
-  hp_enc_text(&r->w, type, text);
-  send_req(d, r);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_text(&w, type, text);
+  send_frames(d, &w);
 }
 
 /* Sends the JOB. Returns 0 or a UV_E* code (UV_E2BIG: over the frame
@@ -158,12 +131,7 @@ static void send_text(struct hr_daemon *d, uint16_t type, const char *text) {
 static int send_job(struct hr_job *j, struct hr_daemon *d) {
   const struct hr_host *h = &j->l->hosts[d->host];
   struct hp_job_rank *ranks = calloc((size_t)h->nranks, sizeof *ranks);
-  struct wreq *r = calloc(1, sizeof *r);
-  if (!ranks || !r) {
-    free(ranks);
-    free(r);
-    return UV_ENOMEM;
-  }
+  if (!ranks) return UV_ENOMEM;
   for (int i = 0; i < h->nranks; i++) {
     const struct hr_rank *k = &j->l->ranks[h->first_rank + i];
     ranks[i] = (struct hp_job_rank){k->rank, k->local_rank, k->cross_rank,
@@ -172,7 +140,6 @@ static int send_job(struct hr_job *j, struct hr_daemon *d) {
   struct hp_job_host *hosts = calloc(j->nd, sizeof *hosts);
   if (!hosts) {
     free(ranks);
-    free(r);
     return UV_ENOMEM;
   }
   for (size_t i = 0; i < j->nd; i++) {
@@ -196,12 +163,13 @@ static int send_job(struct hr_job *j, struct hr_daemon *d) {
                      .argv = j->o->prog,
                      .envc = (uint32_t)j->envc,
                      .envp = j->envp};
-  hp_wbuf_init(&r->w);
-  hp_enc_job(&r->w, &m);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_job(&w, &m);
   free(ranks);
   free(hosts);
-  int rc = r->w.err ? UV_ENOMEM : r->w.len == 0 ? UV_E2BIG : 0;
-  if (send_req(d, r) < 0 && rc == 0) rc = UV_EPIPE;
+  int rc = w.err ? UV_ENOMEM : w.len == 0 ? UV_E2BIG : 0;
+  if (send_frames(d, &w) < 0 && rc == 0) rc = UV_EPIPE;
   d->job_sent = rc == 0;
   return rc;
 }
@@ -242,7 +210,7 @@ static void stop_job(struct hr_job *j, const char *reason) {
 
 /* ---- messages from horad ----------------------------------------------- */
 
-static void close_pipe(struct hr_daemon *d);
+static void close_ctl(struct hr_daemon *d);
 
 static void protocol_error(struct hr_daemon *d, const char *what) {
   struct hr_job *j = d->job;
@@ -254,7 +222,7 @@ static void protocol_error(struct hr_daemon *d, const char *what) {
   d->quiet = 1;
   set_exit(j, HR_EXIT_LAUNCHER);
   stop_job(j, "protocol error");
-  close_pipe(d); /* horad tears the job down when its socket closes */
+  close_ctl(d); /* horad tears the job down when its socket closes */
 }
 
 /* 1 when `rank` is one of this horad's ranks. */
@@ -365,10 +333,13 @@ static void end_host_ranks(struct hr_daemon *d) {
     hr_out_end_rank(d->job->out, h->first_rank + i);
 }
 
-/* The numeric address of a TCP connection's peer (peer=1) or own end. */
-static int sock_ip(uv_tcp_t *t, int peer, char *buf, size_t len) {
+/* The numeric address of a TCP connection's peer (peer=1) or own end; -1
+ * for a socketpair. */
+static int sock_ip(const struct hp_conn *c, int peer, char *buf, size_t len) {
   struct sockaddr_storage ss;
   int n = sizeof ss;
+  if (!c || c->local) return -1;
+  const uv_tcp_t *t = &c->tcp;
   int rc = peer ? uv_tcp_getpeername(t, (struct sockaddr *)&ss, &n)
                 : uv_tcp_getsockname(t, (struct sockaddr *)&ss, &n);
   if (rc < 0) return -1;
@@ -393,7 +364,7 @@ static int sock_ip(uv_tcp_t *t, int peer, char *buf, size_t len) {
 static void send_jobs(struct hr_job *j) {
   char seen[64] = "";
   for (size_t i = 0; i < j->nd && !seen[0]; i++)
-    if (j->d[i].conn) sock_ip(&j->d[i].conn->tcp, 0, seen, sizeof seen);
+    sock_ip(j->d[i].conn, 0, seen, sizeof seen);
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
     /* horad on this machine: the others reach it where they reach us */
@@ -402,7 +373,7 @@ static void send_jobs(struct hr_job *j) {
   j->jobs_sent = 1;
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
-    if (d->done || !d->pipe_open) continue;
+    if (d->done || !d->ctl_open) continue;
     int rc = send_job(j, d);
     if (rc < 0) {
       hr_say(j->out, "error: cannot send the job to horad on host %s: %s",
@@ -431,8 +402,8 @@ static void on_register(struct hr_daemon *d, const unsigned char *p,
   }
   if (m.mesh_addr[0])
     hc_fmt(d->mesh_addr, sizeof d->mesh_addr, "%s", m.mesh_addr);
-  else if (d->conn)
-    sock_ip(&d->conn->tcp, 1, d->mesh_addr, sizeof d->mesh_addr);
+  else
+    sock_ip(d->conn, 1, d->mesh_addr, sizeof d->mesh_addr);
   if (j->o->verbose)
     hr_say(j->out, "host %s: horad registered, mesh port %u (%s, pid %d)",
            d->name, m.mesh_port, m.hostname, (int)m.pid);
@@ -491,60 +462,25 @@ static void dispatch(struct hr_daemon *d, const struct hp_frame_hdr *h,
   }
 }
 
-/* ---- the control socket ------------------------------------------------- */
+/* ---- the control connection ------------------------------------------- */
 
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+static void on_alloc_err(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   struct hr_daemon *d = h->data;
   (void)hint;
   *buf = uv_buf_init(d->job->readbuf, sizeof d->job->readbuf);
 }
 
-static void on_alloc_err(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
-  on_alloc(h, hint, buf);
-}
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  struct hr_daemon *d = s->data;
-  if (n < 0) { /* EOF, or an error that ends the stream just the same */
-    close_pipe(d);
-    return;
-  }
-  if (n == 0) return;
-  if (hp_decoder_feed(&d->dec, buf->base, (size_t)n) < 0) {
-    protocol_error(d, "out of memory");
-    return;
-  }
-  while (d->pipe_open && !d->pipe_closing) {
-    struct hp_frame_hdr h;
-    const unsigned char *payload;
-    char why[256];
-    int rc = hp_decoder_next(&d->dec, &h, &payload, why, sizeof why);
-    if (rc == 0) break;
-    if (rc < 0) {
-      protocol_error(d, why);
-      return;
-    }
-    dispatch(d, &h, payload);
-  }
-}
-
 static void on_daemon_timer(uv_timer_t *t);
 
 static void control_closed(struct hr_daemon *d) {
-  d->pipe_open = 0;
-  d->pipe_closing = 0;
+  d->ctl_open = 0;
+  d->ctl_closing = 0;
   if (!d->reaped)
     uv_timer_start(&d->timer, on_daemon_timer, d->job->reap_ms, 0);
   check_daemon(d);
 }
 
-static void on_pipe_closed(uv_handle_t *h) { control_closed(h->data); }
-
-/* ---- the rendezvous: horads started over ssh call back ------------------- */
-
-/* A rendezvous connection's data is the job until the peer says which
- * host it is (REGISTER); from then on it is that host's daemon, and its
- * callbacks are daemon_conn_cb. */
+/* A horad's frames, over its socketpair or (once it said REGISTER) TCP. */
 static int on_daemon_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
                            unsigned char *p, int *keep) {
   (void)keep;
@@ -554,14 +490,20 @@ static int on_daemon_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
 
 static void on_daemon_close(struct hp_conn *c, const char *why) {
   struct hr_daemon *d = c->data;
-  (void)why;
   d->conn = NULL;
+  d->ctl_closing = 1; /* closed: nothing more to send or close */
+  if (c->bad_data) protocol_error(d, why);
   control_closed(d);
 }
 
 static const struct hp_conn_cb daemon_conn_cb = {.on_frame = on_daemon_frame,
                                                  .on_close = on_daemon_close};
 
+/* ---- the rendezvous: horads started over ssh call back ------------------- */
+
+/* A rendezvous connection's data is the job until the peer says which
+ * host it is (REGISTER); from then on it is that host's daemon, and its
+ * callbacks are daemon_conn_cb. */
 static int on_rdv_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
                         unsigned char *p, int *keep) {
   struct hr_job *j = c->data;
@@ -582,7 +524,7 @@ static int on_rdv_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
   }
   struct hr_daemon *d = &j->d[m.host_index];
   d->conn = c;
-  d->pipe_open = 1;
+  d->ctl_open = 1;
   c->data = d;
   c->cb = &daemon_conn_cb;
   on_register(d, p, h->len);
@@ -645,8 +587,8 @@ static void on_hb_timer(uv_timer_t *t) {
   uint64_t now = hc_now_ns();
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
-    struct hp_conn *c = d->conn;
-    if (!c || c->closing || d->done) continue;
+    struct hp_conn *c = d->conn; /* TCP: a socketpair needs none */
+    if (!c || c->local || c->closing || d->done) continue;
     if (now - c->last_rx > j->hb_timeout_ns) {
       hr_say(j->out, "error: lost contact with host %s: no heartbeat for "
              "%.1f s", d->name, (double)(now - c->last_rx) / 1e9);
@@ -656,7 +598,7 @@ static void on_hb_timer(uv_timer_t *t) {
       hc_fmt(reason, sizeof reason, "host %s is lost (no heartbeat)",
              d->name);
       stop_job(j, reason);
-      close_pipe(d);
+      close_ctl(d);
       if (!d->reaped) { /* its ssh: it may wait for minutes */
         kill(-d->pid, SIGKILL);
         kill(d->pid, SIGKILL);
@@ -725,13 +667,10 @@ static void print_tail(struct hr_daemon *d) {
     hr_say(d->job->out, "  %s", d->tail[i]);
 }
 
-static void close_pipe(struct hr_daemon *d) {
-  if (!d->pipe_open || d->pipe_closing) return;
-  d->pipe_closing = 1;
-  if (d->conn)
-    hp_conn_close(d->conn, "closed by horarun");
-  else
-    uv_close((uv_handle_t *)&d->pipe, on_pipe_closed);
+static void close_ctl(struct hr_daemon *d) {
+  if (!d->ctl_open || d->ctl_closing || !d->conn) return;
+  d->ctl_closing = 1;
+  hp_conn_close(d->conn, "closed by horarun"); /* on_daemon_close() */
 }
 
 static int reap(struct hr_daemon *d);
@@ -742,7 +681,7 @@ static int reap(struct hr_daemon *d);
 static void on_daemon_timer(uv_timer_t *t) {
   struct hr_daemon *d = t->data;
   if (reap(d) || d->reaped) {
-    close_pipe(d);
+    close_ctl(d);
     close_err(d);
     return;
   }
@@ -793,7 +732,7 @@ static void check_all(struct hr_job *j) {
 
 static void check_daemon(struct hr_daemon *d) {
   struct hr_job *j = d->job;
-  if (d->finished || !d->reaped || d->pipe_open || d->err_open) return;
+  if (d->finished || !d->reaped || d->ctl_open || d->err_open) return;
   d->finished = 1;
   uv_timer_stop(&d->timer);
   char st[64];
@@ -827,7 +766,7 @@ static int reap(struct hr_daemon *d) {
   d->reaped = 1;
   d->wstatus = st;
   uv_timer_stop(&d->timer);
-  if (d->pipe_open) uv_timer_start(&d->timer, on_daemon_timer, DRAIN_MS, 0);
+  if (d->ctl_open) uv_timer_start(&d->timer, on_daemon_timer, DRAIN_MS, 0);
   check_daemon(d);
   return 1;
 }
@@ -975,12 +914,10 @@ static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
     return;
   }
   d->started = 1;
-  uv_pipe_init(&j->loop, &d->pipe, 0);
-  d->pipe.data = d;
-  d->pipe_open = 1;
-  rc = uv_pipe_open(&d->pipe, fd);
-  if (rc < 0) close(fd); /* not the handle's yet */
-  if (rc == 0) rc = uv_read_start((uv_stream_t *)&d->pipe, on_alloc, on_read);
+  rc = hp_conn_open_local(&j->loop, fd, "its socketpair", &daemon_conn_cb, d,
+                          &d->conn);
+  if (rc < 0) close(fd); /* not the connection's */
+  else d->ctl_open = 1;
   if (rc == 0 && !j->multi) rc = send_job(j, d); /* multi: once registered */
   if (rc < 0) {
     hr_say(j->out, "error: cannot send the job to horad on host %s: %s",
@@ -988,7 +925,7 @@ static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
     d->quiet = 1;
     set_exit(j, HR_EXIT_LAUNCHER);
     stop_job(j, "cannot send the job");
-    close_pipe(d);
+    close_ctl(d);
   }
 }
 
@@ -1102,7 +1039,6 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
                               .host = (int)h,
                               .name = host_display(j, (int)h),
                               .remote = !l->hosts[h].local};
-      hp_decoder_init(&d->dec);
       uv_timer_init(&j->loop, &d->timer);
       d->timer.data = d;
     }
@@ -1135,8 +1071,6 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
     uv_loop_close(&j->loop);
     rc = j->exit_code < 0 ? 0 : j->exit_code;
   }
-  for (size_t i = 0; j->d && i < j->nd; i++)
-    hp_decoder_free(&j->d[i].dec);
   free(j->d);
   hr_out_free(j->out);
   memset(j->secret, 0, sizeof j->secret);

@@ -399,8 +399,9 @@ static void on_hb_timer(uv_timer_t *t) {
     hp_frame_end(&w);
     hp_conn_send(d->early[i], &w);
   }
+  /* horarun over TCP (a socketpair's end closes when horarun dies) */
   struct hp_conn *c = d->ctl_conn;
-  if (c && c->authed && !c->closing && !d->ctl_closing) {
+  if (c && !c->local && c->authed && !c->closing && !d->ctl_closing) {
     if (now - c->last_rx > d->hb_timeout_ns) {
       char why[128];
       hc_fmt(why, sizeof why, "lost contact with horarun: no heartbeat for "
@@ -485,8 +486,8 @@ int hd_mesh_listen(struct hd_daemon *d) {
                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
   /* Heartbeats to horarun start now, before the JOB: a host waiting for
    * a slower one must not look lost, and must notice horarun go quiet. */
-  d->hb_timeout_ns = (uint64_t)(HC_MAX(0.2, hc_param_double(heartbeat_timeout)) *
-                                1e9);
+  d->hb_timeout_ns =
+      (uint64_t)(HC_MAX(0.2, hk_double(&d->knobs, heartbeat_timeout)) * 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_init(d->loop, &d->hb_timer);
   d->hb_timer.data = d;
@@ -510,9 +511,9 @@ int hd_mesh_start(struct hd_daemon *d) {
   d->peers = calloc((size_t)n, sizeof *d->peers);
   if (!d->peers) return HORA_ENOMEM;
   d->link = &hd_link_tcp;
-  /* the knobs came with the JOB: read the timeout again */
+  /* the job's knobs came with the JOB: read the timeout again */
   d->hb_timeout_ns =
-      (uint64_t)(HC_MAX(0.2, hc_param_double(heartbeat_timeout)) * 1e9);
+      (uint64_t)(HC_MAX(0.2, hk_double(&d->knobs, heartbeat_timeout)) * 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_start(&d->hb_timer, on_hb_timer, every, every);
   for (int i = 0; i < n; i++) {

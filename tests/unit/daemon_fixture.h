@@ -36,6 +36,7 @@ static inline void fx_init(struct fx *f, int nhosts, const int *per_host,
                            int me) {
   memset(f, 0, sizeof *f);
   struct hd_daemon *d = &f->d;
+  hc_knobs_init(&d->knobs);
   int first = 0, size = 0;
   for (int h = 0; h < nhosts; h++) {
     snprintf(f->hostnames[h], sizeof f->hostnames[h], "h%d", h);
