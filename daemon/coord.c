@@ -212,7 +212,39 @@ void hd_coord_ready(struct hd_comm *cm, int host,
   unlink_entry(c, e);
 }
 
-/* Names the hosts that have not said ready, e.g. "h2 (ranks 2-3)". */
+/* The local tensor of that name on c, or NULL. */
+static struct hd_tensor *local_tensor(struct hd_comm *c, const char *name) {
+  if (!c->table_size) return NULL;
+  struct hd_tensor *t = c->table[hd_name_hash(name) & (c->table_size - 1)];
+  while (t && strcmp(t->name, name)) t = t->next_hash;
+  return t;
+}
+
+/* This host's members that have not submitted `name` (it knows them one
+ * by one), e.g. "rank 1 of host h0" or "ranks 1, 3 of host h0"; "" when
+ * it has no such tensor (then none of them submitted it). */
+static void missing_here(struct hd_comm *c, const char *name, char *buf,
+                         size_t len) {
+  struct hd_tensor *t = local_tensor(c, name);
+  size_t n = 0;
+  int k = 0;
+  buf[0] = '\0';
+  if (!t) return;
+  for (int i = 0; i < c->nlocal && n + 64 < len; i++) {
+    if (t->part[i].submitted || c->joined[i]) continue;
+    n += (size_t)snprintf(buf + n, len - n, "%s%d", k++ ? ", " : "",
+                          hd_comm_rank(c, i));
+  }
+  if (!k) return;
+  char rest[300];
+  hc_fmt(rest, sizeof rest, "%s", buf);
+  hc_fmt(buf, len, "rank%s %s of host %s", k > 1 ? "s" : "", rest,
+         c->d->job.hosts[c->hosts[c->me]].name);
+}
+
+/* Names what has not said ready: this host's missing ranks one by one,
+ * another host as a whole ("the ranks of host h2 (ranks 2-3)": which of
+ * them are missing, only that host knows, and its own report says). */
 static void missing(struct hd_comm *c, struct centry *e, char *buf,
                     size_t len) {
   size_t n = 0;
@@ -220,9 +252,27 @@ static void missing(struct hd_comm *c, struct centry *e, char *buf,
   for (int i = 0; i < c->nhosts && n + 64 < len; i++) {
     if (e->seen[i]) continue;
     char name[300];
-    hd_host_name(c->d, c->hosts[i], name, sizeof name);
-    n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", name);
+    if (i == c->me) missing_here(c, e->first.name, name, sizeof name);
+    else name[0] = '\0';
+    if (!name[0]) {
+      char host[280];
+      hd_host_name(c->d, c->hosts[i], host, sizeof host);
+      hc_fmt(name, sizeof name, "the ranks of %s", host);
+    }
+    n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? " and " : "", name);
   }
+}
+
+/* Fails e as stalled, where it was submitted. */
+static void stall_fail(struct hd_comm *cm, struct centry *e, uint64_t age) {
+  char who[512];
+  missing(cm, e, who, sizeof who);
+  hc_fmt(e->msg, sizeof e->msg, "%s '%s' stalled for %llu s: %s never "
+         "submitted it", hd_coll_name(e->first.coll), e->first.name,
+         (unsigned long long)(age / 1000000000u), who);
+  hc_error("%s", e->msg);
+  send_decision(cm, e, UINT64_MAX, HORA_ESTALL);
+  unlink_entry(cm->coord, e);
 }
 
 /* The stall inspector across hosts: warns once about a tensor some hosts'
@@ -240,19 +290,13 @@ void hd_coord_check_stalls(struct hd_comm *cm) {
       uint64_t age = now - e->t_first;
       char who[512];
       if (d->stall_fail_ns && age >= d->stall_fail_ns) {
-        missing(cm, e, who, sizeof who);
-        hc_fmt(e->msg, sizeof e->msg, "%s '%s' stalled for %llu s: the ranks "
-               "of %s never submitted it", hd_coll_name(e->first.coll),
-               e->first.name, (unsigned long long)(age / 1000000000u), who);
-        hc_error("%s", e->msg);
-        send_decision(cm, e, UINT64_MAX, HORA_ESTALL);
-        unlink_entry(c, e);
+        stall_fail(cm, e, age);
         continue;
       }
       if (d->stall_warn_ns && age >= d->stall_warn_ns && !e->warned) {
         e->warned = 1;
         missing(cm, e, who, sizeof who);
-        hc_warn("stall: %s '%s' has waited %llu s for the ranks of %s; the "
+        hc_warn("stall: %s '%s' has waited %llu s for %s; the "
                 "other hosts' ranks submitted it. Ranks may be issuing "
                 "collectives in a different order or with different names.",
                 hd_coll_name(e->first.coll), e->first.name,
@@ -260,6 +304,14 @@ void hd_coord_check_stalls(struct hd_comm *cm) {
       }
     }
   }
+}
+
+void hd_coord_stall(struct hd_comm *cm, const char *name) {
+  struct hd_coord *c = cm->coord;
+  if (!c) return;
+  struct centry *e = c->table[hd_name_hash(name) & (c->size - 1)];
+  while (e && strcmp(e->first.name, name)) e = e->next;
+  if (e) stall_fail(cm, e, hc_now_ns() - e->t_first);
 }
 
 void hd_coord_free(struct hd_comm *cm) {

@@ -358,6 +358,9 @@ void hd_coord_held_free(struct hd_daemon *d);
 /* Fails every entry (a host of the set has left), telling its hosts. */
 void hd_coord_fail(struct hd_comm *c, const char *why);
 void hd_coord_check_stalls(struct hd_comm *c);
+/* This host's ranks let `name` stall: its entry, if any, fails now too,
+ * naming those ranks (while this host still knows which they are). */
+void hd_coord_stall(struct hd_comm *c, const char *name);
 
 /* coll.c: the collectives, described once */
 struct hd_coll {

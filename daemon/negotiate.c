@@ -844,6 +844,7 @@ static void check_comm_stalls(struct hd_comm *c, uint64_t now) {
                "submitted it", hd_coll_name(t->meta.coll), t->name,
                (unsigned long long)(age / 1000000000u), who);
         hc_error("%s", msg);
+        if (c->nhosts > 1 && c->me == 0) hd_coord_stall(c, t->name);
         complete_all(t, HORA_ESTALL, msg);
         *pp = t->next_hash;
         c->ntensors--;

@@ -10,6 +10,8 @@
  * with neutral inputs on a host whose ranks all joined, the stall
  * inspector across hosts, process sets of some hosts, and the failure
  * path on a multi-host communicator. */
+#include <unistd.h>
+
 #include "daemon_fixture.h"
 
 static uint64_t next_id = 1;
@@ -578,6 +580,84 @@ static void test_stall_across_hosts(void) {
   fx_free(&f);
 }
 
+/* What the daemon logs at level ERROR and above while fn runs. */
+static const char *logged(void (*fn)(struct fx *), struct fx *f) {
+  static char buf[8192];
+  char path[] = "/tmp/test_coord_log.XXXXXX";
+  int fd = mkstemp(path), saved = dup(2);
+  buf[0] = '\0';
+  if (fd < 0 || saved < 0) return buf;
+  unlink(path);
+  enum hc_level lvl = hc_log_level();
+  hc_log_set_level(HC_ERROR);
+  dup2(fd, 2);
+  fn(f);
+  dup2(saved, 2);
+  close(saved);
+  hc_log_set_level(lvl);
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  buf[n > 0 ? n : 0] = '\0';
+  close(fd);
+  return buf;
+}
+
+static void check_stalls(struct fx *f) { hd_check_stalls(&f->d); }
+
+/* A stall that only some ranks of the coordinator's own host caused: what
+ * the other hosts' ranks are told names those ranks, not the whole host
+ * (the coordinator knows its own ranks one by one). Whether the local
+ * operation or the coordinator's entry is the first to time out. */
+static void test_stall_names_missing_ranks(void) {
+  struct fx f;
+  setup(&f);
+  /* the local operation times out first (and takes the entry with it) */
+  struct hp_sqe b0 = barrier("sp");
+  fx_submit(&f, 0, &b0);
+  ready(&f, 1, barrier_rdy("sp", 2));
+  ready(&f, 2, barrier_rdy("sp", 4));
+  f.d.stall_fail_ns = 1;
+  const char *log = logged(check_stalls, &f);
+  EXPECT_MSG(&f, 0, b0.id, HORA_ESTALL, "barrier 'sp' stalled",
+             "rank(s) 1 never submitted it");
+  tl_checks++;
+  if (!strstr(log, "barrier 'sp' stalled for 0 s: rank 1 of host h0 never "
+                   "submitted it") || strstr(log, "ranks 0-1"))
+    TL_FAIL("the coordinator's verdict does not name rank 1 alone: %s", log);
+  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  none(&f);
+
+  /* the coordinator's entry times out first: the local operation waits on */
+  f.d.stall_fail_ns = 50000000; /* 50 ms */
+  struct hp_sqe b1 = barrier("sq");
+  fx_submit(&f, 1, &b1);
+  ready(&f, 1, barrier_rdy("sq", 2));
+  ready(&f, 2, barrier_rdy("sq", 4));
+  usleep(100000);
+  struct hd_tensor *t = fx_find(f.d.comms[0], "sq");
+  CHECK(t != NULL);
+  if (t) t->t_first = hc_now_ns();
+  log = logged(check_stalls, &f);
+  tl_checks++;
+  if (!strstr(log, "barrier 'sq' stalled for 0 s: rank 0 of host h0 never "
+                   "submitted it"))
+    TL_FAIL("the coordinator's verdict does not name rank 0 alone: %s", log);
+  none(&f);
+  CHECK(fx_find(f.d.comms[0], "sq") != NULL);
+  f.d.stall_fail_ns = 1;
+  hd_check_stalls(&f.d);
+  EXPECT_MSG(&f, 1, b1.id, HORA_ESTALL, "rank(s) 0 never submitted it");
+
+  /* no rank of this host submitted it: the host is named as a whole */
+  ready(&f, 1, barrier_rdy("sr", 2));
+  log = logged(check_stalls, &f);
+  tl_checks++;
+  if (!strstr(log, "the ranks of host h0 (ranks 0-1) and the ranks of host "
+                   "h2 (ranks 4-5) never submitted it"))
+    TL_FAIL("the coordinator's verdict: %s", log);
+  none(&f);
+  fx_free(&f);
+}
+
 /* ---- known bugs ------------------------------------------------------------
  */
 
@@ -725,6 +805,7 @@ int main(void) {
   RUN(test_joined_host_runs_neutral);
   RUN(test_sets);
   RUN(test_stall_across_hosts);
+  RUN(test_stall_names_missing_ranks);
   RUN(test_bug_last_join_strands_op);
   RUN(test_bug_join_before_ready);
   RUN(test_bug_broadcast_root_on_joined_host);
