@@ -507,6 +507,39 @@ static void test_joined_host_runs_neutral(void) {
   fx_free(&f);
 }
 
+/* A rank of this host has joined and the others run an alltoall across
+ * hosts: what it would send and receive only it knows (its splits), so
+ * the operation fails on every host with a message naming it; horad
+ * used to run it, reading the joined rank's splits that do not exist. */
+static void test_alltoall_with_joined_rank(void) {
+  struct fx f;
+  setup(&f);
+  struct hp_sqe j1 = join();
+  fx_submit(&f, 1, &j1);
+  int64_t sp[12];
+  for (int k = 0; k < 12; k++) sp[k] = 1;
+  struct hp_sqe a =
+      fx_sqe(next_id++, HORA_COLL_ALLTOALL, HORA_INT32, 0, 6, "a2j");
+  fx_in(&f, 0, &a, 0);
+  fx_out(&f, 0, &a, 256, 6);
+  fx_aux(&f, 0, &a, 512, sp, 12);
+  fx_submit(&f, 0, &a);
+  none(&f);
+  struct hd_tensor *t = fx_find(f.d.comms[0], "a2j");
+  struct hp_nego_ready m =
+      rdy(0, "a2j", HORA_COLL_ALLTOALL, HORA_INT32, 0, 6, 2);
+  if (t) hd_meta_to_ready(&t->meta, &m);
+  ready(&f, 1, m);
+  m.rank = 4;
+  ready(&f, 2, m);
+  EXPECT_MSG(&f, 0, a.id, HORA_EINVAL,
+             "alltoall 'a2j' cannot run across hosts while rank 1 has joined");
+  CHECK(fx_find(f.d.comms[0], "a2j") == NULL);
+  f.d.gone_rank = 4;
+  hd_fail_all(&f.d);
+  fx_free(&f);
+}
+
 /* ---- process sets of some hosts, stalls -------------------------------- */
 
 static void test_sets(void) {
@@ -803,6 +836,7 @@ int main(void) {
   RUN(test_mismatch_across_hosts);
   RUN(test_join_across_hosts);
   RUN(test_joined_host_runs_neutral);
+  RUN(test_alltoall_with_joined_rank);
   RUN(test_sets);
   RUN(test_stall_across_hosts);
   RUN(test_stall_names_missing_ranks);
