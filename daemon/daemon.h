@@ -30,6 +30,8 @@ struct hd_rank {
   pid_t pid; /* 0 before spawn / after reaping */
   int spawned, reaped, reported;
   int exit_how, exit_code;
+  int noinit; /* exited 0 without ever initialising hora (no hello), while
+                 the job ran */
   char *spawn_msg;
   uv_pipe_t out[2];
   int out_open[2];

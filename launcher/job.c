@@ -98,6 +98,11 @@ struct hr_job {
   uv_timer_t hb_timer;
   uint64_t hb_timeout_ns;
   char last_fault[512];
+  /* the first rank that exited 0 without initialising hora: when other
+   * ranks then fail, it is the cause */
+  int noinit_rank;
+  const char *noinit_host;
+  int failure_seen; /* the first failed rank was reported */
   struct hp_conn *conns; /* every rendezvous connection, also unproven */
   unsigned nrejected;    /* strangers turned away (logging is thinned) */
 };
@@ -329,6 +334,27 @@ static int failure_status(const struct hp_exit *m) {
   }
 }
 
+#define NOINIT_WHAT                                                            \
+  "exited with code 0 without initialising hora (it never called hora_init)"
+
+/* A rank that ended well, but without ever initialising hora: harmless in
+ * a job that does not use hora, the cause of what fails in one that does
+ * (the others wait for it in collectives). */
+static void noinit_exit(struct hr_daemon *d, const struct hp_exit *m,
+                        const char *what) {
+  struct hr_job *j = d->job;
+  if (j->noinit_rank < 0) {
+    j->noinit_rank = m->rank;
+    j->noinit_host = d->name;
+  }
+  if (j->failure_seen && !j->interrupted)
+    /* its report came after the failure it caused */
+    hr_say(j->out, "rank %d on host %s %s: the failure above may come from "
+           "it", m->rank, d->name, NOINIT_WHAT);
+  else if (j->o->verbose)
+    hr_say(j->out, "rank %d on host %s %s", m->rank, d->name, what);
+}
+
 static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,
                          size_t n) {
   struct hr_job *j = d->job;
@@ -344,8 +370,23 @@ static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,
   char what[1024];
   describe_exit(j, &m, what, sizeof what);
   int failed = m.how != HP_EXIT_CODE || m.code != 0;
-  if (failed && !j->stopping) {
+  if (!failed && m.noinit) {
+    noinit_exit(d, &m, what);
+  } else if (failed && !j->stopping && j->noinit_rank >= 0) {
+    /* The ranks that used hora could not go on without it: name it. */
+    hr_say(j->out, "error: rank %d on host %s %s, so the other ranks could "
+           "not go on; stopping the job", j->noinit_rank, j->noinit_host,
+           NOINIT_WHAT);
+    hr_say(j->out, "rank %d on host %s %s", m.rank, d->name, what);
+    hr_out_print_tail(j->out, m.rank);
+    j->failure_seen = 1;
+    set_exit(j, HR_EXIT_LAUNCHER);
+    char reason[300];
+    hc_fmt(reason, sizeof reason, "rank %d %s", j->noinit_rank, NOINIT_WHAT);
+    stop_job(j, reason);
+  } else if (failed && !j->stopping) {
     /* The first failure: the one the job is remembered by. */
+    j->failure_seen = 1;
     hr_say(j->out, "rank %d on host %s %s", m.rank, d->name, what);
     hr_out_print_tail(j->out, m.rank);
     set_exit(j, failure_status(&m));
@@ -1087,7 +1128,8 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
   struct hr_job *j = calloc(1, sizeof *j);
   if (!j) return HR_EXIT_LAUNCHER;
   *j = (struct hr_job){
-      .o = o, .l = l, .envp = envp, .horad = horad, .exit_code = -1};
+      .o = o, .l = l, .envp = envp, .horad = horad, .exit_code = -1,
+      .noinit_rank = -1};
   while (envp[j->envc])
     j->envc++;
   j->start_timeout = (int)hr_opts_knob_num(o, "start_timeout");

@@ -416,6 +416,7 @@ void hp_enc_exit(struct hp_wbuf *w, const struct hp_exit *m) {
   hp_put_u8(w, m->how);
   hp_put_u32(w, (uint32_t)m->code);
   hp_put_str(w, m->msg);
+  hp_put_u8(w, m->noinit ? 1 : 0);
   hp_frame_end(w);
 }
 
@@ -427,8 +428,9 @@ int hp_dec_exit(const unsigned char *p, size_t n, struct hp_exit *m) {
   m->how = hp_get_u8(&r);
   m->code = (int32_t)hp_get_u32(&r);
   m->msg = hp_get_str(&r, 65536);
+  m->noinit = hp_get_u8(&r);
   int rc = finish(&r);
-  if (rc == 0 && m->how > HP_EXIT_SPAWN) rc = HORA_EPROTO;
+  if (rc == 0 && (m->how > HP_EXIT_SPAWN || m->noinit > 1)) rc = HORA_EPROTO;
   if (rc) {
     free(m->msg);
     m->msg = NULL;

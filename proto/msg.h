@@ -173,6 +173,7 @@ struct hp_exit {
   uint8_t how;
   int32_t code; /* exit code, signal number, or errno for SPAWN */
   char *msg;    /* may be NULL */
+  uint8_t noinit; /* it ended without ever initialising hora (no hello) */
 };
 
 struct hp_output {

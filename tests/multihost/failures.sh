@@ -15,6 +15,9 @@
 #               exits 3, names rank 3 and h2, shows its last stderr lines
 #   exit3       rank 3 (on h2) exits 3 while the others are blocked in an
 #               allreduce: they get HORA_EPEERGONE naming rank 3
+#   noinit      rank 3 (on h2) exits 0 without calling hora_init while the
+#               others are blocked in an allreduce: horarun names rank 3
+#               and h2 as the cause, not the ranks of h1 that failed
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD"
 mh_setup 3
@@ -94,6 +97,22 @@ if [ -x "$T/it_fail" ]; then
   expect_nogrep exit3 out "FAIL" "no rank saw anything unexpected"
   expect_grep exit3 err 'rank 3.*h2|h2.*rank 3' "stderr names rank 3 and host h2"
   expect_within exit3 15 "ends within seconds"
+  mh_assert_no_job_procs "$MARK" 10
+
+  hrun noinit 60 -np 4 -H h1:2,h2:2 "$T/it_fail" noinit 3
+  expect_rc noinit 1
+  for r in 0 1 2; do
+    expect_grep noinit out "^\[$r\]<stdout>:rank $r: got HORA_EPEERGONE as expected: .*rank 3 on host h2 exited with code 0 without initialising hora" \
+      "rank $r reports HORA_EPEERGONE naming rank 3 and saying it never initialised hora"
+  done
+  expect_grep noinit err '^horarun: error: rank 3 on host h2 exited with code 0 without initialising hora' \
+    "horarun names rank 3 on h2 as the cause"
+  first=$(grep -E '^horarun: (error: )?rank [0-9]' "$MH_TMP/noinit.err" | head -n 1)
+  case "$first" in
+  *"rank 3 "*) ;;
+  *) fail "noinit: horarun's first word on a rank should name rank 3, the cause; it said: $first" ;;
+  esac
+  expect_within noinit 15 "ends within seconds"
   mh_assert_no_job_procs "$MARK" 10
 fi
 finish

@@ -320,7 +320,27 @@ static void test_exit_output_text(void) {
   CHECK_EQ_INT(hp_dec_exit(p, n, &ex2), 0);
   CHECK(ex2.rank == -7 && ex2.how == HP_EXIT_SPAWN && ex2.code == 2);
   CHECK_EQ_STR(ex2.msg, ""); /* NULL travels as "" */
+  CHECK_EQ_INT(ex2.noinit, 0);
   free(ex2.msg);
+  /* a rank that never initialised hora says so */
+  hp_wbuf_reset(&w);
+  struct hp_exit exn = {4, HP_EXIT_CODE, 0, NULL, 1};
+  hp_enc_exit(&w, &exn);
+  p = one_frame(&w, HP_MSG_EXIT, &n);
+  CHECK_EQ_INT(hp_dec_exit(p, n, &ex2), 0);
+  CHECK(ex2.rank == 4 && ex2.how == HP_EXIT_CODE && ex2.noinit == 1);
+  free(ex2.msg);
+  hp_wbuf_reset(&w);
+  exn.noinit = 2;
+  hp_enc_exit(&w, &exn); /* encoded as 1 */
+  p = one_frame(&w, HP_MSG_EXIT, &n);
+  CHECK_EQ_INT(hp_dec_exit(p, n, &ex2), 0);
+  CHECK_EQ_INT(ex2.noinit, 1);
+  free(ex2.msg);
+  unsigned char bad[64];
+  memcpy(bad, p, n);
+  bad[n - 1] = 2; /* neither 0 nor 1 */
+  CHECK_EQ_INT(hp_dec_exit(bad, n, &ex2), HORA_EPROTO);
   /* how out of range */
   hp_wbuf_reset(&w);
   ex.how = 3;
