@@ -242,6 +242,7 @@ void hp_enc_hello(struct hp_wbuf *w, const struct hp_hello *m) {
   hp_put_u32(w, (uint32_t)m->rank);
   hp_put_u32(w, (uint32_t)m->pid);
   hp_put_str(w, m->token);
+  hp_put_u32(w, m->shm_version);
   hp_frame_end(w);
 }
 
@@ -257,7 +258,26 @@ int hp_dec_hello(const unsigned char *p, size_t n, struct hp_hello *m) {
   m->rank = (int32_t)hp_get_u32(&r);
   m->pid = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->token, sizeof m->token);
+  m->shm_version = hp_get_u32(&r);
   return finish(&r);
+}
+
+void hp_enc_refuse(struct hp_wbuf *w, const struct hp_refuse *m) {
+  hp_frame_begin(w, HP_MSG_REFUSE, 0);
+  hp_put_u32(w, (uint32_t)m->status);
+  hp_put_str(w, m->msg);
+  hp_frame_end(w);
+}
+
+int hp_dec_refuse(const unsigned char *p, size_t n, struct hp_refuse *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->status = (int32_t)hp_get_u32(&r);
+  get_fixed_str(&r, m->msg, sizeof m->msg);
+  int rc = finish(&r);
+  if (rc == 0 && m->status >= 0) rc = HORA_EPROTO;
+  return rc;
 }
 
 void hp_enc_welcome(struct hp_wbuf *w, const struct hp_welcome *m) {

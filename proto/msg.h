@@ -24,6 +24,9 @@ enum hp_msg_type {
   HP_MSG_HELLO = 1,   /* rank -> daemon: who I am */
   HP_MSG_WELCOME = 2, /* daemon -> rank: layout, with memfd + eventfd */
   HP_MSG_BYE = 3,     /* rank -> daemon: clean shutdown */
+  HP_MSG_REFUSE = 4,  /* daemon -> rank: its hello is refused (status, why);
+                         the daemon then closes the connection. Sent in the
+                         daemon's version also to a hello of another one */
   /* launcher <-> daemon, on the control connection */
   HP_MSG_JOB = 16,    /* launcher -> daemon: what to run */
   HP_MSG_ABORT = 17,  /* launcher -> daemon: tear the job down */
@@ -128,6 +131,13 @@ struct hp_hello {
   int32_t rank;
   int32_t pid;
   char token[HP_TOKEN_LEN + 1];
+  uint32_t shm_version; /* the HP_SHM_VERSION of the rank's libhora */
+};
+
+/* REFUSE: why the daemon will not serve this connection. */
+struct hp_refuse {
+  int32_t status; /* HORA_E* */
+  char msg[460];
 };
 
 struct hp_welcome {
@@ -273,6 +283,8 @@ int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m);
 
 void hp_enc_hello(struct hp_wbuf *w, const struct hp_hello *m);
 int hp_dec_hello(const unsigned char *p, size_t n, struct hp_hello *m);
+void hp_enc_refuse(struct hp_wbuf *w, const struct hp_refuse *m);
+int hp_dec_refuse(const unsigned char *p, size_t n, struct hp_refuse *m);
 void hp_enc_welcome(struct hp_wbuf *w, const struct hp_welcome *m);
 int hp_dec_welcome(const unsigned char *p, size_t n, struct hp_welcome *m);
 void hp_enc_job(struct hp_wbuf *w, const struct hp_job *m);

@@ -15,6 +15,9 @@
 #               exits 3, names rank 3 and h2, shows its last stderr lines
 #   exit3       rank 3 (on h2) exits 3 while the others are blocked in an
 #               allreduce: they get HORA_EPEERGONE naming rank 3
+#   reinit      hora_init() after hora_shutdown() across hosts: works, or
+#               (where it is not supported) fails on each rank with a
+#               message that says so, not a bare "connection closed"
 #   noinit      rank 3 (on h2) exits 0 without calling hora_init while the
 #               others are blocked in an allreduce: horarun names rank 3
 #               and h2 as the cause, not the ranks of h1 that failed
@@ -97,6 +100,16 @@ if [ -x "$T/it_fail" ]; then
   expect_nogrep exit3 out "FAIL" "no rank saw anything unexpected"
   expect_grep exit3 err 'rank 3.*h2|h2.*rank 3' "stderr names rank 3 and host h2"
   expect_within exit3 15 "ends within seconds"
+  mh_assert_no_job_procs "$MARK" 10
+
+  hrun reinit 60 -np 2 -H h1:1,h2:1 "$T/it_reinit" 2
+  if [ "$RC" = 0 ]; then
+    expect_count reinit out "^\[[01]\]<stdout>:rank [01]: reinit: 2 rounds, 0 failures" 2 \
+      "every rank ran both sessions"
+  else
+    expect_grep reinit out "^\[[01]\]<stdout>:rank [01]: FAIL init in round 1: horad refused this rank: rank [01] initialised hora again after shutting it down: that works in jobs on one host only" \
+      "hora_init() again says why it is refused"
+  fi
   mh_assert_no_job_procs "$MARK" 10
 
   hrun noinit 60 -np 4 -H h1:2,h2:2 "$T/it_fail" noinit 3

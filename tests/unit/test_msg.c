@@ -6,6 +6,7 @@
 
 #include "common.h"
 #include "msg.h"
+#include "shm.h"
 #include "testlib.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -192,7 +193,8 @@ static void test_frame_header(void) {
 static void test_hello_welcome(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
-  struct hp_hello he = {-1, INT32_MAX, "ffffffffffffffffffffffffffffffff"};
+  struct hp_hello he = {-1, INT32_MAX, "ffffffffffffffffffffffffffffffff",
+                        HP_SHM_VERSION + 7};
   hp_enc_hello(&w, &he);
   size_t n;
   const unsigned char *p = one_frame(&w, HP_MSG_HELLO, &n);
@@ -201,6 +203,7 @@ static void test_hello_welcome(void) {
   CHECK_EQ_INT(he2.rank, -1);
   CHECK_EQ_INT(he2.pid, INT32_MAX);
   CHECK_EQ_STR(he2.token, he.token);
+  CHECK_EQ_INT(he2.shm_version, HP_SHM_VERSION + 7);
   /* a token one longer than HP_TOKEN_LEN does not fit */
   hp_wbuf_reset(&w);
   hp_frame_begin(&w, HP_MSG_HELLO, 0);
@@ -210,6 +213,20 @@ static void test_hello_welcome(void) {
   hp_frame_end(&w);
   p = one_frame(&w, HP_MSG_HELLO, &n);
   CHECK_EQ_INT(hp_dec_hello(p, n, &he2), HORA_EPROTO);
+
+  /* a refusal: a status (negative) and why */
+  hp_wbuf_reset(&w);
+  struct hp_refuse rf = {HORA_EVERSION, "rank 3 uses another release"}, rf2;
+  hp_enc_refuse(&w, &rf);
+  p = one_frame(&w, HP_MSG_REFUSE, &n);
+  CHECK_EQ_INT(hp_dec_refuse(p, n, &rf2), 0);
+  CHECK_EQ_INT(rf2.status, HORA_EVERSION);
+  CHECK_EQ_STR(rf2.msg, rf.msg);
+  hp_wbuf_reset(&w);
+  rf.status = 0; /* not an error */
+  hp_enc_refuse(&w, &rf);
+  p = one_frame(&w, HP_MSG_REFUSE, &n);
+  CHECK_EQ_INT(hp_dec_refuse(p, n, &rf2), HORA_EPROTO);
 
   hp_wbuf_reset(&w);
   struct hp_welcome we = {1, 2, 3, 4, 5, 6, 7, UINT64_MAX - 1, ""};
