@@ -331,7 +331,7 @@ void hd_coord_free(struct hd_comm *cm) {
 
 /* ---- readiness for a set not added yet ---------------------------------- */
 
-#define HELD_MAX 65536
+#define HELD_SETS_AHEAD 1024 /* how far beyond ours a set id may be */
 
 struct hd_held_ready {
   int from;
@@ -339,13 +339,37 @@ struct hd_held_ready {
 };
 
 int hd_coord_hold(struct hd_daemon *d, int from,
-                  const struct hp_nego_ready *m) {
-  if (d->nheld >= HELD_MAX || m->comm >= d->ncomms + 1024) return -1;
-  struct hd_held_ready *v = realloc(d->held, (d->nheld + 1) * sizeof *v);
-  if (!v) return -1;
-  d->held = v;
-  v[d->nheld].from = from;
-  v[d->nheld].m = *m;
+                  const struct hp_nego_ready *m, char *why, size_t whylen) {
+  /* the caller drops the link: the message is about the peer, whose
+   * name it puts first ("host h2 (ranks 2-3) is lost: it said ...") */
+  const char *me = d->job.hosts ? d->job.hosts[d->job.host_index].name : "?";
+  if (m->comm >= d->ncomms + HELD_SETS_AHEAD) {
+    hc_fmt(why, whylen, "it said ready for %s '%s' of process set %u, but "
+           "host %s has added only %u process sets: its ranks added sets "
+           "that the ranks of host %s did not", hd_coll_name(m->coll),
+           m->name, m->comm, me, d->ncomms ? d->ncomms - 1 : 0, me);
+    return -1;
+  }
+  if (d->nheld >= HD_HELD_MAX) {
+    hc_fmt(why, whylen, "it said ready for more than %u operations of "
+           "process sets host %s has not added (the last: %s '%s' of process "
+           "set %u): its ranks added sets that the ranks of host %s did not, "
+           "or not yet", (unsigned)HD_HELD_MAX, me, hd_coll_name(m->coll),
+           m->name, m->comm, me);
+    return -1;
+  }
+  if (d->nheld == d->capheld) {
+    size_t cap = d->capheld ? 2 * d->capheld : 16;
+    struct hd_held_ready *v = realloc(d->held, cap * sizeof *v);
+    if (!v) {
+      hc_fmt(why, whylen, "horad is out of memory holding its readiness");
+      return -1;
+    }
+    d->held = v;
+    d->capheld = cap;
+  }
+  d->held[d->nheld].from = from;
+  d->held[d->nheld].m = *m;
   d->nheld++;
   return 0;
 }
@@ -372,7 +396,7 @@ void hd_coord_replay(struct hd_comm *c) {
 void hd_coord_held_free(struct hd_daemon *d) {
   free(d->held);
   d->held = NULL;
-  d->nheld = 0;
+  d->nheld = d->capheld = 0;
 }
 
 void hd_coord_fail(struct hd_comm *cm, const char *why) {

@@ -235,7 +235,7 @@ struct hd_daemon {
   /* NEGO_READY for a process set this daemon has not added yet (its
    * ranks may be quicker elsewhere): replayed once it is */
   struct hd_held_ready *held;
-  size_t nheld;
+  size_t nheld, capheld;
   int staging_freed; /* a streamed operation let go of a rank's staging */
   int in_run_ready;
 
@@ -352,8 +352,12 @@ void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len);
 void hd_coord_ready(struct hd_comm *c, int host, const struct hp_nego_ready *m);
 void hd_coord_free(struct hd_comm *c);
 /* Keeps a READY for a set not added here yet (from: global host index);
- * < 0 when too many are held already. */
-int hd_coord_hold(struct hd_daemon *d, int from, const struct hp_nego_ready *m);
+ * < 0, saying why, when it is too far ahead or HD_HELD_MAX are held
+ * already (the peer is then dropped: its ranks and ours disagree on the
+ * sets). */
+#define HD_HELD_MAX 65536u
+int hd_coord_hold(struct hd_daemon *d, int from, const struct hp_nego_ready *m,
+                  char *why, size_t whylen);
 /* Hands c's held READYs to its coordinator (c was just added). */
 void hd_coord_replay(struct hd_comm *c);
 void hd_coord_held_free(struct hd_daemon *d);

@@ -168,10 +168,8 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
     struct hd_comm *cm = hd_comm_get(d, m.comm);
     if (cm && cm->removed) return 0;
     if (!cm && m.comm >= d->ncomms) { /* added there, not here yet */
-      if (hd_coord_hold(d, from, &m) == 0) return 0;
-      hc_fmt(c->why, sizeof c->why, "too much readiness for process sets "
-             "not added yet");
-      return -1;
+      if (hd_coord_hold(d, from, &m, c->why, sizeof c->why) == 0) return 0;
+      return -1; /* host_lost() says it, naming the host */
     }
     int pos = -1;
     for (int k = 0; cm && k < cm->nhosts; k++)

@@ -613,6 +613,50 @@ static void test_stall_across_hosts(void) {
   fx_free(&f);
 }
 
+/* Readiness for process sets this host has not added yet is held until it
+ * adds them, up to HD_HELD_MAX entries and sets not too far ahead; past
+ * either, the peer is refused with a message that says what (the mesh
+ * then drops the link, naming the host), and nothing more is held. */
+static void test_held_limit(void) {
+  struct fx f;
+  setup(&f);
+  char why[256] = "";
+  /* a set far beyond the ones added here */
+  struct hp_nego_ready m = barrier_rdy("far", 2);
+  m.comm = 5000;
+  CHECK(hd_coord_hold(&f.d, 1, &m, why, sizeof why) < 0);
+  tl_checks++;
+  if (!strstr(why, "barrier 'far' of process set 5000") ||
+      !strstr(why, "host h0 has added only 0 process sets"))
+    TL_FAIL("why: %s", why);
+  CHECK_EQ_INT(f.d.nheld, 0);
+  /* many for the next set: held up to the limit */
+  m.comm = 1;
+  size_t held = 0;
+  for (unsigned k = 0; k < HD_HELD_MAX + 10; k++) {
+    snprintf(m.name, sizeof m.name, "h.%u", k);
+    if (hd_coord_hold(&f.d, 1, &m, why, sizeof why) < 0) break;
+    held++;
+  }
+  CHECK_EQ_INT(held, HD_HELD_MAX);
+  CHECK_EQ_INT(f.d.nheld, HD_HELD_MAX);
+  CHECK(f.d.capheld >= f.d.nheld && f.d.capheld <= 2 * (size_t)HD_HELD_MAX);
+  tl_checks++;
+  if (!strstr(why, "more than 65536 operations of process sets host h0 has "
+                   "not added") || !strstr(why, "barrier 'h.65536' of process "
+                                               "set 1"))
+    TL_FAIL("why: %s", why);
+  /* once the set is added, what was held is handed to its coordinator */
+  const int32_t all[6] = {0, 1, 2, 3, 4, 5};
+  struct hd_comm *s = hd_comm_new(&f.d, all, 6);
+  CHECK(s && s->id == 1);
+  if (s) hd_coord_replay(s);
+  CHECK_EQ_INT(f.d.nheld, 0);
+  CHECK(hd_coord_hold(&f.d, 2, &m, why, sizeof why) == 0); /* room again */
+  hd_coord_held_free(&f.d);
+  fx_free(&f);
+}
+
 /* What the daemon logs at level ERROR and above while fn runs. */
 static const char *logged(void (*fn)(struct fx *), struct fx *f) {
   static char buf[8192];
@@ -840,6 +884,7 @@ int main(void) {
   RUN(test_sets);
   RUN(test_stall_across_hosts);
   RUN(test_stall_names_missing_ranks);
+  RUN(test_held_limit);
   RUN(test_bug_last_join_strands_op);
   RUN(test_bug_join_before_ready);
   RUN(test_bug_broadcast_root_on_joined_host);
