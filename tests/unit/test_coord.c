@@ -657,6 +657,28 @@ static void test_held_limit(void) {
   fx_free(&f);
 }
 
+/* This host's last link comes up after the other hosts' (its job starts
+ * last): their ranks' first operations were said ready before the global
+ * set existed here. Held, they count once it does; horad used to drop
+ * them, and the job hung in its first collective. */
+static void test_ready_before_start(void) {
+  struct fx f;
+  setup(&f);
+  hd_comms_free(&f.d); /* as before hd_job_go() */
+  char why[256];
+  struct hp_nego_ready m1 = barrier_rdy("first", 2), m2 = barrier_rdy("first", 4);
+  CHECK(hd_coord_hold(&f.d, 1, &m1, why, sizeof why) == 0);
+  CHECK(hd_coord_hold(&f.d, 2, &m2, why, sizeof why) == 0);
+  CHECK(hd_comms_init(&f.d) == 0);
+  CHECK_EQ_INT(f.d.nheld, 0);
+  struct hp_sqe b0 = barrier("first"), b1 = barrier("first");
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+  fx_free(&f);
+}
+
 /* What the daemon logs at level ERROR and above while fn runs. */
 static const char *logged(void (*fn)(struct fx *), struct fx *f) {
   static char buf[8192];
@@ -885,6 +907,7 @@ int main(void) {
   RUN(test_stall_across_hosts);
   RUN(test_stall_names_missing_ranks);
   RUN(test_held_limit);
+  RUN(test_ready_before_start);
   RUN(test_bug_last_join_strands_op);
   RUN(test_bug_join_before_ready);
   RUN(test_bug_broadcast_root_on_joined_host);
