@@ -183,6 +183,10 @@ struct hd_peer {
   int up;            /* both ends bound the link: it may carry anything */
   int left;          /* said goodbye: its ranks have ended */
   int lost;          /* its connection broke or fell silent */
+  /* how its link has been lately, for horarun (see mesh.c) */
+  int watched;         /* retrans holds a first reading */
+  uint32_t retrans;    /* TCP retransmissions at the last heartbeat tick */
+  uint64_t trouble_ns; /* when it last retransmitted, fell silent or broke */
 };
 
 struct hd_xop;   /* xhost/ring.c: the cross-host part of the running operation */
@@ -262,6 +266,7 @@ struct hd_daemon {
   uint64_t *early_hello;  /* what each said: host index << 32 | nhosts */
   size_t nearly;
   uv_timer_t hb_timer;
+  struct hd_peer ctl_link; /* the same watch on the connection to horarun */
   uv_timer_t victim_timer; /* releases exits held back (hd_send_exit) */
   uint64_t hb_timeout_ns;
   uv_timer_t close_timer; /* a graceful close has this long */

@@ -681,6 +681,46 @@ int hp_dec_xdata_hdr(const unsigned char *p, size_t n,
   return 0;
 }
 
+void hp_enc_peer_lost(struct hp_wbuf *w, const struct hp_peer_lost *m) {
+  hp_frame_begin(w, HP_MSG_PEER_LOST, 0);
+  hp_put_u32(w, m->host);
+  hp_put_str(w, m->msg);
+  hp_frame_end(w);
+}
+
+int hp_dec_peer_lost(const unsigned char *p, size_t n,
+                     struct hp_peer_lost *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->host = hp_get_u32(&r);
+  get_fixed_str(&r, m->msg, sizeof m->msg);
+  return finish(&r);
+}
+
+void hp_enc_heartbeat(struct hp_wbuf *w, const uint32_t *hosts, uint32_t n) {
+  hp_frame_begin(w, HP_MSG_HEARTBEAT, 0);
+  if (n) {
+    hp_put_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) hp_put_u32(w, hosts[i]);
+  }
+  hp_frame_end(w);
+}
+
+int hp_dec_heartbeat(const unsigned char *p, size_t n, uint32_t *hosts,
+                     uint32_t max, uint32_t *count) {
+  *count = 0;
+  if (n == 0) return 0;
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  uint32_t k = hp_get_u32(&r);
+  if (r.err || k > max || k > HP_TROUBLE_MAX) return HORA_EPROTO;
+  for (uint32_t i = 0; i < k; i++) hosts[i] = hp_get_u32(&r);
+  int rc = finish(&r);
+  if (rc == 0) *count = k;
+  return rc;
+}
+
 void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m) {
   hp_frame_begin(w, HP_MSG_RANK_GONE, 0);
   hp_put_u32(w, (uint32_t)m->rank);

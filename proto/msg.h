@@ -38,7 +38,13 @@ enum hp_msg_type {
   HP_MSG_REGISTER = 22,  /* daemon -> launcher over TCP: host index, name,
                             mesh port (see hp_register) */
   HP_MSG_HEARTBEAT = 23, /* either way, on every TCP connection */
-  HP_MSG_FAULT = 24,     /* daemon -> launcher: a host of the job is lost */
+  HP_MSG_FAULT = 24,     /* daemon -> launcher: the job cannot go on */
+  HP_MSG_PEER_LOST = 25, /* daemon -> launcher: it lost its link to a host
+                            (hp_peer_lost); the launcher decides, from
+                            every daemon's word, which host is the cause.
+                            A daemon's HEARTBEAT to the launcher lists the
+                            hosts its links to have been in trouble with
+                            lately (hp_enc_heartbeat) */
   /* authentication, first on every TCP connection (auth.h) */
   HP_MSG_AUTH_HELLO = 32,     /* connector -> acceptor: purpose, nonce */
   HP_MSG_AUTH_CHALLENGE = 33, /* acceptor -> connector: nonce, MAC */
@@ -251,6 +257,15 @@ struct hp_xdata_hdr {
 };
 #define HP_XDATA_HDR_LEN 24u
 
+struct hp_peer_lost {
+  uint32_t host; /* the host index it lost */
+  char msg[460]; /* why ("no heartbeat for 3.0 s") */
+};
+
+/* In a daemon's HEARTBEAT to the launcher: this many host indices at most
+ * (an index equal to the number of hosts stands for the launcher). */
+#define HP_TROUBLE_MAX 1024u
+
 struct hp_rank_gone {
   int32_t rank; /* the first rank gone */
   int32_t host; /* its host index */
@@ -278,6 +293,13 @@ void hp_xdata_frame_hdr(unsigned char *out, const struct hp_xdata_hdr *m,
                         uint32_t bytes);
 int hp_dec_xdata_hdr(const unsigned char *p, size_t n,
                      struct hp_xdata_hdr *m);
+void hp_enc_peer_lost(struct hp_wbuf *w, const struct hp_peer_lost *m);
+int hp_dec_peer_lost(const unsigned char *p, size_t n, struct hp_peer_lost *m);
+/* A HEARTBEAT listing n host indices (none: an empty heartbeat). */
+void hp_enc_heartbeat(struct hp_wbuf *w, const uint32_t *hosts, uint32_t n);
+/* Reads at most max indices into hosts; an empty payload is 0 of them. */
+int hp_dec_heartbeat(const unsigned char *p, size_t n, uint32_t *hosts,
+                     uint32_t max, uint32_t *count);
 void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m);
 int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m);
 
