@@ -105,6 +105,10 @@ int hd_comms_init(struct hd_daemon *d) {
   for (int i = 0; i < n; i++) all[i] = i;
   struct hd_comm *c = hd_comm_new(d, all, n);
   free(all);
+  /* A host whose links all came up before ours may already have said
+   * ready for the global set's first operations: held, they are ours now
+   * (else its ranks would wait for a decision that never comes). */
+  if (c) hd_coord_replay(c);
   return c ? 0 : HORA_ENOMEM;
 }
 

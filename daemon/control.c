@@ -67,7 +67,8 @@ void hd_send_exit(struct hd_daemon *d, struct hd_rank *r) {
   struct hp_exit m = {.rank = r->info.rank,
                       .how = (uint8_t)r->exit_how,
                       .code = r->exit_code,
-                      .msg = r->spawn_msg};
+                      .msg = r->spawn_msg,
+                      .noinit = (uint8_t)r->noinit};
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_exit(&w, &m);

@@ -338,7 +338,39 @@ void hd_coord_ready(struct hd_comm *cm, int host,
   decide(cm, e);
 }
 
-/* Names the hosts that have not said ready, e.g. "h2 (ranks 2-3)". */
+/* The local tensor of that name on c, or NULL. */
+static struct hd_tensor *local_tensor(struct hd_comm *c, const char *name) {
+  if (!c->table_size) return NULL;
+  struct hd_tensor *t = c->table[hd_name_hash(name) & (c->table_size - 1)];
+  while (t && strcmp(t->name, name)) t = t->next_hash;
+  return t;
+}
+
+/* This host's members that have not submitted `name` (it knows them one
+ * by one), e.g. "rank 1 of host h0" or "ranks 1, 3 of host h0"; "" when
+ * it has no such tensor (then none of them submitted it). */
+static void missing_here(struct hd_comm *c, const char *name, char *buf,
+                         size_t len) {
+  struct hd_tensor *t = local_tensor(c, name);
+  size_t n = 0;
+  int k = 0;
+  buf[0] = '\0';
+  if (!t) return;
+  for (int i = 0; i < c->nlocal && n + 64 < len; i++) {
+    if (t->part[i].submitted || c->joined[i]) continue;
+    n += (size_t)snprintf(buf + n, len - n, "%s%d", k++ ? ", " : "",
+                          hd_comm_rank(c, i));
+  }
+  if (!k) return;
+  char rest[300];
+  hc_fmt(rest, sizeof rest, "%s", buf);
+  hc_fmt(buf, len, "rank%s %s of host %s", k > 1 ? "s" : "", rest,
+         c->d->job.hosts[c->hosts[c->me]].name);
+}
+
+/* Names what has not said ready: this host's missing ranks one by one,
+ * another host as a whole ("the ranks of host h2 (ranks 2-3)": which of
+ * them are missing, only that host knows, and its own report says). */
 static void missing(struct hd_comm *c, struct centry *e, char *buf,
                     size_t len) {
   size_t n = 0;
@@ -346,9 +378,28 @@ static void missing(struct hd_comm *c, struct centry *e, char *buf,
   for (int i = 0; i < c->nhosts && n + 64 < len; i++) {
     if (e->seen[i]) continue;
     char name[300];
-    hd_host_name(c->d, c->hosts[i], name, sizeof name);
-    n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", name);
+    if (i == c->me) missing_here(c, e->first.name, name, sizeof name);
+    else name[0] = '\0';
+    if (!name[0]) {
+      char host[280];
+      hd_host_name(c->d, c->hosts[i], host, sizeof host);
+      hc_fmt(name, sizeof name, "the ranks of %s", host);
+    }
+    n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? " and " : "", name);
   }
+}
+
+/* Fails e as stalled, where it was submitted. */
+static void stall_fail(struct hd_comm *cm, struct centry *e, uint64_t age) {
+  char who[512];
+  missing(cm, e, who, sizeof who);
+  hc_fmt(e->msg, sizeof e->msg, "%s '%s' stalled for %llu s: %s never "
+         "submitted it", hd_coll_name(e->first.coll), e->first.name,
+         (unsigned long long)(age / 1000000000u), who);
+  hc_error("%s", e->msg);
+  send_decision(cm, e, UINT64_MAX, HORA_ESTALL);
+  if (e->first.group_n > 1) cgroup_fail(cm, e, HORA_ESTALL, e->msg);
+  unlink_entry(cm->coord, e);
 }
 
 /* The stall inspector across hosts: warns once about a tensor some hosts'
@@ -366,20 +417,13 @@ void hd_coord_check_stalls(struct hd_comm *cm) {
       uint64_t age = now - e->t_first;
       char who[512];
       if (d->stall_fail_ns && age >= d->stall_fail_ns) {
-        missing(cm, e, who, sizeof who);
-        hc_fmt(e->msg, sizeof e->msg, "%s '%s' stalled for %llu s: the ranks "
-               "of %s never submitted it", hd_coll_name(e->first.coll),
-               e->first.name, (unsigned long long)(age / 1000000000u), who);
-        hc_error("%s", e->msg);
-        send_decision(cm, e, UINT64_MAX, HORA_ESTALL);
-        if (e->first.group_n > 1) cgroup_fail(cm, e, HORA_ESTALL, e->msg);
-        unlink_entry(c, e);
+        stall_fail(cm, e, age);
         continue;
       }
       if (d->stall_warn_ns && age >= d->stall_warn_ns && !e->warned) {
         e->warned = 1;
         missing(cm, e, who, sizeof who);
-        hc_warn("stall: %s '%s' has waited %llu s for the ranks of %s; the "
+        hc_warn("stall: %s '%s' has waited %llu s for %s; the "
                 "other hosts' ranks submitted it. Ranks may be issuing "
                 "collectives in a different order or with different names.",
                 hd_coll_name(e->first.coll), e->first.name,
@@ -387,6 +431,14 @@ void hd_coord_check_stalls(struct hd_comm *cm) {
       }
     }
   }
+}
+
+void hd_coord_stall(struct hd_comm *cm, const char *name) {
+  struct hd_coord *c = cm->coord;
+  if (!c) return;
+  struct centry *e = c->table[hd_name_hash(name) & (c->size - 1)];
+  while (e && strcmp(e->first.name, name)) e = e->next;
+  if (e) stall_fail(cm, e, hc_now_ns() - e->t_first);
 }
 
 void hd_coord_free(struct hd_comm *cm) {
@@ -407,7 +459,7 @@ void hd_coord_free(struct hd_comm *cm) {
 
 /* ---- readiness for a set not added yet ---------------------------------- */
 
-#define HELD_MAX 65536
+#define HELD_SETS_AHEAD 1024 /* how far beyond ours a set id may be */
 
 struct hd_held_ready {
   int from;
@@ -415,13 +467,37 @@ struct hd_held_ready {
 };
 
 int hd_coord_hold(struct hd_daemon *d, int from,
-                  const struct hp_nego_ready *m) {
-  if (d->nheld >= HELD_MAX || m->comm >= d->ncomms + 1024) return -1;
-  struct hd_held_ready *v = realloc(d->held, (d->nheld + 1) * sizeof *v);
-  if (!v) return -1;
-  d->held = v;
-  v[d->nheld].from = from;
-  v[d->nheld].m = *m;
+                  const struct hp_nego_ready *m, char *why, size_t whylen) {
+  /* the caller drops the link: the message is about the peer, whose
+   * name it puts first ("host h2 (ranks 2-3) is lost: it said ...") */
+  const char *me = d->job.hosts ? d->job.hosts[d->job.host_index].name : "?";
+  if (m->comm >= d->ncomms + HELD_SETS_AHEAD) {
+    hc_fmt(why, whylen, "it said ready for %s '%s' of process set %u, but "
+           "host %s has added only %u process sets: its ranks added sets "
+           "that the ranks of host %s did not", hd_coll_name(m->coll),
+           m->name, m->comm, me, d->ncomms ? d->ncomms - 1 : 0, me);
+    return -1;
+  }
+  if (d->nheld >= HD_HELD_MAX) {
+    hc_fmt(why, whylen, "it said ready for more than %u operations of "
+           "process sets host %s has not added (the last: %s '%s' of process "
+           "set %u): its ranks added sets that the ranks of host %s did not, "
+           "or not yet", (unsigned)HD_HELD_MAX, me, hd_coll_name(m->coll),
+           m->name, m->comm, me);
+    return -1;
+  }
+  if (d->nheld == d->capheld) {
+    size_t cap = d->capheld ? 2 * d->capheld : 16;
+    struct hd_held_ready *v = realloc(d->held, cap * sizeof *v);
+    if (!v) {
+      hc_fmt(why, whylen, "horad is out of memory holding its readiness");
+      return -1;
+    }
+    d->held = v;
+    d->capheld = cap;
+  }
+  d->held[d->nheld].from = from;
+  d->held[d->nheld].m = *m;
   d->nheld++;
   return 0;
 }
@@ -448,7 +524,7 @@ void hd_coord_replay(struct hd_comm *c) {
 void hd_coord_held_free(struct hd_daemon *d) {
   free(d->held);
   d->held = NULL;
-  d->nheld = 0;
+  d->nheld = d->capheld = 0;
 }
 
 void hd_coord_fail(struct hd_comm *cm, const char *why) {

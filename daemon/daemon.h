@@ -38,6 +38,8 @@ struct hd_rank {
   pid_t pid; /* 0 before spawn / after reaping */
   int spawned, reaped, reported;
   int exit_how, exit_code;
+  int noinit; /* exited 0 without ever initialising hora (no hello), while
+                 the job ran */
   char *spawn_msg;
   uv_pipe_t out[2];
   int out_open[2];
@@ -215,6 +217,10 @@ struct hd_peer {
   int up;            /* both ends bound the link: it may carry anything */
   int left;          /* said goodbye: its ranks have ended */
   int lost;          /* its connection broke or fell silent */
+  /* how its link has been lately, for horarun (see mesh.c) */
+  int watched;         /* retrans holds a first reading */
+  uint32_t retrans;    /* TCP retransmissions at the last heartbeat tick */
+  uint64_t trouble_ns; /* when it last retransmitted, fell silent or broke */
 };
 
 struct hd_xop;   /* xhost/ring.c: the cross-host part of the running operation */
@@ -270,7 +276,7 @@ struct hd_daemon {
   /* NEGO_READY for a process set this daemon has not added yet (its
    * ranks may be quicker elsewhere): replayed once it is */
   struct hd_held_ready *held;
-  size_t nheld;
+  size_t nheld, capheld;
   int staging_freed; /* a streamed operation let go of a rank's staging */
   int in_run_ready;
 
@@ -297,6 +303,7 @@ struct hd_daemon {
   uint64_t *early_hello;  /* what each said: host index << 32 | nhosts */
   size_t nearly;
   uv_timer_t hb_timer;
+  struct hd_peer ctl_link; /* the same watch on the connection to horarun */
   uv_timer_t victim_timer; /* releases exits held back (hd_send_exit) */
   uint64_t hb_timeout_ns;
   uv_timer_t close_timer; /* a graceful close has this long */
@@ -392,14 +399,21 @@ void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len);
 void hd_coord_ready(struct hd_comm *c, int host, const struct hp_nego_ready *m);
 void hd_coord_free(struct hd_comm *c);
 /* Keeps a READY for a set not added here yet (from: global host index);
- * < 0 when too many are held already. */
-int hd_coord_hold(struct hd_daemon *d, int from, const struct hp_nego_ready *m);
+ * < 0, saying why, when it is too far ahead or HD_HELD_MAX are held
+ * already (the peer is then dropped: its ranks and ours disagree on the
+ * sets). */
+#define HD_HELD_MAX 65536u
+int hd_coord_hold(struct hd_daemon *d, int from, const struct hp_nego_ready *m,
+                  char *why, size_t whylen);
 /* Hands c's held READYs to its coordinator (c was just added). */
 void hd_coord_replay(struct hd_comm *c);
 void hd_coord_held_free(struct hd_daemon *d);
 /* Fails every entry (a host of the set has left), telling its hosts. */
 void hd_coord_fail(struct hd_comm *c, const char *why);
 void hd_coord_check_stalls(struct hd_comm *c);
+/* This host's ranks let `name` stall: its entry, if any, fails now too,
+ * naming those ranks (while this host still knows which they are). */
+void hd_coord_stall(struct hd_comm *c, const char *name);
 
 /* coll.c: the collectives, described once */
 struct hd_coll {

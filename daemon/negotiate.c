@@ -386,6 +386,13 @@ static int describe_problem(struct hd_comm *c, struct hd_tensor *t, char *msg,
              hd_coll_name(t->meta.coll), hd_comm_rank(c, i));
       return HORA_EINVAL;
     }
+    if (t->meta.coll == HORA_COLL_ALLTOALL && c->nhosts > 1) {
+      /* the other hosts would send it, and expect from it, what only it
+       * knows (its splits) */
+      hc_fmt(msg, len, "alltoall '%s' cannot run across hosts while rank %d "
+             "has joined", t->name, hd_comm_rank(c, i));
+      return HORA_EINVAL;
+    }
   }
   if (t->meta.coll == HORA_COLL_ALLTOALL) { /* local pairs agree */
     for (int i = 0; i < c->nlocal; i++)
@@ -1106,6 +1113,7 @@ again:
                "submitted it", hd_coll_name(t->meta.coll), t->name,
                (unsigned long long)(age / 1000000000u), who);
         hc_error("%s", msg);
+        if (c->nhosts > 1 && c->me == 0) hd_coord_stall(c, t->name);
         if (t->group) { /* the rest of its group waits here too */
           fail_group(c, t, HORA_ESTALL, msg);
           goto again; /* the table changed under pp */

@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "auth.h"
+#include "blame.h"
 #include "common.h"
 #include "conn.h"
 #include "job.h"
@@ -62,6 +63,13 @@ struct hr_daemon {
   size_t linelen;
   char tail[TAIL_LINES][512]; /* its last lines */
   int ntail;
+  /* who lost it, and how horarun's own link to it has been (blame.h) */
+  int lost_seen;
+  char lost_why[460]; /* the first reason a daemon gave for losing it */
+  char own_why[300];  /* or horarun, when no daemon did */
+  int watched;
+  uint32_t retrans;
+  uint64_t trouble_ns;
 };
 
 struct hr_job {
@@ -99,6 +107,22 @@ struct hr_job {
   uv_timer_t hb_timer;
   uint64_t hb_timeout_ns;
   char last_fault[512];
+  /* the first rank that exited 0 without initialising hora: when other
+   * ranks then fail, it is the cause */
+  int noinit_rank;
+  const char *noinit_host;
+  int failure_seen; /* the first failed rank was reported */
+  /* a lost link: whom to blame is decided from every daemon's word */
+  struct hr_blame blame;
+  int self; /* horarun's node in blame */
+  uv_timer_t blame_timer;
+  int blaming; /* a link was lost; the verdict waits (blame_timer) */
+  int blamed;  /* the verdict was given */
+  int link_lost; /* a node said it lost a link */
+  /* the first rank failure while the verdict waits */
+  int deferred, deferred_rank, deferred_status;
+  const char *deferred_host;
+  char deferred_what[1024];
   struct hp_conn *conns; /* every rendezvous connection, also unproven */
   unsigned nrejected;    /* strangers turned away (logging is thinned) */
 };
@@ -297,6 +321,42 @@ static int failure_status(const struct hp_exit *m) {
   }
 }
 
+/* The first failure: the one the job is remembered by. */
+static void first_failure(struct hr_job *j, int rank, const char *host,
+                          const char *what, int status) {
+  j->failure_seen = 1;
+  hr_say(j->out, "rank %d on host %s %s", rank, host, what);
+  hr_out_print_tail(j->out, rank);
+  set_exit(j, status);
+  char reason[1200];
+  hc_fmt(reason, sizeof reason, "rank %d %s", rank, what);
+  stop_job(j, reason);
+}
+
+static int links_failing(struct hr_job *j);
+static void blame_open(struct hr_job *j);
+
+#define NOINIT_WHAT                                                            \
+  "exited with code 0 without initialising hora (it never called hora_init)"
+
+/* A rank that ended well, but without ever initialising hora: harmless in
+ * a job that does not use hora, the cause of what fails in one that does
+ * (the others wait for it in collectives). */
+static void noinit_exit(struct hr_daemon *d, const struct hp_exit *m,
+                        const char *what) {
+  struct hr_job *j = d->job;
+  if (j->noinit_rank < 0) {
+    j->noinit_rank = m->rank;
+    j->noinit_host = d->name;
+  }
+  if (j->failure_seen && !j->interrupted)
+    /* its report came after the failure it caused */
+    hr_say(j->out, "rank %d on host %s %s: the failure above may come from "
+           "it", m->rank, d->name, NOINIT_WHAT);
+  else if (j->o->verbose)
+    hr_say(j->out, "rank %d on host %s %s", m->rank, d->name, what);
+}
+
 static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,
                          size_t n) {
   struct hr_job *j = d->job;
@@ -312,14 +372,33 @@ static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,
   char what[1024];
   describe_exit(j, &m, what, sizeof what);
   int failed = m.how != HP_EXIT_CODE || m.code != 0;
-  if (failed && !j->stopping) {
-    /* The first failure: the one the job is remembered by. */
+  if (!failed && m.noinit) {
+    noinit_exit(d, &m, what);
+  } else if (failed && !j->stopping && (j->blaming || links_failing(j))) {
+    /* most likely a victim of a failing link (the news of a lost host can
+     * reach the ranks before horarun): the verdict names the cause */
+    if (!j->deferred) {
+      j->deferred = 1;
+      j->deferred_rank = m.rank;
+      j->deferred_host = d->name;
+      j->deferred_status = failure_status(&m);
+      hc_fmt(j->deferred_what, sizeof j->deferred_what, "%s", what);
+    }
+    blame_open(j);
+  } else if (failed && !j->stopping && j->noinit_rank >= 0) {
+    /* The ranks that used hora could not go on without it: name it. */
+    hr_say(j->out, "error: rank %d on host %s %s, so the other ranks could "
+           "not go on; stopping the job", j->noinit_rank, j->noinit_host,
+           NOINIT_WHAT);
     hr_say(j->out, "rank %d on host %s %s", m.rank, d->name, what);
     hr_out_print_tail(j->out, m.rank);
-    set_exit(j, failure_status(&m));
-    char reason[1200];
-    hc_fmt(reason, sizeof reason, "rank %d %s", m.rank, what);
+    j->failure_seen = 1;
+    set_exit(j, HR_EXIT_LAUNCHER);
+    char reason[300];
+    hc_fmt(reason, sizeof reason, "rank %d %s", j->noinit_rank, NOINIT_WHAT);
     stop_job(j, reason);
+  } else if (failed && !j->stopping) {
+    first_failure(j, m.rank, d->name, what, failure_status(&m));
   } else if (j->o->verbose) {
     hr_say(j->out, "rank %d on host %s %s", m.rank, d->name, what);
   }
@@ -412,6 +491,212 @@ static void on_register(struct hr_daemon *d, const unsigned char *p,
   if (!j->stopping && !j->jobs_sent) send_jobs(j);
 }
 
+/* ---- whom to blame for a lost link (blame.h) ------------------------------ */
+
+/* "host h2 (rank 1)", "host h2 (ranks 2-3)" */
+static void host_label(const struct hr_job *j, int i, char *buf, size_t len) {
+  const struct hr_host *h = &j->l->hosts[j->d[i].host];
+  if (h->nranks == 1)
+    hc_fmt(buf, len, "host %s (rank %d)", j->d[i].name, h->first_rank);
+  else
+    hc_fmt(buf, len, "host %s (ranks %d-%d)", j->d[i].name, h->first_rank,
+           h->first_rank + h->nranks - 1);
+}
+
+/* A node's name in messages: a host, or horarun. */
+static const char *node_name(const struct hr_job *j, int node) {
+  return node < (int)j->nd ? j->d[node].name : "horarun";
+}
+
+/* The daemons' heartbeat timeout (horarun's own is 1.5 times as long). */
+static uint64_t daemon_hb_ns(const struct hr_job *j) {
+  return (uint64_t)((double)j->hb_timeout_ns / 1.5);
+}
+
+/* What horarun's own TCP links to the hosts have been like lately. */
+static void blame_watch_self(struct hr_job *j, uint64_t now) {
+  uint64_t hb = daemon_hb_ns(j);
+  for (size_t i = 0; i < j->nd; i++) {
+    struct hr_daemon *d = &j->d[i];
+    struct hp_conn *c = d->conn;
+    uint32_t total;
+    if (c && !c->closing && hp_conn_retrans(c, &total) == 0) {
+      if (d->watched && total != d->retrans) d->trouble_ns = now;
+      d->retrans = total;
+      d->watched = 1;
+    }
+    if (c && !c->closing && !d->done && now - c->last_rx > hb / 2)
+      d->trouble_ns = now;
+    hr_blame_trouble_one(&j->blame, j->self, (int)i,
+                         d->trouble_ns && now - d->trouble_ns < 2 * hb);
+  }
+}
+
+/* The verdict: names the host (or the hosts, when the evidence cannot
+ * tell them apart) whose links failed, and stops the job. */
+static void blame_verdict(struct hr_job *j) {
+  if (!j->blaming) return;
+  j->blaming = 0;
+  uv_timer_stop(&j->blame_timer);
+  if (!j->link_lost && !links_failing(j)) {
+    /* opened for a rank's failure, but no link failed after all */
+    if (j->deferred)
+      first_failure(j, j->deferred_rank, j->deferred_host, j->deferred_what,
+                    j->deferred_status);
+    return;
+  }
+  j->blamed = 1;
+  blame_watch_self(j, hc_now_ns());
+  int who[8], clear;
+  int n = hr_blame_decide(&j->blame, who, 8, &clear);
+  char msg[1400], name[300], reason[400];
+  if (n == 1) {
+    int c = who[0], nodes = j->blame.nodes;
+    struct hr_daemon *d = &j->d[c];
+    host_label(j, c, name, sizeof name);
+    /* who lost it; else whom it lost; else its links are in trouble */
+    size_t k = 0;
+    const char *why = NULL;
+    reason[0] = '\0';
+    for (int a = 0; a < nodes; a++)
+      if (a != c && j->blame.lost[a * nodes + c])
+        k += (size_t)snprintf(reason + k, sizeof reason - HC_MIN(k, sizeof reason),
+                              "%s%s%s", k ? ", " : "", a < (int)j->nd ? "host " : "",
+                              node_name(j, a));
+    if (k) {
+      why = d->lost_seen ? d->lost_why : d->own_why;
+      hc_fmt(msg, sizeof msg, "%s is lost: %s (%s lost it)", name, why, reason);
+    } else {
+      for (int a = 0; a < nodes; a++)
+        if (a != c && j->blame.lost[c * nodes + a]) {
+          k += (size_t)snprintf(reason + k,
+                                sizeof reason - HC_MIN(k, sizeof reason),
+                                "%s%s%s", k ? ", " : "",
+                                a < (int)j->nd ? "host " : "", node_name(j, a));
+          if (!why && a < (int)j->nd && j->d[a].lost_seen) why = j->d[a].lost_why;
+        }
+      if (k)
+        hc_fmt(msg, sizeof msg, "%s is lost: it lost its links to %s (%s)",
+               name, reason, why ? why : "lost");
+      else
+        hc_fmt(msg, sizeof msg, "%s is lost: its links to the other hosts "
+               "fail (retransmissions, silences)", name);
+    }
+  } else if (n > 1) {
+    size_t k = 0;
+    const char *why = NULL;
+    for (int i = 0; i < n; i++) {
+      host_label(j, who[i], name, sizeof name);
+      k += (size_t)snprintf(msg + k, sizeof msg - HC_MIN(k, sizeof msg),
+                            "%s%s", i == 0 ? "the links between " :
+                            i == n - 1 ? " and " : ", ", name);
+      if (!why && j->d[who[i]].lost_seen) why = j->d[who[i]].lost_why;
+      if (!why && j->d[who[i]].own_why[0]) why = j->d[who[i]].own_why;
+    }
+    hc_fmt(msg + HC_MIN(k, sizeof msg - 1), sizeof msg - HC_MIN(k, sizeof msg - 1),
+           " failed: %s (which of them is the cause cannot be told)",
+           why ? why : "lost");
+  } else {
+    hc_fmt(msg, sizeof msg, "a link between the hosts was lost");
+  }
+  hr_say(j->out, "error: %s", msg);
+  if (j->deferred && j->o->verbose)
+    hr_say(j->out, "meanwhile rank %d on host %s %s", j->deferred_rank,
+           j->deferred_host, j->deferred_what);
+  set_exit(j, HR_EXIT_LAUNCHER);
+  stop_job(j, msg);
+}
+
+static void on_blame_timer(uv_timer_t *t) { blame_verdict(t->data); }
+
+/* Links in trouble enough to blame a host for what fails now: one whose
+ * links to two other nodes failed. */
+static int links_failing(struct hr_job *j) {
+  if (!j->multi || j->blamed || !j->blame.lost) return 0;
+  blame_watch_self(j, hc_now_ns());
+  int who[1], clear;
+  if (hr_blame_decide(&j->blame, who, 1, &clear) < 1) return 0;
+  return hr_blame_score(&j->blame, who[0]) >= 2;
+}
+
+/* The verdict waits a little for every node's word: half the daemons'
+ * heartbeat timeout. */
+static void blame_open(struct hr_job *j) {
+  if (j->blaming || j->blamed || !j->multi) return;
+  j->blaming = 1;
+  uv_timer_start(&j->blame_timer, on_blame_timer,
+                 HC_MAX(300, daemon_hb_ns(j) / 2000000), 0);
+}
+
+/* New evidence: gives the verdict once it is beyond doubt. */
+static void blame_check(struct hr_job *j) {
+  if (!j->blaming) return;
+  blame_watch_self(j, hc_now_ns());
+  int who[1], clear;
+  hr_blame_decide(&j->blame, who, 1, &clear);
+  if (clear) blame_verdict(j);
+}
+
+/* Node `from` lost its link to host `to`, saying why. The verdict waits
+ * a little for the others' word: half the daemons' heartbeat timeout. */
+static void note_lost(struct hr_job *j, int from, int to, const char *why) {
+  if (!j->multi || to < 0 || to >= (int)j->nd) return;
+  struct hr_daemon *d = &j->d[to];
+  hr_blame_lost(&j->blame, from, to);
+  j->link_lost = 1;
+  if (from == j->self && from == (int)j->nd) {
+    if (!d->own_why[0]) hc_fmt(d->own_why, sizeof d->own_why, "%s", why);
+  } else if (!d->lost_seen) {
+    d->lost_seen = 1;
+    hc_fmt(d->lost_why, sizeof d->lost_why, "%s", why);
+  }
+  if (j->blamed || j->closing || (j->stopping && !j->blaming)) return;
+  blame_open(j);
+  blame_check(j);
+}
+
+static void on_peer_lost(struct hr_daemon *d, const unsigned char *p,
+                         size_t n) {
+  struct hr_job *j = d->job;
+  struct hp_peer_lost m;
+  int me = (int)(d - j->d);
+  if (!j->multi || hp_dec_peer_lost(p, n, &m) < 0 || m.host >= j->nd ||
+      (int)m.host == me) {
+    protocol_error(d, "bad PEER_LOST message");
+    return;
+  }
+  if (j->o->verbose) {
+    char name[300];
+    host_label(j, (int)m.host, name, sizeof name);
+    hr_say(j->out, "host %s lost its link to %s: %s", d->name, name, m.msg);
+  }
+  note_lost(j, me, (int)m.host, m.msg);
+}
+
+/* A daemon's heartbeat lists the hosts its links have been in trouble
+ * with lately. */
+static void on_heartbeat(struct hr_daemon *d, const unsigned char *p,
+                         size_t n) {
+  struct hr_job *j = d->job;
+  uint32_t list[HP_TROUBLE_MAX];
+  int to[HP_TROUBLE_MAX];
+  uint32_t k;
+  if (hp_dec_heartbeat(p, n, list, HP_TROUBLE_MAX, &k) < 0) {
+    protocol_error(d, "bad HEARTBEAT message");
+    return;
+  }
+  if (!j->multi || !j->blame.lost) return;
+  for (uint32_t i = 0; i < k; i++) {
+    if (list[i] > j->nd) {
+      protocol_error(d, "bad HEARTBEAT message");
+      return;
+    }
+    to[i] = list[i] == j->nd ? j->self : (int)list[i];
+  }
+  hr_blame_trouble(&j->blame, (int)(d - j->d), to, (int)k);
+  blame_check(j);
+}
+
 static void on_fault(struct hr_daemon *d, const unsigned char *p, size_t n) {
   struct hr_job *j = d->job;
   char *msg = hp_dec_text(p, n);
@@ -438,6 +723,10 @@ static void dispatch(struct hr_daemon *d, const struct hp_frame_hdr *h,
     on_fault(d, p, h->len);
     break;
   case HP_MSG_HEARTBEAT:
+    on_heartbeat(d, p, h->len);
+    break;
+  case HP_MSG_PEER_LOST:
+    on_peer_lost(d, p, h->len);
     break;
   case HP_MSG_READY:
     on_ready(d, p, h->len);
@@ -490,6 +779,14 @@ static int on_daemon_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
 
 static void on_daemon_close(struct hp_conn *c, const char *why) {
   struct hr_daemon *d = c->data;
+  struct hr_job *j = d->job;
+  if (!c->local && !d->done && !j->closing && j->blame.lost) {
+    hr_blame_lost(&j->blame, j->self, (int)(d - j->d));
+    if (!d->own_why[0])
+      hc_fmt(d->own_why, sizeof d->own_why, "its connection to horarun "
+             "ended (%s)", why);
+    blame_check(j);
+  }
   d->conn = NULL;
   d->ctl_closing = 1; /* closed: nothing more to send or close */
   if (c->bad_data) protocol_error(d, why);
@@ -585,19 +882,26 @@ static int open_rendezvous(struct hr_job *j) {
 static void on_hb_timer(uv_timer_t *t) {
   struct hr_job *j = t->data;
   uint64_t now = hc_now_ns();
+  blame_watch_self(j, now);
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
     struct hp_conn *c = d->conn; /* TCP: a socketpair needs none */
     if (!c || c->local || c->closing || d->done) continue;
     if (now - c->last_rx > j->hb_timeout_ns) {
-      hr_say(j->out, "error: lost contact with host %s: no heartbeat for "
-             "%.1f s", d->name, (double)(now - c->last_rx) / 1e9);
+      char why[96];
+      hc_fmt(why, sizeof why, "horarun heard no heartbeat for %.1f s",
+             (double)(now - c->last_rx) / 1e9);
       d->quiet = 1;
-      set_exit(j, HR_EXIT_LAUNCHER);
-      char reason[300];
-      hc_fmt(reason, sizeof reason, "host %s is lost (no heartbeat)",
-             d->name);
-      stop_job(j, reason);
+      note_lost(j, j->self, (int)i, why);
+      if (!j->blaming && !j->blamed) { /* the job stops for another cause */
+        hr_say(j->out, "error: lost contact with host %s: no heartbeat for "
+               "%.1f s", d->name, (double)(now - c->last_rx) / 1e9);
+        set_exit(j, HR_EXIT_LAUNCHER);
+        char reason[300];
+        hc_fmt(reason, sizeof reason, "host %s is lost (no heartbeat)",
+               d->name);
+        stop_job(j, reason);
+      }
       close_ctl(d);
       if (!d->reaped) { /* its ssh: it may wait for minutes */
         kill(-d->pid, SIGKILL);
@@ -716,6 +1020,7 @@ static void check_all(struct hr_job *j) {
   for (size_t i = 0; i < j->nd; i++)
     if (!j->d[i].finished) return;
   if (j->closing) return;
+  blame_verdict(j); /* every daemon has said what it will */
   j->closing = 1;
   hr_out_break(j->out);
   for (int i = 0; i < NSTOP; i++)
@@ -723,7 +1028,10 @@ static void check_all(struct hr_job *j) {
   close_handle((uv_handle_t *)&j->sigchld);
   close_handle((uv_handle_t *)&j->start_timer);
   close_handle((uv_handle_t *)&j->stop_timer);
-  if (j->multi) close_handle((uv_handle_t *)&j->hb_timer);
+  if (j->multi) {
+    close_handle((uv_handle_t *)&j->hb_timer);
+    close_handle((uv_handle_t *)&j->blame_timer);
+  }
   if (j->rdv_open) close_handle((uv_handle_t *)&j->rdv);
   hp_conn_close_all(&j->conns, "the job is over");
   for (size_t i = 0; i < j->nd; i++)
@@ -746,11 +1054,22 @@ static void check_daemon(struct hr_daemon *d) {
   } else if (d->started && !d->done && !d->quiet &&
              (d->job_sent || !j->stopping)) {
     /* (One stopped before it had a job, because of another host, had
-     * nothing to run: its exit is no news.) */
+     * nothing to run: its exit is no news.) A link lost meanwhile was
+     * most likely this: its verdict first. */
     hr_say(j->out, "error: horad on host %s exited unexpectedly (%s)", d->name,
            st);
     set_exit(j, HR_EXIT_LAUNCHER);
-    stop_job(j, "a horad exited unexpectedly");
+    char why[128];
+    hc_fmt(why, sizeof why, "its horad exited (%s)", st);
+    if (j->blaming) { /* the others' word is in: this is the one */
+      note_lost(j, j->self, (int)(d - j->d), why);
+      blame_verdict(j);
+    } else if (j->multi && !j->blamed && !j->stopping) {
+      /* the other hosts lose it too: let them say so (their ranks' errors
+       * then name it) before the job is stopped */
+      note_lost(j, j->self, (int)(d - j->d), why);
+    }
+    if (!j->blaming) stop_job(j, "a horad exited unexpectedly");
   } else if (d->started && j->o->verbose) {
     hr_say(j->out, "horad on host %s exited (%s)", d->name, st);
   }
@@ -1024,7 +1343,8 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
   struct hr_job *j = calloc(1, sizeof *j);
   if (!j) return HR_EXIT_LAUNCHER;
   *j = (struct hr_job){
-      .o = o, .l = l, .envp = envp, .horad = horad, .exit_code = -1};
+      .o = o, .l = l, .envp = envp, .horad = horad, .exit_code = -1,
+      .noinit_rank = -1};
   while (envp[j->envc])
     j->envc++;
   j->start_timeout = (int)hr_opts_knob_num(o, "start_timeout");
@@ -1054,6 +1374,16 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
       uv_timer_init(&j->loop, &j->hb_timer);
       j->hb_timer.data = j;
       uv_timer_start(&j->hb_timer, on_hb_timer, every, every);
+      uv_timer_init(&j->loop, &j->blame_timer);
+      j->blame_timer.data = j;
+      int here = -1; /* horarun's links are those of a host on this machine */
+      for (size_t k = 0; k < j->nd && here < 0; k++)
+        if (!j->d[k].remote) here = (int)k;
+      if (hr_blame_init(&j->blame, (int)j->nd, here) < 0) {
+        hr_say(j->out, "error: out of memory");
+        set_exit(j, HR_EXIT_LAUNCHER);
+      }
+      j->self = hr_blame_self(&j->blame, here);
       if (hp_random(j->secret, sizeof j->secret) < 0 ||
           open_rendezvous(j) < 0) {
         hr_say(j->out, "error: cannot set up the rendezvous");
@@ -1072,6 +1402,7 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
     rc = j->exit_code < 0 ? 0 : j->exit_code;
   }
   free(j->d);
+  hr_blame_free(&j->blame);
   hr_out_free(j->out);
   memset(j->secret, 0, sizeof j->secret);
   free(j);

@@ -168,6 +168,17 @@ static void on_handle_closed(uv_handle_t *h) {
   free(c);
 }
 
+int hp_conn_retrans(struct hp_conn *c, uint32_t *total) {
+  uv_os_fd_t fd;
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  if (!c || c->closing || uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0 ||
+      getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+    return -1;
+  *total = ti.tcpi_total_retrans;
+  return 0;
+}
+
 void hp_conn_close(struct hp_conn *c, const char *why) {
   if (c->closing) return;
   c->closing = 1;

@@ -81,6 +81,10 @@ struct hp_conn {
   size_t pgot, pcap;
 };
 
+/* The TCP retransmissions of the connection so far (TCP_INFO), a sign of
+ * loss on its path. Returns 0 and *total, or -1. */
+int hp_conn_retrans(struct hp_conn *c, uint32_t *total);
+
 /* Starts connecting to sa. The handshake runs as soon as the connection
  * is up; on_auth or on_close follows. Returns 0 and *out, or a UV_E*
  * code (nothing to free). */

@@ -242,6 +242,7 @@ void hp_enc_hello(struct hp_wbuf *w, const struct hp_hello *m) {
   hp_put_u32(w, (uint32_t)m->rank);
   hp_put_u32(w, (uint32_t)m->pid);
   hp_put_str(w, m->token);
+  hp_put_u32(w, m->shm_version);
   hp_frame_end(w);
 }
 
@@ -257,7 +258,26 @@ int hp_dec_hello(const unsigned char *p, size_t n, struct hp_hello *m) {
   m->rank = (int32_t)hp_get_u32(&r);
   m->pid = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->token, sizeof m->token);
+  m->shm_version = hp_get_u32(&r);
   return finish(&r);
+}
+
+void hp_enc_refuse(struct hp_wbuf *w, const struct hp_refuse *m) {
+  hp_frame_begin(w, HP_MSG_REFUSE, 0);
+  hp_put_u32(w, (uint32_t)m->status);
+  hp_put_str(w, m->msg);
+  hp_frame_end(w);
+}
+
+int hp_dec_refuse(const unsigned char *p, size_t n, struct hp_refuse *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->status = (int32_t)hp_get_u32(&r);
+  get_fixed_str(&r, m->msg, sizeof m->msg);
+  int rc = finish(&r);
+  if (rc == 0 && m->status >= 0) rc = HORA_EPROTO;
+  return rc;
 }
 
 void hp_enc_welcome(struct hp_wbuf *w, const struct hp_welcome *m) {
@@ -416,6 +436,7 @@ void hp_enc_exit(struct hp_wbuf *w, const struct hp_exit *m) {
   hp_put_u8(w, m->how);
   hp_put_u32(w, (uint32_t)m->code);
   hp_put_str(w, m->msg);
+  hp_put_u8(w, m->noinit ? 1 : 0);
   hp_frame_end(w);
 }
 
@@ -427,8 +448,9 @@ int hp_dec_exit(const unsigned char *p, size_t n, struct hp_exit *m) {
   m->how = hp_get_u8(&r);
   m->code = (int32_t)hp_get_u32(&r);
   m->msg = hp_get_str(&r, 65536);
+  m->noinit = hp_get_u8(&r);
   int rc = finish(&r);
-  if (rc == 0 && m->how > HP_EXIT_SPAWN) rc = HORA_EPROTO;
+  if (rc == 0 && (m->how > HP_EXIT_SPAWN || m->noinit > 1)) rc = HORA_EPROTO;
   if (rc) {
     free(m->msg);
     m->msg = NULL;
@@ -713,6 +735,46 @@ int hp_dec_xdata_hdr(const unsigned char *p, size_t n,
   m->seq = le_load(p + 8, 8);
   m->offset = le_load(p + 16, 8);
   return 0;
+}
+
+void hp_enc_peer_lost(struct hp_wbuf *w, const struct hp_peer_lost *m) {
+  hp_frame_begin(w, HP_MSG_PEER_LOST, 0);
+  hp_put_u32(w, m->host);
+  hp_put_str(w, m->msg);
+  hp_frame_end(w);
+}
+
+int hp_dec_peer_lost(const unsigned char *p, size_t n,
+                     struct hp_peer_lost *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->host = hp_get_u32(&r);
+  get_fixed_str(&r, m->msg, sizeof m->msg);
+  return finish(&r);
+}
+
+void hp_enc_heartbeat(struct hp_wbuf *w, const uint32_t *hosts, uint32_t n) {
+  hp_frame_begin(w, HP_MSG_HEARTBEAT, 0);
+  if (n) {
+    hp_put_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) hp_put_u32(w, hosts[i]);
+  }
+  hp_frame_end(w);
+}
+
+int hp_dec_heartbeat(const unsigned char *p, size_t n, uint32_t *hosts,
+                     uint32_t max, uint32_t *count) {
+  *count = 0;
+  if (n == 0) return 0;
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  uint32_t k = hp_get_u32(&r);
+  if (r.err || k > max || k > HP_TROUBLE_MAX) return HORA_EPROTO;
+  for (uint32_t i = 0; i < k; i++) hosts[i] = hp_get_u32(&r);
+  int rc = finish(&r);
+  if (rc == 0) *count = k;
+  return rc;
 }
 
 void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m) {

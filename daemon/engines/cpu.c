@@ -379,6 +379,29 @@ static int run_allgather(struct hd_daemon *d, struct hd_tensor *t) {
   return 1;
 }
 
+/* Zeroes, in each receiving member's output, the part a joined member
+ * would have sent (its receive splits say how much): it reads 0, as a
+ * joined rank's contribution does everywhere, not what the buffer held. */
+static void zero_joined_parts(struct hd_tensor *t) {
+  struct hd_comm *c = t->comm;
+  uint64_t es = hora_dtype_size(t->meta.dtype);
+  int any = 0;
+  for (int i = 0; i < c->nlocal; i++) any |= t->part[i].joined;
+  for (int j = 0; any && j < c->nlocal; j++) {
+    const struct hd_part *pj = &t->part[j];
+    if (pj->joined || !pj->aux) continue;
+    const int64_t *rs = pj->aux + c->size;
+    uint64_t roff = 0;
+    for (int m = 0, i = 0; m < c->size; m++) {
+      while (i < c->nlocal && c->local_member[i] < m) i++;
+      uint64_t n = (uint64_t)rs[m];
+      if (n && i < c->nlocal && c->local_member[i] == m && t->part[i].joined)
+        memset(hd_out_ptr(t, j) + roff * es, 0, n * es);
+      roff += n;
+    }
+  }
+}
+
 static int run_alltoall(struct hd_daemon *d, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   uint64_t es = hora_dtype_size(t->meta.dtype);
@@ -410,6 +433,7 @@ static int run_alltoall(struct hd_daemon *d, struct hd_tensor *t) {
     return 1;
   }
   run_copies(&l);
+  zero_joined_parts(t);
   hd_tensor_finish(d, t);
   return 1;
 }

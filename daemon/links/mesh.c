@@ -9,7 +9,12 @@
  * which host is calling. Heartbeats flow on every link (and on the TCP
  * control connection to horarun); a link that breaks or falls silent for
  * the heartbeat timeout makes its host "lost": whatever waits on it fails
- * at once on every rank, naming the host, and horarun is told. */
+ * at once on every rank, naming the host, and horarun is told
+ * (PEER_LOST). Which host is the cause only horarun can tell, from every
+ * daemon's word: a cut or lossy host looks lost from here and everything
+ * else looks lost from there. So each heartbeat to horarun also lists
+ * the hosts whose links have been in trouble lately (retransmissions,
+ * silences, a loss): the host in trouble with everyone is the culprit. */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -94,17 +99,32 @@ void hd_mesh_announce_gone(struct hd_daemon *d, int rank, int host,
   send_gone(d, &m, -1);
 }
 
+/* Tells horarun that this daemon lost its link to host. */
+static void report_lost(struct hd_daemon *d, int host, const char *why) {
+  struct hp_peer_lost m = {.host = (uint32_t)host};
+  hc_fmt(m.msg, sizeof m.msg, "%s", why);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_peer_lost(&w, &m);
+  hd_control_send(d, &w);
+  hp_wbuf_free(&w);
+}
+
 static void host_lost(struct hd_daemon *d, int host, const char *why) {
   struct hd_peer *p = &d->peers[host];
   if (p->lost) return;
   p->lost = 1;
+  p->trouble_ns = hc_now_ns();
   if (p->c) hp_conn_close(p->c, why);
   if (p->left || d->aborting || d->done_sent) return;
-  char name[300], msg[HP_MSG_MAX + 1];
+  /* Only this link is known to have failed, not which end is the cause
+   * (horarun decides that): both are named. */
+  char name[300], me[300], msg[HP_MSG_MAX + 1];
   hd_host_name(d, host, name, sizeof name);
-  hc_fmt(msg, sizeof msg, "%s is lost: %s", name, why);
+  hd_host_name(d, (int)d->job.host_index, me, sizeof me);
+  hc_fmt(msg, sizeof msg, "%s lost its link to %s: %s", me, name, why);
   hc_error("%s", msg);
-  hd_control_fault(d, msg);
+  report_lost(d, host, why);
   set_gone(d, d->job.hosts[host].first_rank, msg);
   hd_mesh_announce_gone(d, d->job.hosts[host].first_rank, host, msg);
 }
@@ -168,10 +188,8 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
     struct hd_comm *cm = hd_comm_get(d, m.comm);
     if (cm && cm->removed) return 0;
     if (!cm && m.comm >= d->ncomms) { /* added there, not here yet */
-      if (hd_coord_hold(d, from, &m) == 0) return 0;
-      hc_fmt(c->why, sizeof c->why, "too much readiness for process sets "
-             "not added yet");
-      return -1;
+      if (hd_coord_hold(d, from, &m, c->why, sizeof c->why) == 0) return 0;
+      return -1; /* host_lost() says it, naming the host */
     }
     int pos = -1;
     for (int k = 0; cm && k < cm->nhosts; k++)
@@ -372,6 +390,37 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
 
 /* ---- heartbeats ------------------------------------------------------- */
 
+/* Notes trouble on the link c of p: retransmissions since the last tick,
+ * or a silence of half the heartbeat timeout. */
+static void watch_link(struct hd_daemon *d, struct hd_peer *p,
+                       struct hp_conn *c, uint64_t now) {
+  uint32_t total;
+  if (hp_conn_retrans(c, &total) == 0) {
+    if (p->watched && total != p->retrans) p->trouble_ns = now;
+    p->retrans = total;
+    p->watched = 1;
+  }
+  if (c->heard && !c->paused && now - c->last_rx > d->hb_timeout_ns / 2)
+    p->trouble_ns = now;
+}
+
+/* The heartbeat to horarun: the hosts (and, as index nhosts, horarun)
+ * whose links have been in trouble within twice the heartbeat timeout. */
+static void ctl_heartbeat(struct hd_daemon *d, struct hp_wbuf *w,
+                          uint64_t now) {
+  uint32_t list[HP_TROUBLE_MAX], n = 0;
+  uint64_t recent = 2 * d->hb_timeout_ns;
+  for (uint32_t i = 0; d->peers && i < d->job.nhosts && n < HP_TROUBLE_MAX;
+       i++) {
+    const struct hd_peer *p = &d->peers[i];
+    if (p->trouble_ns && now - p->trouble_ns < recent) list[n++] = i;
+  }
+  if (d->have_job && d->ctl_link.trouble_ns &&
+      now - d->ctl_link.trouble_ns < recent && n < HP_TROUBLE_MAX)
+    list[n++] = d->job.nhosts;
+  hp_enc_heartbeat(w, list, n);
+}
+
 static void on_hb_timer(uv_timer_t *t) {
   struct hd_daemon *d = t->data;
   uint64_t now = hc_now_ns();
@@ -381,6 +430,7 @@ static void on_hb_timer(uv_timer_t *t) {
     struct hd_peer *p = &d->peers[i];
     if (!p->c || p->lost || p->c->closing) continue;
     if (!p->c->authed) continue;
+    if (p->up) watch_link(d, p, p->c, now);
     /* a link not up yet waits for the other's JOB (the start timeout
      * covers it); a paused one is silent because we stopped reading */
     if (p->up && !p->c->paused && now - p->c->last_rx > d->hb_timeout_ns) {
@@ -402,14 +452,14 @@ static void on_hb_timer(uv_timer_t *t) {
   /* horarun over TCP (a socketpair's end closes when horarun dies) */
   struct hp_conn *c = d->ctl_conn;
   if (c && !c->local && c->authed && !c->closing && !d->ctl_closing) {
+    watch_link(d, &d->ctl_link, c, now);
     if (now - c->last_rx > d->hb_timeout_ns) {
       char why[128];
       hc_fmt(why, sizeof why, "lost contact with horarun: no heartbeat for "
              "%.1f s", (double)(now - c->last_rx) / 1e9);
       hp_conn_close(c, why);
     } else {
-      hp_frame_begin(&w, HP_MSG_HEARTBEAT, 0);
-      hp_frame_end(&w);
+      ctl_heartbeat(d, &w, now);
       hp_conn_send(c, &w);
     }
   }

@@ -361,14 +361,20 @@ static void scatter_alltoall(struct hd_xcoll *x) {
 
 /* ---- data ----------------------------------------------------------------- */
 
+/* Data from host position k for the running operation, checked against
+ * what it has to send: in order, within bounds. */
 static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
                 const unsigned char *data, size_t len, char *why,
                 size_t whylen) {
   struct hd_tensor *t = x->t;
   if (h->offset != x->got[k] || len > x->want[k] - x->got[k]) {
-    hc_fmt(why, whylen, "%s data out of order or too long (offset %llu, %zu "
-           "bytes; expected offset %llu of %llu)", hd_coll_name(t->meta.coll),
-           (unsigned long long)h->offset, len, (unsigned long long)x->got[k],
+    char name[300];
+    hd_host_name(x->c->d, x->c->hosts[k], name, sizeof name);
+    hc_fmt(why, whylen, "%s '%s' (decision %llu): data from %s out of order "
+           "or beyond the operation's bounds: %zu bytes at offset %llu, "
+           "expected offset %llu of %llu", hd_coll_name(t->meta.coll),
+           t->name, (unsigned long long)x->seq, name, len,
+           (unsigned long long)h->offset, (unsigned long long)x->got[k],
            (unsigned long long)x->want[k]);
     return -1;
   }
@@ -381,7 +387,10 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
     break;
   default: { /* reducescatter */
     if (len % x->wes || h->offset % x->wes) {
-      hc_fmt(why, whylen, "reducescatter data not in whole elements");
+      hc_fmt(why, whylen, "reducescatter '%s' (decision %llu): data not in "
+             "whole elements of %llu bytes (%zu bytes at offset %llu)",
+             t->name, (unsigned long long)x->seq,
+             (unsigned long long)x->wes, len, (unsigned long long)h->offset);
       return -1;
     }
     void *dst[1] = {x->w + x->base[k] + h->offset};
@@ -401,7 +410,7 @@ static void drop_early(struct hd_xcoll *x, struct xc_early **pp) {
   free(e);
 }
 
-static int take_early(struct hd_xcoll *x) {
+static int take_early(struct hd_xcoll *x, char *why, size_t whylen) {
   struct xc_early **pp = &x->early;
   while (*pp) {
     struct xc_early *e = *pp;
@@ -409,12 +418,11 @@ static int take_early(struct hd_xcoll *x) {
       pp = &e->next;
       continue;
     }
-    char why[256];
     int rc = take(x, e->from, &e->h, e->payload + HP_XDATA_HDR_LEN, e->len,
-                  why, sizeof why);
+                  why, whylen);
     drop_early(x, pp);
     if (rc < 0) {
-      hc_error("bad data from host %d: %s", x->c->hosts[e->from], why);
+      hc_error("%s", why);
       return -1;
     }
   }
@@ -488,10 +496,11 @@ int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
       hd_teardown(d, "horad is out of memory", 0);
       return 1;
     }
-    if (take_early(x) < 0) {
+    char why[HP_MSG_MAX + 1];
+    if (take_early(x, why, sizeof why) < 0) {
       end_op(x);
-      hd_tensor_fail(d, t, HORA_EPROTO, "bad data from another host");
-      hd_teardown(d, "bad data from another host", 0);
+      hd_tensor_fail(d, t, HORA_EPROTO, why);
+      hd_teardown(d, why, 0);
       return 1;
     }
   }
@@ -506,7 +515,8 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
                   size_t len, int *keep, char *why, size_t whylen) {
   struct hp_xdata_hdr h;
   if (!payload || hp_dec_xdata_hdr(payload, len, &h) < 0) {
-    hc_fmt(why, whylen, "bad XDATA header");
+    hc_fmt(why, whylen, "malformed XDATA frame: %zu bytes, shorter than its "
+           "header (%u)", len, HP_XDATA_HDR_LEN);
     return -1;
   }
   if (d->gone_rank != -1) return 0; /* the job is failing: ignore */
@@ -517,9 +527,13 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
     if (c->hosts[i] == from) k = i;
   struct hd_xcoll *x = c && c->me >= 0 && k >= 0 && k != c->me ? xc_of(c)
                                                                 : NULL;
-  if (!x) {
-    hc_fmt(why, whylen, "XDATA of process set %u from host %d, which has no "
-           "part in it", h.comm, from);
+  if (!x) { /* (the caller names the sender) */
+    hc_fmt(why, whylen, "XDATA for process set %u, %s", h.comm,
+           !c            ? "which does not exist here"
+           : c->me < 0   ? "of which this host is not a member"
+           : k < 0       ? "of which it is not a member"
+           : k == c->me  ? "as if from this host itself"
+                         : "but horad is out of memory");
     return -1;
   }
   size_t n = len - HP_XDATA_HDR_LEN;
@@ -533,12 +547,14 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
     return 0;
   }
   if (x->ran && (h.seq < x->seq || (h.seq == x->seq && !x->active))) {
-    hc_fmt(why, whylen, "XDATA for finished operation %llu",
-           (unsigned long long)h.seq);
+    hc_fmt(why, whylen, "XDATA for decision %llu of process set %u, which "
+           "has finished", (unsigned long long)h.seq, h.comm);
     return -1;
   }
   if (x->early_bytes + n > XC_EARLY_MAX) {
-    hc_fmt(why, whylen, "host %d ran too far ahead", from);
+    hc_fmt(why, whylen, "XDATA for decisions of process set %u not started "
+           "here: more than %llu MiB ahead", h.comm,
+           (unsigned long long)(XC_EARLY_MAX >> 20));
     return -1;
   }
   struct xc_early *e = calloc(1, sizeof *e);

@@ -10,6 +10,8 @@
  * with neutral inputs on a host whose ranks all joined, the stall
  * inspector across hosts, process sets of some hosts, and the failure
  * path on a multi-host communicator. */
+#include <unistd.h>
+
 #include "daemon_fixture.h"
 
 static uint64_t next_id = 1;
@@ -506,6 +508,39 @@ static void test_joined_host_runs_neutral(void) {
   fx_free(&f);
 }
 
+/* A rank of this host has joined and the others run an alltoall across
+ * hosts: what it would send and receive only it knows (its splits), so
+ * the operation fails on every host with a message naming it; horad
+ * used to run it, reading the joined rank's splits that do not exist. */
+static void test_alltoall_with_joined_rank(void) {
+  struct fx f;
+  setup(&f);
+  struct hp_sqe j1 = join();
+  fx_submit(&f, 1, &j1);
+  int64_t sp[12];
+  for (int k = 0; k < 12; k++) sp[k] = 1;
+  struct hp_sqe a =
+      fx_sqe(next_id++, HORA_COLL_ALLTOALL, HORA_INT32, 0, 6, "a2j");
+  fx_in(&f, 0, &a, 0);
+  fx_out(&f, 0, &a, 256, 6);
+  fx_aux(&f, 0, &a, 512, sp, 12);
+  fx_submit(&f, 0, &a);
+  none(&f);
+  struct hd_tensor *t = fx_find(f.d.comms[0], "a2j");
+  struct hp_nego_ready m =
+      rdy(0, "a2j", HORA_COLL_ALLTOALL, HORA_INT32, 0, 6, 2);
+  if (t) hd_meta_to_ready(&t->meta, &m);
+  ready(&f, 1, m);
+  m.rank = 4;
+  ready(&f, 2, m);
+  EXPECT_MSG(&f, 0, a.id, HORA_EINVAL,
+             "alltoall 'a2j' cannot run across hosts while rank 1 has joined");
+  CHECK(fx_find(f.d.comms[0], "a2j") == NULL);
+  f.d.gone_rank = 4;
+  hd_fail_all(&f.d);
+  fx_free(&f);
+}
+
 /* ---- process sets of some hosts, stalls -------------------------------- */
 
 static void test_sets(void) {
@@ -576,6 +611,150 @@ static void test_stall_across_hosts(void) {
   EXPECT_MSG(&f, 1, b1.id, HORA_ESTALL, "host h1 (ranks 2-3)");
   CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
   CHECK_EQ_INT(fx_pending(&f.d, 0) + fx_pending(&f.d, 1), 0);
+  fx_free(&f);
+}
+
+/* Readiness for process sets this host has not added yet is held until it
+ * adds them, up to HD_HELD_MAX entries and sets not too far ahead; past
+ * either, the peer is refused with a message that says what (the mesh
+ * then drops the link, naming the host), and nothing more is held. */
+static void test_held_limit(void) {
+  struct fx f;
+  setup(&f);
+  char why[256] = "";
+  /* a set far beyond the ones added here */
+  struct hp_nego_ready m = barrier_rdy("far", 2);
+  m.comm = 5000;
+  CHECK(hd_coord_hold(&f.d, 1, &m, why, sizeof why) < 0);
+  tl_checks++;
+  if (!strstr(why, "barrier 'far' of process set 5000") ||
+      !strstr(why, "host h0 has added only 0 process sets"))
+    TL_FAIL("why: %s", why);
+  CHECK_EQ_INT(f.d.nheld, 0);
+  /* many for the next set: held up to the limit */
+  m.comm = 1;
+  size_t held = 0;
+  for (unsigned k = 0; k < HD_HELD_MAX + 10; k++) {
+    snprintf(m.name, sizeof m.name, "h.%u", k);
+    if (hd_coord_hold(&f.d, 1, &m, why, sizeof why) < 0) break;
+    held++;
+  }
+  CHECK_EQ_INT(held, HD_HELD_MAX);
+  CHECK_EQ_INT(f.d.nheld, HD_HELD_MAX);
+  CHECK(f.d.capheld >= f.d.nheld && f.d.capheld <= 2 * (size_t)HD_HELD_MAX);
+  tl_checks++;
+  if (!strstr(why, "more than 65536 operations of process sets host h0 has "
+                   "not added") || !strstr(why, "barrier 'h.65536' of process "
+                                               "set 1"))
+    TL_FAIL("why: %s", why);
+  /* once the set is added, what was held is handed to its coordinator */
+  const int32_t all[6] = {0, 1, 2, 3, 4, 5};
+  struct hd_comm *s = hd_comm_new(&f.d, all, 6);
+  CHECK(s && s->id == 1);
+  if (s) hd_coord_replay(s);
+  CHECK_EQ_INT(f.d.nheld, 0);
+  CHECK(hd_coord_hold(&f.d, 2, &m, why, sizeof why) == 0); /* room again */
+  hd_coord_held_free(&f.d);
+  fx_free(&f);
+}
+
+/* This host's last link comes up after the other hosts' (its job starts
+ * last): their ranks' first operations were said ready before the global
+ * set existed here. Held, they count once it does; horad used to drop
+ * them, and the job hung in its first collective. */
+static void test_ready_before_start(void) {
+  struct fx f;
+  setup(&f);
+  hd_comms_free(&f.d); /* as before hd_job_go() */
+  char why[256];
+  struct hp_nego_ready m1 = barrier_rdy("first", 2), m2 = barrier_rdy("first", 4);
+  CHECK(hd_coord_hold(&f.d, 1, &m1, why, sizeof why) == 0);
+  CHECK(hd_coord_hold(&f.d, 2, &m2, why, sizeof why) == 0);
+  CHECK(hd_comms_init(&f.d) == 0);
+  CHECK_EQ_INT(f.d.nheld, 0);
+  struct hp_sqe b0 = barrier("first"), b1 = barrier("first");
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+  fx_free(&f);
+}
+
+/* What the daemon logs at level ERROR and above while fn runs. */
+static const char *logged(void (*fn)(struct fx *), struct fx *f) {
+  static char buf[8192];
+  char path[] = "/tmp/test_coord_log.XXXXXX";
+  int fd = mkstemp(path), saved = dup(2);
+  buf[0] = '\0';
+  if (fd < 0 || saved < 0) return buf;
+  unlink(path);
+  enum hc_level lvl = hc_log_level();
+  hc_log_set_level(HC_ERROR);
+  dup2(fd, 2);
+  fn(f);
+  dup2(saved, 2);
+  close(saved);
+  hc_log_set_level(lvl);
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  buf[n > 0 ? n : 0] = '\0';
+  close(fd);
+  return buf;
+}
+
+static void check_stalls(struct fx *f) { hd_check_stalls(&f->d); }
+
+/* A stall that only some ranks of the coordinator's own host caused: what
+ * the other hosts' ranks are told names those ranks, not the whole host
+ * (the coordinator knows its own ranks one by one). Whether the local
+ * operation or the coordinator's entry is the first to time out. */
+static void test_stall_names_missing_ranks(void) {
+  struct fx f;
+  setup(&f);
+  /* the local operation times out first (and takes the entry with it) */
+  struct hp_sqe b0 = barrier("sp");
+  fx_submit(&f, 0, &b0);
+  ready(&f, 1, barrier_rdy("sp", 2));
+  ready(&f, 2, barrier_rdy("sp", 4));
+  f.d.stall_fail_ns = 1;
+  const char *log = logged(check_stalls, &f);
+  EXPECT_MSG(&f, 0, b0.id, HORA_ESTALL, "barrier 'sp' stalled",
+             "rank(s) 1 never submitted it");
+  tl_checks++;
+  if (!strstr(log, "barrier 'sp' stalled for 0 s: rank 1 of host h0 never "
+                   "submitted it") || strstr(log, "ranks 0-1"))
+    TL_FAIL("the coordinator's verdict does not name rank 1 alone: %s", log);
+  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  none(&f);
+
+  /* the coordinator's entry times out first: the local operation waits on */
+  f.d.stall_fail_ns = 50000000; /* 50 ms */
+  struct hp_sqe b1 = barrier("sq");
+  fx_submit(&f, 1, &b1);
+  ready(&f, 1, barrier_rdy("sq", 2));
+  ready(&f, 2, barrier_rdy("sq", 4));
+  usleep(100000);
+  struct hd_tensor *t = fx_find(f.d.comms[0], "sq");
+  CHECK(t != NULL);
+  if (t) t->t_first = hc_now_ns();
+  log = logged(check_stalls, &f);
+  tl_checks++;
+  if (!strstr(log, "barrier 'sq' stalled for 0 s: rank 0 of host h0 never "
+                   "submitted it"))
+    TL_FAIL("the coordinator's verdict does not name rank 0 alone: %s", log);
+  none(&f);
+  CHECK(fx_find(f.d.comms[0], "sq") != NULL);
+  f.d.stall_fail_ns = 1;
+  hd_check_stalls(&f.d);
+  EXPECT_MSG(&f, 1, b1.id, HORA_ESTALL, "rank(s) 0 never submitted it");
+
+  /* no rank of this host submitted it: the host is named as a whole */
+  ready(&f, 1, barrier_rdy("sr", 2));
+  log = logged(check_stalls, &f);
+  tl_checks++;
+  if (!strstr(log, "the ranks of host h0 (ranks 0-1) and the ranks of host "
+                   "h2 (ranks 4-5) never submitted it"))
+    TL_FAIL("the coordinator's verdict: %s", log);
+  none(&f);
   fx_free(&f);
 }
 
@@ -842,11 +1021,15 @@ int main(void) {
   RUN(test_mismatch_across_hosts);
   RUN(test_join_across_hosts);
   RUN(test_joined_host_runs_neutral);
+  RUN(test_alltoall_with_joined_rank);
   RUN(test_sets);
   RUN(test_stall_across_hosts);
   RUN(test_group_one_plan);
   RUN(test_group_mismatch_across_hosts);
   RUN(test_group_stall_across_hosts);
+  RUN(test_stall_names_missing_ranks);
+  RUN(test_held_limit);
+  RUN(test_ready_before_start);
   RUN(test_bug_last_join_strands_op);
   RUN(test_bug_join_before_ready);
   RUN(test_bug_broadcast_root_on_joined_host);

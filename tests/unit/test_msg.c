@@ -6,6 +6,7 @@
 
 #include "common.h"
 #include "msg.h"
+#include "shm.h"
 #include "testlib.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -68,13 +69,14 @@ static struct hp_job sample_job(void) {
 
 /* Appends one frame of each message type to w. */
 static int enc_all(struct hp_wbuf *w) {
-  struct hp_hello he = {3, 4242, "0123456789abcdef0123456789abcdef"};
+  struct hp_hello he = {3, 4242, "0123456789abcdef0123456789abcdef",
+                        HP_SHM_VERSION};
   hp_enc_hello(w, &he);
   struct hp_welcome we = {3, 8, 3, 4, 0, 2, 999, 1ull << 40, "host-a"};
   hp_enc_welcome(w, &we);
   struct hp_job j = sample_job();
   hp_enc_job(w, &j);
-  struct hp_exit ex = {5, HP_EXIT_SIGNAL, 9, "killed by SIGKILL"};
+  struct hp_exit ex = {5, HP_EXIT_SIGNAL, 9, "killed by SIGKILL", 0};
   hp_enc_exit(w, &ex);
   static const unsigned char bytes[] = {'o', 'k', 0, '\n', 0xff};
   struct hp_output out = {6, 2, bytes, sizeof bytes};
@@ -192,7 +194,8 @@ static void test_frame_header(void) {
 static void test_hello_welcome(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
-  struct hp_hello he = {-1, INT32_MAX, "ffffffffffffffffffffffffffffffff"};
+  struct hp_hello he = {-1, INT32_MAX, "ffffffffffffffffffffffffffffffff",
+                        HP_SHM_VERSION + 7};
   hp_enc_hello(&w, &he);
   size_t n;
   const unsigned char *p = one_frame(&w, HP_MSG_HELLO, &n);
@@ -201,6 +204,7 @@ static void test_hello_welcome(void) {
   CHECK_EQ_INT(he2.rank, -1);
   CHECK_EQ_INT(he2.pid, INT32_MAX);
   CHECK_EQ_STR(he2.token, he.token);
+  CHECK_EQ_INT(he2.shm_version, HP_SHM_VERSION + 7);
   /* a token one longer than HP_TOKEN_LEN does not fit */
   hp_wbuf_reset(&w);
   hp_frame_begin(&w, HP_MSG_HELLO, 0);
@@ -210,6 +214,20 @@ static void test_hello_welcome(void) {
   hp_frame_end(&w);
   p = one_frame(&w, HP_MSG_HELLO, &n);
   CHECK_EQ_INT(hp_dec_hello(p, n, &he2), HORA_EPROTO);
+
+  /* a refusal: a status (negative) and why */
+  hp_wbuf_reset(&w);
+  struct hp_refuse rf = {HORA_EVERSION, "rank 3 uses another release"}, rf2;
+  hp_enc_refuse(&w, &rf);
+  p = one_frame(&w, HP_MSG_REFUSE, &n);
+  CHECK_EQ_INT(hp_dec_refuse(p, n, &rf2), 0);
+  CHECK_EQ_INT(rf2.status, HORA_EVERSION);
+  CHECK_EQ_STR(rf2.msg, rf.msg);
+  hp_wbuf_reset(&w);
+  rf.status = 0; /* not an error */
+  hp_enc_refuse(&w, &rf);
+  p = one_frame(&w, HP_MSG_REFUSE, &n);
+  CHECK_EQ_INT(hp_dec_refuse(p, n, &rf2), HORA_EPROTO);
 
   hp_wbuf_reset(&w);
   struct hp_welcome we = {1, 2, 3, 4, 5, 6, 7, UINT64_MAX - 1, ""};
@@ -309,10 +327,42 @@ static void test_job_invalid(void) {
   hp_wbuf_free(&w);
 }
 
+/* A daemon's word to horarun about its links. */
+static void test_links(void) {
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  struct hp_peer_lost pl = {7, "no heartbeat for 3.0 s"}, pl2;
+  hp_enc_peer_lost(&w, &pl);
+  size_t n;
+  const unsigned char *p = one_frame(&w, HP_MSG_PEER_LOST, &n);
+  CHECK_EQ_INT(hp_dec_peer_lost(p, n, &pl2), 0);
+  CHECK_EQ_INT(pl2.host, 7);
+  CHECK_EQ_STR(pl2.msg, pl.msg);
+  CHECK_EQ_INT(hp_dec_peer_lost(p, n - 1, &pl2), HORA_EPROTO);
+  /* heartbeats: empty, or a list of hosts */
+  uint32_t got[4], k = 99;
+  hp_wbuf_reset(&w);
+  hp_enc_heartbeat(&w, NULL, 0);
+  p = one_frame(&w, HP_MSG_HEARTBEAT, &n);
+  CHECK_EQ_INT(n, 0);
+  CHECK_EQ_INT(hp_dec_heartbeat(p, n, got, 4, &k), 0);
+  CHECK_EQ_INT(k, 0);
+  const uint32_t list[3] = {0, 2, 5};
+  hp_wbuf_reset(&w);
+  hp_enc_heartbeat(&w, list, 3);
+  p = one_frame(&w, HP_MSG_HEARTBEAT, &n);
+  CHECK_EQ_INT(hp_dec_heartbeat(p, n, got, 4, &k), 0);
+  CHECK(k == 3 && got[0] == 0 && got[1] == 2 && got[2] == 5);
+  CHECK_EQ_INT(hp_dec_heartbeat(p, n, got, 2, &k), HORA_EPROTO); /* > max */
+  CHECK_EQ_INT(hp_dec_heartbeat(p, n - 2, got, 4, &k), HORA_EPROTO);
+  CHECK_EQ_INT(k, 0);
+  hp_wbuf_free(&w);
+}
+
 static void test_exit_output_text(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
-  struct hp_exit ex = {-7, HP_EXIT_SPAWN, 2, NULL};
+  struct hp_exit ex = {-7, HP_EXIT_SPAWN, 2, NULL, 0};
   hp_enc_exit(&w, &ex);
   size_t n;
   const unsigned char *p = one_frame(&w, HP_MSG_EXIT, &n);
@@ -320,7 +370,27 @@ static void test_exit_output_text(void) {
   CHECK_EQ_INT(hp_dec_exit(p, n, &ex2), 0);
   CHECK(ex2.rank == -7 && ex2.how == HP_EXIT_SPAWN && ex2.code == 2);
   CHECK_EQ_STR(ex2.msg, ""); /* NULL travels as "" */
+  CHECK_EQ_INT(ex2.noinit, 0);
   free(ex2.msg);
+  /* a rank that never initialised hora says so */
+  hp_wbuf_reset(&w);
+  struct hp_exit exn = {4, HP_EXIT_CODE, 0, NULL, 1};
+  hp_enc_exit(&w, &exn);
+  p = one_frame(&w, HP_MSG_EXIT, &n);
+  CHECK_EQ_INT(hp_dec_exit(p, n, &ex2), 0);
+  CHECK(ex2.rank == 4 && ex2.how == HP_EXIT_CODE && ex2.noinit == 1);
+  free(ex2.msg);
+  hp_wbuf_reset(&w);
+  exn.noinit = 2;
+  hp_enc_exit(&w, &exn); /* encoded as 1 */
+  p = one_frame(&w, HP_MSG_EXIT, &n);
+  CHECK_EQ_INT(hp_dec_exit(p, n, &ex2), 0);
+  CHECK_EQ_INT(ex2.noinit, 1);
+  free(ex2.msg);
+  unsigned char bad[64];
+  memcpy(bad, p, n);
+  bad[n - 1] = 2; /* neither 0 nor 1 */
+  CHECK_EQ_INT(hp_dec_exit(bad, n, &ex2), HORA_EPROTO);
   /* how out of range */
   hp_wbuf_reset(&w);
   ex.how = 3;
@@ -950,6 +1020,7 @@ int main(void) {
   RUN(test_job);
   RUN(test_job_invalid);
   RUN(test_exit_output_text);
+  RUN(test_links);
   RUN(test_truncated_trailing);
   RUN(test_embedded_nul);
   RUN(test_absurd_counts);
