@@ -30,12 +30,6 @@ void hc_log_start(const char *component, enum hc_level level) {
   log_level = level;
 }
 
-void hc_log_init(const char *component, enum hc_level deflevel) {
-  int l = hc_parse_level(
-      hc_knob_lookup(hc_param_find("log_level"), environ, SIZE_MAX));
-  hc_log_start(component, l >= 0 ? (enum hc_level)l : deflevel);
-}
-
 void hc_log_set_level(enum hc_level level) { log_level = level; }
 enum hc_level hc_log_level(void) { return log_level; }
 

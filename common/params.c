@@ -384,3 +384,11 @@ int hc_knobs_parse_env(struct hc_knobs *k, char *const envv[], size_t n,
   }
   return 0;
 }
+
+/* The log level knob (log_level) from the process environment; the log
+ * itself (log.c) knows no knobs. */
+void hc_log_init(const char *component, enum hc_level deflevel) {
+  int l = hc_parse_level(
+      hc_knob_lookup(hc_param_find("log_level"), environ, SIZE_MAX));
+  hc_log_start(component, l >= 0 ? (enum hc_level)l : deflevel);
+}

@@ -1,4 +1,5 @@
-/* client.c -- libhora start-up, shutdown, job layout and errors.
+/* client.c -- libhora start-up, shutdown and job layout: the top of
+ * libhora (it calls ops.c and arena.c; they call only state.c).
  *
  * hora_init() reads the environment horad gave the rank, connects to the
  * job's unix socket, says hello with the rank's token, and receives its
@@ -20,30 +21,7 @@
 #include "client.h"
 #include "msg.h"
 
-struct hl_state hl = {
-    .sock = -1,
-    .efd = -1,
-    .sq_lock = PTHREAD_MUTEX_INITIALIZER,
-    .ps_lock = PTHREAD_MUTEX_INITIALIZER,
-    .cq_lock = PTHREAD_MUTEX_INITIALIZER,
-    .op_lock = PTHREAD_MUTEX_INITIALIZER,
-    .arena_lock = PTHREAD_MUTEX_INITIALIZER,
-};
-
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static __thread char last_error[HP_MSG_MAX + 128];
-
-int hl_error(int err, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
-  va_end(ap);
-  return err;
-}
-
-void hl_clear_error(void) { last_error[0] = '\0'; }
-
-const char *hora_last_error(void) { return last_error; }
 
 static int env_int(const char *name, int *out) {
   const char *v = getenv(name);
