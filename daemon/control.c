@@ -14,87 +14,7 @@
 #include "daemon.h"
 
 static void close_everything(struct hd_daemon *d);
-
-/* Takes the frames in w (the buffer is moved, w is left empty). With
- * `last`, the connection closes once they are sent, and horad ends. */
-static void ctl_send(struct hd_daemon *d, struct hp_wbuf *w, int last) {
-  if (!d->ctl_conn) { /* gone */
-    hp_wbuf_reset(w);
-    if (last) close_everything(d);
-    return;
-  }
-  if (hp_conn_send(d->ctl_conn, w) < 0) hp_wbuf_reset(w);
-  if (last) {
-    d->ctl_closing = 1;
-    hp_conn_close_when_sent(d->ctl_conn); /* on_ctl_close() goes on */
-  }
-}
-
-void hd_control_send(struct hd_daemon *d, struct hp_wbuf *w) {
-  ctl_send(d, w, 0);
-}
-
-#define VICTIM_HOLD_MS 1000
-
-static void on_victim_timer(uv_timer_t *t) {
-  struct hd_daemon *d = t->data;
-  for (int i = 0; i < d->nlocal; i++)
-    if (d->ranks[i].exit_held && !d->ranks[i].reported)
-      hd_send_exit(d, &d->ranks[i]);
-}
-
-/* A rank of this host that fails after a rank of another host was gone is
- * most likely its victim: its exit waits a little, so that horarun hears
- * of the culprit first and names it (the culprit's host may be slower to
- * report it than the news of it travelled here). */
-static int hold_exit(struct hd_daemon *d, struct hd_rank *r) {
-  int failed = r->exit_how != HP_EXIT_CODE || r->exit_code != 0;
-  if (!failed || r->exit_held || !d->multi || !d->victim_timer.loop ||
-      d->gone_rank < 0 || d->gone_rank == r->info.rank)
-    return 0;
-  for (int i = 0; i < d->nlocal; i++)
-    if (d->ranks[i].info.rank == d->gone_rank) return 0; /* ours: known */
-  r->exit_held = 1;
-  if (!uv_is_active((uv_handle_t *)&d->victim_timer))
-    uv_timer_start(&d->victim_timer, on_victim_timer, VICTIM_HOLD_MS, 0);
-  return 1;
-}
-
-void hd_send_exit(struct hd_daemon *d, struct hd_rank *r) {
-  if (r->reported || hold_exit(d, r)) return;
-  r->reported = 1;
-  d->nexited++;
-  struct hp_exit m = {.rank = r->info.rank,
-                      .how = (uint8_t)r->exit_how,
-                      .code = r->exit_code,
-                      .msg = r->spawn_msg,
-                      .noinit = (uint8_t)r->noinit};
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  hp_enc_exit(&w, &m);
-  ctl_send(d, &w, 0);
-  hp_wbuf_free(&w);
-  hd_maybe_done(d);
-}
-
-void hd_maybe_done(struct hd_daemon *d) {
-  if (d->done_sent || !d->have_job || d->nexited < d->nlocal) return;
-  d->done_sent = 1;
-  hc_debug("every local rank has ended; closing");
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  hp_enc_text(&w, HP_MSG_DONE, "");
-  ctl_send(d, &w, 1);
-  hp_wbuf_free(&w);
-}
-
-void hd_control_fault(struct hd_daemon *d, const char *msg) {
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  hp_enc_text(&w, HP_MSG_FAULT, msg);
-  ctl_send(d, &w, 0);
-  hp_wbuf_free(&w);
-}
+static void job_go(struct hd_daemon *d);
 
 static void close_everything(struct hd_daemon *d) {
   if (d->ctl_conn) {
@@ -111,7 +31,7 @@ static void send_ready(struct hd_daemon *d) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_text(&w, HP_MSG_READY, hora_version());
-  ctl_send(d, &w, 0);
+  hd_control_send(d, &w);
   hp_wbuf_free(&w);
 }
 
@@ -130,7 +50,7 @@ static int take_job_knobs(struct hd_daemon *d) {
   return 0;
 }
 
-void hd_job_go(struct hd_daemon *d) {
+static void job_go(struct hd_daemon *d) {
   if (hd_rings_init(d) < 0 || hd_local_listen(d) < 0) {
     hc_error("cannot set up the job's local socket; stopping");
     /* Report every rank as not started so horarun can name the cause. */
@@ -168,9 +88,9 @@ static void start_job(struct hd_daemon *d) {
       hc_error("cannot connect to the other daemons; stopping");
       /* spawn nothing: report the ranks as not started */
     }
-    return; /* hd_job_go() once every link is up */
+    return; /* job_go() once every link is up */
   }
-  hd_job_go(d);
+  job_go(d);
 }
 
 static void handle_frame(struct hd_daemon *d, const struct hp_frame_hdr *h,
@@ -212,7 +132,7 @@ static void send_register(struct hd_daemon *d) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_register(&w, &m);
-  ctl_send(d, &w, 0);
+  hd_control_send(d, &w);
   hp_wbuf_free(&w);
 }
 
@@ -286,3 +206,11 @@ int hd_control_connect(struct hd_daemon *d, const char *addr, int port) {
   }
   return 0;
 }
+
+/* What the layers below reach up through (daemon.h, struct hd_upcalls). */
+const struct hd_upcalls hd_job_upcalls = {
+    .teardown = hd_spawn_teardown,
+    .close_all = close_everything,
+    .job_go = job_go,
+    .decide = hd_decide_plan,
+};

@@ -88,11 +88,11 @@ static void send_decision(struct hd_comm *c, struct centry *e, uint64_t seq,
   for (int i = 1; i < c->nhosts; i++) {
     if (!e->seen[i] && (!joined[i] || status || seq == UINT64_MAX)) continue;
     hp_enc_nego_decide(&w, &m);
-    hd_mesh_send(d, c->hosts[i], &w);
+    d->link->send_frames(d, c->hosts[i], &w);
   }
   hp_wbuf_free(&w);
   if (e->seen[0] || (joined[0] && !status && seq != UINT64_MAX))
-    hd_decide(d, &m);
+    d->up->decide(d, &m, 1);
 }
 
 static int entry_status(const struct centry *e) {
@@ -128,10 +128,10 @@ static void send_plan(struct hd_comm *c, struct cgroup *g, int status,
   for (int i = 1; i < c->nhosts; i++) {
     if (!seen[i] && (!joined[i] || status)) continue;
     hp_enc_nego_plan(&w, v, n);
-    hd_mesh_send(d, c->hosts[i], &w);
+    d->link->send_frames(d, c->hosts[i], &w);
   }
   hp_wbuf_free(&w);
-  if (seen[0] || (joined[0] && !status)) hd_decide_plan(d, v, n);
+  if (seen[0] || (joined[0] && !status)) d->up->decide(d, v, n);
   free(v);
 }
 

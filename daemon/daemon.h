@@ -205,10 +205,29 @@ struct hd_engine {
   /* Drops what the engine holds for the communicator's operations (they
    * are being failed). */
   void (*abort)(struct hd_daemon *d, struct hd_comm *c);
+  /* Frees what the engine keeps for the communicator (it is freed). */
+  void (*comm_fini)(struct hd_daemon *d, struct hd_comm *c);
 };
 
 extern const struct hd_engine hd_engine_cpu;
+/* The registry (engines/cpu.c); the core reaches it through d->engines. */
 extern const struct hd_engine *const hd_engines[];
+
+/* What the layers below reach up through: the calls run one way, from
+ * control.c down to the links and the kernels, and these few go back up
+ * through pointers the job sets (control.c's hd_job_upcalls). */
+struct hd_upcalls {
+  /* the job's one failure path: stop the ranks, end (spawn.c) */
+  void (*teardown)(struct hd_daemon *d, const char *reason, int delay_ms);
+  /* close everything: horad ends (control.c) */
+  void (*close_all)(struct hd_daemon *d);
+  /* the mesh is up: spawn the ranks, say READY (control.c) */
+  void (*job_go)(struct hd_daemon *d);
+  /* a coordinator's decisions for this host (negotiate.c) */
+  void (*decide)(struct hd_daemon *d, const struct hp_nego_decide *v,
+                 uint32_t n);
+};
+extern const struct hd_upcalls hd_job_upcalls;
 
 /* A host of a multi-host job, as this daemon sees it. */
 struct hd_peer {
@@ -229,6 +248,8 @@ struct hd_coord; /* coord.c: a communicator's coordinator table */
 
 struct hd_daemon {
   uv_loop_t *loop;
+  const struct hd_upcalls *up;
+  const struct hd_engine *const *engines; /* NULL-terminated */
   struct hp_job job;
   /* the job's knobs, parsed once: the defaults, horad's command line (the
    * bootstrap line's heartbeat timeout), then the job's environment; read
@@ -315,14 +336,22 @@ struct hd_daemon {
 
 /* control.c */
 int hd_control_open(struct hd_daemon *d, int fd);
+
+/* report.c: what horad tells horarun */
 void hd_control_send(struct hd_daemon *d, struct hp_wbuf *w);
 void hd_send_exit(struct hd_daemon *d, struct hd_rank *r);
 void hd_maybe_done(struct hd_daemon *d);
+void hd_control_fault(struct hd_daemon *d, const char *msg);
 
 /* spawn.c */
 int hd_spawn_all(struct hd_daemon *d);
-void hd_teardown(struct hd_daemon *d, const char *reason, int delay_ms);
+void hd_spawn_teardown(struct hd_daemon *d, const char *reason, int delay_ms);
 void hd_spawn_close(struct hd_daemon *d);
+/* The job's one failure path (d->up->teardown: spawn.c). */
+static inline void hd_teardown(struct hd_daemon *d, const char *reason,
+                               int delay_ms) {
+  d->up->teardown(d, reason, delay_ms);
+}
 
 /* local.c: the unix socket, hello and shared memory */
 int hd_local_listen(struct hd_daemon *d);
@@ -330,18 +359,25 @@ void hd_local_close(struct hd_daemon *d);
 void hd_rank_left(struct hd_rank *r, const char *why);
 void hd_on_lost_timer(uv_timer_t *t);
 
-/* rings.c: polling, completions and wake-ups */
+/* rings.c: polling the submissions, the loop's wake-ups */
 int hd_rings_init(struct hd_daemon *d);
 void hd_rings_close(struct hd_daemon *d);
 int hd_poll_rings(struct hd_daemon *d);
+void hd_kick(struct hd_daemon *d);
+
+/* cq.c: completions to the ranks */
 /* Queues a completion for r (never re-enters negotiation: a rank found
  * broken here is declared gone later, from hd_poll_rings()). */
 void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e);
+/* Marks r broken (it wrote nonsense, or does not read its cq); the loop
+ * then declares it gone, from hd_poll_rings(), outside negotiation. */
+void hd_rank_broken(struct hd_rank *r, const char *what);
+/* Moves r's waiting completions into its cq as far as there is room. */
+void hd_cq_flush(struct hd_rank *r);
 /* Drops what r's completions hold (r is gone: nobody reads them). */
 void hd_rings_forget(struct hd_rank *r);
 void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg);
 void hd_flush_wakeups(struct hd_daemon *d);
-void hd_kick(struct hd_daemon *d);
 
 /* negotiate.c: submissions, readiness, decisions, the run queues */
 void hd_submit(struct hd_rank *r, const struct hp_sqe *e);
@@ -360,9 +396,11 @@ void hd_tensor_fail(struct hd_daemon *d, struct hd_tensor *t, int status,
                     const char *msg);
 void hd_check_stalls(struct hd_daemon *d);
 
-/* comm.c: communicators */
+/* negotiate.c: the job's communicators, with their negotiation state */
 int hd_comms_init(struct hd_daemon *d); /* the global set */
 void hd_comms_free(struct hd_daemon *d);
+
+/* comm.c: communicators */
 /* A new set of the given sorted, distinct global ranks; its id is
  * d->ncomms. NULL when out of memory. */
 struct hd_comm *hd_comm_new(struct hd_daemon *d, const int32_t *ranks, int n);
@@ -375,14 +413,16 @@ int hd_comm_host_of(const struct hd_comm *c, int member);
 /* The global rank of local member i. */
 int32_t hd_comm_rank(const struct hd_comm *c, int i);
 struct hd_rank *hd_comm_local(const struct hd_comm *c, int i);
+/* "host h1 (ranks 2-3)" */
+void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len);
+/* 1 when a host of c has left. */
+int hd_comm_host_left(const struct hd_comm *c);
 
 /* main.c */
 void hd_free_job(struct hd_daemon *d);
 
 /* control.c, multi-host */
 int hd_control_connect(struct hd_daemon *d, const char *addr, int port);
-void hd_control_fault(struct hd_daemon *d, const char *msg);
-void hd_job_go(struct hd_daemon *d); /* the mesh is up: spawn, READY */
 
 /* links/mesh.c: connections between the daemons of a multi-host job */
 int hd_mesh_listen(struct hd_daemon *d);
@@ -393,7 +433,6 @@ struct hp_conn *hd_mesh_conn(struct hd_daemon *d, int host);
 /* A local rank left (rank >= 0) or a host was lost: tells the others. */
 void hd_mesh_announce_gone(struct hd_daemon *d, int rank, int host,
                            const char *msg);
-void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len);
 
 /* coord.c: negotiation across hosts, on a communicator's first host */
 void hd_coord_ready(struct hd_comm *c, int host, const struct hp_nego_ready *m);
@@ -452,15 +491,16 @@ void hd_decide_plan(struct hd_daemon *d, const struct hp_nego_decide *v,
  * of the sets `left` is in, by decisions to every host. */
 void hd_fail_undecided(struct hd_daemon *d, int from, int left,
                        const char *why);
-/* 1 when a host of c has left. */
-int hd_comm_host_left(const struct hd_comm *c);
 
-/* engines/cpu.c: helpers the cross-host algorithms share */
+/* parts.c: an operation's parts, as the CPU engine and the
+ * cross-host algorithms both need them */
 int hd_needs_in(struct hd_tensor *t, int i);
 int hd_needs_out(struct hd_tensor *t, int i);
 int hd_is_root(struct hd_tensor *t, int i);
 uint64_t hd_staging_off(struct hd_rank *r, uint64_t k);
 void hd_copy_req(struct hd_rank *r, struct hd_tensor *t, int kind, uint64_t k);
+/* Elements of chunk k of a streamed operation. */
+uint64_t hd_chunk_count(struct hd_tensor *t, uint64_t k);
 /* Where local member i's input / output of t lie (arena-resident). */
 unsigned char *hd_in_ptr(struct hd_tensor *t, int i);
 unsigned char *hd_out_ptr(struct hd_tensor *t, int i);

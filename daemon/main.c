@@ -171,6 +171,8 @@ int main(int argc, char **argv) {
   struct hd_daemon *d = calloc(1, sizeof *d);
   if (!d) return 1;
   d->loop = uv_default_loop();
+  d->up = &hd_job_upcalls;
+  d->engines = hd_engines;
   hc_knobs_init(&d->knobs);
   d->efd = -1;
   d->gone_rank = -1;

@@ -44,6 +44,37 @@ static int grow_table(struct hd_comm *c) {
   return 0;
 }
 
+/* ---- the job's communicators -------------------------------------------- */
+
+int hd_comms_init(struct hd_daemon *d) {
+  int n = d->job.size;
+  int32_t *all = malloc((size_t)(n ? n : 1) * sizeof *all);
+  if (!all) return HORA_ENOMEM;
+  for (int i = 0; i < n; i++) all[i] = i;
+  struct hd_comm *c = hd_comm_new(d, all, n);
+  free(all);
+  /* A host whose links all came up before ours may already have said
+   * ready for the global set's first operations: held, they are ours now
+   * (else its ranks would wait for a decision that never comes). */
+  if (c) hd_coord_replay(c);
+  return c ? 0 : HORA_ENOMEM;
+}
+
+void hd_comms_free(struct hd_daemon *d) {
+  hd_coord_held_free(d);
+  for (uint32_t i = 0; i < d->ncomms; i++) {
+    struct hd_comm *c = d->comms[i];
+    if (!c) continue;
+    for (int k = 0; d->engines && d->engines[k]; k++)
+      if (d->engines[k]->comm_fini) d->engines[k]->comm_fini(d, c);
+    hd_coord_free(c);
+    hd_comm_free(c);
+  }
+  free(d->comms);
+  d->comms = NULL;
+  d->ncomms = 0;
+}
+
 /* ---- groups and plans ---------------------------------------------------- */
 
 static void group_free(struct hd_comm *c, struct hd_group *g) {
@@ -340,11 +371,12 @@ static int queue_plan(struct hd_comm *c, struct hd_tensor *const *v, int n) {
     v[i]->queued = 1;
     v[i]->held = 0;
   }
-  for (int i = 0; hd_engines[i] && !p->engine; i++) {
+  const struct hd_engine *const *e = c->d->engines;
+  for (int i = 0; e && e[i] && !p->engine; i++) {
     int all = 1;
     for (int k = 0; k < n && all; k++)
-      all = !hd_engines[i]->can_run || hd_engines[i]->can_run(c->d, v[k]);
-    if (all) p->engine = hd_engines[i];
+      all = !e[i]->can_run || e[i]->can_run(c->d, v[k]);
+    if (all) p->engine = e[i];
   }
   if (c->plan_tail) c->plan_tail->next = p;
   else c->plan_head = p;
@@ -456,7 +488,7 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_nego_ready(&w, &m);
-  hd_mesh_send(d, c->hosts[0], &w); /* a lost coordinator fails all anyway */
+  d->link->send_frames(d, c->hosts[0], &w); /* a lost coordinator fails all anyway */
   hp_wbuf_free(&w);
 }
 
@@ -636,12 +668,6 @@ void hd_decide_plan(struct hd_daemon *d, const struct hp_nego_decide *v,
   hd_flush_wakeups(d);
 }
 
-int hd_comm_host_left(const struct hd_comm *c) {
-  const struct hd_daemon *d = c->d;
-  for (int k = 0; d->peers && k < c->nhosts; k++)
-    if (d->peers[c->hosts[k]].left) return 1;
-  return 0;
-}
 
 void hd_fail_undecided(struct hd_daemon *d, int from, int left,
                        const char *why) {
@@ -1036,8 +1062,8 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
     x->removed = 1;
     /* what is still pending there can never run now; the engines let go
      * of it first */
-    for (int i = 0; hd_engines[i]; i++)
-      if (hd_engines[i]->abort) hd_engines[i]->abort(d, x);
+    for (int i = 0; d->engines && d->engines[i]; i++)
+      if (d->engines[i]->abort) d->engines[i]->abort(d, x);
     hc_fmt(msg, sizeof msg, "process set %u was removed", x->id);
     for (size_t i = 0; i < x->table_size; i++)
       while (x->table[i]) {
@@ -1061,8 +1087,8 @@ void hd_fail_all(struct hd_daemon *d) {
   for (uint32_t k = 0; k < d->ncomms; k++) {
     struct hd_comm *c = d->comms[k];
     if (!c) continue;
-    for (int i = 0; hd_engines[i]; i++)
-      if (hd_engines[i]->abort) hd_engines[i]->abort(d, c);
+    for (int i = 0; d->engines && d->engines[i]; i++)
+      if (d->engines[i]->abort) d->engines[i]->abort(d, c);
     free_plans(c);
     for (size_t i = 0; i < c->table_size; i++) {
       struct hd_tensor *t;

@@ -399,7 +399,8 @@ static void on_term_timer(uv_timer_t *t) {
   uv_timer_start(&d->kill_timer, on_kill_timer, (uint64_t)(grace * 1000), 0);
 }
 
-void hd_teardown(struct hd_daemon *d, const char *reason, int delay_ms) {
+void hd_spawn_teardown(struct hd_daemon *d, const char *reason,
+                       int delay_ms) {
   if (!d->have_job || !d->ranks) return;
   if (d->aborting) return;
   d->aborting = 1;

@@ -28,18 +28,6 @@
 
 static struct hd_daemon *conn_daemon(struct hp_conn *c) { return c->data; }
 
-void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len) {
-  if (host >= 0 && (uint32_t)host < d->job.nhosts) {
-    const struct hp_job_host *h = &d->job.hosts[host];
-    if (h->nranks == 1)
-      hc_fmt(buf, len, "host %s (rank %d)", h->name, h->first_rank);
-    else
-      hc_fmt(buf, len, "host %s (ranks %d-%d)", h->name, h->first_rank,
-             h->first_rank + h->nranks - 1);
-  } else {
-    hc_fmt(buf, len, "host #%d", host);
-  }
-}
 
 static int host_of(struct hd_daemon *d, struct hp_conn *c) {
   for (uint32_t i = 0; d->peers && i < d->job.nhosts; i++)
@@ -245,7 +233,7 @@ static void check_up(struct hd_daemon *d) {
   if (d->mesh_up || !d->have_job || d->peers_up < d->peers_needed) return;
   d->mesh_up = 1;
   hc_debug("mesh up: %d links", d->peers_up);
-  hd_job_go(d);
+  d->up->job_go(d);
 }
 
 /* Binds an authenticated connection that said PEER_HELLO to its host. */
@@ -699,4 +687,5 @@ const struct hd_link hd_link_tcp = {
     .paused = tcp_paused,
     .unplace = tcp_unplace,
     .drop = tcp_drop,
+    .send_frames = hd_mesh_send,
 };

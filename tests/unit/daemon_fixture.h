@@ -59,6 +59,9 @@ static inline void fx_init(struct fx *f, int nhosts, const int *per_host,
   d->gone_rank = -1;
   d->max_pending = 64;
   d->link = &hd_link_tcp; /* peers without connections: sends are dropped */
+  d->up = &hd_job_upcalls;
+  d->engines = hd_engines;
+  d->efd = -1;
   d->chunk_size = FX_CHUNK;
   d->arena_size = FX_ARENA;
   if (nhosts > 1) d->peers = calloc((size_t)nhosts, sizeof *d->peers);
