@@ -736,6 +736,7 @@ void hd_xcoll_free(struct hd_comm *c) {
   free(x->want);
   free(x->got);
   free(x->base);
+  free(x->cap);
   free(x);
   c->xc = NULL;
 }
