@@ -21,11 +21,12 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 W=$HORA_TOP/tests/python/workers
 export PYTHONPATH="$HORA_TOP/python${PYTHONPATH:+:$PYTHONPATH}"
 export HORA_LIBRARY="$BUILD/lib/libhora.so" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+PY=$PYTHON
 if ldd "$HORA_LIBRARY" | grep -q libasan; then
-  # a sanitized libhora inside the interpreter (as tests/python/pytest.sh)
-  LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
-  ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-  export LD_PRELOAD ASAN_OPTIONS
+  # a sanitized libhora inside the interpreter (as tests/python/pytest.sh):
+  # the runtime goes first, in the ranks only (not in ssh, pgrep, ...)
+  PY="env LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)
+      ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS} $PYTHON"
 fi
 mh_setup 3
 
@@ -38,12 +39,12 @@ ok() { # NAME NP WHAT
 }
 
 # the workers take no --marker argument
-HRUN_NOMARK=1 hrun join.3x1 180 -np 3 -H h1:1,h2:1,h3:1 "$PYTHON" "$W/join.py"
+HRUN_NOMARK=1 hrun join.3x1 180 -np 3 -H h1:1,h2:1,h3:1 $PY "$W/join.py"
 ok join.3x1 3 join
-HRUN_NOMARK=1 hrun join.3x2 180 -np 6 -H h1:2,h2:2,h3:2 "$PYTHON" "$W/join.py"
+HRUN_NOMARK=1 hrun join.3x2 180 -np 6 -H h1:2,h2:2,h3:2 $PY "$W/join.py"
 ok join.3x2 6 join
-HRUN_NOMARK=1 hrun reinit.3x1 180 -np 3 -H h1:1,h2:1,h3:1 "$PYTHON" "$W/errors.py" reinit
+HRUN_NOMARK=1 hrun reinit.3x1 180 -np 3 -H h1:1,h2:1,h3:1 $PY "$W/errors.py" reinit
 ok reinit.3x1 3 "errors reinit"
-HRUN_NOMARK=1 hrun reinit.2x2 180 -np 4 -H h1:2,h2:2 "$PYTHON" "$W/errors.py" reinit
+HRUN_NOMARK=1 hrun reinit.2x2 180 -np 4 -H h1:2,h2:2 $PY "$W/errors.py" reinit
 ok reinit.2x2 4 "errors reinit"
 finish
