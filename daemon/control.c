@@ -213,4 +213,7 @@ const struct hd_upcalls hd_job_upcalls = {
     .close_all = close_everything,
     .job_go = job_go,
     .decide = hd_decide_plan,
+    .session_back = hd_session_back,
+    .session_frame = hd_session_frame,
+    .session_cancel = hd_session_cancel,
 };

@@ -170,8 +170,9 @@ static int nready(const struct hd_comm *c, const struct centry *e) {
   return n;
 }
 
-/* A host that has not seen e runs it only with neutral inputs: allreduce,
- * broadcast (not from there) and barrier can; the rest fail. */
+/* A host that has not seen e runs it only with neutral inputs: every
+ * collective can (a broadcast not from there); adding or removing a
+ * process set cannot. */
 static void check_joined(struct hd_comm *c, struct centry *e) {
   if (e->mismatch) return;
   int coll = e->first.coll;
@@ -184,9 +185,7 @@ static void check_joined(struct hd_comm *c, struct centry *e) {
     }
     return;
   }
-  if (coll == HORA_COLL_ALLREDUCE || coll == HORA_COLL_BARRIER ||
-      coll == HORA_COLL_JOIN)
-    return;
+  if (coll != HORA_COLL_PS_ADD && coll != HORA_COLL_PS_REMOVE) return;
   for (int i = 0; i < c->nhosts; i++)
     if (!e->seen[i] && c->coord->joined[i]) {
       char name[300];

@@ -226,6 +226,12 @@ struct hd_upcalls {
   /* a coordinator's decisions for this host (negotiate.c) */
   void (*decide)(struct hd_daemon *d, const struct hp_nego_decide *v,
                  uint32_t n);
+  /* a new session across hosts (session.c): every local rank is back; a
+   * SESSION frame from host `from` (< 0, why: a bad one); none can start */
+  void (*session_back)(struct hd_daemon *d);
+  int (*session_frame)(struct hd_daemon *d, int from, const unsigned char *p,
+                       size_t len, char *why, size_t whylen);
+  void (*session_cancel)(struct hd_daemon *d);
 };
 extern const struct hd_upcalls hd_job_upcalls;
 
@@ -304,6 +310,10 @@ struct hd_daemon {
   /* first rank that left the job, and why: later operations fail with it */
   int gone_rank;
   char gone_msg[HP_MSG_MAX + 1];
+  /* sessions: hora_init() after hora_shutdown() on every rank */
+  uint32_t session;        /* sessions started after the first */
+  unsigned char *sess_back; /* host 0: the hosts whose ranks are back */
+  int sess_nback;
 
   /* multi-host */
   int multi;     /* the job spans several hosts */
@@ -358,6 +368,22 @@ int hd_local_listen(struct hd_daemon *d);
 void hd_local_close(struct hd_daemon *d);
 void hd_rank_left(struct hd_rank *r, const char *why);
 void hd_on_lost_timer(uv_timer_t *t);
+/* hora_init() after hora_shutdown(): 1 when every local rank is back */
+int hd_local_all_back(const struct hd_daemon *d);
+/* Starts the new session of the local ranks (all back). */
+void hd_new_session(struct hd_daemon *d);
+/* Refuses the local ranks that are back (the new session cannot start). */
+void hd_local_drop_rejoins(struct hd_daemon *d);
+
+/* session.c: a new session across hosts, agreed through host 0 */
+/* Every local rank is back: tells host 0 (or counts itself there). */
+void hd_session_back(struct hd_daemon *d);
+/* A SESSION frame from host `from`; < 0 (why) for a bad one. */
+int hd_session_frame(struct hd_daemon *d, int from, const unsigned char *p,
+                     size_t len, char *why, size_t whylen);
+/* A rank died or a host was lost: no new session can start. */
+void hd_session_cancel(struct hd_daemon *d);
+void hd_session_free(struct hd_daemon *d);
 
 /* rings.c: polling the submissions, the loop's wake-ups */
 int hd_rings_init(struct hd_daemon *d);

@@ -198,7 +198,6 @@ static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock) {
   return rc;
 }
 
-static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock);
 
 /* Refuses the hello on c: logs why (rate-limited: strangers can cause it)
  * and tells the peer, in a REFUSE frame libhora turns into the error
@@ -252,14 +251,29 @@ static int refuse_version(struct hd_conn *c) {
   return 1;
 }
 
-/* Every rank has shut hora down and initialised it again: a fresh start
- * (new shared memory, the global set only, no failure) for all of them. */
-static void new_session(struct hd_daemon *d) {
+int hd_local_all_back(const struct hd_daemon *d) {
   for (int i = 0; i < d->nlocal; i++)
-    if (!d->ranks[i].rejoin) return;
+    if (!d->ranks[i].rejoin) return 0;
+  return 1;
+}
+
+void hd_local_drop_rejoins(struct hd_daemon *d) {
+  for (int i = 0; i < d->nlocal; i++)
+    if (d->ranks[i].rejoin) drop_conn(d->ranks[i].rejoin);
+}
+
+/* Every local rank has shut hora down and initialised it again (and,
+ * across hosts, every other host's too: session.c): a fresh start (new
+ * shared memory, the global set only, no failure) for all of them. */
+void hd_new_session(struct hd_daemon *d) {
+  if (!hd_local_all_back(d)) return;
   hd_comms_free(d);
   d->gone_rank = -1;
   d->gone_msg[0] = '\0';
+  d->left_msg[0] = '\0';
+  for (uint32_t i = 0; d->peers && i < d->job.nhosts; i++)
+    d->peers[i].left = 0; /* their ranks shut down, and are back */
+  d->session++;
   if (hd_comms_init(d) < 0) {
     hc_error("out of memory starting a new session; stopping");
     hd_teardown(d, "horad is out of memory", 0);
@@ -315,17 +329,15 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
   }
   if (r->said_bye && r->gone && !r->rejoin && !r->conn && !r->broken) {
     /* hora_init() after hora_shutdown(): collective, as in Horovod. The
-     * job starts a new session once every rank has come back. */
-    if (d->multi) {
-      refuse(c, HORA_ENOTSUP, "rank %d initialised hora again after "
-             "shutting it down: that works in jobs on one host only",
-             h.rank);
-      return -1;
-    }
+     * job starts a new session once every rank has come back: on one
+     * host at once, across hosts when host 0 says every host's ranks
+     * are back (session.c). */
     r->rejoin = c;
     c->rank = r;
     hc_debug("rank %d (pid %d) initialises hora again", h.rank, h.pid);
-    new_session(d);
+    if (!hd_local_all_back(d)) return 0;
+    if (d->multi) d->up->session_back(d);
+    else hd_new_session(d);
     return 0;
   }
   if (r->connected || r->gone) {
@@ -479,8 +491,7 @@ void hd_rank_left(struct hd_rank *r, const char *why) {
   r->gone = 1;
   hd_rings_forget(r); /* nobody reads its completions any more */
   if (!r->said_bye) /* a rank gone for good: no new session can start */
-    for (int i = 0; i < d->nlocal; i++)
-      if (d->ranks[i].rejoin) drop_conn(d->ranks[i].rejoin);
+    d->up->session_cancel(d);
   if (d->gone_rank == -1) {
     d->gone_rank = r->info.rank;
     hc_fmt(d->gone_msg, sizeof d->gone_msg, "%s", why);

@@ -116,6 +116,7 @@ void hd_free_job(struct hd_daemon *d) {
   free(d->early_hello);
   d->early_hello = NULL;
   hd_comms_free(d);
+  hd_session_free(d);
   if (d->efd >= 0) close(d->efd);
   d->efd = -1;
   hp_job_free(&d->job);

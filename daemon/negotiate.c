@@ -418,13 +418,6 @@ static int describe_problem(struct hd_comm *c, struct hd_tensor *t, char *msg,
              hd_coll_name(t->meta.coll), hd_comm_rank(c, i));
       return HORA_EINVAL;
     }
-    if (t->meta.coll == HORA_COLL_ALLTOALL && c->nhosts > 1) {
-      /* the other hosts would send it, and expect from it, what only it
-       * knows (its splits) */
-      hc_fmt(msg, len, "alltoall '%s' cannot run across hosts while rank %d "
-             "has joined", t->name, hd_comm_rank(c, i));
-      return HORA_EINVAL;
-    }
   }
   if (t->meta.coll == HORA_COLL_ALLTOALL) { /* local pairs agree */
     for (int i = 0; i < c->nlocal; i++)

@@ -243,8 +243,10 @@ size_t hora_reducescatter_rows(size_t rows, int set_size, int member);
  * collectives of the others go on; a joined rank takes part in them with
  * the neutral element (allreduce: 0 for SUM/AVERAGE, 1 for PRODUCT, the
  * type's largest/smallest value for MIN/MAX; AVERAGE still divides by the
- * full size), sends nothing in allgather and alltoall, and cannot be a
- * broadcast root. Returns the last rank to join (>= 0). Global set only. */
+ * full size; zeros in reducescatter), sends nothing in allgather and
+ * alltoall (receive counts must say 0 for it), receives nothing, and
+ * cannot be a broadcast root. Returns the last rank to join (>= 0).
+ * Global set only. */
 int hora_join(void);
 
 /* Process sets: collective over all ranks of the job (every rank calls

@@ -794,3 +794,21 @@ int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m) {
   get_fixed_str(&r, m->msg, sizeof m->msg);
   return finish(&r);
 }
+
+void hp_enc_session(struct hp_wbuf *w, const struct hp_session *m) {
+  hp_frame_begin(w, HP_MSG_SESSION, 0);
+  hp_put_u32(w, m->number);
+  hp_put_u32(w, m->phase);
+  hp_frame_end(w);
+}
+
+int hp_dec_session(const unsigned char *p, size_t n, struct hp_session *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  m->number = hp_get_u32(&r);
+  m->phase = hp_get_u32(&r);
+  int rc = finish(&r);
+  if (rc == 0 && m->phase != HP_SESSION_BACK && m->phase != HP_SESSION_START)
+    rc = HORA_EPROTO;
+  return rc;
+}

@@ -58,7 +58,9 @@ enum hp_msg_type {
   HP_MSG_XDATA = 45,       /* allgather / alltoall / reducescatter data */
   HP_MSG_NEGO_PLAN = 46,   /* coordinator -> daemons: decisions on several
                               tensors, run as one unit (a group) */
-  HP_MSG_TYPE_MAX = 46
+  HP_MSG_SESSION = 47,     /* hora_init() again: a host's ranks are back,
+                              or host 0 starts the new session */
+  HP_MSG_TYPE_MAX = 47
 };
 
 struct hp_frame_hdr {
@@ -276,6 +278,16 @@ struct hp_rank_gone {
   char msg[460];
 };
 
+/* SESSION: every rank of the sender has called hora_init() again after
+ * hora_shutdown() (HP_SESSION_BACK, to host 0), or every rank of the job
+ * has, and the receiver starts its new session (HP_SESSION_START, from
+ * host 0). `number` is the session asked for (1 after the first). */
+enum { HP_SESSION_BACK = 1, HP_SESSION_START = 2 };
+struct hp_session {
+  uint32_t number;
+  uint32_t phase;
+};
+
 void hp_enc_register(struct hp_wbuf *w, const struct hp_register *m);
 int hp_dec_register(const unsigned char *p, size_t n, struct hp_register *m);
 void hp_enc_peer_hello(struct hp_wbuf *w, uint32_t host_index, uint32_t nhosts);
@@ -313,6 +325,8 @@ int hp_dec_heartbeat(const unsigned char *p, size_t n, uint32_t *hosts,
                      uint32_t max, uint32_t *count);
 void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m);
 int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m);
+void hp_enc_session(struct hp_wbuf *w, const struct hp_session *m);
+int hp_dec_session(const unsigned char *p, size_t n, struct hp_session *m);
 
 void hp_enc_hello(struct hp_wbuf *w, const struct hp_hello *m);
 int hp_dec_hello(const unsigned char *p, size_t n, struct hp_hello *m);

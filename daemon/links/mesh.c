@@ -115,6 +115,7 @@ static void host_lost(struct hd_daemon *d, int host, const char *why) {
   report_lost(d, host, why);
   set_gone(d, d->job.hosts[host].first_rank, msg);
   hd_mesh_announce_gone(d, d->job.hosts[host].first_rank, host, msg);
+  d->up->session_cancel(d);
 }
 
 static void on_rank_gone(struct hd_daemon *d, int from,
@@ -130,6 +131,7 @@ static void on_rank_gone(struct hd_daemon *d, int from,
   }
   int fresh = d->gone_rank == -1;
   set_gone(d, m->rank, m->msg);
+  d->up->session_cancel(d);
   /* The coordinator passes news from one host to all the others. */
   if (fresh && d->job.host_index == 0) send_gone(d, m, from);
 }
@@ -215,6 +217,8 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
                       sizeof c->why) < 0)
       return -1;
     return 0;
+  case HP_MSG_SESSION:
+    return d->up->session_frame(d, from, p, h->len, c->why, sizeof c->why);
   case HP_MSG_RANK_GONE: {
     struct hp_rank_gone m;
     if (hp_dec_rank_gone(p, h->len, &m) < 0) break;

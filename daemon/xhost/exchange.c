@@ -17,12 +17,24 @@
  *    takes its block (AVERAGE divided by the set's size, postscale
  *    applied, narrowed once).
  *  - alltoall: for each other host, one message holds every local
- *    member's data for that host's members (source-major); local pairs
- *    are copied directly; what arrives is scattered into the outputs.
+ *    member's data for that host's members (source-major), after a
+ *    header of their sizes (int64 elements per source and destination
+ *    member; -1 for a source that has joined); local pairs are copied
+ *    directly; what arrives is scattered into the outputs.
+ *
+ * Joined members (hora_join) take part with the neutral contribution: in
+ * an allgather they send nothing (their receive counts must say 0), in a
+ * reducescatter zeros, in an alltoall nothing (their part of the others'
+ * outputs is zeros), and they receive nothing. A host whose members have
+ * all joined knows the operation only from its coordinator's decision,
+ * not its counts or splits: it sends an empty block, takes in and drops
+ * what the others send, and learns where each host's bytes end from the
+ * last frame (XC_LAST) or the alltoall header.
  *
  * Data travel in XDATA frames of at most XC_FRAME bytes, each naming its
- * communicator, decision and byte offset. Frames for a decision this host
- * has not started yet wait (bounded) until it does. */
+ * communicator, decision and byte offset; the last one of a message is
+ * marked (step XC_LAST). Frames for a decision this host has not started
+ * yet wait (bounded) until it does. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +43,9 @@
 
 #define XC_FRAME (4u << 20)
 #define XC_EARLY_MAX (256ull << 20)
+#define XC_LAST 1u            /* XDATA step: the last frame of a message */
+#define XC_UNKNOWN UINT64_MAX /* want[k]: known at the last frame / header */
+#define XC_JOINED (-1)        /* alltoall header: that source has joined */
 
 struct xc_early {
   struct xc_early *next;
@@ -54,6 +69,10 @@ struct hd_xcoll {
   uint64_t *want, *got;    /* bytes expected from / received from each host */
   uint64_t *base;          /* where each host's bytes go in W (allgather,
                               reducescatter: offsets in bytes) */
+  uint64_t *cap;           /* alltoall: bytes allocated in recvbuf */
+  int sink;                /* allgather: every local member joined */
+  char bad[HP_MSG_MAX + 1]; /* the operation fails with this once all is in */
+  int bad_rc;
   struct xc_early *early;
   uint64_t early_bytes;
 };
@@ -69,12 +88,15 @@ static struct hd_xcoll *xc_of(struct hd_comm *c) {
   x->want = calloc(n, sizeof *x->want);
   x->got = calloc(n, sizeof *x->got);
   x->base = calloc(n, sizeof *x->base);
-  if (!x->sendbuf || !x->recvbuf || !x->want || !x->got || !x->base) {
+  x->cap = calloc(n, sizeof *x->cap);
+  if (!x->sendbuf || !x->recvbuf || !x->want || !x->got || !x->base ||
+      !x->cap) {
     free(x->sendbuf);
     free(x->recvbuf);
     free(x->want);
     free(x->got);
     free(x->base);
+    free(x->cap);
     free(x);
     return NULL;
   }
@@ -86,6 +108,7 @@ static void release_buffers(struct hd_xcoll *x) {
     free(x->sendbuf[k]);
     free(x->recvbuf[k]);
     x->sendbuf[k] = x->recvbuf[k] = NULL;
+    x->cap[k] = 0;
   }
   free(x->wown);
   x->wown = NULL;
@@ -108,7 +131,8 @@ static void on_sent(void *arg, int status) {
   hd_flush_wakeups(x->c->d);
 }
 
-/* Sends n bytes at p to host position k, in frames. */
+/* Sends n bytes at p to host position k, in frames (at least one: the
+ * last is marked). */
 static void send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
                        uint64_t n) {
   struct hd_daemon *d = x->c->d;
@@ -116,7 +140,8 @@ static void send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
   do {
     uint64_t len = HC_MIN((uint64_t)XC_FRAME, n - off);
     unsigned char hdr[HP_FRAME_HDR + HP_XDATA_HDR_LEN];
-    struct hp_xdata_hdr h = {.comm = x->c->id, .seq = x->seq, .offset = off};
+    struct hp_xdata_hdr h = {.comm = x->c->id, .seq = x->seq, .offset = off,
+                             .step = off + len == n ? XC_LAST : 0};
     hp_xdata_frame_hdr(hdr, &h, (uint32_t)len);
     x->pending++;
     if (d->link->send(d, x->c->hosts[k], hdr, sizeof hdr, p + off, len,
@@ -199,10 +224,24 @@ static void narrow(const struct hd_tensor *t, void *out, const void *w,
 
 /* ---- starting an operation ------------------------------------------- */
 
+/* Every local member has joined: this host knows no counts; it sends an
+ * empty block and drops what the others send. */
+static int start_allgather_joined(struct hd_xcoll *x) {
+  struct hd_comm *c = x->c;
+  x->sink = 1;
+  for (int k = 0; k < c->nhosts; k++)
+    x->want[k] = k == c->me ? 0 : XC_UNKNOWN;
+  static const unsigned char none[1];
+  for (int k = 0; k < c->nhosts; k++)
+    if (k != c->me) send_bytes(x, k, none, 0);
+  return 0;
+}
+
 static int start_allgather(struct hd_xcoll *x) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
   const int64_t *counts = t->part[t->first].aux;
+  if (!counts) return start_allgather_joined(x);
   uint64_t total = 0, es = x->es;
   uint64_t *off = calloc((size_t)c->size + 1, sizeof *off);
   if (!off) return -1;
@@ -301,6 +340,12 @@ static uint64_t split_off(const int64_t *v, int upto) {
   return s;
 }
 
+/* The alltoall header a host at position k sends this one: int64 sizes
+ * per source member there and destination member here. */
+static uint64_t a2a_hdr_bytes(const struct hd_comm *c, int k) {
+  return (uint64_t)c->host_n[k] * (uint64_t)c->host_n[c->me] * 8u;
+}
+
 static int start_alltoall(struct hd_xcoll *x) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
@@ -310,56 +355,125 @@ static int start_alltoall(struct hd_xcoll *x) {
   for (int i = 0; i < c->nlocal; i++)
     for (int j = 0; j < c->nlocal; j++) {
       const struct hd_part *pi = &t->part[i], *pj = &t->part[j];
+      if (pi->joined || pj->joined) continue;
       int mi = c->local_member[i], mj = c->local_member[j];
       uint64_t n = (uint64_t)pi->aux[mj];
       if (n)
         memcpy(hd_out_ptr(t, j) + split_off(pj->aux + size, mi) * es,
                hd_in_ptr(t, i) + split_off(pi->aux, mj) * es, n * es);
     }
+  /* a joined local member's part of the other local members' outputs:
+   * zeros (as a joined member's part from another host) */
+  for (int j = 0; j < c->nlocal; j++) {
+    if (t->part[j].joined) continue;
+    const int64_t *rs = t->part[j].aux + size;
+    for (int i = 0; i < c->nlocal; i++) {
+      int mi = c->local_member[i];
+      if (t->part[i].joined && rs[mi])
+        memset(hd_out_ptr(t, j) + split_off(rs, mi) * es, 0,
+               (uint64_t)rs[mi] * es);
+    }
+  }
   for (int k = 0; k < c->nhosts; k++) {
     if (k == c->me) continue;
     int m0 = c->host_first[k], mn = c->host_n[k];
-    uint64_t out = 0, in = 0;
+    uint64_t out = 0, hb = (uint64_t)c->nlocal * (uint64_t)mn * 8u;
     for (int i = 0; i < c->nlocal; i++)
-      for (int m = m0; m < m0 + mn; m++) out += (uint64_t)t->part[i].aux[m];
-    for (int s = m0; s < m0 + mn; s++)
-      for (int j = 0; j < c->nlocal; j++)
-        in += (uint64_t)t->part[j].aux[size + s];
-    x->want[k] = in * es;
-    if (!(x->recvbuf[k] = malloc(in * es + 1)) ||
-        !(x->sendbuf[k] = malloc(out * es + 1)))
-      return -1;
+      for (int m = m0; m < m0 + mn && !t->part[i].joined; m++)
+        out += (uint64_t)t->part[i].aux[m];
+    x->want[k] = XC_UNKNOWN; /* its header says */
+    x->base[k] = 0;
+    if (!(x->sendbuf[k] = malloc(hb + out * es + 1))) return -1;
     unsigned char *p = x->sendbuf[k];
     for (int i = 0; i < c->nlocal; i++)
       for (int m = m0; m < m0 + mn; m++) {
+        int64_t v = t->part[i].joined ? XC_JOINED : t->part[i].aux[m];
+        memcpy(p, &v, 8);
+        p += 8;
+      }
+    for (int i = 0; i < c->nlocal; i++)
+      for (int m = m0; m < m0 + mn && !t->part[i].joined; m++) {
         uint64_t n = (uint64_t)t->part[i].aux[m] * es;
         memcpy(p, hd_in_ptr(t, i) + split_off(t->part[i].aux, m) * es, n);
         p += n;
       }
-    x->base[k] = 0;
-    send_bytes(x, k, x->sendbuf[k], out * es);
+    send_bytes(x, k, x->sendbuf[k], hb + out * es);
   }
   return 0;
 }
 
+/* The alltoall header from host position k has arrived: the size of the
+ * whole message (or XC_UNKNOWN for one that cannot be). */
+static uint64_t a2a_total(const struct hd_xcoll *x, int k) {
+  const struct hd_comm *c = x->c;
+  uint64_t hb = a2a_hdr_bytes(c, k), n = 0, lim = UINT64_MAX / 2 / x->es;
+  const unsigned char *p = x->recvbuf[k];
+  for (uint64_t o = 0; o < hb; o += 8) {
+    int64_t v;
+    memcpy(&v, p + o, 8);
+    if (v == XC_JOINED) continue;
+    if (v < 0 || (uint64_t)v > lim - n) return XC_UNKNOWN;
+    n += (uint64_t)v;
+  }
+  return hb + n * x->es;
+}
+
+/* Scatters what arrived into the outputs; a size that disagrees with the
+ * receiver's splits fails the operation (x->bad). */
 static void scatter_alltoall(struct hd_xcoll *x) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
   uint64_t es = x->es;
+  int me0 = c->host_first[c->me], mme = c->host_n[c->me];
   for (int k = 0; k < c->nhosts; k++) {
     if (k == c->me) continue;
-    const unsigned char *p = x->recvbuf[k];
+    const unsigned char *h = x->recvbuf[k];
+    const unsigned char *p = h + a2a_hdr_bytes(c, k);
     for (int s = c->host_first[k]; s < c->host_first[k] + c->host_n[k]; s++)
       for (int j = 0; j < c->nlocal; j++) {
+        int64_t n;
+        int mj = c->local_member[j];
+        memcpy(&n, h + ((uint64_t)(s - c->host_first[k]) * (uint64_t)mme +
+                        (uint64_t)(mj - me0)) * 8u, 8);
+        if (t->part[j].joined) { /* it receives nothing */
+          if (n > 0) p += (uint64_t)n * es;
+          continue;
+        }
         const int64_t *rs = t->part[j].aux + c->size;
-        uint64_t n = (uint64_t)rs[s] * es;
-        memcpy(hd_out_ptr(t, j) + split_off(rs, s) * es, p, n);
-        p += n;
+        unsigned char *o = hd_out_ptr(t, j) + split_off(rs, s) * es;
+        if (n == XC_JOINED) { /* from a joined rank: zeros */
+          memset(o, 0, (uint64_t)rs[s] * es);
+          continue;
+        }
+        if (n != rs[s]) {
+          x->bad_rc = HORA_EMISMATCH;
+          if (!x->bad[0])
+            hc_fmt(x->bad, sizeof x->bad, "Mismatched alltoall splits on "
+                   "tensor '%s': rank %d sends %lld elements to rank %d, "
+                   "which expects %lld.", t->name, c->members[s],
+                   (long long)n, c->members[mj], (long long)rs[s]);
+          p += (uint64_t)n * es;
+          continue;
+        }
+        memcpy(o, p, (uint64_t)n * es);
+        p += (uint64_t)n * es;
       }
   }
 }
 
 /* ---- data ----------------------------------------------------------------- */
+
+/* Room for n bytes in recvbuf[k]. */
+static int a2a_room(struct hd_xcoll *x, int k, uint64_t n) {
+  if (n <= x->cap[k]) return 0;
+  uint64_t cap = HC_MAX(n, x->cap[k] * 2);
+  if (x->want[k] != XC_UNKNOWN) cap = HC_MAX(n, x->want[k]);
+  unsigned char *p = realloc(x->recvbuf[k], cap + 1);
+  if (!p) return -1;
+  x->recvbuf[k] = p;
+  x->cap[k] = cap;
+  return 0;
+}
 
 /* Data from host position k for the running operation, checked against
  * what it has to send: in order, within bounds. */
@@ -367,7 +481,9 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
                 const unsigned char *data, size_t len, char *why,
                 size_t whylen) {
   struct hd_tensor *t = x->t;
-  if (h->offset != x->got[k] || len > x->want[k] - x->got[k]) {
+  if (h->offset != x->got[k] ||
+      (x->want[k] != XC_UNKNOWN && len > x->want[k] - x->got[k]) ||
+      len > UINT64_MAX / 4 - x->got[k]) {
     char name[300];
     hd_host_name(x->c->d, x->c->hosts[k], name, sizeof name);
     hc_fmt(why, whylen, "%s '%s' (decision %llu): data from %s out of order "
@@ -380,11 +496,24 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
   }
   switch (t->meta.coll) {
   case HORA_COLL_ALLGATHER:
-    memcpy(x->w + x->base[k] + h->offset, data, len);
+    if (!x->sink) memcpy(x->w + x->base[k] + h->offset, data, len);
     break;
-  case HORA_COLL_ALLTOALL:
+  case HORA_COLL_ALLTOALL: {
+    uint64_t hb = a2a_hdr_bytes(x->c, k), end = x->got[k] + len;
+    if (a2a_room(x, k, end) < 0) {
+      hc_fmt(why, whylen, "out of memory");
+      return -1;
+    }
     memcpy(x->recvbuf[k] + h->offset, data, len);
+    if (x->want[k] == XC_UNKNOWN && end >= hb) {
+      x->want[k] = a2a_total(x, k);
+      if (x->want[k] == XC_UNKNOWN || end > x->want[k]) {
+        hc_fmt(why, whylen, "alltoall header with bad sizes");
+        return -1;
+      }
+    }
     break;
+  }
   default: { /* reducescatter */
     if (len % x->wes || h->offset % x->wes) {
       hc_fmt(why, whylen, "reducescatter '%s' (decision %llu): data not in "
@@ -399,6 +528,29 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
   }
   }
   x->got[k] += len;
+  if (!(h->step & XC_LAST) || x->got[k] == x->want[k]) return 0;
+  /* the sender's message ends here */
+  if (x->want[k] == XC_UNKNOWN && t->meta.coll == HORA_COLL_ALLGATHER) {
+    x->want[k] = x->got[k]; /* a host whose members all joined learns it */
+    return 0;
+  }
+  if (t->meta.coll != HORA_COLL_ALLGATHER) {
+    hc_fmt(why, whylen, "%s message ended at %llu bytes of %llu",
+           hd_coll_name(t->meta.coll), (unsigned long long)x->got[k],
+           (unsigned long long)x->want[k]);
+    return -1;
+  }
+  /* an allgather from a host whose ranks have all joined: nothing came,
+   * but the receive counts expected something */
+  if (!x->bad[0]) {
+    char name[300];
+    x->bad_rc = HORA_EINVAL;
+    hd_host_name(x->c->d, x->c->hosts[k], name, sizeof name);
+    hc_fmt(x->bad, sizeof x->bad, "allgather '%s': every rank of %s has "
+           "joined, but the receive counts expect %llu elements from them",
+           t->name, name, (unsigned long long)((x->want[k] - x->got[k]) / x->es));
+  }
+  x->want[k] = x->got[k];
   return 0;
 }
 
@@ -441,6 +593,7 @@ static void finish(struct hd_xcoll *x) {
   uint64_t es = x->es;
   switch (t->meta.coll) {
   case HORA_COLL_ALLGATHER: {
+    if (x->sink) break; /* no outputs here */
     uint64_t total = 0;
     for (int m = 0; m < c->size; m++) total += (uint64_t)t->part[t->first].aux[m];
     for (int i = 0; i < c->nlocal; i++)
@@ -482,6 +635,8 @@ int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
     x->seq = t->seq;
     x->es = hora_dtype_size(t->meta.dtype);
     x->wes = x->es;
+    x->sink = 0;
+    x->bad[0] = '\0';
     memset(x->got, 0, (size_t)c->nhosts * sizeof *x->got);
     memset(x->want, 0, (size_t)c->nhosts * sizeof *x->want);
     int rc = t->meta.coll == HORA_COLL_ALLGATHER   ? start_allgather(x)
@@ -505,9 +660,14 @@ int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
     }
   }
   if (!all_in(x) || x->pending) return 0;
-  finish(x);
+  if (!x->bad[0]) finish(x);
   end_op(x);
-  hd_tensor_finish(d, t);
+  if (x->bad[0]) {
+    hc_info("%s", x->bad);
+    hd_tensor_fail(d, t, x->bad_rc, x->bad);
+  } else {
+    hd_tensor_finish(d, t);
+  }
   return 1;
 }
 
@@ -547,6 +707,7 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
     return 0;
   }
   if (x->ran && (h.seq < x->seq || (h.seq == x->seq && !x->active))) {
+    if (n == 0) return 0; /* an empty block a host expected nothing of */
     hc_fmt(why, whylen, "XDATA for decision %llu of process set %u, which "
            "has finished", (unsigned long long)h.seq, h.comm);
     return -1;
@@ -591,6 +752,7 @@ void hd_xcoll_free(struct hd_comm *c) {
   free(x->want);
   free(x->got);
   free(x->base);
+  free(x->cap);
   free(x);
   c->xc = NULL;
 }

@@ -305,11 +305,8 @@ def _raise(rc, what=None):
 # ---------------------------------------------------------------------------
 # Sessions: init() starts one, shutdown() ends it.
 #
-# In a job on one host shutdown() shuts libhora down and the next init()
-# starts it again (collective, as in Horovod). Across hosts horad does not
-# take a rank back yet, so shutdown() ends the session on the Python side --
-# pending operations fail, process sets are forgotten -- and the next init()
-# starts a new session on the same connection, closed at exit.
+# shutdown() shuts libhora down and the next init() starts it again
+# (collective, as in Horovod: it returns once every rank of the job is back).
 
 
 class _Session:
@@ -509,25 +506,19 @@ def init(comm=None, process_sets=None):
                              % (duplicate, sets[duplicate]))
 
 
-def _one_host(lib):
-    """libhora re-initialises (hora_shutdown, then hora_init) in jobs on one
-    host; across hosts a session ends on the Python side only."""
-    return lib.hora_local_size() == lib.hora_size()
-
-
 def shutdown(final=False):
     """Ends this rank's hora session: operations still pending fail with
-    HoraInternalError, process sets are forgotten, and is_initialized()
-    becomes False; init() starts a new session (as in Horovod, every rank
-    shuts down and initializes again). In a job on one host libhora itself
-    is shut down (the other ranks' operations then fail too); across hosts
-    the connection to horad stays until exit (or final=True, after which no
-    init() may follow). A no-op when hora is not initialized."""
+    HoraInternalError, process sets are forgotten, libhora is shut down
+    (the other ranks' operations that need this one then fail too), and
+    is_initialized() becomes False; init() starts a new session (as in
+    Horovod, every rank shuts down and initializes again; init() returns
+    once all have). `final` is accepted for compatibility. A no-op when
+    hora is not initialized."""
     lib = _state.lib
     if lib is None:
         return
     with _init_lock:
-        real = lib.hora_is_initialized() and (final or _one_host(lib))
+        real = lib.hora_is_initialized()
         if _sess.active:
             _collect_finished()
         if real:

@@ -12,9 +12,12 @@
  *                           duplicates refused, remove, a removed id
  *                           refused; a set of the last host's ranks
  *   it_xcoll join [-x N]    join: each rank joins after a different
- *                           number of allreduces (every op), the others'
- *                           results count the joined ranks as neutral,
- *                           and join returns the last rank to join
+ *                           number of rounds of allreduces (every op),
+ *                           allgather, alltoall and reducescatter; the
+ *                           others' results count the joined ranks as
+ *                           neutral (receive counts that expect data
+ *                           from a joined rank are refused), and join
+ *                           returns the last rank to join
  *   it_xcoll groups [-x N]  grouped operations (hora_submit_group): mixed
  *                           allreduce groups, two in flight, allgather and
  *                           reducescatter groups, a group on a set, a
@@ -479,6 +482,101 @@ static int run_sets(void) {
 
 /* ---- join ------------------------------------------------------------------ */
 
+/* Round k of the others' collectives while ranks 0 .. k-1 have joined:
+ * allgather (a joined rank sends nothing, and receive counts that expect
+ * something of it are refused), alltoall (a joined rank sends nothing and
+ * drops what it is sent), reducescatter (joined ranks add zeros). */
+static void join_round(int k) {
+  int n = size;
+  char name[64];
+  int64_t *cnt = malloc((size_t)n * 8), *sp = malloc((size_t)n * 8),
+          *rp = malloc((size_t)n * 8);
+  size_t total = 0, sn = 0, rn = 0;
+  for (int r = 0; r < n; r++) {
+    cnt[r] = r >= k ? r + 1 : 0;
+    total += (size_t)cnt[r];
+  }
+  float *in = malloc((size_t)(rank + 1) * 4), *out = malloc((total + 1) * 4);
+  for (int i = 0; i <= rank; i++) in[i] = (float)(rank * 10 + i);
+  snprintf(name, sizeof name, "jag.%d", k);
+  int rc = hora_allgatherv(name, in, (size_t)rank + 1, out, cnt, HORA_FLOAT32);
+  OK(rc, name);
+  for (int r = 0, o = 0; rc >= 0 && r < n; r++)
+    for (int i = 0; i < cnt[r]; i++, o++) {
+      checks++;
+      if (out[o] != (float)(r * 10 + i)) {
+        FAIL("%s element %d: expected %d, got %g", name, o, r * 10 + i,
+             (double)out[o]);
+        r = n;
+        break;
+      }
+    }
+  if (k > 0) { /* counts that expect elements from the joined ranks */
+    size_t all = 0;
+    for (int r = 0; r < n; r++) all += (size_t)(cnt[r] = r + 1);
+    float *big = malloc((all + 1) * 4);
+    snprintf(name, sizeof name, "jagbad.%d", k);
+    rc = hora_allgatherv(name, in, (size_t)rank + 1, big, cnt, HORA_FLOAT32);
+    checks++;
+    if (rc != HORA_EINVAL || !strstr(hora_last_error(), "joined"))
+      FAIL("%s: expected HORA_EINVAL naming the joined ranks, got %s (%s)",
+           name, hora_err_name(rc), hora_last_error());
+    free(big);
+  }
+  free(in);
+  free(out);
+
+  /* alltoall: s sends d (s + d) % 3 + 1 elements, s * 100 + d * 10 + j */
+  for (int r = 0; r < n; r++) {
+    sp[r] = (rank + r) % 3 + 1;
+    rp[r] = r >= k ? (r + rank) % 3 + 1 : 0;
+    sn += (size_t)sp[r];
+    rn += (size_t)rp[r];
+  }
+  float *a = malloc((sn + 1) * 4), *b = malloc((rn + 1) * 4);
+  for (int d = 0, o = 0; d < n; d++)
+    for (int j = 0; j < sp[d]; j++) a[o++] = (float)(rank * 100 + d * 10 + j);
+  snprintf(name, sizeof name, "ja2a.%d", k);
+  rc = hora_alltoallv(name, a, sp, b, rp, HORA_FLOAT32);
+  OK(rc, name);
+  for (int s2 = 0, o = 0; rc >= 0 && s2 < n; s2++)
+    for (int j = 0; j < rp[s2]; j++, o++) {
+      checks++;
+      if (b[o] != (float)(s2 * 100 + rank * 10 + j)) {
+        FAIL("%s element %d: expected %d, got %g", name, o,
+             s2 * 100 + rank * 10 + j, (double)b[o]);
+        s2 = n;
+        break;
+      }
+    }
+  free(a);
+  free(b);
+
+  /* reducescatter of 2n + 1 elements: the sum of the ranks still in */
+  size_t count = (size_t)(2 * n + 1), first = 0;
+  for (int r = 0; r < rank; r++) first += hora_reducescatter_rows(count, n, r);
+  size_t mine = hora_reducescatter_rows(count, n, rank);
+  float *x = malloc((count + 1) * 4), *y = malloc((mine + 1) * 4);
+  for (size_t i = 0; i < count; i++) x[i] = (float)(rank + 1 + (int)i);
+  snprintf(name, sizeof name, "jrs.%d", k);
+  rc = hora_reducescatter(name, x, count, y, HORA_FLOAT32, HORA_SUM);
+  OK(rc, name);
+  for (size_t i = 0; rc >= 0 && i < mine; i++) {
+    double w = 0;
+    for (int r = k; r < n; r++) w += r + 1 + (double)(first + i);
+    checks++;
+    if (y[i] != (float)w) {
+      FAIL("%s element %zu: expected %g, got %g", name, i, w, (double)y[i]);
+      break;
+    }
+  }
+  free(x);
+  free(y);
+  free(cnt);
+  free(sp);
+  free(rp);
+}
+
 static int run_join(void) {
   /* rank r runs r + 1 rounds of allreduces (every op), then joins; the
    * others go on with r's contribution neutral */
@@ -508,6 +606,7 @@ static int run_join(void) {
       }
       (void)buf;
     }
+    join_round(k);
   }
   int last = hora_join();
   checks++;

@@ -3,8 +3,9 @@
 # uneven splits), reducescatter (every op, remainder rows), allreduce with
 # prescale/postscale, a shape mismatch; process sets (two disjoint sets
 # busy at once, a set of one rank, non-members, duplicates, removal);
-# join with every op (it_xcoll.c), on 1 to 4 ranks of one host. Every
-# rank checks its results against a reference it computes itself.
+# join with every op, allgather, alltoall and reducescatter (it_xcoll.c),
+# on 1 to 4 ranks of one host. Every rank checks its results against a
+# reference it computes itself.
 . "$(dirname "$0")/lib.sh"
 
 for np in 1 2 3 4; do

@@ -408,26 +408,6 @@ static void test_join_across_hosts(void) {
   EXPECT_DONE(&f, 0, b0.id, 0);
   EXPECT_DONE(&f, 1, b1.id, 0);
 
-  /* but only for allreduce, broadcast and barrier */
-  struct hp_sqe g[2];
-  for (int r = 0; r < 2; r++) {
-    g[r] = fx_sqe(next_id++, HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, "jg");
-    fx_in(&f, r, &g[r], 0);
-    fx_out(&f, r, &g[r], 64, 6);
-    fx_submit(&f, r, &g[r]);
-  }
-  none(&f);
-  /* host 2 agrees: the same metadata as this host's (counts included) */
-  struct hd_tensor *tg = fx_find(c, "jg");
-  struct hp_nego_ready gm =
-      rdy(0, "jg", HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, 4);
-  gm.aux_hash = tg ? tg->meta.aux_hash : 0;
-  ready(&f, 2, gm);
-  for (int r = 0; r < 2; r++)
-    EXPECT_MSG(&f, r, g[r].id, HORA_EINVAL,
-               "allgather 'jg' cannot run while every rank of host h1 "
-               "(ranks 2-3) has joined");
-
   /* the join is decided when every host joined; it returns the last
    * rank (here host 2's, reported last) */
   struct hp_sqe j0 = join(), j1 = join();
@@ -461,6 +441,57 @@ static void test_join_across_hosts(void) {
   fx_submit(&f, 0, &j0);
   EXPECT_DONE(&f, 0, j0.id, 0);
   EXPECT_DONE(&f, 1, j1.id, 0);
+  fx_free(&f);
+}
+
+/* A host whose ranks have all joined takes part in every collective:
+ * allgather, alltoall and reducescatter too (with nothing, or zeros). */
+static void test_joined_host_every_collective(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.d.comms[0];
+  ready(&f, 1, join_rdy(3)); /* host 1's ranks have joined */
+  struct hp_sqe g[2];
+  for (int r = 0; r < 2; r++) {
+    g[r] = fx_sqe(next_id++, HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, "jg");
+    fx_in(&f, r, &g[r], 0);
+    fx_out(&f, r, &g[r], 64, 6);
+    fx_submit(&f, r, &g[r]);
+  }
+  none(&f);
+  /* host 2 agrees: the same metadata as this host's (counts included) */
+  struct hd_tensor *tg = fx_find(c, "jg");
+  struct hp_nego_ready gm =
+      rdy(0, "jg", HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, 4);
+  gm.aux_hash = tg ? tg->meta.aux_hash : 0;
+  ready(&f, 2, gm);
+  CHECK(tg && tg->queued && !tg->awaiting); /* decided: it runs */
+  none(&f);
+  f.d.gone_rank = 4;
+  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "rank 4 exited");
+  hd_fail_all(&f.d);
+  EXPECT_MSG(&f, 0, g[0].id, HORA_EPEERGONE, "rank 4 exited");
+  EXPECT_MSG(&f, 1, g[1].id, HORA_EPEERGONE, "rank 4 exited");
+  fx_free(&f);
+
+  /* this host's ranks joined: the others' alltoall and reducescatter run
+   * here without a local submission */
+  setup(&f);
+  c = f.d.comms[0];
+  struct hp_sqe j0 = join(), j1 = join();
+  fx_submit(&f, 0, &j0);
+  fx_submit(&f, 1, &j1);
+  ready(&f, 1, rdy(0, "na", HORA_COLL_ALLTOALL, HORA_FLOAT32, 0, 6, 2));
+  ready(&f, 2, rdy(0, "na", HORA_COLL_ALLTOALL, HORA_FLOAT32, 0, 6, 4));
+  struct hd_tensor *t = fx_find(c, "na");
+  CHECK(t && t->queued && !t->awaiting && t->part[0].joined &&
+        t->part[1].joined);
+  none(&f);
+  f.d.gone_rank = 4;
+  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "rank 4 exited");
+  hd_fail_all(&f.d);
+  EXPECT_MSG(&f, 0, j0.id, HORA_EPEERGONE, "rank 4 exited");
+  EXPECT_MSG(&f, 1, j1.id, HORA_EPEERGONE, "rank 4 exited");
   fx_free(&f);
 }
 
@@ -505,39 +536,6 @@ static void test_joined_host_runs_neutral(void) {
   EXPECT_MSG(&f, 0, j0.id, HORA_EPEERGONE, "join 'hora.join' cannot complete");
   EXPECT_MSG(&f, 1, j1.id, HORA_EPEERGONE, "rank 4 exited");
   none(&f);
-  fx_free(&f);
-}
-
-/* A rank of this host has joined and the others run an alltoall across
- * hosts: what it would send and receive only it knows (its splits), so
- * the operation fails on every host with a message naming it; horad
- * used to run it, reading the joined rank's splits that do not exist. */
-static void test_alltoall_with_joined_rank(void) {
-  struct fx f;
-  setup(&f);
-  struct hp_sqe j1 = join();
-  fx_submit(&f, 1, &j1);
-  int64_t sp[12];
-  for (int k = 0; k < 12; k++) sp[k] = 1;
-  struct hp_sqe a =
-      fx_sqe(next_id++, HORA_COLL_ALLTOALL, HORA_INT32, 0, 6, "a2j");
-  fx_in(&f, 0, &a, 0);
-  fx_out(&f, 0, &a, 256, 6);
-  fx_aux(&f, 0, &a, 512, sp, 12);
-  fx_submit(&f, 0, &a);
-  none(&f);
-  struct hd_tensor *t = fx_find(f.d.comms[0], "a2j");
-  struct hp_nego_ready m =
-      rdy(0, "a2j", HORA_COLL_ALLTOALL, HORA_INT32, 0, 6, 2);
-  if (t) hd_meta_to_ready(&t->meta, &m);
-  ready(&f, 1, m);
-  m.rank = 4;
-  ready(&f, 2, m);
-  EXPECT_MSG(&f, 0, a.id, HORA_EINVAL,
-             "alltoall 'a2j' cannot run across hosts while rank 1 has joined");
-  CHECK(fx_find(f.d.comms[0], "a2j") == NULL);
-  f.d.gone_rank = 4;
-  hd_fail_all(&f.d);
   fx_free(&f);
 }
 
@@ -1021,7 +1019,7 @@ int main(void) {
   RUN(test_mismatch_across_hosts);
   RUN(test_join_across_hosts);
   RUN(test_joined_host_runs_neutral);
-  RUN(test_alltoall_with_joined_rank);
+  RUN(test_joined_host_every_collective);
   RUN(test_sets);
   RUN(test_stall_across_hosts);
   RUN(test_group_one_plan);

@@ -486,6 +486,25 @@ static int dec_any(uint16_t type, const unsigned char *p, size_t n) {
 /* Every strict prefix of every valid payload is an error, and so is the
  * payload with a trailing byte. Payloads are copied to exact-size heap
  * blocks so that ASan sees any read past the end. */
+/* SESSION: a round trip, a phase out of range, a truncated one. */
+static void test_session(void) {
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  struct hp_session m = {.number = 7, .phase = HP_SESSION_START}, m2;
+  hp_enc_session(&w, &m);
+  size_t n;
+  const unsigned char *p = one_frame(&w, HP_MSG_SESSION, &n);
+  CHECK_EQ_INT(hp_dec_session(p, n, &m2), 0);
+  CHECK(m2.number == 7 && m2.phase == HP_SESSION_START);
+  CHECK_EQ_INT(hp_dec_session(p, n - 1, &m2), HORA_EPROTO);
+  hp_wbuf_reset(&w);
+  m.phase = 3;
+  hp_enc_session(&w, &m);
+  p = one_frame(&w, HP_MSG_SESSION, &n);
+  CHECK_EQ_INT(hp_dec_session(p, n, &m2), HORA_EPROTO);
+  hp_wbuf_free(&w);
+}
+
 static void test_truncated_trailing(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
@@ -1021,6 +1040,7 @@ int main(void) {
   RUN(test_job_invalid);
   RUN(test_exit_output_text);
   RUN(test_links);
+  RUN(test_session);
   RUN(test_truncated_trailing);
   RUN(test_embedded_nul);
   RUN(test_absurd_counts);
