@@ -252,12 +252,16 @@ static int refuse_version(struct hd_conn *c) {
 }
 
 int hd_local_all_back(const struct hd_daemon *d) {
+  if (!d->ranks) return 0; /* not spawned yet */
   for (int i = 0; i < d->nlocal; i++)
     if (!d->ranks[i].rejoin) return 0;
   return 1;
 }
 
 void hd_local_drop_rejoins(struct hd_daemon *d) {
+  /* a host's ranks may be gone before this host's links were all up and
+   * its ranks spawned (RANK_GONE comes first) */
+  if (!d->ranks) return;
   for (int i = 0; i < d->nlocal; i++)
     if (d->ranks[i].rejoin) drop_conn(d->ranks[i].rejoin);
 }

@@ -1012,6 +1012,21 @@ static void test_group_stall_across_hosts(void) {
   fx_free(&f);
 }
 
+/* A host's rank gone before this host spawned its ranks (its links came
+ * up last): the new session is cancelled with no ranks to look at; horad
+ * crashed there (d->ranks NULL, nlocal set). */
+static void test_gone_before_spawn(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_rank *ranks = f.d.ranks;
+  f.d.ranks = NULL;
+  hd_job_upcalls.session_cancel(&f.d);
+  CHECK_EQ_INT(hd_local_all_back(&f.d), 0);
+  hd_flush_wakeups(&f.d);
+  f.d.ranks = ranks;
+  fx_free(&f);
+}
+
 int main(void) {
   hc_log_init("test_coord", HC_FATAL);
   RUN(test_every_host);
@@ -1020,6 +1035,7 @@ int main(void) {
   RUN(test_join_across_hosts);
   RUN(test_joined_host_runs_neutral);
   RUN(test_joined_host_every_collective);
+  RUN(test_gone_before_spawn);
   RUN(test_sets);
   RUN(test_stall_across_hosts);
   RUN(test_group_one_plan);
