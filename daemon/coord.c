@@ -422,7 +422,7 @@ void hd_coord_check_stalls(struct hd_comm *cm) {
       if (d->stall_warn_ns && age >= d->stall_warn_ns && !e->warned) {
         e->warned = 1;
         missing(cm, e, who, sizeof who);
-        hc_warn("stall: %s '%s' has waited %llu s for %s; the "
+        hc_warn_rl("stall: %s '%s' has waited %llu s for %s; the "
                 "other hosts' ranks submitted it. Ranks may be issuing "
                 "collectives in a different order or with different names.",
                 hd_coll_name(e->first.coll), e->first.name,

@@ -1145,7 +1145,7 @@ again:
       }
       if (d->stall_warn_ns && age >= d->stall_warn_ns && !t->stall_warned) {
         t->stall_warned = 1;
-        hc_warn("stall: %s '%s' has waited %llu s for rank(s) %s; the other "
+        hc_warn_rl("stall: %s '%s' has waited %llu s for rank(s) %s; the other "
                 "ranks submitted it. Ranks may be issuing collectives in a "
                 "different order or with different names.",
                 hd_coll_name(t->meta.coll), t->name,
