@@ -19,8 +19,15 @@
  * freshly filled buffers whose exact result is known (small integers, see
  * pattern() and data()), and #wrong counts the mismatching elements summed
  * over ranks. Rank 0 prints the table; the exit status is non-zero when
- * anything was wrong or a hora call failed. */
+ * anything was wrong or a hora call failed.
+ *
+ * --sets K splits the job into K process sets of consecutive ranks (n/K
+ * each) and runs the collective on each set: every row is timed once for
+ * each set alone (the others wait) and once with all sets at once, and
+ * shows both times and their ratio (1: the sets do not slow each other
+ * down; K: as if they ran one after the other). */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,7 +52,12 @@ struct opts {
   hora_op_t op;
   int root;
   int check, arena, inplace;
+  int sets; /* --sets K: K disjoint process sets (0: the global set) */
 };
+
+/* The process set the collectives run on, and the broadcast root as a
+ * global rank (--sets: -r is a rank of the set). */
+static int g_pset, g_root;
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -54,6 +66,7 @@ static void usage(FILE *f) {
       f, "usage: allreduce_perf [-c collective] [-b minbytes] [-e maxbytes]\n"
          "                      [-f factor] [-n iters] [-w warmup] [-d dtype]\n"
          "                      [-o op] [-r root] [-C 0|1] [-a 0|1] [-i 0|1]\n"
+         "                      [--sets K]\n"
          "  -c  allreduce allgather alltoall reducescatter broadcast,\n"
          "      default allreduce\n"
          "  -b  smallest size in bytes (K/M/G suffixes), default 8\n"
@@ -68,6 +81,9 @@ static void usage(FILE *f) {
          "  -C  check the result of one extra iteration, default 1\n"
          "  -a  1: buffers from hora_alloc (zero copy, default); 0: malloc\n"
          "  -i  1: in place (default); 0: separate send and receive buffer\n"
+         "  --sets K  K process sets of n/K consecutive ranks, each running\n"
+         "      the collective on its own: each row timed for one set alone\n"
+         "      and for all sets at once (-r: a rank of the set)\n"
          "  Sizes are per rank for allreduce and broadcast, of the whole\n"
          "  array (n x count) for allgather, alltoall and reducescatter.\n");
 }
@@ -201,9 +217,17 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
                      .inplace = 1};
   int c;
   long v;
-  while ((c = getopt(argc, argv, "b:e:f:n:w:d:o:c:C:r:a:i:h")) != -1) {
+  static const struct option longs[] = {{"sets", required_argument, NULL, 'S'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {NULL, 0, NULL, 0}};
+  while ((c = getopt_long(argc, argv, "b:e:f:n:w:d:o:c:C:r:a:i:h", longs,
+                          NULL)) != -1) {
     int bad = 0;
     switch (c) {
+    case 'S':
+      bad = parse_int(optarg, 1, 1 << 16, &v);
+      o->sets = (int)v;
+      break;
     case 'b':
       bad = parse_size(optarg, &o->minb);
       break;
@@ -256,6 +280,10 @@ static int parse_opts(int argc, char **argv, struct opts *o) {
       exit(0);
     default:
       usage(stderr);
+      return -1;
+    }
+    if (bad && c == 'S') {
+      fprintf(stderr, "allreduce_perf: bad value for --sets: %s\n", optarg);
       return -1;
     }
     if (bad) {
@@ -582,9 +610,15 @@ static void print_header(const struct opts *o, int n) {
          o->warmup, o->iters, o->check);
   printf("# collective %s dtype %s redop %s", coll_name(o->coll),
          hora_dtype_name(o->dtype), redop(o));
-  if (o->coll == HORA_COLL_BROADCAST) printf(" root %d", o->root);
+  if (o->coll == HORA_COLL_BROADCAST)
+    printf(" root %d%s", o->root, o->sets ? " of each set" : "");
   printf(" buffers %s %s\n", o->arena ? "hora_alloc (zero copy)" : "malloc",
          inplace(o) ? "in-place" : "out-of-place");
+  if (o->sets)
+    printf("# sets %d of %d ranks each, each running the collective on its "
+           "own; size, count, busbw: per set; together/alone: the time of all "
+           "sets at once over that of one set alone\n",
+           o->sets, n / o->sets);
   if (is_blocked(o->coll))
     printf("# size: the whole array, n x count elements; count: elements per "
            "block; busbw = algbw x (n-1)/n\n");
@@ -596,6 +630,18 @@ static void print_header(const struct opts *o, int n) {
 
 static void print_columns(const struct opts *o) {
   printf("#\n");
+  if (o->sets) {
+    printf("# %58s  %30s\n", "one set alone (the slowest set)",
+           "all sets at once");
+    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %8s  %7s  %7s  %6s  %8s\n",
+           "size", "count", "type", "redop", "time", "algbw", "busbw", "time",
+           "algbw", "busbw", "#wrong", "together");
+    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %8s  %7s  %7s  %6s  %8s\n",
+           "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)",
+           "(GB/s)", "(GB/s)", "", "/alone");
+    fflush(stdout);
+    return;
+  }
   printf("# %58s\n", inplace(o) ? "in-place" : "out-of-place");
   printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s\n", "size", "count",
          "type", "redop", "time", "algbw", "busbw", "#wrong");
@@ -676,6 +722,17 @@ static int run_one(const char *name, const struct opts *o, const struct row *w,
                    void *send, void *recv) {
   int rc;
   const char *fn;
+  if (g_pset) { /* --sets: the same calls, on this rank's set */
+    hora_request_t q = {.coll = o->coll, .name = name, .sendbuf = send,
+                        .recvbuf = recv, .count = w->send, .dtype = o->dtype,
+                        .op = o->op, .root_rank = g_root,
+                        .process_set = g_pset};
+    if (o->coll == HORA_COLL_BROADCAST) q.sendbuf = recv;
+    int64_t h;
+    rc = hora_submit(&q, &h);
+    if (rc >= 0) rc = hora_wait(h);
+    return rc < 0 ? fail("hora_submit", name, rc) : 0;
+  }
   switch (o->coll) {
   case HORA_COLL_BROADCAST:
     fn = "hora_broadcast";
@@ -819,6 +876,69 @@ static int bench_size(const struct row *w, const struct opts *o, struct bufs *b,
   return 0;
 }
 
+/* --sets: one row, timed for each set alone (the others wait in the next
+ * global call) and for all sets at once; srank and sn are this rank's
+ * place in its set and the set's size, my the set's index. The time of
+ * "alone" is the slowest set's (each the maximum over its ranks), that
+ * of "together" the maximum over all ranks; the check runs together. */
+static int bench_sets(const struct row *w, const struct opts *o, struct bufs *b,
+                      int srank, int sn, int my, long long *wrong,
+                      double *busbw) {
+  char name[80], tname[80], wname[80];
+  row_name(name, sizeof name, "", o, w);
+  void *send, *recv;
+  place(o, w, b, srank, &send, &recv);
+  int rc;
+  fill_input(o, w, b, send, srank, sn);
+  if ((rc = run_iters(name, o, w, send, recv, o->warmup)) < 0) return rc;
+  double alone = 0, together;
+  for (int s = 0; s < o->sets; s++) {
+    double t = 0;
+    if ((rc = hora_barrier()) < 0) return fail("hora_barrier", NULL, rc);
+    if (my == s) {
+      double t0 = now_us();
+      if ((rc = run_iters(name, o, w, send, recv, o->iters)) < 0) return rc;
+      t = (now_us() - t0) / o->iters;
+    }
+    snprintf(tname, sizeof tname, "perf.sets.alone.%d.%zu", s, w->bytes);
+    if ((rc = hora_allreduce(tname, &t, &t, 1, HORA_FLOAT64, HORA_MAX)) < 0)
+      return fail("hora_allreduce", tname, rc);
+    if (t > alone) alone = t;
+  }
+  if ((rc = hora_barrier()) < 0) return fail("hora_barrier", NULL, rc);
+  double t0 = now_us();
+  if ((rc = run_iters(name, o, w, send, recv, o->iters)) < 0) return rc;
+  together = (now_us() - t0) / o->iters;
+  snprintf(tname, sizeof tname, "perf.sets.together.%zu", w->bytes);
+  if ((rc = hora_allreduce(tname, &together, &together, 1, HORA_FLOAT64,
+                           HORA_MAX)) < 0)
+    return fail("hora_allreduce", tname, rc);
+
+  long long nwrong = 0;
+  if (o->check) {
+    if ((rc = check_row(name, o, w, b, srank, sn, &nwrong)) < 0) return rc;
+    int64_t wsum = nwrong;
+    snprintf(wname, sizeof wname, "perf.sets.wrong.%zu", w->bytes);
+    if ((rc = hora_allreduce(wname, &wsum, &wsum, 1, HORA_INT64, HORA_SUM)) < 0)
+      return fail("hora_allreduce", wname, rc);
+    nwrong = wsum;
+  }
+  double f = bus_factor(o, sn);
+  double abw = (double)w->bytes / alone / 1e3, tbw = (double)w->bytes / together / 1e3;
+  *busbw = tbw * f;
+  *wrong = nwrong;
+  if (hora_rank() == 0) {
+    char wbuf[24] = "N/A";
+    if (o->check) snprintf(wbuf, sizeof wbuf, "%lld", nwrong);
+    printf("  %10zu  %12zu  %8s  %6s  %8.2f  %7.2f  %7.2f  %8.2f  %7.2f  %7.2f  "
+           "%6s  %8.2f\n",
+           w->bytes, w->count, hora_dtype_name(o->dtype), redop(o), alone, abw,
+           abw * f, together, tbw, tbw * f, wbuf, together / alone);
+    fflush(stdout);
+  }
+  return 0;
+}
+
 /* Runs -w operations at every size of the sweep before any is timed, as
  * recent nccl-tests do, so that whatever a runtime sets up on the first use
  * of a size (connections, protocol switches, the buffers' pages) is out of
@@ -886,10 +1006,24 @@ int main(int argc, char **argv) {
     return 1;
   }
   int rank = hora_rank(), n = hora_size();
-  if (o.coll == HORA_COLL_BROADCAST && o.root >= n) {
+  if (o.sets && (n % o.sets || n / o.sets < 1)) {
     if (rank == 0)
-      fprintf(stderr, "allreduce_perf: -r %d: the job has %d ranks\n", o.root,
-              n);
+      fprintf(stderr, "allreduce_perf: --sets %d: the job's %d ranks do not "
+              "split into %d sets of the same size\n", o.sets, n, o.sets);
+    hora_shutdown();
+    return 2;
+  }
+  int sn = o.sets ? n / o.sets : n; /* ranks per set */
+  if (o.sets && sn > 4096) {
+    if (rank == 0)
+      fprintf(stderr, "allreduce_perf: --sets: at most 4096 ranks a set\n");
+    hora_shutdown();
+    return 2;
+  }
+  if (o.coll == HORA_COLL_BROADCAST && o.root >= sn) {
+    if (rank == 0)
+      fprintf(stderr, "allreduce_perf: -r %d: the %s has %d ranks\n", o.root,
+              o.sets ? "set" : "job", sn);
     hora_shutdown();
     return 2;
   }
@@ -900,8 +1034,30 @@ int main(int argc, char **argv) {
     hora_shutdown();
     return 1;
   }
+  /* --sets: every rank adds every set, in the same order; this rank's
+   * collectives then run on its own. */
+  int my = 0, srank = rank;
+  for (int s = 0; s < o.sets; s++) {
+    static int ranks[4096];
+    for (int i = 0; i < sn; i++) ranks[i] = s * sn + i;
+    int id = hora_process_set_add(ranks, sn);
+    if (id < 0) {
+      fail("hora_process_set_add", NULL, id);
+      hora_shutdown();
+      return 1;
+    }
+    if (rank / sn == s) {
+      my = s;
+      g_pset = id;
+      g_root = s * sn + o.root;
+      srank = hora_process_set_rank(id);
+    }
+    if (rank == 0)
+      printf("# set %d: process set %d, ranks %d-%d\n", s, id, s * sn,
+             s * sn + sn - 1);
+  }
   struct bufs b;
-  if (alloc_bufs(&o, &b, n) < 0) {
+  if (alloc_bufs(&o, &b, sn) < 0) {
     hora_shutdown();
     return 1;
   }
@@ -910,15 +1066,16 @@ int main(int argc, char **argv) {
   long long total_wrong = 0;
   double bw_sum = 0;
   int rows = 0;
-  if ((rc = warm_up(&o, &b, rank, n)) < 0) goto out;
+  if ((rc = warm_up(&o, &b, srank, sn)) < 0) goto out;
   size_t prev = 0;
   for (size_t size = o.minb; size; size = next_size(&o, size)) {
     long long wrong = 0;
     double busbw = 0;
-    struct row w = row_of(&o, size, n);
+    struct row w = row_of(&o, size, sn);
     if (w.count == prev) continue; /* sizes below one element */
     prev = w.count;
-    rc = bench_size(&w, &o, &b, rank, n, &wrong, &busbw);
+    rc = o.sets ? bench_sets(&w, &o, &b, srank, sn, my, &wrong, &busbw)
+                : bench_size(&w, &o, &b, rank, n, &wrong, &busbw);
     if (rc < 0) goto out;
     total_wrong += wrong;
     bw_sum += busbw;

@@ -10,12 +10,17 @@
 #                                           all five collectives
 #   sh benchmarks/run.sh -c allgather -b 1M -e 64M -f 4
 #   NP=4 COLLS="allreduce alltoall" sh benchmarks/run.sh -b 8 -e 1M -f 4
+#   SETS=2 sh benchmarks/run.sh -c allreduce   two process sets of 2 ranks,
+#                                           each alone, then both at once
 #
 # Arguments go to both programs unchanged (see benchmarks/README.md); none
 # means "-b 8 -e 64M -f 2". With a -c among them, only that collective
 # runs; otherwise each of COLLS, with "-c COLL" put first. Environment:
 #   BUILD         build directory (default build)
-#   NP            ranks (default 2)
+#   NP            ranks (default 2; with SETS, 2 per set)
+#   SETS          K: both programs get --sets K (K process sets of NP/K
+#                 ranks); the tables then show each set alone, all at
+#                 once, and together/alone
 #   COLLS         collectives (default: allreduce allgather alltoall
 #                 reducescatter broadcast)
 #   RATIO_SIZES   the sizes (bytes) of the summary (default 16M and 64M)
@@ -26,7 +31,8 @@
 # hora call, or #wrong > 0) for any collective; a skipped MPI run does not
 # count.
 BUILD=${BUILD:-build}
-NP=${NP:-2}
+SETS=${SETS:-}
+if [ -n "$SETS" ]; then NP=${NP:-$((2 * SETS))}; else NP=${NP:-2}; fi
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
@@ -34,6 +40,7 @@ BUILD=$(cd "$BUILD" 2>/dev/null && pwd) || {
   exit 1
 }
 [ $# -eq 0 ] && set -- -b 8 -e 64M -f 2
+[ -n "$SETS" ] && set -- "$@" --sets "$SETS"
 COLLS=${COLLS:-allreduce allgather alltoall reducescatter broadcast}
 RATIO_SIZES=${RATIO_SIZES:-16777216 67108864}
 
@@ -128,8 +135,12 @@ run_one() {
     fi
   fi
 
-  # A data row ends with: size count type redop time algbw busbw #wrong.
   echo
+  if [ -n "$SETS" ]; then
+    merge_sets "$coll" "$@"
+    return
+  fi
+  # A data row ends with: size count type redop time algbw busbw #wrong.
   echo "== $coll, hora vs mpi, $NP ranks: $*"
   awk '
 function isrow() {
@@ -166,6 +177,44 @@ END {
 }' "$hout" "$mout"
 }
 
+# merge_sets COLL ARGS...: the --sets tables side by side. A data row:
+# size count type redop time algbw busbw time algbw busbw #wrong ratio
+# (one set alone, then all sets at once, then together/alone).
+merge_sets() {
+  coll=$1
+  shift
+  echo "== $coll, $SETS sets of $((NP / SETS)) ranks, hora vs mpi: $*"
+  awk '
+function isrow() {
+  return NF == 12 && $1 ~ /^[0-9]+$/ && $5 ~ /^[0-9.]+$/ && $8 ~ /^[0-9.]+$/
+}
+FNR == 1 { file = FILENAME ~ /\/hora\.[a-z_]+\.out$/ ? 1 : 2 }
+!/^#/ && isrow() {
+  s = $1
+  if (!(s in seen)) { seen[s] = 1; order[++n] = s; type[s] = $3; op[s] = $4 }
+  a[file, s] = $5; t[file, s] = $8; wr[file, s] = $11
+}
+END {
+  printf "# %10s  %8s  %5s | %9s %9s %8s %6s | %9s %9s %8s %6s | %9s\n",
+    "size", "type", "redop", "hora", "hora", "together", "#wrong",
+    "mpi", "mpi", "together", "#wrong", "together"
+  printf "# %10s  %8s  %5s | %9s %9s %8s %6s | %9s %9s %8s %6s | %9s\n",
+    "(B)", "", "", "alone(us)", "all(us)", "/alone", "",
+    "alone(us)", "all(us)", "/alone", "", "hora/mpi"
+  for (i = 1; i <= n; i++) {
+    s = order[i]
+    for (f = 1; f <= 2; f++)
+      c[f] = (f, s) in t ? sprintf("%9.2f %9.2f %7.2fx %6s", a[f, s], t[f, s], \
+                                   t[f, s] / a[f, s], wr[f, s]) \
+                         : sprintf("%9s %9s %8s %6s", "-", "-", "-", "-")
+    # busbw of all sets at once, hora over mpi: the inverse time ratio
+    r = ((1, s) in t && (2, s) in t && t[1, s] > 0) ? \
+        sprintf("%8.2fx", t[2, s] / t[1, s]) : sprintf("%9s", "-")
+    printf "  %10s  %8s  %5s | %s | %s | %s\n", s, type[s], op[s], c[1], c[2], r
+  }
+}' "$hout" "$mout"
+}
+
 for coll in $COLLS; do
   case "$coll" in
   allreduce | allgather | alltoall | reducescatter | broadcast) ;;
@@ -184,6 +233,26 @@ done
 
 # ---- the summary: busbw at RATIO_SIZES -------------------------------------------
 echo
+if [ -n "$SETS" ]; then
+  echo "== $SETS sets of $((NP / SETS)) ranks, at $RATIO_SIZES bytes: all sets at once over one alone, in this run: $*"
+  for coll in $COLLS; do
+    awk -v coll="$coll" -v sizes="$RATIO_SIZES" '
+FNR == 1 { file = FILENAME ~ /\/hora\.[a-z_]+\.out$/ ? 1 : 2 }
+!/^#/ && NF == 12 && $1 ~ /^[0-9]+$/ { a[file, $1] = $5; t[file, $1] = $8 }
+END {
+  k = split(sizes, sz, " ")
+  for (i = 1; i <= k; i++) {
+    s = sz[i]
+    h = (1, s) in t ? sprintf("%7.2fx", t[1, s] / a[1, s]) : sprintf("%8s", "-")
+    m = (2, s) in t ? sprintf("%7.2fx", t[2, s] / a[2, s]) : sprintf("%8s", "-")
+    if (!((1, s) in t) && !((2, s) in t)) continue
+    printf "  %-13s %10s | together/alone: hora %s | mpi %s\n", coll, s, h, m
+  }
+}' "$tmp/hora.$coll.out" "$tmp/mpi.$coll.out"
+  done
+  [ "$failed" -eq 0 ]
+  exit
+fi
 echo "== busbw (GB/s) at $RATIO_SIZES bytes, $NP ranks, hora vs mpi in this run: $*"
 for coll in $COLLS; do
   awk -v coll="$coll" -v sizes="$RATIO_SIZES" '

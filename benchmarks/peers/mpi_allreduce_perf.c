@@ -15,9 +15,13 @@
  * inside the timed region, which is what a runtime built on MPI does. In
  * place (-i 1, the default) passes MPI_IN_PLACE: allgather's block is then
  * in its place in the output, reducescatter's input is the whole receive
- * buffer and its result the first block; MPI_Bcast has one buffer. Kept
- * free of hora's headers on purpose: it builds with nothing but mpicc. */
+ * buffer and its result the first block; MPI_Bcast has one buffer.
+ * --sets K as allreduce_perf's: MPI_Comm_split into K communicators of
+ * n/K consecutive ranks, each row timed for one alone and for all at
+ * once. Kept free of hora's headers on purpose: it builds with nothing
+ * but mpicc. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +103,11 @@ struct opts {
   enum op op;
   int root;
   int check, inplace;
+  int sets; /* --sets K: K communicators of consecutive ranks (0: world) */
 };
+
+/* The communicator the collectives run on (--sets: this rank's). */
+static MPI_Comm g_comm;
 
 /* ---- options ------------------------------------------------------------ */
 
@@ -108,7 +116,7 @@ static void usage(FILE *f) {
           "usage: mpi_allreduce_perf [-c collective] [-b minbytes]\n"
           "                          [-e maxbytes] [-f factor] [-n iters]\n"
           "                          [-w warmup] [-d dtype] [-o op] [-r root]\n"
-          "                          [-C 0|1] [-i 0|1] [-a 0|1]\n"
+          "                          [-C 0|1] [-i 0|1] [-a 0|1] [--sets K]\n"
           "  -c  allreduce allgather alltoall reducescatter broadcast\n"
           "      (default allreduce)\n"
           "  -d  uint8 int8 int16 int32 int64 float32 float64 (default "
@@ -224,9 +232,17 @@ static int parse_opts(int argc, char **argv, struct opts *o, int rank) {
   long v;
   FILE *err = rank == 0 ? stderr : NULL;
   opterr = rank == 0;
-  while ((c = getopt(argc, argv, "b:e:f:n:w:d:o:c:C:r:a:i:h")) != -1) {
+  static const struct option longs[] = {{"sets", required_argument, NULL, 'S'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {NULL, 0, NULL, 0}};
+  while ((c = getopt_long(argc, argv, "b:e:f:n:w:d:o:c:C:r:a:i:h", longs,
+                          NULL)) != -1) {
     int bad = 0;
     switch (c) {
+    case 'S':
+      bad = parse_int(optarg, 1, 1 << 16, &v);
+      o->sets = (int)v;
+      break;
     case 'b':
       bad = parse_size(optarg, &o->minb);
       break;
@@ -565,21 +581,21 @@ static int run_one(const struct opts *o, const struct row *w, void *send,
   int c = (int)w->count, rc;
   switch (o->coll) {
   case C_BCAST:
-    return MPI_Bcast(recv, c, t, o->root, MPI_COMM_WORLD);
+    return MPI_Bcast(recv, c, t, o->root, g_comm);
   case C_ALLGATHER:
     return MPI_Allgather(in, inplace(o) ? 0 : c,
                          inplace(o) ? MPI_DATATYPE_NULL : t, recv, c, t,
-                         MPI_COMM_WORLD);
+                         g_comm);
   case C_ALLTOALL:
     return MPI_Alltoall(in, inplace(o) ? 0 : c,
                         inplace(o) ? MPI_DATATYPE_NULL : t, recv, c, t,
-                        MPI_COMM_WORLD);
+                        g_comm);
   case C_REDUCESCATTER:
     rc =
-        MPI_Reduce_scatter_block(in, recv, c, t, mpi_op(o->op), MPI_COMM_WORLD);
+        MPI_Reduce_scatter_block(in, recv, c, t, mpi_op(o->op), g_comm);
     break;
   default:
-    rc = MPI_Allreduce(in, recv, c, t, mpi_op(o->op), MPI_COMM_WORLD);
+    rc = MPI_Allreduce(in, recv, c, t, mpi_op(o->op), g_comm);
     break;
   }
   if (rc == MPI_SUCCESS && o->op == O_AVG) divide(recv, w->count, o->dtype, n);
@@ -659,9 +675,16 @@ static void print_header(const struct opts *o, int n) {
   printf("# collective %s dtype %s redop %s%s", colls[o->coll].name,
          dtypes[o->dtype].name, redop(o),
          has_op(o->coll) && o->op == O_AVG ? " (MPI_SUM + divide)" : "");
-  if (o->coll == C_BCAST) printf(" root %d", o->root);
+  if (o->coll == C_BCAST)
+    printf(" root %d%s", o->root, o->sets ? " of each set" : "");
   printf(" buffers malloc %s\n",
          inplace(o) ? "in-place (MPI_IN_PLACE)" : "out-of-place");
+  if (o->sets)
+    printf("# sets %d of %d ranks each (MPI_Comm_split), each running the "
+           "collective on its own; size, count, busbw: per set; "
+           "together/alone: the time of all sets at once over that of one "
+           "set alone\n",
+           o->sets, n / o->sets);
   if (is_blocked(o->coll))
     printf("# size: the whole array, n x count elements; count: elements per "
            "block; busbw = algbw x (n-1)/n\n");
@@ -692,6 +715,18 @@ static void print_ranks(int rank, int n) {
 
 static void print_columns(const struct opts *o) {
   printf("#\n");
+  if (o->sets) {
+    printf("# %58s  %30s\n", "one set alone (the slowest set)",
+           "all sets at once");
+    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %8s  %7s  %7s  %6s  %8s\n",
+           "size", "count", "type", "redop", "time", "algbw", "busbw", "time",
+           "algbw", "busbw", "#wrong", "together");
+    printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %8s  %7s  %7s  %6s  %8s\n",
+           "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)",
+           "(GB/s)", "(GB/s)", "", "/alone");
+    fflush(stdout);
+    return;
+  }
   printf("# %58s\n", inplace(o) ? "in-place" : "out-of-place");
   printf("# %10s  %12s  %8s  %6s  %8s  %7s  %7s  %6s\n", "size", "count",
          "type", "redop", "time", "algbw", "busbw", "#wrong");
@@ -753,6 +788,59 @@ static int bench_size(const struct row *w, const struct opts *o, struct bufs *b,
   return MPI_SUCCESS;
 }
 
+/* --sets: as allreduce_perf's bench_sets(). */
+static int bench_sets(const struct row *w, const struct opts *o, struct bufs *b,
+                      int srank, int sn, int my, long long *wrong,
+                      double *busbw) {
+  void *send, *recv;
+  place(o, w, b, srank, &send, &recv);
+  int rc;
+  fill_input(o, w, b, send, srank, sn);
+  if ((rc = run_iters(o, w, send, recv, sn, o->warmup)) != MPI_SUCCESS)
+    return rc;
+  double alone = 0, together;
+  for (int s = 0; s < o->sets; s++) {
+    double t = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (my == s) {
+      double t0 = MPI_Wtime();
+      if ((rc = run_iters(o, w, send, recv, sn, o->iters)) != MPI_SUCCESS)
+        return rc;
+      t = (MPI_Wtime() - t0) * 1e6 / o->iters;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (t > alone) alone = t;
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  if ((rc = run_iters(o, w, send, recv, sn, o->iters)) != MPI_SUCCESS) return rc;
+  together = (MPI_Wtime() - t0) * 1e6 / o->iters;
+  MPI_Allreduce(MPI_IN_PLACE, &together, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+
+  long long nwrong = 0;
+  if (o->check) {
+    if ((rc = check_row(o, w, b, srank, sn, &nwrong)) != MPI_SUCCESS) return rc;
+    MPI_Allreduce(MPI_IN_PLACE, &nwrong, 1, MPI_LONG_LONG, MPI_SUM,
+                  MPI_COMM_WORLD);
+  }
+  double f = bus_factor(o, sn);
+  double abw = (double)w->bytes / alone / 1e3, tbw = (double)w->bytes / together / 1e3;
+  *busbw = tbw * f;
+  *wrong = nwrong;
+  int rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    char wbuf[24] = "N/A";
+    if (o->check) snprintf(wbuf, sizeof wbuf, "%lld", nwrong);
+    printf("  %10zu  %12zu  %8s  %6s  %8.2f  %7.2f  %7.2f  %8.2f  %7.2f  %7.2f  "
+           "%6s  %8.2f\n",
+           w->bytes, w->count, dtypes[o->dtype].name, redop(o), alone, abw,
+           abw * f, together, tbw, tbw * f, wbuf, together / alone);
+    fflush(stdout);
+  }
+  return MPI_SUCCESS;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   /* Errors come back as codes, so they can be printed and the job ended. */
@@ -765,16 +853,30 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 2;
   }
-  if (o.coll == C_BCAST && o.root >= n) {
+  g_comm = MPI_COMM_WORLD;
+  if (o.sets && n % o.sets) {
     if (rank == 0)
-      fprintf(stderr, "mpi_allreduce_perf: -r %d: the job has %d ranks\n",
-              o.root, n);
+      fprintf(stderr, "mpi_allreduce_perf: --sets %d: the job's %d ranks do "
+              "not split into %d sets of the same size\n", o.sets, n, o.sets);
     MPI_Finalize();
     return 2;
   }
-  struct row big = row_of(&o, o.minb, n);
+  int sn = o.sets ? n / o.sets : n, my = o.sets ? rank / sn : 0, srank = rank;
+  if (o.coll == C_BCAST && o.root >= sn) {
+    if (rank == 0)
+      fprintf(stderr, "mpi_allreduce_perf: -r %d: the %s has %d ranks\n",
+              o.root, o.sets ? "set" : "job", sn);
+    MPI_Finalize();
+    return 2;
+  }
+  if (o.sets) {
+    MPI_Comm_split(MPI_COMM_WORLD, my, rank, &g_comm);
+    MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(g_comm, &srank);
+  }
+  struct row big = row_of(&o, o.minb, sn);
   for (size_t size = o.minb; size; size = next_size(&o, size))
-    big = row_of(&o, size, n);
+    big = row_of(&o, size, sn);
   if (big.count > (size_t)2147483647) {
     if (rank == 0) fprintf(stderr, "mpi_allreduce_perf: -e too large\n");
     MPI_Finalize();
@@ -798,16 +900,17 @@ int main(int argc, char **argv) {
   long long total_wrong = 0;
   double bw_sum = 0;
   int rows = 0;
-  int rc = warm_up(&o, &b, rank, n);
+  int rc = warm_up(&o, &b, srank, sn);
   size_t prev = 0;
   for (size_t size = o.minb; rc == MPI_SUCCESS && size;
        size = next_size(&o, size)) {
-    struct row w = row_of(&o, size, n);
+    struct row w = row_of(&o, size, sn);
     long long wrong = 0;
     double busbw = 0;
     if (w.count == prev) continue; /* sizes below one element */
     prev = w.count;
-    rc = bench_size(&w, &o, &b, rank, n, &wrong, &busbw);
+    rc = o.sets ? bench_sets(&w, &o, &b, srank, sn, my, &wrong, &busbw)
+                : bench_size(&w, &o, &b, rank, n, &wrong, &busbw);
     total_wrong += wrong;
     bw_sum += busbw;
     rows++;
