@@ -11,7 +11,9 @@
  *
  * Allgather, alltoall and reducescatter: inputs and outputs lie in the
  * arenas (libhora puts them there); each output byte is written once,
- * from the inputs where they lie.
+ * from the inputs where they lie, on the reduction threads; an allgather
+ * block is read once for all the outputs it goes to, and an alltoall in
+ * place trades the blocks of two members in place.
  *
  * A communicator with members on several hosts runs the cross-host
  * algorithms (xhost/ring.c, xhost/exchange.c) over the links between the
@@ -218,33 +220,104 @@ static int run_reduce_bcast(struct hd_daemon *d, struct hd_tensor *t) {
 
 /* ---- allgather, alltoall, reducescatter on one host ----------------------- */
 
-/* A list of copies, run by the reduction threads: each thread takes an
- * equal share of the bytes, across copy boundaries. */
+/* A list of copies, run by the reduction threads. An entry reads n bytes
+ * at src and writes them to each of its destinations (allgather: every
+ * local output that wants that member's block), or swaps them with the
+ * bytes at its one destination (alltoall in place). Each thread takes an
+ * equal share of the work (bytes written), across entries; within an
+ * entry of several destinations it takes a range of the source and
+ * copies it in cache-sized pieces to every destination, so the source is
+ * read from memory once however many outputs want it. */
 struct copy {
-  unsigned char *dst;
   const unsigned char *src;
   uint64_t n;
+  size_t first; /* its destinations: dst[first .. first + nd) */
+  int nd;
+  int swap; /* n bytes at src and at dst[first] trade places */
 };
 
 struct copies {
   struct copy *v;
   size_t n, cap;
-  uint64_t total;
+  unsigned char **dst;
+  size_t nd, dcap;
+  uint64_t total; /* work: each entry's n times its weight */
+  int bad;        /* out of memory while the list was made */
 };
 
-static int add_copy(struct copies *l, unsigned char *dst,
-                    const unsigned char *src, uint64_t n) {
-  if (!n || dst == src) return 0; /* in place: already there */
+#define COPY_PIECE (128u << 10) /* read once, written to every destination */
+#define SWAP_PIECE (16u << 10)
+
+static uint64_t weight(const struct copy *c) {
+  return c->swap ? 2 : (uint64_t)c->nd;
+}
+
+/* Starts an entry reading n bytes at src; add_dst() gives its
+ * destinations. */
+static void add_src(struct copies *l, const unsigned char *src, uint64_t n) {
+  if (l->bad) return;
+  if (l->n && l->v[l->n - 1].nd == 0) l->n--; /* the last one wrote nothing */
   if (l->n == l->cap) {
     size_t cap = l->cap ? l->cap * 2 : 64;
     struct copy *v = realloc(l->v, cap * sizeof *v);
-    if (!v) return -1;
+    if (!v) {
+      l->bad = 1;
+      return;
+    }
     l->v = v;
     l->cap = cap;
   }
-  l->v[l->n++] = (struct copy){dst, src, n};
-  l->total += n;
-  return 0;
+  l->v[l->n++] = (struct copy){src, n, l->nd, 0, 0};
+}
+
+static void add_dst(struct copies *l, unsigned char *dst) {
+  struct copy *c = l->n ? &l->v[l->n - 1] : NULL;
+  if (l->bad || !c || !c->n || dst == c->src) return; /* in place: there */
+  if (l->nd == l->dcap) {
+    size_t cap = l->dcap ? l->dcap * 2 : 64;
+    unsigned char **v = realloc(l->dst, cap * sizeof *v);
+    if (!v) {
+      l->bad = 1;
+      return;
+    }
+    l->dst = v;
+    l->dcap = cap;
+  }
+  l->dst[l->nd++] = dst;
+  c->nd++;
+  l->total += c->n;
+}
+
+static void add_copy(struct copies *l, unsigned char *dst,
+                     const unsigned char *src, uint64_t n) {
+  add_src(l, src, n);
+  add_dst(l, dst);
+}
+
+static void add_swap(struct copies *l, unsigned char *a, unsigned char *b,
+                     uint64_t n) {
+  if (a == b) return;
+  add_copy(l, b, a, n);
+  if (!l->bad && l->n && l->v[l->n - 1].nd == 1) {
+    l->v[l->n - 1].swap = 1;
+    l->total += n;
+  }
+}
+
+static void swap_bytes(unsigned char *a, unsigned char *b, uint64_t n) {
+  unsigned char tmp[SWAP_PIECE];
+  for (uint64_t off = 0; off < n; off += SWAP_PIECE) {
+    size_t k = (size_t)HC_MIN((uint64_t)SWAP_PIECE, n - off);
+    memcpy(tmp, a + off, k);
+    memcpy(a + off, b + off, k);
+    memcpy(b + off, tmp, k);
+  }
+}
+
+/* Where work position p (0 .. n * w) of an entry falls in its source:
+ * 64-byte aligned, so that two threads never share a cache line. */
+static uint64_t cut(uint64_t p, uint64_t n, uint64_t w) {
+  return p >= n * w ? n : (p / w) & ~(uint64_t)63;
 }
 
 static void run_copy_share(void *arg, int i, int n) {
@@ -253,9 +326,24 @@ static void run_copy_share(void *arg, int i, int n) {
   uint64_t hi = l->total * (uint64_t)(i + 1) / (uint64_t)n, at = 0;
   for (size_t k = 0; k < l->n && at < hi; k++) {
     const struct copy *c = &l->v[k];
-    uint64_t a = HC_MAX(lo, at), b = HC_MIN(hi, at + c->n);
-    if (a < b) memcpy(c->dst + (a - at), c->src + (a - at), b - a);
-    at += c->n;
+    uint64_t w = weight(c), len = c->n * w;
+    if (!len) continue;
+    uint64_t a = HC_MAX(lo, at), b = HC_MIN(hi, at + len);
+    at += len;
+    if (a >= b) continue;
+    uint64_t s0 = cut(a - (at - len), c->n, w), s1 = cut(b - (at - len), c->n, w);
+    if (s0 >= s1) continue;
+    unsigned char *const *dst = l->dst + c->first;
+    if (c->swap) {
+      swap_bytes((unsigned char *)c->src + s0, dst[0] + s0, s1 - s0);
+    } else if (c->nd == 1) {
+      memcpy(dst[0] + s0, c->src + s0, s1 - s0);
+    } else {
+      for (uint64_t o = s0; o < s1; o += COPY_PIECE) {
+        uint64_t m = HC_MIN((uint64_t)COPY_PIECE, s1 - o);
+        for (int d = 0; d < c->nd; d++) memcpy(dst[d] + o, c->src + o, m);
+      }
+    }
   }
 }
 
@@ -266,10 +354,15 @@ static int threads_for(uint64_t bytes) {
   return n;
 }
 
-static int run_copies(struct copies *l) {
+static void run_copies(struct copies *l) {
+  if (l->n && l->v[l->n - 1].nd == 0) l->n--;
   if (l->total) hd_pool_run(run_copy_share, l, threads_for(l->total));
+}
+
+static void free_copies(struct copies *l) {
   free(l->v);
-  return 0;
+  free(l->dst);
+  memset(l, 0, sizeof *l);
 }
 
 static int run_allgather(struct hd_daemon *d, struct hd_tensor *t) {
@@ -278,24 +371,23 @@ static int run_allgather(struct hd_daemon *d, struct hd_tensor *t) {
   const int64_t *counts = t->part[t->first].aux;
   struct copies l = {0};
   uint64_t off = 0;
-  int bad = 0;
   for (int m = 0, i = 0; m < c->size; m++) {
     uint64_t n = (uint64_t)counts[m];
     while (i < c->nlocal && c->local_member[i] < m) i++;
     if (n && i < c->nlocal && c->local_member[i] == m && !t->part[i].joined) {
-      const unsigned char *src = hd_in_ptr(t, i);
+      add_src(&l, hd_in_ptr(t, i), n * es);
       for (int k = 0; k < c->nlocal; k++)
-        if (!t->part[k].joined)
-          bad |= add_copy(&l, hd_out_ptr(t, k) + off * es, src, n * es);
+        if (!t->part[k].joined) add_dst(&l, hd_out_ptr(t, k) + off * es);
     }
     off += n;
   }
-  if (bad) {
-    free(l.v);
+  if (l.bad) {
+    free_copies(&l);
     hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
     return 1;
   }
   run_copies(&l);
+  free_copies(&l);
   hd_tensor_finish(d, t);
   return 1;
 }
@@ -323,39 +415,64 @@ static void zero_joined_parts(struct hd_tensor *t) {
   }
 }
 
+/* Whether member i's alltoall runs in place: its output is its input, and
+ * it receives from each member what it sends to it, so each block it
+ * receives goes where the block it sends lay. */
+static int a2a_in_place(const struct hd_tensor *t, int i) {
+  const struct hd_part *p = &t->part[i];
+  int size = t->comm->size;
+  if (p->joined || p->offset != p->recv_offset) return 0;
+  for (int m = 0; m < size; m++)
+    if (p->aux[m] != p->aux[size + m]) return 0;
+  return 1;
+}
+
+/* In place, a pair of members in place trade their blocks (one swap); a
+ * member in place receives from one that is not only once every block
+ * its own input holds for others has been read: the copies into the
+ * outputs of members not in place go first (then), those into the members
+ * in place second (later). */
 static int run_alltoall(struct hd_daemon *d, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   uint64_t es = hora_dtype_size(t->meta.dtype);
-  struct copies l = {0};
-  int bad = 0;
-  for (int i = 0; i < c->nlocal; i++) {
+  int size = c->size, nl = c->nlocal;
+  struct copies then = {0}, later = {0};
+  int *ip = calloc((size_t)nl, sizeof *ip);
+  if (!ip) goto oom;
+  for (int i = 0; i < nl; i++) ip[i] = a2a_in_place(t, i);
+  for (int i = 0; i < nl; i++) {
     const struct hd_part *pi = &t->part[i];
     if (pi->joined) continue;
-    uint64_t soff = 0;
-    for (int m = 0; m < c->size; m++) {
-      uint64_t n = (uint64_t)pi->aux[m];
-      int j = -1;
-      for (int k = 0; k < c->nlocal; k++)
-        if (c->local_member[k] == m) j = k;
-      if (j >= 0 && !t->part[j].joined && n) {
-        const struct hd_part *pj = &t->part[j];
-        uint64_t roff = 0;
-        for (int s2 = 0; s2 < c->local_member[i]; s2++)
-          roff += (uint64_t)pj->aux[c->size + s2];
-        bad |= add_copy(&l, hd_out_ptr(t, j) + roff * es,
-                        hd_in_ptr(t, i) + soff * es, n * es);
-      }
-      soff += n;
+    for (int j = 0; j < nl; j++) {
+      const struct hd_part *pj = &t->part[j];
+      int mi = c->local_member[i], mj = c->local_member[j];
+      uint64_t n = (uint64_t)pi->aux[mj] * es;
+      if (pj->joined || !n || (i >= j && ip[i] && ip[j])) continue;
+      uint64_t soff = 0, roff = 0;
+      for (int m = 0; m < mj; m++) soff += (uint64_t)pi->aux[m];
+      for (int m = 0; m < mi; m++) roff += (uint64_t)pj->aux[size + m];
+      unsigned char *src = hd_in_ptr(t, i) + soff * es;
+      unsigned char *dst = hd_out_ptr(t, j) + roff * es;
+      if (ip[i] && ip[j])
+        add_swap(&then, src, dst, n);
+      else
+        add_copy(ip[j] ? &later : &then, dst, src, n);
     }
   }
-  if (bad) {
-    free(l.v);
-    hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
-    return 1;
-  }
-  run_copies(&l);
+  if (then.bad || later.bad) goto oom;
+  free(ip);
+  run_copies(&then);
+  run_copies(&later);
+  free_copies(&then);
+  free_copies(&later);
   zero_joined_parts(t);
   hd_tensor_finish(d, t);
+  return 1;
+oom:
+  free(ip);
+  free_copies(&then);
+  free_copies(&later);
+  hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
   return 1;
 }
 
