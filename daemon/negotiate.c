@@ -1125,9 +1125,16 @@ again:
         pp = &t->next_hash;
         continue;
       }
+      int fail = d->stall_fail_ns && age >= d->stall_fail_ns;
+      int warn = d->stall_warn_ns && age >= d->stall_warn_ns &&
+                 !t->stall_warned;
+      if (!fail && !warn) { /* the common case: cheap, however many wait */
+        pp = &t->next_hash;
+        continue;
+      }
       char who[256], msg[HP_MSG_MAX + 1];
       missing_ranks(c, t, who, sizeof who);
-      if (d->stall_fail_ns && age >= d->stall_fail_ns) {
+      if (fail) {
         hc_fmt(msg, sizeof msg, "%s '%s' stalled for %llu s: rank(s) %s never "
                "submitted it", hd_coll_name(t->meta.coll), t->name,
                (unsigned long long)(age / 1000000000u), who);
@@ -1143,7 +1150,7 @@ again:
         free_tensor(c, t);
         continue;
       }
-      if (d->stall_warn_ns && age >= d->stall_warn_ns && !t->stall_warned) {
+      if (warn) {
         t->stall_warned = 1;
         hc_warn_rl("stall: %s '%s' has waited %llu s for rank(s) %s; the other "
                 "ranks submitted it. Ranks may be issuing collectives in a "
