@@ -120,6 +120,11 @@ $(BUILD)/tests/%: tests/integration/%.c $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_HORA)
 
+# it_version speaks the protocol itself too (a libhora of another release).
+$(BUILD)/tests/it_version: tests/integration/it_version.c $(LIBSO) $(call obj,$(COMMON_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< $(call obj,$(COMMON_SRC)) -o $@ $(LDFLAGS) $(LINK_HORA)
+
 # Multi-host tests (tests/multihost/): mh_loop is a rank (links libhora);
 # mh_probe speaks the wire protocol itself, as a stranger would.
 MH_BIN := $(BUILD)/tests/mh_loop $(BUILD)/tests/mh_probe

@@ -18,7 +18,10 @@
 enum hc_level { HC_TRACE, HC_DEBUG, HC_INFO, HC_WARNING, HC_ERROR, HC_FATAL };
 
 /* Sets the component name printed in front of each line ("horad") and the
- * level from HORA_LOG_LEVEL / HOROVOD_LOG_LEVEL (default `deflevel`). */
+ * level. */
+void hc_log_start(const char *component, enum hc_level level);
+/* hc_log_start() with the level of the log_level knob in this process's
+ * environment (HORA_LOG_LEVEL / HOROVOD_LOG_LEVEL), else `deflevel`. */
 void hc_log_init(const char *component, enum hc_level deflevel);
 void hc_log_set_level(enum hc_level level);
 enum hc_level hc_log_level(void);
@@ -102,8 +105,6 @@ extern const struct hc_param hc_params[];
 extern const size_t hc_nparams;
 
 const struct hc_param *hc_param_find(const char *name);
-/* The value from the environment (HORA_*, then the Horovod alias) or the
- * default. */
 /* Every knob's name, in the order of hc_params[] (params.c checks it). The
  * accessors below take the bare name, so a misspelt one does not compile:
  * hc_param_int(spin_us). *_named() look a name up at run time. */
@@ -148,6 +149,11 @@ enum hc_knob {
 };
 #define HC_KNOB_NAME(n) ((void)HC_KNOB_##n, #n)
 
+/* A knob's value in this process's environment, read as
+ * hc_knob_lookup() reads a list (HORA_*, then the Horovod alias; empty is
+ * unset), or the default when unset or not valid (hc_param_check). For
+ * horarun and libhora; horad reads a job's knobs from its struct hc_knobs
+ * and never from its environment. */
 const char *hc_param_str_named(const char *name);
 long long hc_param_int_named(const char *name);
 double hc_param_double_named(const char *name);
@@ -168,6 +174,53 @@ long long hc_parse_size(const char *s);
  * Every component that reads a knob from outside can call it. */
 int hc_param_check(const struct hc_param *p, const char *value, char *why,
                    size_t whylen);
+
+/* ---- knobs parsed once ------------------------------------------------- */
+/* The rules every component reads knobs' variables by, from a list of
+ * "NAME=value" strings (an environment vector: n entries, or fewer when a
+ * NULL comes first; SIZE_MAX for a NULL-terminated one): a knob's HORA_*
+ * variable when it is not empty, else its Horovod alias when that is not
+ * empty, else it is unset. The first entry of a name counts (as getenv). */
+const char *hc_knob_lookup(const struct hc_param *p, char *const envv[],
+                           size_t n);
+
+/* The value of every knob, one typed slot each, parsed once: a job's knobs
+ * in horad. Read with the bare name, so a misspelt one does not compile:
+ * hk_int(&d->knobs, spin_us). */
+struct hc_knob_value {
+  const char *str; /* as text: the default, or own */
+  char *own;       /* a copy of the value given, or NULL */
+  long long i;     /* INT, BOOL; SIZE in bytes; DOUBLE truncated */
+  double d;        /* any number */
+};
+struct hc_knobs {
+  struct hc_knob_value v[HC_NKNOBS];
+};
+#define hk_int(k, n) ((k)->v[HC_KNOB_##n].i)
+#define hk_double(k, n) ((k)->v[HC_KNOB_##n].d)
+#define hk_str(k, n) ((k)->v[HC_KNOB_##n].str)
+/* 1 when the knob was given (set or parsed), 0 at its default. */
+#define hk_given(k, n) ((k)->v[HC_KNOB_##n].own != NULL)
+#define hk_set(k, n, value, why, whylen)                                       \
+  hc_knobs_set((k), HC_KNOB_##n, (value), (why), (whylen))
+
+/* Every knob at its default (nothing to free). */
+void hc_knobs_init(struct hc_knobs *k);
+/* Frees the values given; every knob is at its default again. */
+void hc_knobs_free(struct hc_knobs *k);
+/* Sets knob i to a copy of value after checking it (hc_param_check).
+ * Returns 0, or -1 with "expected ..." (or "out of memory") in why, k
+ * unchanged. */
+int hc_knobs_set(struct hc_knobs *k, enum hc_knob i, const char *value,
+                 char *why, size_t whylen);
+/* Takes every knob set in envv (hc_knob_lookup's rules) into k; the others
+ * keep their values. Every knob variable that is set is checked first, the
+ * Horovod alias too, so that nothing is taken from a list that holds a bad
+ * one: -1 with "invalid NAME value 'v' in WHERE: expected ..." in why, k
+ * unchanged (or "out of memory"), else 0. `where` names the list: "the
+ * environment". */
+int hc_knobs_parse_env(struct hc_knobs *k, char *const envv[], size_t n,
+                       const char *where, char *why, size_t whylen);
 
 /* ---- strings ---------------------------------------------------------- */
 /* snprintf into a fixed buffer; never overflows, always terminated. */

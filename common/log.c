@@ -25,13 +25,9 @@ int hc_parse_level(const char *s) {
   return -1;
 }
 
-void hc_log_init(const char *component, enum hc_level deflevel) {
+void hc_log_start(const char *component, enum hc_level level) {
   log_component = component;
-  log_level = deflevel;
-  const char *s = getenv("HORA_LOG_LEVEL");
-  if (!s || !*s) s = getenv("HOROVOD_LOG_LEVEL");
-  int l = hc_parse_level(s);
-  if (l >= 0) log_level = (enum hc_level)l;
+  log_level = level;
 }
 
 void hc_log_set_level(enum hc_level level) { log_level = level; }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -180,12 +181,34 @@ const struct hc_param *hc_param_find(const char *name) {
   return NULL;
 }
 
+/* The value of variable `name` in envv (see hc_knob_lookup), or NULL. */
+static const char *env_get(char *const envv[], size_t n, const char *name) {
+  size_t len = strlen(name);
+  for (size_t i = 0; envv && i < n && envv[i]; i++)
+    if (!strncmp(envv[i], name, len) && envv[i][len] == '=')
+      return envv[i] + len + 1;
+  return NULL;
+}
+
+const char *hc_knob_lookup(const struct hc_param *p, char *const envv[],
+                           size_t n) {
+  const char *v = env_get(envv, n, p->env);
+  if ((!v || !*v) && p->hvd_env) v = env_get(envv, n, p->hvd_env);
+  return v && *v ? v : NULL;
+}
+
+/* The value of knob p in this process's environment, when set and valid. */
+static const char *own_env(const struct hc_param *p) {
+  char why[160];
+  const char *v = hc_knob_lookup(p, environ, SIZE_MAX);
+  return v && hc_param_check(p, v, why, sizeof why) == 0 ? v : NULL;
+}
+
 const char *hc_param_str_named(const char *name) {
   const struct hc_param *p = hc_param_find(name);
   if (!p) return NULL;
-  const char *v = getenv(p->env);
-  if ((!v || !*v) && p->hvd_env) v = getenv(p->hvd_env);
-  return v && *v ? v : p->def;
+  const char *v = own_env(p);
+  return v ? v : p->def;
 }
 
 long long hc_parse_size(const char *s) {
@@ -266,26 +289,106 @@ int hc_param_check(const struct hc_param *p, const char *v, char *why,
   return -1;
 }
 
-long long hc_param_int_named(const char *name) {
-  const struct hc_param *p = hc_param_find(name);
-  const char *v = hc_param_str_named(name);
-  if (!p || !v) return 0;
-  if (p->type == HC_P_SIZE) {
-    long long n = hc_parse_size(v);
-    return n >= 0 ? n : hc_parse_size(p->def);
+/* Reads text, a valid value of p (or its default), into v. */
+static void knob_value(const struct hc_param *p, const char *text,
+                       struct hc_knob_value *v) {
+  v->str = text;
+  v->i = 0;
+  v->d = 0;
+  switch (p->type) {
+  case HC_P_SIZE:
+    v->i = hc_parse_size(text);
+    v->d = (double)v->i;
+    break;
+  case HC_P_INT:
+  case HC_P_BOOL:
+    v->i = strtoll(text, NULL, 10);
+    v->d = (double)v->i;
+    break;
+  case HC_P_DOUBLE:
+    v->d = strtod(text, NULL);
+    v->i = (long long)v->d;
+    break;
+  case HC_P_STRING:
+    break;
   }
-  char *end;
-  long long n = strtoll(v, &end, 10);
-  if (end == v || *end) n = strtoll(p->def, NULL, 10);
-  return n;
+}
+
+long long hc_param_int_named(const char *name) {
+  const char *v = hc_param_str_named(name);
+  if (!v) return 0;
+  struct hc_knob_value kv;
+  knob_value(hc_param_find(name), v, &kv);
+  return kv.i;
 }
 
 double hc_param_double_named(const char *name) {
-  const struct hc_param *p = hc_param_find(name);
   const char *v = hc_param_str_named(name);
-  if (!p || !v) return 0;
-  char *end;
-  double d = strtod(v, &end);
-  if (end == v || *end) d = strtod(p->def, NULL);
-  return d;
+  if (!v) return 0;
+  struct hc_knob_value kv;
+  knob_value(hc_param_find(name), v, &kv);
+  return kv.d;
+}
+
+/* ---- knobs parsed once ---------------------------------------------------- */
+
+void hc_knobs_init(struct hc_knobs *k) {
+  for (size_t i = 0; i < HC_NKNOBS; i++) {
+    k->v[i].own = NULL;
+    knob_value(&hc_params[i], hc_params[i].def, &k->v[i]);
+  }
+}
+
+void hc_knobs_free(struct hc_knobs *k) {
+  for (size_t i = 0; i < HC_NKNOBS; i++) free(k->v[i].own);
+  hc_knobs_init(k);
+}
+
+int hc_knobs_set(struct hc_knobs *k, enum hc_knob i, const char *value,
+                 char *why, size_t whylen) {
+  if ((size_t)i >= HC_NKNOBS) {
+    hc_fmt(why, whylen, "no such knob");
+    return -1;
+  }
+  const struct hc_param *p = &hc_params[i];
+  if (hc_param_check(p, value, why, whylen) < 0) return -1;
+  char *copy = strdup(value);
+  if (!copy) {
+    hc_fmt(why, whylen, "out of memory");
+    return -1;
+  }
+  free(k->v[i].own);
+  k->v[i].own = copy;
+  knob_value(p, copy, &k->v[i]);
+  return 0;
+}
+
+int hc_knobs_parse_env(struct hc_knobs *k, char *const envv[], size_t n,
+                       const char *where, char *why, size_t whylen) {
+  char expect[200];
+  for (size_t i = 0; i < HC_NKNOBS; i++) {
+    const struct hc_param *p = &hc_params[i];
+    const char *names[] = {p->env, p->hvd_env};
+    for (size_t a = 0; a < HC_ARRAY_SIZE(names); a++) {
+      const char *v = names[a] ? env_get(envv, n, names[a]) : NULL;
+      if (!v || !*v || hc_param_check(p, v, expect, sizeof expect) == 0)
+        continue;
+      hc_fmt(why, whylen, "invalid %s value '%s' in %s: %s", names[a], v,
+             where, expect);
+      return -1;
+    }
+  }
+  for (size_t i = 0; i < HC_NKNOBS; i++) {
+    const char *v = hc_knob_lookup(&hc_params[i], envv, n);
+    if (v && hc_knobs_set(k, (enum hc_knob)i, v, why, whylen) < 0) return -1;
+  }
+  return 0;
+}
+
+/* The log level knob (log_level) from the process environment; the log
+ * itself (log.c) knows no knobs. */
+void hc_log_init(const char *component, enum hc_level deflevel) {
+  int l = hc_parse_level(
+      hc_knob_lookup(hc_param_find("log_level"), environ, SIZE_MAX));
+  hc_log_start(component, l >= 0 ? (enum hc_level)l : deflevel);
 }

@@ -186,6 +186,13 @@ static int same_shape(const struct hd_meta *a, const struct hd_meta *b,
   return 1;
 }
 
+/* "as tensor 2 of a group of 3" / "alone" */
+static void group_str(const struct hd_meta *m, char *buf, size_t len) {
+  if (!m->group_n) hc_fmt(buf, len, "alone");
+  else hc_fmt(buf, len, "as tensor %u of a group of %u", m->group_idx,
+              m->group_n);
+}
+
 int hd_meta_mismatch(const char *name, const struct hd_meta *a, int ra,
                      const struct hd_meta *b, int rb, char *msg, size_t len) {
   const struct hd_coll *c = hd_coll(a->coll);
@@ -235,6 +242,12 @@ int hd_meta_mismatch(const char *name, const struct hd_meta *a, int ra,
     hc_fmt(msg, len, "Mismatched broadcast root ranks on tensor '%s': rank "
            "%d gave root %d, but rank %d gave root %d.", name, ra, a->root,
            rb, b->root);
+  } else if (a->group != b->group || a->group_n != b->group_n ||
+             a->group_idx != b->group_idx) {
+    group_str(a, sa, sizeof sa);
+    group_str(b, sb, sizeof sb);
+    hc_fmt(msg, len, "Mismatched grouping of tensor '%s': rank %d submitted "
+           "it %s, but rank %d %s.", name, ra, sa, rb, sb);
   } else if ((tr & HORA_CF_VARY) && a->aux_hash != b->aux_hash) {
     hc_fmt(msg, len, "Mismatched %s sizes on tensor '%s': rank %d and rank "
            "%d expect different %s from the ranks.", hd_coll_name(a->coll),
@@ -256,6 +269,9 @@ void hd_meta_to_ready(const struct hd_meta *m, struct hp_nego_ready *r) {
   r->prescale = m->prescale;
   r->postscale = m->postscale;
   r->aux_hash = m->aux_hash;
+  r->group = m->group;
+  r->group_n = m->group_n;
+  r->group_idx = m->group_idx;
 }
 
 void hd_meta_from_ready(const struct hp_nego_ready *r, struct hd_meta *m) {
@@ -269,6 +285,9 @@ void hd_meta_from_ready(const struct hp_nego_ready *r, struct hd_meta *m) {
   m->prescale = r->prescale;
   m->postscale = r->postscale;
   m->aux_hash = r->aux_hash;
+  m->group = r->group;
+  m->group_n = r->group_n;
+  m->group_idx = r->group_idx;
 }
 
 void hd_rs_block(uint64_t rows, int size, int member, uint64_t *first,

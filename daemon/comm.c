@@ -19,11 +19,21 @@ static int host_of_rank(const struct hd_daemon *d, int32_t rank) {
   return d->job.nhosts ? -1 : 0;
 }
 
+/* Frees what the communicator itself holds: its operations, plans and
+ * groups, its members. What the coordinator and the engines keep for it
+ * they free first (negotiate.c, hd_comms_free). */
 void hd_comm_free(struct hd_comm *c) {
   if (!c) return;
-  hd_xhost_free(c);
-  hd_xcoll_free(c);
-  hd_coord_free(c);
+  while (c->plan_head) {
+    struct hd_plan *p = c->plan_head;
+    c->plan_head = p->next;
+    free(p);
+  }
+  while (c->groups) {
+    struct hd_group *g = c->groups;
+    c->groups = g->next;
+    free(g);
+  }
   for (size_t i = 0; i < c->table_size; i++)
     while (c->table[i]) {
       struct hd_tensor *t = c->table[i];
@@ -98,24 +108,6 @@ struct hd_comm *hd_comm_new(struct hd_daemon *d, const int32_t *ranks, int n) {
   return c;
 }
 
-int hd_comms_init(struct hd_daemon *d) {
-  int n = d->job.size;
-  int32_t *all = malloc((size_t)(n ? n : 1) * sizeof *all);
-  if (!all) return HORA_ENOMEM;
-  for (int i = 0; i < n; i++) all[i] = i;
-  struct hd_comm *c = hd_comm_new(d, all, n);
-  free(all);
-  return c ? 0 : HORA_ENOMEM;
-}
-
-void hd_comms_free(struct hd_daemon *d) {
-  hd_coord_held_free(d);
-  for (uint32_t i = 0; i < d->ncomms; i++) hd_comm_free(d->comms[i]);
-  free(d->comms);
-  d->comms = NULL;
-  d->ncomms = 0;
-}
-
 struct hd_comm *hd_comm_get(struct hd_daemon *d, uint32_t id) {
   return id < d->ncomms ? d->comms[id] : NULL;
 }
@@ -144,4 +136,24 @@ int32_t hd_comm_rank(const struct hd_comm *c, int i) {
 
 struct hd_rank *hd_comm_local(const struct hd_comm *c, int i) {
   return &c->d->ranks[c->local[i]];
+}
+
+void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len) {
+  if (host >= 0 && (uint32_t)host < d->job.nhosts) {
+    const struct hp_job_host *h = &d->job.hosts[host];
+    if (h->nranks == 1)
+      hc_fmt(buf, len, "host %s (rank %d)", h->name, h->first_rank);
+    else
+      hc_fmt(buf, len, "host %s (ranks %d-%d)", h->name, h->first_rank,
+             h->first_rank + h->nranks - 1);
+  } else {
+    hc_fmt(buf, len, "host #%d", host);
+  }
+}
+
+int hd_comm_host_left(const struct hd_comm *c) {
+  const struct hd_daemon *d = c->d;
+  for (int k = 0; d->peers && k < c->nhosts; k++)
+    if (d->peers[c->hosts[k]].left) return 1;
+  return 0;
 }

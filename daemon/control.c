@@ -1,148 +1,27 @@
 /* control.c -- horad's connection to horarun: the job, output, exits.
  *
- * On horarun's own machine the connection is a socketpair horarun made;
- * on another host it is a TCP connection horad opens back to horarun's
- * rendezvous port, authenticated with the job secret (auth.h). In a
- * multi-host job horad first says REGISTER (its host index and mesh port);
- * horarun answers with the JOB once every host has registered. */
+ * One framed connection (struct hp_conn, conn.h) whatever carries it: on
+ * horarun's own machine the socketpair horarun made (--control-fd); on
+ * another host a TCP connection horad opens back to horarun's rendezvous
+ * port, authenticated with the job secret (auth.h) before any frame is
+ * acted on. In a multi-host job horad first says REGISTER (its host index
+ * and mesh port); horarun answers with the JOB once every host has
+ * registered. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "daemon.h"
 
-struct ctl_write {
-  uv_write_t req;
-  struct hp_wbuf buf;
-  struct hd_daemon *d;
-  int last;
-};
-
 static void close_everything(struct hd_daemon *d);
-
-static void on_ctl_write(uv_write_t *req, int status) {
-  struct ctl_write *w = (struct ctl_write *)req;
-  struct hd_daemon *d = w->d;
-  int last = w->last;
-  hp_wbuf_free(&w->buf);
-  free(w);
-  if (status < 0 && status != UV_ECANCELED)
-    hc_debug("write to horarun failed: %s", uv_strerror(status));
-  if (last) close_everything(d);
-}
-
-/* Takes the frames in w (the buffer is moved, w is left empty). */
-static void ctl_send(struct hd_daemon *d, struct hp_wbuf *w, int last) {
-  if (d->ctl_conn) {
-    if (hp_conn_send(d->ctl_conn, w) < 0) hp_wbuf_reset(w);
-    if (last) {
-      d->ctl_closing = 1;
-      hp_conn_close_when_sent(d->ctl_conn); /* on_ctl_close() goes on */
-    }
-    return;
-  }
-  if (!d->ctl_open || w->err || !w->len) {
-    hp_wbuf_reset(w);
-    if (last) close_everything(d);
-    return;
-  }
-  struct ctl_write *cw = calloc(1, sizeof *cw);
-  if (!cw) {
-    hp_wbuf_reset(w);
-    return;
-  }
-  cw->buf = *w;
-  cw->d = d;
-  cw->last = last;
-  hp_wbuf_init(w);
-  uv_buf_t b = uv_buf_init((char *)cw->buf.data, (unsigned)cw->buf.len);
-  int rc = uv_write(&cw->req, (uv_stream_t *)&d->ctl, &b, 1, on_ctl_write);
-  if (rc < 0) {
-    hp_wbuf_free(&cw->buf);
-    free(cw);
-    if (last) close_everything(d);
-  }
-}
-
-void hd_control_send(struct hd_daemon *d, struct hp_wbuf *w) {
-  ctl_send(d, w, 0);
-}
-
-#define VICTIM_HOLD_MS 1000
-
-static void on_victim_timer(uv_timer_t *t) {
-  struct hd_daemon *d = t->data;
-  for (int i = 0; i < d->nlocal; i++)
-    if (d->ranks[i].exit_held && !d->ranks[i].reported)
-      hd_send_exit(d, &d->ranks[i]);
-}
-
-/* A rank of this host that fails after a rank of another host was gone is
- * most likely its victim: its exit waits a little, so that horarun hears
- * of the culprit first and names it (the culprit's host may be slower to
- * report it than the news of it travelled here). */
-static int hold_exit(struct hd_daemon *d, struct hd_rank *r) {
-  int failed = r->exit_how != HP_EXIT_CODE || r->exit_code != 0;
-  if (!failed || r->exit_held || !d->multi || !d->victim_timer.loop ||
-      d->gone_rank < 0 || d->gone_rank == r->info.rank)
-    return 0;
-  for (int i = 0; i < d->nlocal; i++)
-    if (d->ranks[i].info.rank == d->gone_rank) return 0; /* ours: known */
-  r->exit_held = 1;
-  if (!uv_is_active((uv_handle_t *)&d->victim_timer))
-    uv_timer_start(&d->victim_timer, on_victim_timer, VICTIM_HOLD_MS, 0);
-  return 1;
-}
-
-void hd_send_exit(struct hd_daemon *d, struct hd_rank *r) {
-  if (r->reported || hold_exit(d, r)) return;
-  r->reported = 1;
-  d->nexited++;
-  struct hp_exit m = {.rank = r->info.rank,
-                      .how = (uint8_t)r->exit_how,
-                      .code = r->exit_code,
-                      .msg = r->spawn_msg};
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  hp_enc_exit(&w, &m);
-  ctl_send(d, &w, 0);
-  hp_wbuf_free(&w);
-  hd_maybe_done(d);
-}
-
-void hd_maybe_done(struct hd_daemon *d) {
-  if (d->done_sent || !d->have_job || d->nexited < d->nlocal) return;
-  d->done_sent = 1;
-  hc_debug("every local rank has ended; closing");
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  hp_enc_text(&w, HP_MSG_DONE, "");
-  ctl_send(d, &w, 1);
-  hp_wbuf_free(&w);
-}
-
-static void on_closed(uv_handle_t *h) { (void)h; }
-
-static void close_handle(uv_handle_t *h) {
-  if (h->loop && !uv_is_closing(h)) uv_close(h, on_closed);
-}
-
-void hd_control_fault(struct hd_daemon *d, const char *msg) {
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  hp_enc_text(&w, HP_MSG_FAULT, msg);
-  ctl_send(d, &w, 0);
-  hp_wbuf_free(&w);
-}
+static void job_go(struct hd_daemon *d);
 
 static void close_everything(struct hd_daemon *d) {
-  if (d->ctl_open) {
-    d->ctl_open = 0;
-    close_handle((uv_handle_t *)&d->ctl);
+  if (d->ctl_conn) {
+    d->ctl_closing = 1; /* no news: horad is ending */
+    hp_conn_close(d->ctl_conn, "closing");
   }
-  if (d->ctl_conn) hp_conn_close(d->ctl_conn, "closing");
   hd_mesh_close(d, 1);
-  hp_decoder_free(&d->ctl_dec);
   hd_spawn_close(d);
   hd_local_close(d);
   hd_rings_close(d);
@@ -152,28 +31,26 @@ static void send_ready(struct hd_daemon *d) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_text(&w, HP_MSG_READY, hora_version());
-  ctl_send(d, &w, 0);
+  hd_control_send(d, &w);
   hp_wbuf_free(&w);
 }
 
-/* The job's knobs (HORA_*, HOROVOD_*) came in its environment; a horad
- * started over ssh did not inherit them, so it takes them from there. */
-static void apply_job_env(struct hd_daemon *d) {
-  for (uint32_t i = 0; i < d->job.envc; i++) {
-    const char *kv = d->job.envp[i], *eq = strchr(kv, '=');
-    if (!eq || (strncmp(kv, "HORA_", 5) && strncmp(kv, "HOROVOD_", 8)))
-      continue;
-    char name[128];
-    if ((size_t)(eq - kv) >= sizeof name) continue;
-    memcpy(name, kv, (size_t)(eq - kv));
-    name[eq - kv] = '\0';
-    setenv(name, eq + 1, 1);
+/* The job's knobs (HORA_*, HOROVOD_*) come in its environment: parsed
+ * once into d->knobs, over the defaults and horad's command line. Returns
+ * 0, or -1 (reported) when one holds a bad value. */
+static int take_job_knobs(struct hd_daemon *d) {
+  char why[512];
+  if (hc_knobs_parse_env(&d->knobs, d->job.envp, d->job.envc,
+                         "the job's environment", why, sizeof why) < 0) {
+    hc_error("%s; stopping", why);
+    return -1;
   }
-  int lvl = hc_parse_level(hc_param_str(log_level));
+  int lvl = hc_parse_level(hk_str(&d->knobs, log_level));
   if (lvl >= 0) hc_log_set_level((enum hc_level)lvl);
+  return 0;
 }
 
-void hd_job_go(struct hd_daemon *d) {
+static void job_go(struct hd_daemon *d) {
   if (hd_rings_init(d) < 0 || hd_local_listen(d) < 0) {
     hc_error("cannot set up the job's local socket; stopping");
     /* Report every rank as not started so horarun can name the cause. */
@@ -189,7 +66,10 @@ void hd_job_go(struct hd_daemon *d) {
 static void start_job(struct hd_daemon *d) {
   d->have_job = 1;
   d->nlocal = (int)d->job.nlocal;
-  apply_job_env(d);
+  if (take_job_knobs(d) < 0) {
+    close_everything(d);
+    return;
+  }
   if (d->job.nhosts > 1) {
     d->multi = 1;
     if (!d->boot) { /* the secret comes only on the bootstrap line */
@@ -208,9 +88,9 @@ static void start_job(struct hd_daemon *d) {
       hc_error("cannot connect to the other daemons; stopping");
       /* spawn nothing: report the ranks as not started */
     }
-    return; /* hd_job_go() once every link is up */
+    return; /* job_go() once every link is up */
   }
-  hd_job_go(d);
+  job_go(d);
 }
 
 static void handle_frame(struct hd_daemon *d, const struct hp_frame_hdr *h,
@@ -252,72 +132,20 @@ static void send_register(struct hd_daemon *d) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_register(&w, &m);
-  ctl_send(d, &w, 0);
+  hd_control_send(d, &w);
   hp_wbuf_free(&w);
 }
 
-static void on_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf) {
-  static char slab[65536];
-  (void)h;
-  (void)size;
-  *buf = uv_buf_init(slab, sizeof slab);
-}
+/* ---- the connection: a socketpair or TCP, one hp_conn ------------------- */
 
-static void on_ctl_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  struct hd_daemon *d = s->data;
-  if (n < 0) {
-    if (n != UV_EOF) hc_warn("horarun connection: %s", uv_strerror((int)n));
-    d->ctl_open = 0;
-    close_handle((uv_handle_t *)&d->ctl);
-    if (!d->done_sent) {
-      if (!d->have_job) {
-        close_everything(d);
-        return;
-      }
-      hd_teardown(d, "the connection to horarun was lost", 0);
-    }
-    return;
-  }
-  if (n == 0) return;
-  if (hp_decoder_feed(&d->ctl_dec, buf->base, (size_t)n) < 0) return;
-  for (;;) {
-    struct hp_frame_hdr h;
-    const unsigned char *p;
-    char why[160];
-    int rc = hp_decoder_next(&d->ctl_dec, &h, &p, why, sizeof why);
-    if (rc == 0) break;
-    if (rc < 0) {
-      hc_error("bad data from horarun (%s); stopping the job", why);
-      uv_read_stop(s);
-      hd_teardown(d, "protocol error on the launcher connection", 0);
-      return;
-    }
-    handle_frame(d, &h, p);
-    if (!d->ctl_open) break;
-  }
-}
-
-int hd_control_open(struct hd_daemon *d, int fd) {
-  hp_decoder_init(&d->ctl_dec);
-  int rc = uv_pipe_init(d->loop, &d->ctl, 0);
-  if (rc == 0) rc = uv_pipe_open(&d->ctl, fd);
-  if (rc < 0) {
-    hc_error("cannot use control fd %d: %s", fd, uv_strerror(rc));
-    return HORA_EINVAL;
-  }
-  d->ctl_open = 1;
-  d->ctl.data = d;
-  uv_read_start((uv_stream_t *)&d->ctl, on_alloc, on_ctl_read);
+/* The connection is up (over TCP: authenticated). */
+static void ctl_up(struct hd_daemon *d) {
   if (d->boot) send_register(d);
-  return 0;
 }
-
-/* ---- TCP to horarun (a horad started over ssh) ------------------------ */
 
 static void on_ctl_auth(struct hp_conn *c) {
-  struct hd_daemon *d = c->data;
   hc_debug("authenticated to horarun at %s", c->peer);
-  send_register(d);
+  ctl_up(c->data);
 }
 
 static int on_ctl_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
@@ -349,6 +177,20 @@ static void on_ctl_close(struct hp_conn *c, const char *why) {
 static const struct hp_conn_cb ctl_cb = {
     .on_auth = on_ctl_auth, .on_frame = on_ctl_frame, .on_close = on_ctl_close};
 
+/* horarun started this horad on its own machine: fd is the socketpair. */
+int hd_control_open(struct hd_daemon *d, int fd) {
+  char peer[32];
+  hc_fmt(peer, sizeof peer, "control fd %d", fd);
+  int rc = hp_conn_open_local(d->loop, fd, peer, &ctl_cb, d, &d->ctl_conn);
+  if (rc < 0) {
+    hc_error("cannot use control fd %d: %s", fd, uv_strerror(rc));
+    return HORA_EINVAL;
+  }
+  ctl_up(d);
+  return 0;
+}
+
+/* A horad started over ssh calls horarun back. */
 int hd_control_connect(struct hd_daemon *d, const char *addr, int port) {
   struct sockaddr_storage ss;
   if (hp_addr_parse(addr, port, &ss) < 0) {
@@ -364,3 +206,14 @@ int hd_control_connect(struct hd_daemon *d, const char *addr, int port) {
   }
   return 0;
 }
+
+/* What the layers below reach up through (daemon.h, struct hd_upcalls). */
+const struct hd_upcalls hd_job_upcalls = {
+    .teardown = hd_spawn_teardown,
+    .close_all = close_everything,
+    .job_go = job_go,
+    .decide = hd_decide_plan,
+    .session_back = hd_session_back,
+    .session_frame = hd_session_frame,
+    .session_cancel = hd_session_cancel,
+};

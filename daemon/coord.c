@@ -26,11 +26,21 @@ struct centry {
   unsigned char seen[]; /* one per host */
 };
 
+/* A group whose tensors are decided together: those every host is ready
+ * for wait here, out of the table, for the rest. */
+struct cgroup {
+  struct cgroup *next;
+  uint64_t key;
+  uint32_t n, nready;
+  struct centry *e[]; /* by group_idx */
+};
+
 struct hd_coord {
   struct centry **table;
   size_t size, n;
   uint64_t seq;
   unsigned char *joined; /* hosts whose ranks have all joined */
+  struct cgroup *groups;
 };
 
 static struct hd_coord *coord(struct hd_comm *c) {
@@ -78,11 +88,77 @@ static void send_decision(struct hd_comm *c, struct centry *e, uint64_t seq,
   for (int i = 1; i < c->nhosts; i++) {
     if (!e->seen[i] && (!joined[i] || status || seq == UINT64_MAX)) continue;
     hp_enc_nego_decide(&w, &m);
-    hd_mesh_send(d, c->hosts[i], &w);
+    d->link->send_frames(d, c->hosts[i], &w);
   }
   hp_wbuf_free(&w);
   if (e->seen[0] || (joined[0] && !status && seq != UINT64_MAX))
-    hd_decide(d, &m);
+    d->up->decide(d, &m, 1);
+}
+
+static int entry_status(const struct centry *e) {
+  return e->mismatch ? (e->mismatch < 0 ? e->mismatch : HORA_EMISMATCH) : 0;
+}
+
+/* Sends one NEGO_PLAN with the decisions on a whole group (g->e in
+ * order), as send_decision() does for one. A failure of one fails all:
+ * the group runs as one unit or not at all. */
+static void send_plan(struct hd_comm *c, struct cgroup *g, int status,
+                      const char *msg) {
+  struct hd_daemon *d = c->d;
+  uint32_t n = g->n;
+  struct hp_nego_decide *v = calloc(n, sizeof *v);
+  if (!v) {
+    hc_error("coordinator out of memory: the job cannot go on");
+    hd_teardown(d, "horad is out of memory", 0);
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    struct centry *e = g->e[i];
+    v[i].comm = c->id;
+    v[i].seq = status ? UINT64_MAX : c->coord->seq++;
+    v[i].status = status;
+    v[i].value = e->last_rank;
+    v[i].meta = e->first;
+    memcpy(v[i].name, e->first.name, sizeof v[i].name);
+    if (status) hc_fmt(v[i].msg, sizeof v[i].msg, "%s", msg);
+  }
+  unsigned char *joined = c->coord->joined, *seen = g->e[0]->seen;
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  for (int i = 1; i < c->nhosts; i++) {
+    if (!seen[i] && (!joined[i] || status)) continue;
+    hp_enc_nego_plan(&w, v, n);
+    d->link->send_frames(d, c->hosts[i], &w);
+  }
+  hp_wbuf_free(&w);
+  if (seen[0] || (joined[0] && !status)) d->up->decide(d, v, n);
+  free(v);
+}
+
+static void cgroup_free(struct hd_coord *co, struct cgroup *g) {
+  struct cgroup **pp = &co->groups;
+  while (*pp && *pp != g) pp = &(*pp)->next;
+  if (*pp) *pp = g->next;
+  for (uint32_t i = 0; i < g->n; i++) free(g->e[i]);
+  free(g);
+}
+
+/* Fails the entries of e's group that wait for the rest (e itself is the
+ * caller's). */
+static void cgroup_fail(struct hd_comm *c, const struct centry *e,
+                        int status, const char *why) {
+  struct hd_coord *co = c->coord;
+  struct cgroup *g = co->groups;
+  while (g && g->key != e->first.group) g = g->next;
+  if (!g) return;
+  for (uint32_t i = 0; i < g->n; i++) {
+    struct centry *o = g->e[i];
+    if (!o) continue;
+    hc_fmt(o->msg, sizeof o->msg, "grouped with tensor '%s', which failed: "
+           "%s", e->first.name, why);
+    send_decision(c, o, UINT64_MAX, status);
+  }
+  cgroup_free(co, g);
 }
 
 /* Hosts that said ready, and those whose ranks all joined. */
@@ -94,8 +170,9 @@ static int nready(const struct hd_comm *c, const struct centry *e) {
   return n;
 }
 
-/* A host that has not seen e runs it only with neutral inputs: allreduce,
- * broadcast (not from there) and barrier can; the rest fail. */
+/* A host that has not seen e runs it only with neutral inputs: every
+ * collective can (a broadcast not from there); adding or removing a
+ * process set cannot. */
 static void check_joined(struct hd_comm *c, struct centry *e) {
   if (e->mismatch) return;
   int coll = e->first.coll;
@@ -108,9 +185,7 @@ static void check_joined(struct hd_comm *c, struct centry *e) {
     }
     return;
   }
-  if (coll == HORA_COLL_ALLREDUCE || coll == HORA_COLL_BARRIER ||
-      coll == HORA_COLL_JOIN)
-    return;
+  if (coll != HORA_COLL_PS_ADD && coll != HORA_COLL_PS_REMOVE) return;
   for (int i = 0; i < c->nhosts; i++)
     if (!e->seen[i] && c->coord->joined[i]) {
       char name[300];
@@ -123,6 +198,7 @@ static void check_joined(struct hd_comm *c, struct centry *e) {
 }
 
 static void unlink_entry(struct hd_coord *c, struct centry *e);
+static void decide(struct hd_comm *c, struct centry *e);
 
 /* A host joined: what waited only for it is ready now. */
 static void recheck(struct hd_comm *c) {
@@ -133,28 +209,71 @@ static void recheck(struct hd_comm *c) {
       next = e->next;
       if (e->first.coll == HORA_COLL_JOIN || nready(c, e) < c->nhosts)
         continue;
-      check_joined(c, e);
-      send_decision(c, e, co->seq++, e->mismatch ? (e->mismatch < 0 ? e->mismatch : HORA_EMISMATCH) : 0);
-      unlink_entry(co, e);
+      decide(c, e);
     }
   }
 }
 
-static void decide(struct hd_comm *c, struct centry *e) {
-  check_joined(c, e);
-  send_decision(c, e, c->coord->seq++,
-                e->mismatch ? (e->mismatch < 0 ? e->mismatch : HORA_EMISMATCH)
-                            : 0);
-  if (e->first.coll == HORA_COLL_JOIN)
-    memset(c->coord->joined, 0, (size_t)c->nhosts);
-}
-
-static void unlink_entry(struct hd_coord *c, struct centry *e) {
+static void detach_entry(struct hd_coord *c, struct centry *e) {
   struct centry **pp = &c->table[hd_name_hash(e->first.name) & (c->size - 1)];
   while (*pp != e) pp = &(*pp)->next;
   *pp = e->next;
   c->n--;
+}
+
+static void unlink_entry(struct hd_coord *c, struct centry *e) {
+  detach_entry(c, e);
   free(e);
+}
+
+/* Every host is ready for e, of a group: it waits out of the table for
+ * the rest; the last one decides them all. */
+static void group_entry(struct hd_comm *c, struct centry *e) {
+  struct hd_coord *co = c->coord;
+  const struct hp_nego_ready *m = &e->first;
+  struct cgroup *g = co->groups;
+  detach_entry(co, e);
+  while (g && g->key != m->group) g = g->next;
+  if (!g && (g = calloc(1, sizeof *g + m->group_n * sizeof g->e[0]))) {
+    g->key = m->group;
+    g->n = m->group_n;
+    g->next = co->groups;
+    co->groups = g;
+  }
+  if (!g || g->n != m->group_n || g->e[m->group_idx]) {
+    hc_fmt(e->msg, sizeof e->msg, "%s '%s' cannot run: %s",
+           hd_coll_name(m->coll), m->name,
+           !g ? "the coordinator is out of memory"
+              : "another tensor of its group has its place or another size");
+    send_decision(c, e, UINT64_MAX, !g ? HORA_ENOMEM : HORA_EINVAL);
+    free(e);
+    return;
+  }
+  g->e[m->group_idx] = e;
+  if (++g->nready < g->n) return;
+  int status = 0;
+  const char *msg = "";
+  char buf[HP_MSG_MAX + 1];
+  for (uint32_t i = 0; i < g->n && !status; i++)
+    if ((status = entry_status(g->e[i]))) {
+      hc_fmt(buf, sizeof buf, "%s (the whole group of %u tensors fails)",
+             g->e[i]->msg, g->n);
+      msg = buf;
+    }
+  send_plan(c, g, status, msg);
+  cgroup_free(co, g);
+}
+
+static void decide(struct hd_comm *c, struct centry *e) {
+  check_joined(c, e);
+  if (e->first.group_n > 1) {
+    group_entry(c, e);
+    return;
+  }
+  send_decision(c, e, c->coord->seq++, entry_status(e));
+  if (e->first.coll == HORA_COLL_JOIN)
+    memset(c->coord->joined, 0, (size_t)c->nhosts);
+  unlink_entry(c->coord, e);
 }
 
 void hd_coord_ready(struct hd_comm *cm, int host,
@@ -191,6 +310,13 @@ void hd_coord_ready(struct hd_comm *cm, int host,
   } else if (!e->mismatch) {
     e->mismatch = mismatch(&e->first, m, e->msg, sizeof e->msg);
   }
+  if (m->group_n > 1 && !e->first.group_n) {
+    /* decided with its group, which fails as a whole on the mismatch:
+     * none of the group's other tensors waits for this one */
+    e->first.group = m->group;
+    e->first.group_n = m->group_n;
+    e->first.group_idx = m->group_idx;
+  }
   e->seen[host] = 1;
   e->last_rank = m->rank;
   e->nready++;
@@ -209,10 +335,41 @@ void hd_coord_ready(struct hd_comm *cm, int host,
   }
   if (nready(cm, e) < cm->nhosts) return;
   decide(cm, e);
-  unlink_entry(c, e);
 }
 
-/* Names the hosts that have not said ready, e.g. "h2 (ranks 2-3)". */
+/* The local tensor of that name on c, or NULL. */
+static struct hd_tensor *local_tensor(struct hd_comm *c, const char *name) {
+  if (!c->table_size) return NULL;
+  struct hd_tensor *t = c->table[hd_name_hash(name) & (c->table_size - 1)];
+  while (t && strcmp(t->name, name)) t = t->next_hash;
+  return t;
+}
+
+/* This host's members that have not submitted `name` (it knows them one
+ * by one), e.g. "rank 1 of host h0" or "ranks 1, 3 of host h0"; "" when
+ * it has no such tensor (then none of them submitted it). */
+static void missing_here(struct hd_comm *c, const char *name, char *buf,
+                         size_t len) {
+  struct hd_tensor *t = local_tensor(c, name);
+  size_t n = 0;
+  int k = 0;
+  buf[0] = '\0';
+  if (!t) return;
+  for (int i = 0; i < c->nlocal && n + 64 < len; i++) {
+    if (t->part[i].submitted || c->joined[i]) continue;
+    n += (size_t)snprintf(buf + n, len - n, "%s%d", k++ ? ", " : "",
+                          hd_comm_rank(c, i));
+  }
+  if (!k) return;
+  char rest[300];
+  hc_fmt(rest, sizeof rest, "%s", buf);
+  hc_fmt(buf, len, "rank%s %s of host %s", k > 1 ? "s" : "", rest,
+         c->d->job.hosts[c->hosts[c->me]].name);
+}
+
+/* Names what has not said ready: this host's missing ranks one by one,
+ * another host as a whole ("the ranks of host h2 (ranks 2-3)": which of
+ * them are missing, only that host knows, and its own report says). */
 static void missing(struct hd_comm *c, struct centry *e, char *buf,
                     size_t len) {
   size_t n = 0;
@@ -220,9 +377,28 @@ static void missing(struct hd_comm *c, struct centry *e, char *buf,
   for (int i = 0; i < c->nhosts && n + 64 < len; i++) {
     if (e->seen[i]) continue;
     char name[300];
-    hd_host_name(c->d, c->hosts[i], name, sizeof name);
-    n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? ", " : "", name);
+    if (i == c->me) missing_here(c, e->first.name, name, sizeof name);
+    else name[0] = '\0';
+    if (!name[0]) {
+      char host[280];
+      hd_host_name(c->d, c->hosts[i], host, sizeof host);
+      hc_fmt(name, sizeof name, "the ranks of %s", host);
+    }
+    n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? " and " : "", name);
   }
+}
+
+/* Fails e as stalled, where it was submitted. */
+static void stall_fail(struct hd_comm *cm, struct centry *e, uint64_t age) {
+  char who[512];
+  missing(cm, e, who, sizeof who);
+  hc_fmt(e->msg, sizeof e->msg, "%s '%s' stalled for %llu s: %s never "
+         "submitted it", hd_coll_name(e->first.coll), e->first.name,
+         (unsigned long long)(age / 1000000000u), who);
+  hc_error("%s", e->msg);
+  send_decision(cm, e, UINT64_MAX, HORA_ESTALL);
+  if (e->first.group_n > 1) cgroup_fail(cm, e, HORA_ESTALL, e->msg);
+  unlink_entry(cm->coord, e);
 }
 
 /* The stall inspector across hosts: warns once about a tensor some hosts'
@@ -240,19 +416,13 @@ void hd_coord_check_stalls(struct hd_comm *cm) {
       uint64_t age = now - e->t_first;
       char who[512];
       if (d->stall_fail_ns && age >= d->stall_fail_ns) {
-        missing(cm, e, who, sizeof who);
-        hc_fmt(e->msg, sizeof e->msg, "%s '%s' stalled for %llu s: the ranks "
-               "of %s never submitted it", hd_coll_name(e->first.coll),
-               e->first.name, (unsigned long long)(age / 1000000000u), who);
-        hc_error("%s", e->msg);
-        send_decision(cm, e, UINT64_MAX, HORA_ESTALL);
-        unlink_entry(c, e);
+        stall_fail(cm, e, age);
         continue;
       }
       if (d->stall_warn_ns && age >= d->stall_warn_ns && !e->warned) {
         e->warned = 1;
         missing(cm, e, who, sizeof who);
-        hc_warn("stall: %s '%s' has waited %llu s for the ranks of %s; the "
+        hc_warn_rl("stall: %s '%s' has waited %llu s for %s; the "
                 "other hosts' ranks submitted it. Ranks may be issuing "
                 "collectives in a different order or with different names.",
                 hd_coll_name(e->first.coll), e->first.name,
@@ -260,6 +430,14 @@ void hd_coord_check_stalls(struct hd_comm *cm) {
       }
     }
   }
+}
+
+void hd_coord_stall(struct hd_comm *cm, const char *name) {
+  struct hd_coord *c = cm->coord;
+  if (!c) return;
+  struct centry *e = c->table[hd_name_hash(name) & (c->size - 1)];
+  while (e && strcmp(e->first.name, name)) e = e->next;
+  if (e) stall_fail(cm, e, hc_now_ns() - e->t_first);
 }
 
 void hd_coord_free(struct hd_comm *cm) {
@@ -271,6 +449,7 @@ void hd_coord_free(struct hd_comm *cm) {
       c->table[i] = e->next;
       free(e);
     }
+  while (c->groups) cgroup_free(c, c->groups);
   free(c->table);
   free(c->joined);
   free(c);
@@ -279,7 +458,7 @@ void hd_coord_free(struct hd_comm *cm) {
 
 /* ---- readiness for a set not added yet ---------------------------------- */
 
-#define HELD_MAX 65536
+#define HELD_SETS_AHEAD 1024 /* how far beyond ours a set id may be */
 
 struct hd_held_ready {
   int from;
@@ -287,13 +466,37 @@ struct hd_held_ready {
 };
 
 int hd_coord_hold(struct hd_daemon *d, int from,
-                  const struct hp_nego_ready *m) {
-  if (d->nheld >= HELD_MAX || m->comm >= d->ncomms + 1024) return -1;
-  struct hd_held_ready *v = realloc(d->held, (d->nheld + 1) * sizeof *v);
-  if (!v) return -1;
-  d->held = v;
-  v[d->nheld].from = from;
-  v[d->nheld].m = *m;
+                  const struct hp_nego_ready *m, char *why, size_t whylen) {
+  /* the caller drops the link: the message is about the peer, whose
+   * name it puts first ("host h2 (ranks 2-3) is lost: it said ...") */
+  const char *me = d->job.hosts ? d->job.hosts[d->job.host_index].name : "?";
+  if (m->comm >= d->ncomms + HELD_SETS_AHEAD) {
+    hc_fmt(why, whylen, "it said ready for %s '%s' of process set %u, but "
+           "host %s has added only %u process sets: its ranks added sets "
+           "that the ranks of host %s did not", hd_coll_name(m->coll),
+           m->name, m->comm, me, d->ncomms ? d->ncomms - 1 : 0, me);
+    return -1;
+  }
+  if (d->nheld >= HD_HELD_MAX) {
+    hc_fmt(why, whylen, "it said ready for more than %u operations of "
+           "process sets host %s has not added (the last: %s '%s' of process "
+           "set %u): its ranks added sets that the ranks of host %s did not, "
+           "or not yet", (unsigned)HD_HELD_MAX, me, hd_coll_name(m->coll),
+           m->name, m->comm, me);
+    return -1;
+  }
+  if (d->nheld == d->capheld) {
+    size_t cap = d->capheld ? 2 * d->capheld : 16;
+    struct hd_held_ready *v = realloc(d->held, cap * sizeof *v);
+    if (!v) {
+      hc_fmt(why, whylen, "horad is out of memory holding its readiness");
+      return -1;
+    }
+    d->held = v;
+    d->capheld = cap;
+  }
+  d->held[d->nheld].from = from;
+  d->held[d->nheld].m = *m;
   d->nheld++;
   return 0;
 }
@@ -320,7 +523,7 @@ void hd_coord_replay(struct hd_comm *c) {
 void hd_coord_held_free(struct hd_daemon *d) {
   free(d->held);
   d->held = NULL;
-  d->nheld = 0;
+  d->nheld = d->capheld = 0;
 }
 
 void hd_coord_fail(struct hd_comm *cm, const char *why) {
@@ -334,4 +537,14 @@ void hd_coord_fail(struct hd_comm *cm, const char *why) {
       send_decision(cm, e, UINT64_MAX, HORA_EPEERGONE);
       unlink_entry(c, e);
     }
+  while (c->groups) {
+    struct cgroup *g = c->groups;
+    for (uint32_t i = 0; i < g->n; i++)
+      if (g->e[i]) {
+        hc_fmt(g->e[i]->msg, sizeof g->e[i]->msg, "%s '%s' cannot run: %s",
+               hd_coll_name(g->e[i]->first.coll), g->e[i]->first.name, why);
+        send_decision(cm, g->e[i], UINT64_MAX, HORA_EPEERGONE);
+      }
+    cgroup_free(c, g);
+  }
 }

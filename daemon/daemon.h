@@ -14,6 +14,14 @@
 #include "msg.h"
 #include "shm.h"
 
+/* horad reads knobs from a job's struct hc_knobs (d->knobs), never from
+ * its own environment: the table's environment readers are not for it. */
+#undef hc_param_str
+#undef hc_param_int
+#undef hc_param_double
+#pragma GCC poison hc_param_str hc_param_int hc_param_double
+#pragma GCC poison hc_param_str_named hc_param_int_named hc_param_double_named
+
 struct hd_daemon;
 struct hd_tensor;
 struct hd_conn;
@@ -30,6 +38,8 @@ struct hd_rank {
   pid_t pid; /* 0 before spawn / after reaping */
   int spawned, reaped, reported;
   int exit_how, exit_code;
+  int noinit; /* exited 0 without ever initialising hora (no hello), while
+                 the job ran */
   char *spawn_msg;
   uv_pipe_t out[2];
   int out_open[2];
@@ -77,6 +87,8 @@ struct hd_meta {
   int64_t shape[HP_MAX_DIMS];
   double prescale, postscale;
   uint64_t aux_hash; /* of the recv_counts / splits / ranks array */
+  uint64_t group;    /* grouped operations: the group's key, */
+  uint32_t group_n, group_idx; /* its size and this one's place (0: none) */
 };
 
 /* A participant's view of one operation (index: the local member). */
@@ -98,7 +110,7 @@ struct hd_part {
 /* A named operation of a communicator, from the first submission until
  * it completes: one negotiated collective and how far its plan went. */
 struct hd_tensor {
-  struct hd_tensor *next_hash, *next_ready;
+  struct hd_tensor *next_hash;
   struct hd_comm *comm;
   char name[HP_NAME_MAX + 1];
   struct hd_meta meta; /* the first submitter's: the reference */
@@ -106,8 +118,9 @@ struct hd_tensor {
   int awaiting; /* multi-host: told the coordinator, waits for its decision */
   uint64_t seq; /* multi-host: the coordinator's decision number */
   int nsubmitted;
-  int queued;   /* in the ready queue: decided, running or to run */
-  const struct hd_engine *engine; /* chosen when it was queued */
+  int queued;   /* in a plan of the ready queue: decided, running or to run */
+  struct hd_group *group; /* grouped: the group it is assembled in */
+  int held;     /* grouped: ready here, waits for the rest of its group */
   int stall_warned;
   int value;    /* a non-negative result (join: the last rank to join) */
   uint64_t t_first; /* when the first rank submitted it */
@@ -116,6 +129,27 @@ struct hd_tensor {
   void *neutral; /* a joined member's input */
   struct hd_meta *metas; /* one per local member */
   struct hd_part part[]; /* one per local member */
+};
+
+/* A plan: what one decision runs -- a list of a communicator's tensors,
+ * executed as one unit by one engine, in order (t[cur] is the first not
+ * complete). Today a plan holds one tensor, or the tensors of a group
+ * (hora_submit_group); fusion builds on it. */
+struct hd_plan {
+  struct hd_plan *next;
+  struct hd_comm *comm;
+  const struct hd_engine *engine; /* the first that can run every tensor */
+  int n, cur;
+  struct hd_tensor *t[];
+};
+
+/* A group being assembled: its tensors by group_idx, until every one is
+ * ready here (one host) or decided (several hosts). */
+struct hd_group {
+  struct hd_group *next;
+  uint64_t key;
+  uint32_t n, nlive, nheld, ndecided;
+  struct hd_tensor *t[];
 };
 
 /* A communicator: the global set (id 0) or a process set. Its members
@@ -142,7 +176,8 @@ struct hd_comm {
   /* negotiation */
   struct hd_tensor **table;
   size_t table_size, ntensors;
-  struct hd_tensor *ready_head, *ready_tail;
+  struct hd_plan *plan_head, *plan_tail; /* the ready queue */
+  struct hd_group *groups;
   /* join (global set only) */
   int njoined;       /* local members that have joined */
   int32_t last_joined;
@@ -162,17 +197,43 @@ struct hd_engine {
   int (*init)(struct hd_daemon *d);
   void (*fini)(struct hd_daemon *d);
   int (*can_run)(struct hd_daemon *d, const struct hd_tensor *t);
-  /* Advances the operation; returns 1 when it completed (every
-   * participant was sent its DONE), 0 when it waits (for ranks, peers or
+  /* Advances plan p from p->t[p->cur]: each tensor it completes (every
+   * participant was sent its DONE) it hands to hd_plan_next(). Returns 1
+   * when the whole plan is complete, 0 when it waits (for ranks, peers or
    * its thread: it calls hd_comm_progress() when it can go on). */
-  int (*progress)(struct hd_daemon *d, struct hd_tensor *t);
+  int (*progress)(struct hd_daemon *d, struct hd_plan *p);
   /* Drops what the engine holds for the communicator's operations (they
    * are being failed). */
   void (*abort)(struct hd_daemon *d, struct hd_comm *c);
+  /* Frees what the engine keeps for the communicator (it is freed). */
+  void (*comm_fini)(struct hd_daemon *d, struct hd_comm *c);
 };
 
 extern const struct hd_engine hd_engine_cpu;
+/* The registry (engines/cpu.c); the core reaches it through d->engines. */
 extern const struct hd_engine *const hd_engines[];
+
+/* What the layers below reach up through: the calls run one way, from
+ * control.c down to the links and the kernels, and these few go back up
+ * through pointers the job sets (control.c's hd_job_upcalls). */
+struct hd_upcalls {
+  /* the job's one failure path: stop the ranks, end (spawn.c) */
+  void (*teardown)(struct hd_daemon *d, const char *reason, int delay_ms);
+  /* close everything: horad ends (control.c) */
+  void (*close_all)(struct hd_daemon *d);
+  /* the mesh is up: spawn the ranks, say READY (control.c) */
+  void (*job_go)(struct hd_daemon *d);
+  /* a coordinator's decisions for this host (negotiate.c) */
+  void (*decide)(struct hd_daemon *d, const struct hp_nego_decide *v,
+                 uint32_t n);
+  /* a new session across hosts (session.c): every local rank is back; a
+   * SESSION frame from host `from` (< 0, why: a bad one); none can start */
+  void (*session_back)(struct hd_daemon *d);
+  int (*session_frame)(struct hd_daemon *d, int from, const unsigned char *p,
+                       size_t len, char *why, size_t whylen);
+  void (*session_cancel)(struct hd_daemon *d);
+};
+extern const struct hd_upcalls hd_job_upcalls;
 
 /* A host of a multi-host job, as this daemon sees it. */
 struct hd_peer {
@@ -181,6 +242,10 @@ struct hd_peer {
   int up;            /* both ends bound the link: it may carry anything */
   int left;          /* said goodbye: its ranks have ended */
   int lost;          /* its connection broke or fell silent */
+  /* how its link has been lately, for horarun (see mesh.c) */
+  int watched;         /* retrans holds a first reading */
+  uint32_t retrans;    /* TCP retransmissions at the last heartbeat tick */
+  uint64_t trouble_ns; /* when it last retransmitted, fell silent or broke */
 };
 
 struct hd_xop;   /* xhost/ring.c: the cross-host part of the running operation */
@@ -189,19 +254,24 @@ struct hd_coord; /* coord.c: a communicator's coordinator table */
 
 struct hd_daemon {
   uv_loop_t *loop;
+  const struct hd_upcalls *up;
+  const struct hd_engine *const *engines; /* NULL-terminated */
   struct hp_job job;
+  /* the job's knobs, parsed once: the defaults, horad's command line (the
+   * bootstrap line's heartbeat timeout), then the job's environment; read
+   * with hk_int(&d->knobs, spin_us), never from horad's own environment */
+  struct hc_knobs knobs;
   int have_job;
   int nlocal;
   struct hd_rank *ranks;
   char hostname[256];
 
-  /* launcher connection: a socketpair (ctl) when horarun started this
-   * horad on its own machine, a TCP connection (ctl_conn) over ssh */
-  uv_pipe_t ctl;
-  int ctl_open;
+  /* the launcher connection (control.c), NULL once gone: one hp_conn over
+   * the socketpair horarun made when it started this horad on its own
+   * machine, or over TCP to horarun's rendezvous port (a horad started
+   * over ssh) */
   struct hp_conn *ctl_conn;
-  int ctl_closing; /* ctl_conn: close once the queued frames are sent */
-  struct hp_decoder ctl_dec;
+  int ctl_closing; /* closing on purpose (DONE sent, or ending) */
 
   /* job-private unix socket, in the abstract namespace: "@name" (no file,
    * so nothing is left behind however horad ends) */
@@ -233,13 +303,17 @@ struct hd_daemon {
   /* NEGO_READY for a process set this daemon has not added yet (its
    * ranks may be quicker elsewhere): replayed once it is */
   struct hd_held_ready *held;
-  size_t nheld;
+  size_t nheld, capheld;
   int staging_freed; /* a streamed operation let go of a rank's staging */
   int in_run_ready;
 
   /* first rank that left the job, and why: later operations fail with it */
   int gone_rank;
   char gone_msg[HP_MSG_MAX + 1];
+  /* sessions: hora_init() after hora_shutdown() on every rank */
+  uint32_t session;        /* sessions started after the first */
+  unsigned char *sess_back; /* host 0: the hosts whose ranks are back */
+  int sess_nback;
 
   /* multi-host */
   int multi;     /* the job spans several hosts */
@@ -260,6 +334,7 @@ struct hd_daemon {
   uint64_t *early_hello;  /* what each said: host index << 32 | nhosts */
   size_t nearly;
   uv_timer_t hb_timer;
+  struct hd_peer ctl_link; /* the same watch on the connection to horarun */
   uv_timer_t victim_timer; /* releases exits held back (hd_send_exit) */
   uint64_t hb_timeout_ns;
   uv_timer_t close_timer; /* a graceful close has this long */
@@ -271,38 +346,74 @@ struct hd_daemon {
 
 /* control.c */
 int hd_control_open(struct hd_daemon *d, int fd);
+
+/* report.c: what horad tells horarun */
 void hd_control_send(struct hd_daemon *d, struct hp_wbuf *w);
 void hd_send_exit(struct hd_daemon *d, struct hd_rank *r);
 void hd_maybe_done(struct hd_daemon *d);
+void hd_control_fault(struct hd_daemon *d, const char *msg);
 
 /* spawn.c */
 int hd_spawn_all(struct hd_daemon *d);
-void hd_teardown(struct hd_daemon *d, const char *reason, int delay_ms);
+void hd_spawn_teardown(struct hd_daemon *d, const char *reason, int delay_ms);
 void hd_spawn_close(struct hd_daemon *d);
+/* The job's one failure path (d->up->teardown: spawn.c). */
+static inline void hd_teardown(struct hd_daemon *d, const char *reason,
+                               int delay_ms) {
+  d->up->teardown(d, reason, delay_ms);
+}
 
 /* local.c: the unix socket, hello and shared memory */
 int hd_local_listen(struct hd_daemon *d);
 void hd_local_close(struct hd_daemon *d);
 void hd_rank_left(struct hd_rank *r, const char *why);
 void hd_on_lost_timer(uv_timer_t *t);
+/* hora_init() after hora_shutdown(): 1 when every local rank is back */
+int hd_local_all_back(const struct hd_daemon *d);
+/* Starts the new session of the local ranks (all back). */
+void hd_new_session(struct hd_daemon *d);
+/* Refuses the local ranks that are back (the new session cannot start). */
+void hd_local_drop_rejoins(struct hd_daemon *d);
 
-/* rings.c: polling, completions and wake-ups */
+/* session.c: a new session across hosts, agreed through host 0 */
+/* Every local rank is back: tells host 0 (or counts itself there). */
+void hd_session_back(struct hd_daemon *d);
+/* A SESSION frame from host `from`; < 0 (why) for a bad one. */
+int hd_session_frame(struct hd_daemon *d, int from, const unsigned char *p,
+                     size_t len, char *why, size_t whylen);
+/* A rank died or a host was lost: no new session can start. */
+void hd_session_cancel(struct hd_daemon *d);
+void hd_session_free(struct hd_daemon *d);
+
+/* rings.c: polling the submissions, the loop's wake-ups */
 int hd_rings_init(struct hd_daemon *d);
 void hd_rings_close(struct hd_daemon *d);
 int hd_poll_rings(struct hd_daemon *d);
+void hd_kick(struct hd_daemon *d);
+
+/* cq.c: completions to the ranks */
 /* Queues a completion for r (never re-enters negotiation: a rank found
  * broken here is declared gone later, from hd_poll_rings()). */
 void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e);
+/* Marks r broken (it wrote nonsense, or does not read its cq); the loop
+ * then declares it gone, from hd_poll_rings(), outside negotiation. */
+void hd_rank_broken(struct hd_rank *r, const char *what);
+/* Moves r's waiting completions into its cq as far as there is room. */
+void hd_cq_flush(struct hd_rank *r);
 /* Drops what r's completions hold (r is gone: nobody reads them). */
 void hd_rings_forget(struct hd_rank *r);
 void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg);
 void hd_flush_wakeups(struct hd_daemon *d);
-void hd_kick(struct hd_daemon *d);
 
 /* negotiate.c: submissions, readiness, decisions, the run queues */
 void hd_submit(struct hd_rank *r, const struct hp_sqe *e);
 void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e);
 void hd_run_ready(struct hd_daemon *d);
+/* The tensor p->t[p->cur] is complete: frees it (its name may be used
+ * again) and moves on to the next. */
+void hd_plan_next(struct hd_plan *p);
+/* HP_SQ_CANCEL: withdraws r's submission e->id of a group not yet ready. */
+void hd_cancel(struct hd_rank *r, const struct hp_sqe *e);
 /* Runs what is ready on one communicator (an engine that can go on). */
 void hd_comm_progress(struct hd_comm *c);
 void hd_fail_all(struct hd_daemon *d);
@@ -311,9 +422,11 @@ void hd_tensor_fail(struct hd_daemon *d, struct hd_tensor *t, int status,
                     const char *msg);
 void hd_check_stalls(struct hd_daemon *d);
 
-/* comm.c: communicators */
+/* negotiate.c: the job's communicators, with their negotiation state */
 int hd_comms_init(struct hd_daemon *d); /* the global set */
 void hd_comms_free(struct hd_daemon *d);
+
+/* comm.c: communicators */
 /* A new set of the given sorted, distinct global ranks; its id is
  * d->ncomms. NULL when out of memory. */
 struct hd_comm *hd_comm_new(struct hd_daemon *d, const int32_t *ranks, int n);
@@ -326,14 +439,16 @@ int hd_comm_host_of(const struct hd_comm *c, int member);
 /* The global rank of local member i. */
 int32_t hd_comm_rank(const struct hd_comm *c, int i);
 struct hd_rank *hd_comm_local(const struct hd_comm *c, int i);
+/* "host h1 (ranks 2-3)" */
+void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len);
+/* 1 when a host of c has left. */
+int hd_comm_host_left(const struct hd_comm *c);
 
 /* main.c */
 void hd_free_job(struct hd_daemon *d);
 
 /* control.c, multi-host */
 int hd_control_connect(struct hd_daemon *d, const char *addr, int port);
-void hd_control_fault(struct hd_daemon *d, const char *msg);
-void hd_job_go(struct hd_daemon *d); /* the mesh is up: spawn, READY */
 
 /* links/mesh.c: connections between the daemons of a multi-host job */
 int hd_mesh_listen(struct hd_daemon *d);
@@ -344,20 +459,26 @@ struct hp_conn *hd_mesh_conn(struct hd_daemon *d, int host);
 /* A local rank left (rank >= 0) or a host was lost: tells the others. */
 void hd_mesh_announce_gone(struct hd_daemon *d, int rank, int host,
                            const char *msg);
-void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len);
 
 /* coord.c: negotiation across hosts, on a communicator's first host */
 void hd_coord_ready(struct hd_comm *c, int host, const struct hp_nego_ready *m);
 void hd_coord_free(struct hd_comm *c);
 /* Keeps a READY for a set not added here yet (from: global host index);
- * < 0 when too many are held already. */
-int hd_coord_hold(struct hd_daemon *d, int from, const struct hp_nego_ready *m);
+ * < 0, saying why, when it is too far ahead or HD_HELD_MAX are held
+ * already (the peer is then dropped: its ranks and ours disagree on the
+ * sets). */
+#define HD_HELD_MAX 65536u
+int hd_coord_hold(struct hd_daemon *d, int from, const struct hp_nego_ready *m,
+                  char *why, size_t whylen);
 /* Hands c's held READYs to its coordinator (c was just added). */
 void hd_coord_replay(struct hd_comm *c);
 void hd_coord_held_free(struct hd_daemon *d);
 /* Fails every entry (a host of the set has left), telling its hosts. */
 void hd_coord_fail(struct hd_comm *c, const char *why);
 void hd_coord_check_stalls(struct hd_comm *c);
+/* This host's ranks let `name` stall: its entry, if any, fails now too,
+ * naming those ranks (while this host still knows which they are). */
+void hd_coord_stall(struct hd_comm *c, const char *name);
 
 /* coll.c: the collectives, described once */
 struct hd_coll {
@@ -385,6 +506,9 @@ uint64_t hd_row_elems(const struct hd_meta *m);
 
 /* negotiate.c, multi-host */
 void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m);
+/* The coordinator's decisions on the n tensors of a group (NEGO_PLAN). */
+void hd_decide_plan(struct hd_daemon *d, const struct hp_nego_decide *v,
+                    uint32_t n);
 /* Host `left` has left (its ranks ended), as host `from` says: what waits
  * for a decision that can no longer come fails. Only the coordinator of a
  * communicator decides that for the others (its decisions and its word
@@ -393,15 +517,16 @@ void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m);
  * of the sets `left` is in, by decisions to every host. */
 void hd_fail_undecided(struct hd_daemon *d, int from, int left,
                        const char *why);
-/* 1 when a host of c has left. */
-int hd_comm_host_left(const struct hd_comm *c);
 
-/* engines/cpu.c: helpers the cross-host algorithms share */
+/* parts.c: an operation's parts, as the CPU engine and the
+ * cross-host algorithms both need them */
 int hd_needs_in(struct hd_tensor *t, int i);
 int hd_needs_out(struct hd_tensor *t, int i);
 int hd_is_root(struct hd_tensor *t, int i);
 uint64_t hd_staging_off(struct hd_rank *r, uint64_t k);
 void hd_copy_req(struct hd_rank *r, struct hd_tensor *t, int kind, uint64_t k);
+/* Elements of chunk k of a streamed operation. */
+uint64_t hd_chunk_count(struct hd_tensor *t, uint64_t k);
 /* Where local member i's input / output of t lie (arena-resident). */
 unsigned char *hd_in_ptr(struct hd_tensor *t, int i);
 unsigned char *hd_out_ptr(struct hd_tensor *t, int i);

@@ -1,4 +1,4 @@
-/* link.h -- what the cross-host algorithms (xhost/) need of the links
+/* link.h -- what negotiation and the cross-host algorithms (xhost/) need of the links
  * between the daemons of a job. The TCP mesh (links/mesh.c) provides it;
  * an RDMA link would register beside it. Hosts are global host indices. */
 #ifndef HORA_DAEMON_LINK_H
@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 struct hd_daemon;
+struct hp_wbuf;
 
 struct hd_link {
   const char *name;
@@ -24,6 +25,8 @@ struct hd_link {
   void (*unplace)(struct hd_daemon *d, int host);
   /* The host sent something wrong: drop its link (it is then lost). */
   void (*drop)(struct hd_daemon *d, int host, const char *why);
+  /* Queues the whole frames in w (negotiation); < 0: no link to it. */
+  int (*send_frames)(struct hd_daemon *d, int host, struct hp_wbuf *w);
 };
 
 extern const struct hd_link hd_link_tcp;

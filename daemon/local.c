@@ -9,6 +9,7 @@
  * daemon's uid (SO_PEERCRED), and a hello needs the rank's random token. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ struct hd_conn {
   uv_pipe_t pipe;
   struct hd_daemon *d;
   struct hd_rank *rank;
+  int pid; /* of the peer (SO_PEERCRED) */
   struct hp_decoder dec;
   struct hd_conn *next, **pprev;
 };
@@ -196,16 +198,86 @@ static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock) {
   return rc;
 }
 
-static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock);
 
-/* Every rank has shut hora down and initialised it again: a fresh start
- * (new shared memory, the global set only, no failure) for all of them. */
-static void new_session(struct hd_daemon *d) {
+/* Refuses the hello on c: logs why (rate-limited: strangers can cause it)
+ * and tells the peer, in a REFUSE frame libhora turns into the error
+ * hora_init() returns. The caller drops the connection. */
+static void refuse(struct hd_conn *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse(struct hd_conn *c, int status, const char *fmt, ...) {
+  struct hp_refuse m = {.status = status};
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m.msg, sizeof m.msg, fmt, ap);
+  va_end(ap);
+  hc_warn_rl("%s; connection dropped", m.msg);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_refuse(&w, &m);
+  uv_os_fd_t fd;
+  if (!w.err && uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0) {
+    /* a few hundred bytes into an empty socket buffer: all or nothing */
+    ssize_t n = send(fd, w.data, w.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n;
+  }
+  hp_wbuf_free(&w);
+}
+
+/* The local rank whose process is pid, or NULL. */
+static struct hd_rank *rank_of_pid(struct hd_daemon *d, int pid) {
+  for (int i = 0; pid > 0 && d->ranks && i < d->nlocal; i++)
+    if (d->ranks[i].pid == pid) return &d->ranks[i];
+  return NULL;
+}
+
+/* A frame of another protocol version on a connection that has not said
+ * hello: a libhora of another hora release. Refuses it in our version
+ * (the header's layout is the same in every one) and returns 1; 0 when the
+ * buffered bytes are not that. */
+static int refuse_version(struct hd_conn *c) {
+  const unsigned char *b = c->dec.buf;
+  if (c->rank || !b || c->dec.len < 8) return 0;
+  uint32_t magic = (uint32_t)b[0] | (uint32_t)b[1] << 8 |
+                   (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+  unsigned version = (unsigned)(b[4] | b[5] << 8);
+  if (magic != HP_FRAME_MAGIC || version == HP_PROTO_VERSION) return 0;
+  struct hd_rank *r = rank_of_pid(c->d, c->pid);
+  char who[64];
+  if (r) hc_fmt(who, sizeof who, "rank %d (pid %d)", r->info.rank, c->pid);
+  else hc_fmt(who, sizeof who, "a process (pid %d)", c->pid);
+  refuse(c, HORA_EVERSION, "%s uses a libhora of protocol version %u, but "
+         "this horad speaks version %u: use libhora and horad of the same "
+         "hora release", who, version, HP_PROTO_VERSION);
+  return 1;
+}
+
+int hd_local_all_back(const struct hd_daemon *d) {
+  if (!d->ranks) return 0; /* not spawned yet */
   for (int i = 0; i < d->nlocal; i++)
-    if (!d->ranks[i].rejoin) return;
+    if (!d->ranks[i].rejoin) return 0;
+  return 1;
+}
+
+void hd_local_drop_rejoins(struct hd_daemon *d) {
+  /* a host's ranks may be gone before this host's links were all up and
+   * its ranks spawned (RANK_GONE comes first) */
+  if (!d->ranks) return;
+  for (int i = 0; i < d->nlocal; i++)
+    if (d->ranks[i].rejoin) drop_conn(d->ranks[i].rejoin);
+}
+
+/* Every local rank has shut hora down and initialised it again (and,
+ * across hosts, every other host's too: session.c): a fresh start (new
+ * shared memory, the global set only, no failure) for all of them. */
+void hd_new_session(struct hd_daemon *d) {
+  if (!hd_local_all_back(d)) return;
   hd_comms_free(d);
   d->gone_rank = -1;
   d->gone_msg[0] = '\0';
+  d->left_msg[0] = '\0';
+  for (uint32_t i = 0; d->peers && i < d->job.nhosts; i++)
+    d->peers[i].left = 0; /* their ranks shut down, and are back */
+  d->session++;
   if (hd_comms_init(d) < 0) {
     hc_error("out of memory starting a new session; stopping");
     hd_teardown(d, "horad is out of memory", 0);
@@ -240,35 +312,41 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
   struct hd_daemon *d = c->d;
   struct hp_hello h;
   if (hp_dec_hello(p, len, &h) < 0) {
-    hc_warn_rl("malformed hello on the job socket; connection dropped");
+    refuse(c, HORA_EPROTO, "malformed hello on the job socket (pid %d)",
+           c->pid);
     return -1;
   }
   struct hd_rank *r = NULL;
   for (int i = 0; i < d->nlocal; i++)
     if (d->ranks[i].info.rank == h.rank) r = &d->ranks[i];
   if (!r || strcmp(r->token, h.token) != 0) {
-    hc_warn_rl("hello from pid %d claiming rank %d with a wrong token; "
-            "connection dropped", h.pid, h.rank);
+    refuse(c, HORA_EAUTH, "hello from pid %d claiming rank %d with a wrong "
+           "token", h.pid, h.rank);
+    return -1;
+  }
+  if (h.shm_version != HP_SHM_VERSION) {
+    refuse(c, HORA_EVERSION, "rank %d (pid %d) uses a libhora of "
+           "shared-memory protocol version %u, but this horad speaks version "
+           "%u: use libhora and horad of the same hora release", h.rank,
+           h.pid, h.shm_version, HP_SHM_VERSION);
     return -1;
   }
   if (r->said_bye && r->gone && !r->rejoin && !r->conn && !r->broken) {
     /* hora_init() after hora_shutdown(): collective, as in Horovod. The
-     * job starts a new session once every rank has come back. */
-    if (d->multi) {
-      hc_warn_rl("rank %d initialised hora again after shutting it down: "
-                 "that works in jobs on one host only; connection dropped",
-                 h.rank);
-      return -1;
-    }
+     * job starts a new session once every rank has come back: on one
+     * host at once, across hosts when host 0 says every host's ranks
+     * are back (session.c). */
     r->rejoin = c;
     c->rank = r;
     hc_debug("rank %d (pid %d) initialises hora again", h.rank, h.pid);
-    new_session(d);
+    if (!hd_local_all_back(d)) return 0;
+    if (d->multi) d->up->session_back(d);
+    else hd_new_session(d);
     return 0;
   }
   if (r->connected || r->gone) {
-    hc_warn_rl("rank %d (pid %d) connected %s; connection dropped", h.rank,
-               h.pid, r->gone ? "after it left the job" : "twice");
+    refuse(c, HORA_EINVAL, "rank %d (pid %d) connected %s", h.rank, h.pid,
+           r->gone ? "after it left the job" : "twice");
     return -1;
   }
   if (!r->shm) {
@@ -305,7 +383,7 @@ static int conn_frame(struct hd_conn *c, const struct hp_frame_hdr *h,
   struct hd_rank *r = c->rank;
   if (!r && h->type == HP_MSG_HELLO) {
     if (handle_hello(c, p, h->len) < 0) {
-      hc_fmt(why, whylen, "hello refused");
+      why[0] = '\0'; /* refuse() said why */
       return -1;
     }
     return 0;
@@ -355,9 +433,12 @@ static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
              LOCAL_FRAME_MAX);
     } else if (rc > 0 && conn_frame(c, &h, p, why, sizeof why) == 0) {
       continue;
+    } else if (rc < 0 && refuse_version(c)) {
+      why[0] = '\0';
     }
-    hc_warn_rl("job socket: %s from %s; connection dropped", why,
-            c->rank ? "a rank" : "an unidentified peer");
+    if (why[0])
+      hc_warn_rl("job socket: %s from %s; connection dropped", why,
+                 c->rank ? "a rank" : "an unidentified peer");
     uv_read_stop(s);
     drop_conn(c);
     return;
@@ -388,6 +469,7 @@ void hd_on_connection(uv_stream_t *server, int status) {
   socklen_t cl = sizeof cred;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0)
     cred.uid = (uid_t)-1;
+  c->pid = (int)cred.pid;
   if (cred.uid != getuid()) {
     hc_warn_rl("connection from uid %d refused", (int)cred.uid);
     drop_conn(c);
@@ -413,8 +495,7 @@ void hd_rank_left(struct hd_rank *r, const char *why) {
   r->gone = 1;
   hd_rings_forget(r); /* nobody reads its completions any more */
   if (!r->said_bye) /* a rank gone for good: no new session can start */
-    for (int i = 0; i < d->nlocal; i++)
-      if (d->ranks[i].rejoin) drop_conn(d->ranks[i].rejoin);
+    d->up->session_cancel(d);
   if (d->gone_rank == -1) {
     d->gone_rank = r->info.rank;
     hc_fmt(d->gone_msg, sizeof d->gone_msg, "%s", why);

@@ -77,9 +77,13 @@ static int read_bootstrap(struct hd_daemon *d, int *port) {
   *port = p;
   /* horarun's heartbeat timeout: both ends must use it from the start,
    * before the job (and its environment) arrives */
-  char v[32];
+  char v[32], why[160];
   hc_fmt(v, sizeof v, "%g", hb);
-  setenv("HORA_HEARTBEAT_TIMEOUT", v, 1);
+  if (hk_set(&d->knobs, heartbeat_timeout, v, why, sizeof why) < 0) {
+    fprintf(stderr, "horad: error: bad heartbeat timeout on the bootstrap "
+                    "line: %s\n", why);
+    return -1;
+  }
   return 0;
 }
 
@@ -112,9 +116,11 @@ void hd_free_job(struct hd_daemon *d) {
   free(d->early_hello);
   d->early_hello = NULL;
   hd_comms_free(d);
+  hd_session_free(d);
   if (d->efd >= 0) close(d->efd);
   d->efd = -1;
   hp_job_free(&d->job);
+  hc_knobs_free(&d->knobs);
 }
 
 int main(int argc, char **argv) {
@@ -155,7 +161,8 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
-  hc_log_init("horad", HC_WARNING);
+  /* not from the environment: the job's log level comes with the job */
+  hc_log_start("horad", HC_WARNING);
   signal(SIGPIPE, SIG_IGN);
   /* libuv needs fds 0-2 taken; the ranks must not inherit the control fd. */
   for (int s = 0; s < 3; s++)
@@ -165,6 +172,9 @@ int main(int argc, char **argv) {
   struct hd_daemon *d = calloc(1, sizeof *d);
   if (!d) return 1;
   d->loop = uv_default_loop();
+  d->up = &hd_job_upcalls;
+  d->engines = hd_engines;
+  hc_knobs_init(&d->knobs);
   d->efd = -1;
   d->gone_rank = -1;
   int port = 0, rc;

@@ -16,6 +16,8 @@
 
 #include "daemon.h"
 
+_Static_assert(HP_PLAN_MAX == HP_GROUP_MAX, "one bound for a group");
+
 static struct hd_tensor **slot_of(struct hd_comm *c, const char *name) {
   struct hd_tensor **pp = &c->table[hd_name_hash(name) & (c->table_size - 1)];
   while (*pp && strcmp((*pp)->name, name)) pp = &(*pp)->next_hash;
@@ -42,7 +44,100 @@ static int grow_table(struct hd_comm *c) {
   return 0;
 }
 
+/* ---- the job's communicators -------------------------------------------- */
+
+int hd_comms_init(struct hd_daemon *d) {
+  int n = d->job.size;
+  int32_t *all = malloc((size_t)(n ? n : 1) * sizeof *all);
+  if (!all) return HORA_ENOMEM;
+  for (int i = 0; i < n; i++) all[i] = i;
+  struct hd_comm *c = hd_comm_new(d, all, n);
+  free(all);
+  /* A host whose links all came up before ours may already have said
+   * ready for the global set's first operations: held, they are ours now
+   * (else its ranks would wait for a decision that never comes). */
+  if (c) hd_coord_replay(c);
+  return c ? 0 : HORA_ENOMEM;
+}
+
+void hd_comms_free(struct hd_daemon *d) {
+  hd_coord_held_free(d);
+  for (uint32_t i = 0; i < d->ncomms; i++) {
+    struct hd_comm *c = d->comms[i];
+    if (!c) continue;
+    for (int k = 0; d->engines && d->engines[k]; k++)
+      if (d->engines[k]->comm_fini) d->engines[k]->comm_fini(d, c);
+    hd_coord_free(c);
+    hd_comm_free(c);
+  }
+  free(d->comms);
+  d->comms = NULL;
+  d->ncomms = 0;
+}
+
+/* ---- groups and plans ---------------------------------------------------- */
+
+static void group_free(struct hd_comm *c, struct hd_group *g) {
+  struct hd_group **pp = &c->groups;
+  while (*pp && *pp != g) pp = &(*pp)->next;
+  if (*pp) *pp = g->next;
+  for (uint32_t i = 0; i < g->n; i++)
+    if (g->t[i]) g->t[i]->group = NULL;
+  free(g);
+}
+
+static void group_unlink(struct hd_tensor *t) {
+  struct hd_group *g = t->group;
+  if (!g) return;
+  g->t[t->meta.group_idx] = NULL;
+  t->group = NULL;
+  if (t->held) g->nheld--;
+  t->held = 0;
+  if (--g->nlive == 0) group_free(t->comm, g);
+}
+
+/* Puts t, a new tensor of a group, in its group; 0 or HORA_E* (why). */
+static int group_attach(struct hd_comm *c, struct hd_tensor *t, char *why,
+                        size_t len) {
+  const struct hd_meta *m = &t->meta;
+  struct hd_group *g = c->groups;
+  while (g && g->key != m->group) g = g->next;
+  if (!g) {
+    g = calloc(1, sizeof *g + m->group_n * sizeof g->t[0]);
+    if (!g) {
+      hc_fmt(why, len, "horad is out of memory");
+      return HORA_ENOMEM;
+    }
+    g->key = m->group;
+    g->n = m->group_n;
+    g->next = c->groups;
+    c->groups = g;
+  }
+  if (g->n != m->group_n || g->t[m->group_idx]) {
+    hc_fmt(why, len, "it is tensor %u of a group of %u, but %s", m->group_idx,
+           m->group_n, g->n != m->group_n ? "another tensor of that group "
+           "came in a group of another size" : "another tensor of that group "
+           "has that place");
+    if (!g->nlive) group_free(c, g);
+    return HORA_EINVAL;
+  }
+  g->t[m->group_idx] = t;
+  g->nlive++;
+  t->group = g;
+  return 0;
+}
+
+static void free_plans(struct hd_comm *c) {
+  while (c->plan_head) {
+    struct hd_plan *p = c->plan_head;
+    c->plan_head = p->next;
+    free(p);
+  }
+  c->plan_tail = NULL;
+}
+
 static void free_tensor(struct hd_comm *c, struct hd_tensor *t) {
+  group_unlink(t);
   for (int i = 0; i < c->nlocal; i++) {
     struct hd_rank *r = hd_comm_local(c, i);
     if (r->staging_owner == t) {
@@ -172,6 +267,16 @@ static int check_entry(struct hd_comm *c, struct hd_rank *r,
     hc_fmt(why, len, "unknown reduction operation %u", e->op);
     return HORA_EINVAL;
   }
+  if (e->group_n > 1 &&
+      (e->group_idx >= e->group_n || e->group_n > HP_PLAN_MAX ||
+       (k->traits & HORA_CF_CTRL))) {
+    if (k->traits & HORA_CF_CTRL)
+      hc_fmt(why, len, "a %s cannot be part of a group", k->name);
+    else
+      hc_fmt(why, len, "tensor %u of a group of %u (at most %u)",
+             e->group_idx, e->group_n, HP_PLAN_MAX);
+    return HORA_EINVAL;
+  }
   int rc = k->check ? k->check(c, r, e, why, len) : 0;
   if (rc < 0) return rc;
   int outsized = (k->traits & HORA_CF_OUT) != 0;
@@ -254,22 +359,33 @@ bad:
 
 /* ---- readiness ------------------------------------------------------------- */
 
-static void queue_ready(struct hd_comm *c, struct hd_tensor *t) {
-  t->queued = 1;
-  t->next_ready = NULL;
-  t->engine = NULL;
-  for (int i = 0; hd_engines[i]; i++)
-    if (!hd_engines[i]->can_run || hd_engines[i]->can_run(c->d, t)) {
-      t->engine = hd_engines[i];
-      break;
-    }
-  if (c->ready_tail) c->ready_tail->next_ready = t;
-  else c->ready_head = t;
-  c->ready_tail = t;
+/* Queues the plan of tensors v[0..n) (decided, in this order); their
+ * engine is the first that can run every one. 0, or HORA_ENOMEM. */
+static int queue_plan(struct hd_comm *c, struct hd_tensor *const *v, int n) {
+  struct hd_plan *p = calloc(1, sizeof *p + (size_t)n * sizeof p->t[0]);
+  if (!p) return HORA_ENOMEM;
+  p->comm = c;
+  p->n = n;
+  for (int i = 0; i < n; i++) {
+    p->t[i] = v[i];
+    v[i]->queued = 1;
+    v[i]->held = 0;
+  }
+  const struct hd_engine *const *e = c->d->engines;
+  for (int i = 0; e && e[i] && !p->engine; i++) {
+    int all = 1;
+    for (int k = 0; k < n && all; k++)
+      all = !e[i]->can_run || e[i]->can_run(c->d, v[k]);
+    if (all) p->engine = e[i];
+  }
+  if (c->plan_tail) c->plan_tail->next = p;
+  else c->plan_head = p;
+  c->plan_tail = p;
+  return 0;
 }
 
 static int is_ready(const struct hd_comm *c, const struct hd_tensor *t) {
-  if (t->queued || t->awaiting) return 0;
+  if (t->queued || t->awaiting || t->held) return 0;
   if (t->meta.coll == HORA_COLL_JOIN) return t->nsubmitted == c->nlocal;
   int n = 0;
   for (int i = 0; i < c->nlocal; i++)
@@ -281,9 +397,11 @@ static int is_ready(const struct hd_comm *c, const struct hd_tensor *t) {
 static int describe_problem(struct hd_comm *c, struct hd_tensor *t, char *msg,
                             size_t len) {
   int ra = hd_comm_rank(c, t->first);
+  /* against the first submitter's own (t->meta may have taken a later
+   * one's group) */
   for (int i = 0; i < c->nlocal; i++)
     if (t->part[i].submitted &&
-        hd_meta_mismatch(t->name, &t->meta, ra, &t->metas[i],
+        hd_meta_mismatch(t->name, &t->metas[t->first], ra, &t->metas[i],
                          hd_comm_rank(c, i), msg, len))
       return HORA_EMISMATCH;
   for (int i = 0; i < c->nlocal; i++) {
@@ -363,11 +481,61 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_nego_ready(&w, &m);
-  hd_mesh_send(d, c->hosts[0], &w); /* a lost coordinator fails all anyway */
+  d->link->send_frames(d, c->hosts[0], &w); /* a lost coordinator fails all anyway */
   hp_wbuf_free(&w);
 }
 
+static void fail_tensor(struct hd_comm *c, struct hd_tensor *t, int status,
+                        const char *msg) {
+  complete_all(t, status, msg);
+  remove_tensor(c, t);
+}
+
+/* Every tensor of a group is ready here: they go on together. A problem
+ * with one fails them all (they run as one unit or not at all). */
+static void group_ready(struct hd_comm *c, struct hd_group *g) {
+  uint32_t n = g->n;
+  struct hd_tensor **v = calloc(n, sizeof *v);
+  char msg[HP_MSG_MAX + 1] = "", one[HP_MSG_MAX + 1];
+  int bad = 0;
+  if (!v) {
+    while (g->nlive) { /* frees g with the last */
+      struct hd_tensor *t = NULL;
+      for (uint32_t i = 0; i < n && !t; i++) t = g->t[i];
+      fail_tensor(c, t, HORA_ENOMEM, "horad is out of memory");
+    }
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    struct hd_tensor *t = g->t[i];
+    int rc = describe_problem(c, t, one, sizeof one);
+    if (rc && !bad) {
+      bad = rc;
+      hc_fmt(msg, sizeof msg, "%s (the whole group of %u tensors fails)", one,
+             n);
+    }
+    v[i] = t;
+  }
+  group_free(c, g); /* the tensors go on without it */
+  for (uint32_t i = 0; i < n; i++) v[i]->held = 0;
+  if (c->nhosts > 1) { /* the coordinator decides them as one plan */
+    for (uint32_t i = 0; i < n; i++) tell_coordinator(c, v[i], bad, msg);
+  } else if (bad) {
+    hc_info("%s", msg);
+    for (uint32_t i = 0; i < n; i++) fail_tensor(c, v[i], bad, msg);
+  } else if (queue_plan(c, v, (int)n) < 0) {
+    for (uint32_t i = 0; i < n; i++)
+      fail_tensor(c, v[i], HORA_ENOMEM, "horad is out of memory");
+  }
+  free(v);
+}
+
 static void make_ready(struct hd_comm *c, struct hd_tensor *t) {
+  if (t->group) { /* waits for the rest of its group */
+    t->held = 1;
+    if (++t->group->nheld == t->group->n) group_ready(c, t->group);
+    return;
+  }
   char msg[HP_MSG_MAX + 1] = "";
   int bad = describe_problem(c, t, msg, sizeof msg);
   if (t->meta.coll == HORA_COLL_JOIN) t->value = c->last_joined;
@@ -377,11 +545,32 @@ static void make_ready(struct hd_comm *c, struct hd_tensor *t) {
   }
   if (bad) {
     hc_info("%s", msg);
-    complete_all(t, bad, msg);
-    remove_tensor(c, t);
+    fail_tensor(c, t, bad, msg);
     return;
   }
-  queue_ready(c, t);
+  if (queue_plan(c, &t, 1) < 0)
+    fail_tensor(c, t, HORA_ENOMEM, "horad is out of memory");
+}
+
+/* Fails the tensors of t's group that wait here (t itself included); the
+ * ranks' next step is theirs to decide. */
+static void fail_group(struct hd_comm *c, struct hd_tensor *t, int status,
+                       const char *msg) {
+  struct hd_group *g = t->group;
+  if (!g) {
+    fail_tensor(c, t, status, msg);
+    return;
+  }
+  char other[HP_MSG_MAX + 1];
+  hc_fmt(other, sizeof other, "grouped with tensor '%s', which failed: %s",
+         t->name, msg);
+  while (g->nlive > 1) {
+    struct hd_tensor *o = NULL;
+    for (uint32_t i = 0; i < g->n && !o; i++)
+      if (g->t[i] && g->t[i] != t) o = g->t[i];
+    fail_tensor(c, o, status, other);
+  }
+  fail_tensor(c, t, status, msg);
 }
 
 /* A member joined: what waited for it only may be ready now. */
@@ -418,42 +607,60 @@ static struct hd_tensor *materialize(struct hd_comm *c,
   return t;
 }
 
-void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m) {
-  struct hd_comm *c = hd_comm_get(d, m->comm);
+/* The tensor a decision is about, ready to be queued; NULL when it fails
+ * (completed here) or is not waiting. */
+static struct hd_tensor *take_decision(struct hd_daemon *d, struct hd_comm *c,
+                                       const struct hp_nego_decide *m) {
   struct hd_tensor *t = c && c->table_size ? *slot_of(c, m->name) : NULL;
   if (!t && c && m->status >= 0 && c->nlocal && c->njoined == c->nlocal &&
       m->meta.coll != HORA_COLL_JOIN && !(t = materialize(c, m))) {
     hc_error("out of memory: the job cannot go on");
     hd_teardown(d, "horad is out of memory", 0);
-    return;
+    return NULL;
   }
   if (!t || !t->awaiting) {
     if (d->gone_rank == -1)
       hc_warn_rl("decision for tensor '%s' of process set %u, which is not "
               "waiting for one; ignored", m->name, m->comm);
-    return;
+    return NULL;
   }
   t->awaiting = 0;
   if (m->status < 0) {
     hc_info("%s", m->msg);
-    complete_all(t, m->status, m->msg);
-    remove_tensor(c, t);
-    hd_flush_wakeups(d);
-    return;
+    fail_tensor(c, t, m->status, m->msg);
+    return NULL;
   }
   t->seq = m->seq;
   if (t->meta.coll == HORA_COLL_JOIN) t->value = m->value;
-  queue_ready(c, t);
-  hd_comm_progress(c);
+  return t;
+}
+
+void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m) {
+  hd_decide_plan(d, m, 1);
+}
+
+void hd_decide_plan(struct hd_daemon *d, const struct hp_nego_decide *v,
+                    uint32_t n) {
+  struct hd_comm *c = n ? hd_comm_get(d, v[0].comm) : NULL;
+  struct hd_tensor *one, **ts = n == 1 ? &one : malloc(n * sizeof *ts);
+  if (!ts) {
+    hc_error("out of memory: the job cannot go on");
+    hd_teardown(d, "horad is out of memory", 0);
+    return;
+  }
+  int k = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    struct hd_tensor *t = take_decision(d, c, &v[i]);
+    if (t) ts[k++] = t;
+  }
+  if (k && queue_plan(c, ts, k) < 0)
+    for (int i = 0; i < k; i++)
+      fail_tensor(c, ts[i], HORA_ENOMEM, "horad is out of memory");
+  if (ts != &one) free(ts);
+  if (c) hd_comm_progress(c);
   hd_flush_wakeups(d);
 }
 
-int hd_comm_host_left(const struct hd_comm *c) {
-  const struct hd_daemon *d = c->d;
-  for (int k = 0; d->peers && k < c->nhosts; k++)
-    if (d->peers[c->hosts[k]].left) return 1;
-  return 0;
-}
 
 void hd_fail_undecided(struct hd_daemon *d, int from, int left,
                        const char *why) {
@@ -513,6 +720,11 @@ static void fill_meta(struct hd_meta *m, const struct hp_sqe *e,
   }
   if (e->coll != HORA_COLL_BROADCAST && e->coll != HORA_COLL_PS_REMOVE)
     m->root = 0;
+  if (e->group_n > 1) {
+    m->group = e->group;
+    m->group_n = e->group_n;
+    m->group_idx = e->group_idx;
+  }
 }
 
 /* The array an allgather or alltoall without one implies. */
@@ -600,6 +812,12 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
     fill_meta(&t->meta, &e, aux, naux);
     t->first = idx;
     t->t_first = hc_now_ns();
+    if (t->meta.group_n && (rc = group_attach(c, t, why, sizeof why)) < 0) {
+      free(t);
+      refuse(r, &e, rc, "rank %d: bad %s request for tensor '%s': %s", why);
+      free(aux);
+      return;
+    }
     *pp = t;
     c->ntensors++;
   } else if (t->part[idx].submitted) {
@@ -619,6 +837,16 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
     hd_complete(r, e.id, HORA_EINVAL, msg);
     free(aux);
     return;
+  }
+  if (!t->group && e.group_n > 1) {
+    /* a rank that submitted it alone came first: the group is still
+     * assembled (and fails as a whole on the mismatch), so that none of
+     * its other tensors waits for this one */
+    t->meta.group = e.group;
+    t->meta.group_n = e.group_n;
+    t->meta.group_idx = e.group_idx;
+    if (group_attach(c, t, why, sizeof why) < 0)
+      t->meta.group = t->meta.group_n = t->meta.group_idx = 0;
   }
   struct hd_part *p = &t->part[idx];
   p->id = e.id;
@@ -647,12 +875,59 @@ static struct hd_tensor *running(struct hd_comm *c, struct hd_rank *r,
                                  uint64_t id, struct hd_part **pp) {
   int idx = c->part_of[r->idx];
   if (idx < 0) return NULL;
-  for (struct hd_tensor *t = c->ready_head; t; t = t->next_ready)
-    if (t->part[idx].submitted && t->part[idx].id == id) {
-      *pp = &t->part[idx];
-      return t;
+  for (struct hd_plan *p = c->plan_head; p; p = p->next)
+    for (int i = p->cur; i < p->n; i++) {
+      struct hd_tensor *t = p->t[i];
+      if (t->part[idx].submitted && t->part[idx].id == id) {
+        *pp = &t->part[idx];
+        return t;
+      }
     }
   return NULL;
+}
+
+void hd_cancel(struct hd_rank *r, const struct hp_sqe *in) {
+  struct hp_sqe e = *in;
+  e.name[HP_NAME_MAX] = '\0';
+  struct hd_comm *c = hd_comm_get(r->d, e.comm);
+  int idx = c ? c->part_of[r->idx] : -1;
+  struct hd_tensor *t = idx >= 0 && c->table_size ? *slot_of(c, e.name) : NULL;
+  if (!t || !t->part[idx].submitted || t->part[idx].id != e.id ||
+      t->queued || t->awaiting || !t->group) {
+    hc_warn_rl("rank %d: cancel of '%s', which is not a waiting part of a "
+               "group; ignored", r->info.rank, e.name);
+    return;
+  }
+  struct hd_part *p = &t->part[idx];
+  if (t->held) {
+    t->held = 0;
+    t->group->nheld--;
+  }
+  p->submitted = 0;
+  free(p->aux);
+  p->aux = NULL;
+  t->nsubmitted--;
+  char msg[HP_MSG_MAX + 1];
+  hc_fmt(msg, sizeof msg, "rank %d withdrew %s '%s': its group could not be "
+         "submitted whole", r->info.rank, hd_coll_name(t->meta.coll), t->name);
+  hd_complete(r, e.id, HORA_ECANCELED, msg);
+  if (t->nsubmitted == 0) {
+    remove_tensor(c, t);
+    return;
+  }
+  /* the reference goes to one still in: grouped if any is (a mismatch
+   * then fails the group), else the tensor leaves the group */
+  int any = -1, grouped = -1;
+  for (int i = 0; i < c->nlocal; i++)
+    if (t->part[i].submitted) {
+      if (any < 0) any = i;
+      if (grouped < 0 && t->metas[i].group_n) grouped = i;
+    }
+  if (grouped < 0) group_unlink(t);
+  if (grouped < 0 || !t->part[t->first].submitted) {
+    t->first = grouped < 0 ? any : grouped;
+    t->meta = t->metas[t->first];
+  }
 }
 
 void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e) {
@@ -684,20 +959,32 @@ void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e) {
 
 static void run_ctrl(struct hd_comm *c, struct hd_tensor *t);
 
+void hd_plan_next(struct hd_plan *p) {
+  struct hd_tensor *t = p->t[p->cur];
+  p->t[p->cur++] = NULL;
+  remove_tensor(p->comm, t);
+}
+
 void hd_comm_progress(struct hd_comm *c) {
-  while (c->ready_head) {
-    struct hd_tensor *t = c->ready_head;
-    if (hd_coll(t->meta.coll)->traits & HORA_CF_CTRL) {
-      run_ctrl(c, t);
-    } else if (!t->engine) {
-      complete_all(t, HORA_ENOTSUP, "no engine can run this operation");
-    } else if (!t->engine->progress(c->d, t)) {
-      break;
+  struct hd_plan *p;
+  while ((p = c->plan_head)) {
+    while (p->cur < p->n) {
+      struct hd_tensor *t = p->t[p->cur];
+      if (hd_coll(t->meta.coll)->traits & HORA_CF_CTRL) {
+        run_ctrl(c, t);
+      } else if (!p->engine) {
+        complete_all(t, HORA_ENOTSUP, "no engine can run this operation");
+      } else {
+        if (!p->engine->progress(c->d, p)) goto wait;
+        break; /* the engine went through the whole plan */
+      }
+      hd_plan_next(p);
     }
-    c->ready_head = t->next_ready;
-    if (!c->ready_head) c->ready_tail = NULL;
-    remove_tensor(c, t);
+    c->plan_head = p->next;
+    if (!c->plan_head) c->plan_tail = NULL;
+    free(p);
   }
+wait:
   if (c->d->staging_freed) hd_run_ready(c->d); /* another set may go on */
 }
 
@@ -708,7 +995,7 @@ void hd_run_ready(struct hd_daemon *d) {
     d->staging_freed = 0;
     /* a communicator may be added while this runs: index, not pointer */
     for (uint32_t k = 0; k < d->ncomms; k++)
-      if (d->comms[k] && d->comms[k]->ready_head)
+      if (d->comms[k] && d->comms[k]->plan_head)
         hd_comm_progress(d->comms[k]);
   } while (d->staging_freed);
   d->in_run_ready = 0;
@@ -768,8 +1055,8 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
     x->removed = 1;
     /* what is still pending there can never run now; the engines let go
      * of it first */
-    for (int i = 0; hd_engines[i]; i++)
-      if (hd_engines[i]->abort) hd_engines[i]->abort(d, x);
+    for (int i = 0; d->engines && d->engines[i]; i++)
+      if (d->engines[i]->abort) d->engines[i]->abort(d, x);
     hc_fmt(msg, sizeof msg, "process set %u was removed", x->id);
     for (size_t i = 0; i < x->table_size; i++)
       while (x->table[i]) {
@@ -779,7 +1066,7 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
         x->ntensors--;
         free_tensor(x, o);
       }
-    x->ready_head = x->ready_tail = NULL;
+    free_plans(x);
     complete_all(t, 0, NULL);
     return;
   }
@@ -793,8 +1080,9 @@ void hd_fail_all(struct hd_daemon *d) {
   for (uint32_t k = 0; k < d->ncomms; k++) {
     struct hd_comm *c = d->comms[k];
     if (!c) continue;
-    for (int i = 0; hd_engines[i]; i++)
-      if (hd_engines[i]->abort) hd_engines[i]->abort(d, c);
+    for (int i = 0; d->engines && d->engines[i]; i++)
+      if (d->engines[i]->abort) d->engines[i]->abort(d, c);
+    free_plans(c);
     for (size_t i = 0; i < c->table_size; i++) {
       struct hd_tensor *t;
       while ((t = c->table[i])) {
@@ -807,7 +1095,6 @@ void hd_fail_all(struct hd_daemon *d) {
         free_tensor(c, t);
       }
     }
-    c->ready_head = c->ready_tail = NULL;
   }
   hd_flush_wakeups(d);
 }
@@ -828,31 +1115,44 @@ static void missing_ranks(struct hd_comm *c, struct hd_tensor *t, char *buf,
  * time fails it on the ranks that wait. */
 static void check_comm_stalls(struct hd_comm *c, uint64_t now) {
   struct hd_daemon *d = c->d;
+again:
   for (size_t i = 0; i < c->table_size; i++) {
     struct hd_tensor **pp = &c->table[i];
     while (*pp) {
       struct hd_tensor *t = *pp;
       uint64_t age = now - t->t_first;
-      if (t->queued || t->awaiting) {
+      if (t->queued || t->awaiting || t->held) {
+        pp = &t->next_hash;
+        continue;
+      }
+      int fail = d->stall_fail_ns && age >= d->stall_fail_ns;
+      int warn = d->stall_warn_ns && age >= d->stall_warn_ns &&
+                 !t->stall_warned;
+      if (!fail && !warn) { /* the common case: cheap, however many wait */
         pp = &t->next_hash;
         continue;
       }
       char who[256], msg[HP_MSG_MAX + 1];
       missing_ranks(c, t, who, sizeof who);
-      if (d->stall_fail_ns && age >= d->stall_fail_ns) {
+      if (fail) {
         hc_fmt(msg, sizeof msg, "%s '%s' stalled for %llu s: rank(s) %s never "
                "submitted it", hd_coll_name(t->meta.coll), t->name,
                (unsigned long long)(age / 1000000000u), who);
         hc_error("%s", msg);
+        if (c->nhosts > 1 && c->me == 0) hd_coord_stall(c, t->name);
+        if (t->group) { /* the rest of its group waits here too */
+          fail_group(c, t, HORA_ESTALL, msg);
+          goto again; /* the table changed under pp */
+        }
         complete_all(t, HORA_ESTALL, msg);
         *pp = t->next_hash;
         c->ntensors--;
         free_tensor(c, t);
         continue;
       }
-      if (d->stall_warn_ns && age >= d->stall_warn_ns && !t->stall_warned) {
+      if (warn) {
         t->stall_warned = 1;
-        hc_warn("stall: %s '%s' has waited %llu s for rank(s) %s; the other "
+        hc_warn_rl("stall: %s '%s' has waited %llu s for rank(s) %s; the other "
                 "ranks submitted it. Ranks may be issuing collectives in a "
                 "different order or with different names.",
                 hd_coll_name(t->meta.coll), t->name,

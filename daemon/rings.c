@@ -1,5 +1,5 @@
 /* rings.c -- horad's side of the shared-memory rings: polling the ranks'
- * submission queues, pushing completions, and the wake-up protocol.
+ * submission queues and the loop's wake-up protocol (completions: cq.c).
  *
  * While there is work the loop spins on the rings from an idle handle (no
  * system call per operation); after spin_us without work it announces
@@ -11,7 +11,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/eventfd.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -29,9 +28,6 @@ static void cpu_relax(void) {
 #endif
 }
 
-static void futex_wake_all(_Atomic uint32_t *w) {
-  syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
 
 static void set_sleeping(struct hd_daemon *d, uint32_t v) {
   for (int i = 0; i < d->nlocal; i++)
@@ -104,10 +100,11 @@ static void on_stall_timer(uv_timer_t *t) {
 }
 
 int hd_rings_init(struct hd_daemon *d) {
-  d->spin_ns = (uint64_t)HC_MAX(0, hc_param_int(spin_us)) * 1000u;
-  d->chunk_size = (uint64_t)HC_MAX(65536, hc_param_int(chunk_size));
-  d->arena_size = (uint64_t)HC_MAX(65536, hc_param_int(arena_size));
-  d->max_pending = (uint64_t)HC_MAX(1, hc_param_int(max_pending));
+  const struct hc_knobs *k = &d->knobs;
+  d->spin_ns = (uint64_t)HC_MAX(0, hk_int(k, spin_us)) * 1000u;
+  d->chunk_size = (uint64_t)HC_MAX(65536, hk_int(k, chunk_size));
+  d->arena_size = (uint64_t)HC_MAX(65536, hk_int(k, arena_size));
+  d->max_pending = (uint64_t)HC_MAX(1, hk_int(k, max_pending));
   d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (d->efd < 0) return -errno;
   uv_poll_init(d->loop, &d->efd_poll, d->efd);
@@ -115,21 +112,20 @@ int hd_rings_init(struct hd_daemon *d) {
   uv_poll_start(&d->efd_poll, UV_READABLE, on_efd);
   uv_idle_init(d->loop, &d->spin);
   d->spin.data = d;
-  d->stall_warn_ns = (uint64_t)HC_MAX(0, hc_param_int(stall_check_time)) *
+  d->stall_warn_ns = (uint64_t)HC_MAX(0, hk_int(k, stall_check_time)) *
                      1000000000u;
-  d->stall_fail_ns = (uint64_t)HC_MAX(0, hc_param_int(stall_shutdown_time)) *
+  d->stall_fail_ns = (uint64_t)HC_MAX(0, hk_int(k, stall_shutdown_time)) *
                      1000000000u;
-  const char *off = hc_param_str(stall_check_disable);
-  if (off && strcmp(off, "0") && strcasecmp(off, "false"))
+  if (hk_int(k, stall_check_disable))
     d->stall_warn_ns = d->stall_fail_ns = 0; /* --no-stall-check */
   uv_timer_init(d->loop, &d->stall_timer);
   d->stall_timer.data = d;
   uv_timer_start(&d->stall_timer, on_stall_timer, 500, 500);
-  long threads = hc_param_int(threads);
+  long threads = (long)hk_int(k, threads);
   if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
   hd_pool_init((int)HC_MAX(1, HC_MIN(threads, 64)));
-  for (int i = 0; hd_engines[i]; i++)
-    if (hd_engines[i]->init && hd_engines[i]->init(d) < 0) return -1;
+  for (int i = 0; d->engines && d->engines[i]; i++)
+    if (d->engines[i]->init && d->engines[i]->init(d) < 0) return -1;
   return 0;
 }
 
@@ -143,148 +139,6 @@ void hd_rings_close(struct hd_daemon *d) {
   }
 }
 
-/* A rank's completions that do not fit in its cq wait in its backlog. A
- * DONE answers one of the rank's own submissions, so a healthy rank that
- * is merely busy may have as many waiting as it has operations in flight:
- * it is never dropped for those, and they are bounded by max_pending (see
- * may_take()). Copy requests answer its chunk events; a
- * rank that keeps sending those without reading its cq is dropped once
- * MAX_COPY_BACKLOG copy requests wait. */
-#define MAX_COPY_BACKLOG 4096u
-
-static struct hp_cqe *backlog_at(struct hd_rank *r, size_t i) {
-  return &r->backlog[(r->backlog_head + i) & (r->capbacklog - 1)];
-}
-
-/* A completion has reached the rank (or was dropped for a gone one). */
-static void delivered(struct hd_rank *r, const struct hp_cqe *e) {
-  if (e->kind != HP_CQ_DONE) r->wake_prog = 1;
-  else if (r->held) r->held--;
-}
-
-void hd_rings_forget(struct hd_rank *r) {
-  free(r->backlog);
-  r->backlog = NULL;
-  r->nbacklog = r->capbacklog = r->backlog_head = r->backlog_copies = 0;
-  r->held = 0;
-  if (r->hdr) atomic_store(&r->hdr->cq_backlog, 0);
-}
-
-/* Marks r broken; hd_poll_rings() declares it gone. Not at once: this may
- * run deep inside negotiation, which declaring it gone would re-enter. */
-static void rank_broken(struct hd_rank *r, const char *what) {
-  if (r->broken || r->gone) return;
-  struct hd_daemon *d = r->d;
-  r->broken = 1;
-  hc_fmt(r->broken_msg, sizeof r->broken_msg, "rank %d %s", r->info.rank,
-         what);
-  hc_error("%s; dropping it from the job", r->broken_msg);
-  hd_rings_forget(r);
-  hd_kick(d);
-}
-
-/* Moves queued completions into the ring as room appears. */
-static void flush_backlog(struct hd_rank *r) {
-  size_t i = 0;
-  for (; i < r->nbacklog; i++) {
-    void *slot = hp_ring_reserve(&r->cq);
-    if (!slot) break;
-    struct hp_cqe *e = backlog_at(r, i);
-    memcpy(slot, e, sizeof *e);
-    hp_ring_commit(&r->cq);
-    if (e->kind != HP_CQ_DONE) r->backlog_copies--;
-    delivered(r, e);
-  }
-  if (i) {
-    r->backlog_head = (r->backlog_head + i) & (r->capbacklog - 1);
-    r->nbacklog -= i;
-    r->wake_rank = 1;
-    if (r->nbacklog) r->wake_prog = 1; /* more to come: see hd_push_cqe() */
-  }
-  if (!r->nbacklog) atomic_store(&r->hdr->cq_backlog, 0);
-}
-
-/* Room for one more backlog entry; -1 when out of memory. */
-static int backlog_grow(struct hd_rank *r) {
-  if (r->nbacklog < r->capbacklog) return 0;
-  size_t cap = r->capbacklog ? 2 * r->capbacklog : 64;
-  struct hp_cqe *b = malloc(cap * sizeof *b);
-  if (!b) return -1;
-  for (size_t i = 0; i < r->nbacklog; i++) b[i] = *backlog_at(r, i);
-  free(r->backlog);
-  r->backlog = b;
-  r->capbacklog = cap;
-  r->backlog_head = 0;
-  return 0;
-}
-
-void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e) {
-  if (!r->hdr || !r->connected || r->gone || r->broken) {
-    delivered(r, e); /* nobody reads them any more */
-    return;
-  }
-  r->wake_rank = 1;
-  void *slot = r->nbacklog ? NULL : hp_ring_reserve(&r->cq);
-  if (slot) {
-    memcpy(slot, e, sizeof *e);
-    hp_ring_commit(&r->cq);
-    delivered(r, e);
-    return;
-  }
-  if (e->kind != HP_CQ_DONE && r->backlog_copies >= MAX_COPY_BACKLOG) {
-    rank_broken(r, "leaves its completion queue unread");
-    return;
-  }
-  if (backlog_grow(r) < 0) {
-    rank_broken(r, "cannot be served: horad is out of memory for its "
-                   "completions");
-    return;
-  }
-  *backlog_at(r, r->nbacklog++) = *e;
-  if (e->kind != HP_CQ_DONE) r->backlog_copies++;
-  atomic_store(&r->hdr->cq_backlog, 1);
-  /* The cq is full: the rank's threads may all be busy (submitting, say),
-   * so its progress thread, woken otherwise only for copy requests, makes
-   * room. Without it the cq drains once a second. */
-  r->wake_prog = 1;
-}
-
-void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg) {
-  struct hp_cqe e;
-  e.id = id;
-  e.kind = HP_CQ_DONE;
-  e.status = status;
-  e.chunk = e.elem_off = e.elem_count = e.staging_off = 0;
-  size_t n = msg ? strlen(msg) : 0;
-  if (n > HP_MSG_MAX) n = HP_MSG_MAX;
-  if (n) memcpy(e.msg, msg, n);
-  e.msg[n] = '\0';
-  e.msg_len = (uint32_t)n;
-  hd_push_cqe(r, &e);
-}
-
-void hd_flush_wakeups(struct hd_daemon *d) {
-  int any = 0;
-  for (int i = 0; i < d->nlocal; i++) any |= d->ranks[i].wake_rank;
-  if (!any) return;
-  atomic_thread_fence(memory_order_seq_cst);
-  for (int i = 0; i < d->nlocal; i++) {
-    struct hd_rank *r = &d->ranks[i];
-    if (!r->hdr) continue;
-    if (r->wake_rank &&
-        atomic_load_explicit(&r->hdr->rank_sleepers, memory_order_relaxed)) {
-      atomic_fetch_add(&r->hdr->wake_seq, 1);
-      futex_wake_all(&r->hdr->wake_seq);
-    }
-    if (r->wake_prog &&
-        atomic_load_explicit(&r->hdr->prog_sleeping, memory_order_relaxed)) {
-      atomic_fetch_add(&r->hdr->prog_seq, 1);
-      futex_wake_all(&r->hdr->prog_seq);
-    }
-    r->wake_rank = r->wake_prog = 0;
-  }
-}
-
 static void dispatch(struct hd_rank *r, const struct hp_sqe *e) {
   switch (e->kind) {
   case HP_SQ_SUBMIT:
@@ -293,6 +147,9 @@ static void dispatch(struct hd_rank *r, const struct hp_sqe *e) {
   case HP_SQ_CHUNK_READY:
   case HP_SQ_CHUNK_DONE:
     hd_chunk_event(r, e);
+    break;
+  case HP_SQ_CANCEL:
+    hd_cancel(r, e);
     break;
   default:
     hc_warn_rl("rank %d sent an entry of unknown kind %u; ignored",
@@ -327,12 +184,12 @@ int hd_poll_rings(struct hd_daemon *d) {
     struct hd_rank *r = &d->ranks[i];
     if (!r->hdr || r->gone) continue;
     if (!r->broken && hp_ring_check(&r->sq) < 0)
-      rank_broken(r, "corrupted its submission ring");
-    if (r->broken) { /* here, outside negotiation: see rank_broken() */
+      hd_rank_broken(r, "corrupted its submission ring");
+    if (r->broken) { /* here, outside negotiation: see hd_rank_broken() */
       hd_rank_left(r, r->broken_msg);
       continue;
     }
-    if (r->nbacklog) flush_backlog(r);
+    if (r->nbacklog) hd_cq_flush(r);
     const void *slot;
     unsigned budget = r->layout.sq_slots;
     while (budget-- && !r->broken && may_take(r) &&

@@ -331,8 +331,10 @@ static void describe_exit(struct hd_rank *r, char *buf, size_t len) {
     hc_fmt(buf, len, "rank %d on host %s could not be started: %s",
            r->info.rank, host, r->spawn_msg ? r->spawn_msg : "?");
   else
-    hc_fmt(buf, len, "rank %d on host %s exited with code %d", r->info.rank,
-           host, r->exit_code);
+    hc_fmt(buf, len, "rank %d on host %s exited with code %d%s", r->info.rank,
+           host, r->exit_code,
+           r->noinit ? " without initialising hora (it never called "
+                       "hora_init)" : "");
 }
 
 static void on_sigchld(uv_signal_t *h, int sig) {
@@ -353,6 +355,8 @@ static void on_sigchld(uv_signal_t *h, int sig) {
         } else {
           r->exit_how = HP_EXIT_CODE;
           r->exit_code = WEXITSTATUS(status);
+          /* the other ranks cannot go on without it: it is the cause */
+          r->noinit = r->exit_code == 0 && !r->connected && !d->aborting;
         }
       }
       /* Whatever the rank started in its group goes with it. */
@@ -390,12 +394,13 @@ static void on_term_timer(uv_timer_t *t) {
   struct hd_daemon *d = t->data;
   d->term_sent = 1;
   signal_all(d, SIGTERM);
-  double grace = hc_param_double(kill_grace);
+  double grace = hk_double(&d->knobs, kill_grace);
   if (grace < 0) grace = 0;
   uv_timer_start(&d->kill_timer, on_kill_timer, (uint64_t)(grace * 1000), 0);
 }
 
-void hd_teardown(struct hd_daemon *d, const char *reason, int delay_ms) {
+void hd_spawn_teardown(struct hd_daemon *d, const char *reason,
+                       int delay_ms) {
   if (!d->have_job || !d->ranks) return;
   if (d->aborting) return;
   d->aborting = 1;

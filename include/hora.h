@@ -31,6 +31,7 @@ extern "C" {
   X(EEXIST, -17, "already exists")                                             \
   X(ETIMEDOUT, -110, "timed out")                                              \
   X(ENOTSUP, -95, "operation not supported")                                   \
+  X(ECANCELED, -125, "operation canceled")                                     \
   X(ENOTINIT, -2001, "hora is not initialized; call hora_init() first")        \
   X(EPEERGONE, -2002, "a rank or daemon of the job is gone")                   \
   X(EMISMATCH, -2003, "ranks disagree about a collective operation")           \
@@ -206,6 +207,14 @@ typedef struct hora_request {
 
 /* Submits any collective; *handle as for the _async calls. */
 int hora_submit(const hora_request_t *req, int64_t *handle);
+/* Submits n requests (at most 4096) of one collective and process set as
+ * one group, as Horovod's grouped_allreduce: horad negotiates them as one
+ * unit and runs them together once every one is ready on every rank of
+ * the set; a problem with one (a mismatch, a stall) fails them all. Every
+ * rank must submit the same group: the same names in the same order.
+ * handles[i] is request i's. On an error, nothing of the group stays
+ * submitted. */
+int hora_submit_group(const hora_request_t *reqs, int n, int64_t *handles);
 
 /* Allgather: recvbuf receives every member's elements, in member order
  * (size * count elements when all send count). */
@@ -234,8 +243,10 @@ size_t hora_reducescatter_rows(size_t rows, int set_size, int member);
  * collectives of the others go on; a joined rank takes part in them with
  * the neutral element (allreduce: 0 for SUM/AVERAGE, 1 for PRODUCT, the
  * type's largest/smallest value for MIN/MAX; AVERAGE still divides by the
- * full size), sends nothing in allgather and alltoall, and cannot be a
- * broadcast root. Returns the last rank to join (>= 0). Global set only. */
+ * full size; zeros in reducescatter), sends nothing in allgather and
+ * alltoall (receive counts must say 0 for it), receives nothing, and
+ * cannot be a broadcast root. Returns the last rank to join (>= 0).
+ * Global set only. */
 int hora_join(void);
 
 /* Process sets: collective over all ranks of the job (every rank calls

@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "auth.h"
+#include "blame.h"
 #include "common.h"
 #include "conn.h"
 #include "job.h"
@@ -40,10 +41,12 @@ struct hr_daemon {
   int host;         /* index into the layout's hosts */
   const char *name; /* the host as messages name it */
   pid_t pid;
-  uv_pipe_t pipe;
+  /* its control connection: the socketpair of a horad on this machine, the
+   * TCP connection a horad started over ssh made (once it said REGISTER);
+   * NULL before and once closed */
+  struct hp_conn *conn;
   uv_timer_t timer; /* drain or reap grace, see on_daemon_timer() */
-  struct hp_decoder dec;
-  int started, pipe_open, pipe_closing;
+  int started, ctl_open, ctl_closing;
   int ready, done, reaped, finished;
   int quiet;  /* its failure was reported: no "exited unexpectedly" */
   int job_sent; /* its JOB is on the way: it has ranks to run */
@@ -51,7 +54,6 @@ struct hr_daemon {
   int wstatus;
   /* multi-host */
   int remote;           /* started over ssh: pid is ssh's, control is TCP */
-  struct hp_conn *conn; /* its TCP control connection, once registered */
   int registered;       /* said REGISTER */
   uint16_t mesh_port;
   char mesh_addr[64]; /* where the other daemons reach it */
@@ -61,6 +63,13 @@ struct hr_daemon {
   size_t linelen;
   char tail[TAIL_LINES][512]; /* its last lines */
   int ntail;
+  /* who lost it, and how horarun's own link to it has been (blame.h) */
+  int lost_seen;
+  char lost_why[460]; /* the first reason a daemon gave for losing it */
+  char own_why[300];  /* or horarun, when no daemon did */
+  int watched;
+  uint32_t retrans;
+  uint64_t trouble_ns;
 };
 
 struct hr_job {
@@ -98,13 +107,24 @@ struct hr_job {
   uv_timer_t hb_timer;
   uint64_t hb_timeout_ns;
   char last_fault[512];
+  /* the first rank that exited 0 without initialising hora: when other
+   * ranks then fail, it is the cause */
+  int noinit_rank;
+  const char *noinit_host;
+  int failure_seen; /* the first failed rank was reported */
+  /* a lost link: whom to blame is decided from every daemon's word */
+  struct hr_blame blame;
+  int self; /* horarun's node in blame */
+  uv_timer_t blame_timer;
+  int blaming; /* a link was lost; the verdict waits (blame_timer) */
+  int blamed;  /* the verdict was given */
+  int link_lost; /* a node said it lost a link */
+  /* the first rank failure while the verdict waits */
+  int deferred, deferred_rank, deferred_status;
+  const char *deferred_host;
+  char deferred_what[1024];
   struct hp_conn *conns; /* every rendezvous connection, also unproven */
   unsigned nrejected;    /* strangers turned away (logging is thinned) */
-};
-
-struct wreq {
-  uv_write_t req;
-  struct hp_wbuf w;
 };
 
 static void check_daemon(struct hr_daemon *d);
@@ -115,42 +135,19 @@ static void set_exit(struct hr_job *j, int code) {
 
 /* ---- sending ------------------------------------------------------------ */
 
-static void on_written(uv_write_t *req, int status) {
-  struct wreq *r = req->data;
-  (void)status; /* a lost ABORT is fine: horad stops when the socket goes */
-  hp_wbuf_free(&r->w);
-  free(r);
-}
-
-/* Queues the frame in r (taken, also on error). Returns 0 or -1. */
-static int send_req(struct hr_daemon *d, struct wreq *r) {
-  if (d->conn) {
-    int rc = d->pipe_closing ? -1 : hp_conn_send(d->conn, &r->w);
-    hp_wbuf_free(&r->w);
-    free(r);
-    return rc < 0 ? -1 : 0;
-  }
-  if (!d->pipe_open || d->pipe_closing || r->w.err || r->w.len == 0) {
-    hp_wbuf_free(&r->w);
-    free(r);
-    return -1;
-  }
-  r->req.data = r;
-  uv_buf_t b = uv_buf_init((char *)r->w.data, (unsigned)r->w.len);
-  if (uv_write(&r->req, (uv_stream_t *)&d->pipe, &b, 1, on_written) < 0) {
-    hp_wbuf_free(&r->w);
-    free(r);
-    return -1;
-  }
-  return 0;
+/* Queues the frames in w (taken, also on error: w is left empty). A lost
+ * ABORT is fine: horad stops when its connection goes. Returns 0 or -1. */
+static int send_frames(struct hr_daemon *d, struct hp_wbuf *w) {
+  int rc = d->conn && !d->ctl_closing ? hp_conn_send(d->conn, w) : -1;
+  hp_wbuf_free(w);
+  return rc < 0 ? -1 : 0;
 }
 
 static void send_text(struct hr_daemon *d, uint16_t type, const char *text) {
-  struct wreq *r = calloc(1, sizeof *r);
-  if (!r) return;
-  hp_wbuf_init(&r->w);
-  hp_enc_text(&r->w, type, text);
-  send_req(d, r);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_text(&w, type, text);
+  send_frames(d, &w);
 }
 
 /* Sends the JOB. Returns 0 or a UV_E* code (UV_E2BIG: over the frame
@@ -158,12 +155,7 @@ static void send_text(struct hr_daemon *d, uint16_t type, const char *text) {
 static int send_job(struct hr_job *j, struct hr_daemon *d) {
   const struct hr_host *h = &j->l->hosts[d->host];
   struct hp_job_rank *ranks = calloc((size_t)h->nranks, sizeof *ranks);
-  struct wreq *r = calloc(1, sizeof *r);
-  if (!ranks || !r) {
-    free(ranks);
-    free(r);
-    return UV_ENOMEM;
-  }
+  if (!ranks) return UV_ENOMEM;
   for (int i = 0; i < h->nranks; i++) {
     const struct hr_rank *k = &j->l->ranks[h->first_rank + i];
     ranks[i] = (struct hp_job_rank){k->rank, k->local_rank, k->cross_rank,
@@ -172,7 +164,6 @@ static int send_job(struct hr_job *j, struct hr_daemon *d) {
   struct hp_job_host *hosts = calloc(j->nd, sizeof *hosts);
   if (!hosts) {
     free(ranks);
-    free(r);
     return UV_ENOMEM;
   }
   for (size_t i = 0; i < j->nd; i++) {
@@ -196,12 +187,13 @@ static int send_job(struct hr_job *j, struct hr_daemon *d) {
                      .argv = j->o->prog,
                      .envc = (uint32_t)j->envc,
                      .envp = j->envp};
-  hp_wbuf_init(&r->w);
-  hp_enc_job(&r->w, &m);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_job(&w, &m);
   free(ranks);
   free(hosts);
-  int rc = r->w.err ? UV_ENOMEM : r->w.len == 0 ? UV_E2BIG : 0;
-  if (send_req(d, r) < 0 && rc == 0) rc = UV_EPIPE;
+  int rc = w.err ? UV_ENOMEM : w.len == 0 ? UV_E2BIG : 0;
+  if (send_frames(d, &w) < 0 && rc == 0) rc = UV_EPIPE;
   d->job_sent = rc == 0;
   return rc;
 }
@@ -242,7 +234,7 @@ static void stop_job(struct hr_job *j, const char *reason) {
 
 /* ---- messages from horad ----------------------------------------------- */
 
-static void close_pipe(struct hr_daemon *d);
+static void close_ctl(struct hr_daemon *d);
 
 static void protocol_error(struct hr_daemon *d, const char *what) {
   struct hr_job *j = d->job;
@@ -254,7 +246,7 @@ static void protocol_error(struct hr_daemon *d, const char *what) {
   d->quiet = 1;
   set_exit(j, HR_EXIT_LAUNCHER);
   stop_job(j, "protocol error");
-  close_pipe(d); /* horad tears the job down when its socket closes */
+  close_ctl(d); /* horad tears the job down when its socket closes */
 }
 
 /* 1 when `rank` is one of this horad's ranks. */
@@ -329,6 +321,42 @@ static int failure_status(const struct hp_exit *m) {
   }
 }
 
+/* The first failure: the one the job is remembered by. */
+static void first_failure(struct hr_job *j, int rank, const char *host,
+                          const char *what, int status) {
+  j->failure_seen = 1;
+  hr_say(j->out, "rank %d on host %s %s", rank, host, what);
+  hr_out_print_tail(j->out, rank);
+  set_exit(j, status);
+  char reason[1200];
+  hc_fmt(reason, sizeof reason, "rank %d %s", rank, what);
+  stop_job(j, reason);
+}
+
+static int links_failing(struct hr_job *j);
+static void blame_open(struct hr_job *j);
+
+#define NOINIT_WHAT                                                            \
+  "exited with code 0 without initialising hora (it never called hora_init)"
+
+/* A rank that ended well, but without ever initialising hora: harmless in
+ * a job that does not use hora, the cause of what fails in one that does
+ * (the others wait for it in collectives). */
+static void noinit_exit(struct hr_daemon *d, const struct hp_exit *m,
+                        const char *what) {
+  struct hr_job *j = d->job;
+  if (j->noinit_rank < 0) {
+    j->noinit_rank = m->rank;
+    j->noinit_host = d->name;
+  }
+  if (j->failure_seen && !j->interrupted)
+    /* its report came after the failure it caused */
+    hr_say(j->out, "rank %d on host %s %s: the failure above may come from "
+           "it", m->rank, d->name, NOINIT_WHAT);
+  else if (j->o->verbose)
+    hr_say(j->out, "rank %d on host %s %s", m->rank, d->name, what);
+}
+
 static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,
                          size_t n) {
   struct hr_job *j = d->job;
@@ -344,14 +372,33 @@ static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,
   char what[1024];
   describe_exit(j, &m, what, sizeof what);
   int failed = m.how != HP_EXIT_CODE || m.code != 0;
-  if (failed && !j->stopping) {
-    /* The first failure: the one the job is remembered by. */
+  if (!failed && m.noinit) {
+    noinit_exit(d, &m, what);
+  } else if (failed && !j->stopping && (j->blaming || links_failing(j))) {
+    /* most likely a victim of a failing link (the news of a lost host can
+     * reach the ranks before horarun): the verdict names the cause */
+    if (!j->deferred) {
+      j->deferred = 1;
+      j->deferred_rank = m.rank;
+      j->deferred_host = d->name;
+      j->deferred_status = failure_status(&m);
+      hc_fmt(j->deferred_what, sizeof j->deferred_what, "%s", what);
+    }
+    blame_open(j);
+  } else if (failed && !j->stopping && j->noinit_rank >= 0) {
+    /* The ranks that used hora could not go on without it: name it. */
+    hr_say(j->out, "error: rank %d on host %s %s, so the other ranks could "
+           "not go on; stopping the job", j->noinit_rank, j->noinit_host,
+           NOINIT_WHAT);
     hr_say(j->out, "rank %d on host %s %s", m.rank, d->name, what);
     hr_out_print_tail(j->out, m.rank);
-    set_exit(j, failure_status(&m));
-    char reason[1200];
-    hc_fmt(reason, sizeof reason, "rank %d %s", m.rank, what);
+    j->failure_seen = 1;
+    set_exit(j, HR_EXIT_LAUNCHER);
+    char reason[300];
+    hc_fmt(reason, sizeof reason, "rank %d %s", j->noinit_rank, NOINIT_WHAT);
     stop_job(j, reason);
+  } else if (failed && !j->stopping) {
+    first_failure(j, m.rank, d->name, what, failure_status(&m));
   } else if (j->o->verbose) {
     hr_say(j->out, "rank %d on host %s %s", m.rank, d->name, what);
   }
@@ -365,10 +412,13 @@ static void end_host_ranks(struct hr_daemon *d) {
     hr_out_end_rank(d->job->out, h->first_rank + i);
 }
 
-/* The numeric address of a TCP connection's peer (peer=1) or own end. */
-static int sock_ip(uv_tcp_t *t, int peer, char *buf, size_t len) {
+/* The numeric address of a TCP connection's peer (peer=1) or own end; -1
+ * for a socketpair. */
+static int sock_ip(const struct hp_conn *c, int peer, char *buf, size_t len) {
   struct sockaddr_storage ss;
   int n = sizeof ss;
+  if (!c || c->local) return -1;
+  const uv_tcp_t *t = &c->tcp;
   int rc = peer ? uv_tcp_getpeername(t, (struct sockaddr *)&ss, &n)
                 : uv_tcp_getsockname(t, (struct sockaddr *)&ss, &n);
   if (rc < 0) return -1;
@@ -393,7 +443,7 @@ static int sock_ip(uv_tcp_t *t, int peer, char *buf, size_t len) {
 static void send_jobs(struct hr_job *j) {
   char seen[64] = "";
   for (size_t i = 0; i < j->nd && !seen[0]; i++)
-    if (j->d[i].conn) sock_ip(&j->d[i].conn->tcp, 0, seen, sizeof seen);
+    sock_ip(j->d[i].conn, 0, seen, sizeof seen);
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
     /* horad on this machine: the others reach it where they reach us */
@@ -402,7 +452,7 @@ static void send_jobs(struct hr_job *j) {
   j->jobs_sent = 1;
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
-    if (d->done || !d->pipe_open) continue;
+    if (d->done || !d->ctl_open) continue;
     int rc = send_job(j, d);
     if (rc < 0) {
       hr_say(j->out, "error: cannot send the job to horad on host %s: %s",
@@ -431,14 +481,220 @@ static void on_register(struct hr_daemon *d, const unsigned char *p,
   }
   if (m.mesh_addr[0])
     hc_fmt(d->mesh_addr, sizeof d->mesh_addr, "%s", m.mesh_addr);
-  else if (d->conn)
-    sock_ip(&d->conn->tcp, 1, d->mesh_addr, sizeof d->mesh_addr);
+  else
+    sock_ip(d->conn, 1, d->mesh_addr, sizeof d->mesh_addr);
   if (j->o->verbose)
     hr_say(j->out, "host %s: horad registered, mesh port %u (%s, pid %d)",
            d->name, m.mesh_port, m.hostname, (int)m.pid);
   for (size_t i = 0; i < j->nd; i++)
     if (!j->d[i].registered) return;
   if (!j->stopping && !j->jobs_sent) send_jobs(j);
+}
+
+/* ---- whom to blame for a lost link (blame.h) ------------------------------ */
+
+/* "host h2 (rank 1)", "host h2 (ranks 2-3)" */
+static void host_label(const struct hr_job *j, int i, char *buf, size_t len) {
+  const struct hr_host *h = &j->l->hosts[j->d[i].host];
+  if (h->nranks == 1)
+    hc_fmt(buf, len, "host %s (rank %d)", j->d[i].name, h->first_rank);
+  else
+    hc_fmt(buf, len, "host %s (ranks %d-%d)", j->d[i].name, h->first_rank,
+           h->first_rank + h->nranks - 1);
+}
+
+/* A node's name in messages: a host, or horarun. */
+static const char *node_name(const struct hr_job *j, int node) {
+  return node < (int)j->nd ? j->d[node].name : "horarun";
+}
+
+/* The daemons' heartbeat timeout (horarun's own is 1.5 times as long). */
+static uint64_t daemon_hb_ns(const struct hr_job *j) {
+  return (uint64_t)((double)j->hb_timeout_ns / 1.5);
+}
+
+/* What horarun's own TCP links to the hosts have been like lately. */
+static void blame_watch_self(struct hr_job *j, uint64_t now) {
+  uint64_t hb = daemon_hb_ns(j);
+  for (size_t i = 0; i < j->nd; i++) {
+    struct hr_daemon *d = &j->d[i];
+    struct hp_conn *c = d->conn;
+    uint32_t total;
+    if (c && !c->closing && hp_conn_retrans(c, &total) == 0) {
+      if (d->watched && total != d->retrans) d->trouble_ns = now;
+      d->retrans = total;
+      d->watched = 1;
+    }
+    if (c && !c->closing && !d->done && now - c->last_rx > hb / 2)
+      d->trouble_ns = now;
+    hr_blame_trouble_one(&j->blame, j->self, (int)i,
+                         d->trouble_ns && now - d->trouble_ns < 2 * hb);
+  }
+}
+
+/* The verdict: names the host (or the hosts, when the evidence cannot
+ * tell them apart) whose links failed, and stops the job. */
+static void blame_verdict(struct hr_job *j) {
+  if (!j->blaming) return;
+  j->blaming = 0;
+  uv_timer_stop(&j->blame_timer);
+  if (!j->link_lost && !links_failing(j)) {
+    /* opened for a rank's failure, but no link failed after all */
+    if (j->deferred)
+      first_failure(j, j->deferred_rank, j->deferred_host, j->deferred_what,
+                    j->deferred_status);
+    return;
+  }
+  j->blamed = 1;
+  blame_watch_self(j, hc_now_ns());
+  int who[8], clear;
+  int n = hr_blame_decide(&j->blame, who, 8, &clear);
+  char msg[1400], name[300], reason[400];
+  if (n == 1) {
+    int c = who[0], nodes = j->blame.nodes;
+    struct hr_daemon *d = &j->d[c];
+    host_label(j, c, name, sizeof name);
+    /* who lost it; else whom it lost; else its links are in trouble */
+    size_t k = 0;
+    const char *why = NULL;
+    reason[0] = '\0';
+    for (int a = 0; a < nodes; a++)
+      if (a != c && j->blame.lost[a * nodes + c])
+        k += (size_t)snprintf(reason + k, sizeof reason - HC_MIN(k, sizeof reason),
+                              "%s%s%s", k ? ", " : "", a < (int)j->nd ? "host " : "",
+                              node_name(j, a));
+    if (k) {
+      why = d->lost_seen ? d->lost_why : d->own_why;
+      hc_fmt(msg, sizeof msg, "%s is lost: %s (%s lost it)", name, why, reason);
+    } else {
+      for (int a = 0; a < nodes; a++)
+        if (a != c && j->blame.lost[c * nodes + a]) {
+          k += (size_t)snprintf(reason + k,
+                                sizeof reason - HC_MIN(k, sizeof reason),
+                                "%s%s%s", k ? ", " : "",
+                                a < (int)j->nd ? "host " : "", node_name(j, a));
+          if (!why && a < (int)j->nd && j->d[a].lost_seen) why = j->d[a].lost_why;
+        }
+      if (k)
+        hc_fmt(msg, sizeof msg, "%s is lost: it lost its links to %s (%s)",
+               name, reason, why ? why : "lost");
+      else
+        hc_fmt(msg, sizeof msg, "%s is lost: its links to the other hosts "
+               "fail (retransmissions, silences)", name);
+    }
+  } else if (n > 1) {
+    size_t k = 0;
+    const char *why = NULL;
+    for (int i = 0; i < n; i++) {
+      host_label(j, who[i], name, sizeof name);
+      k += (size_t)snprintf(msg + k, sizeof msg - HC_MIN(k, sizeof msg),
+                            "%s%s", i == 0 ? "the links between " :
+                            i == n - 1 ? " and " : ", ", name);
+      if (!why && j->d[who[i]].lost_seen) why = j->d[who[i]].lost_why;
+      if (!why && j->d[who[i]].own_why[0]) why = j->d[who[i]].own_why;
+    }
+    hc_fmt(msg + HC_MIN(k, sizeof msg - 1), sizeof msg - HC_MIN(k, sizeof msg - 1),
+           " failed: %s (which of them is the cause cannot be told)",
+           why ? why : "lost");
+  } else {
+    hc_fmt(msg, sizeof msg, "a link between the hosts was lost");
+  }
+  hr_say(j->out, "error: %s", msg);
+  if (j->deferred && j->o->verbose)
+    hr_say(j->out, "meanwhile rank %d on host %s %s", j->deferred_rank,
+           j->deferred_host, j->deferred_what);
+  set_exit(j, HR_EXIT_LAUNCHER);
+  stop_job(j, msg);
+}
+
+static void on_blame_timer(uv_timer_t *t) { blame_verdict(t->data); }
+
+/* Links in trouble enough to blame a host for what fails now: one whose
+ * links to two other nodes failed. */
+static int links_failing(struct hr_job *j) {
+  if (!j->multi || j->blamed || !j->blame.lost) return 0;
+  blame_watch_self(j, hc_now_ns());
+  int who[1], clear;
+  if (hr_blame_decide(&j->blame, who, 1, &clear) < 1) return 0;
+  return hr_blame_score(&j->blame, who[0]) >= 2;
+}
+
+/* The verdict waits a little for every node's word: half the daemons'
+ * heartbeat timeout. */
+static void blame_open(struct hr_job *j) {
+  if (j->blaming || j->blamed || !j->multi) return;
+  j->blaming = 1;
+  uv_timer_start(&j->blame_timer, on_blame_timer,
+                 HC_MAX(300, daemon_hb_ns(j) / 2000000), 0);
+}
+
+/* New evidence: gives the verdict once it is beyond doubt. */
+static void blame_check(struct hr_job *j) {
+  if (!j->blaming) return;
+  blame_watch_self(j, hc_now_ns());
+  int who[1], clear;
+  hr_blame_decide(&j->blame, who, 1, &clear);
+  if (clear) blame_verdict(j);
+}
+
+/* Node `from` lost its link to host `to`, saying why. The verdict waits
+ * a little for the others' word: half the daemons' heartbeat timeout. */
+static void note_lost(struct hr_job *j, int from, int to, const char *why) {
+  if (!j->multi || to < 0 || to >= (int)j->nd) return;
+  struct hr_daemon *d = &j->d[to];
+  hr_blame_lost(&j->blame, from, to);
+  j->link_lost = 1;
+  if (from == j->self && from == (int)j->nd) {
+    if (!d->own_why[0]) hc_fmt(d->own_why, sizeof d->own_why, "%s", why);
+  } else if (!d->lost_seen) {
+    d->lost_seen = 1;
+    hc_fmt(d->lost_why, sizeof d->lost_why, "%s", why);
+  }
+  if (j->blamed || j->closing || (j->stopping && !j->blaming)) return;
+  blame_open(j);
+  blame_check(j);
+}
+
+static void on_peer_lost(struct hr_daemon *d, const unsigned char *p,
+                         size_t n) {
+  struct hr_job *j = d->job;
+  struct hp_peer_lost m;
+  int me = (int)(d - j->d);
+  if (!j->multi || hp_dec_peer_lost(p, n, &m) < 0 || m.host >= j->nd ||
+      (int)m.host == me) {
+    protocol_error(d, "bad PEER_LOST message");
+    return;
+  }
+  if (j->o->verbose) {
+    char name[300];
+    host_label(j, (int)m.host, name, sizeof name);
+    hr_say(j->out, "host %s lost its link to %s: %s", d->name, name, m.msg);
+  }
+  note_lost(j, me, (int)m.host, m.msg);
+}
+
+/* A daemon's heartbeat lists the hosts its links have been in trouble
+ * with lately. */
+static void on_heartbeat(struct hr_daemon *d, const unsigned char *p,
+                         size_t n) {
+  struct hr_job *j = d->job;
+  uint32_t list[HP_TROUBLE_MAX];
+  int to[HP_TROUBLE_MAX];
+  uint32_t k;
+  if (hp_dec_heartbeat(p, n, list, HP_TROUBLE_MAX, &k) < 0) {
+    protocol_error(d, "bad HEARTBEAT message");
+    return;
+  }
+  if (!j->multi || !j->blame.lost) return;
+  for (uint32_t i = 0; i < k; i++) {
+    if (list[i] > j->nd) {
+      protocol_error(d, "bad HEARTBEAT message");
+      return;
+    }
+    to[i] = list[i] == j->nd ? j->self : (int)list[i];
+  }
+  hr_blame_trouble(&j->blame, (int)(d - j->d), to, (int)k);
+  blame_check(j);
 }
 
 static void on_fault(struct hr_daemon *d, const unsigned char *p, size_t n) {
@@ -467,6 +723,10 @@ static void dispatch(struct hr_daemon *d, const struct hp_frame_hdr *h,
     on_fault(d, p, h->len);
     break;
   case HP_MSG_HEARTBEAT:
+    on_heartbeat(d, p, h->len);
+    break;
+  case HP_MSG_PEER_LOST:
+    on_peer_lost(d, p, h->len);
     break;
   case HP_MSG_READY:
     on_ready(d, p, h->len);
@@ -491,60 +751,25 @@ static void dispatch(struct hr_daemon *d, const struct hp_frame_hdr *h,
   }
 }
 
-/* ---- the control socket ------------------------------------------------- */
+/* ---- the control connection ------------------------------------------- */
 
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+static void on_alloc_err(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   struct hr_daemon *d = h->data;
   (void)hint;
   *buf = uv_buf_init(d->job->readbuf, sizeof d->job->readbuf);
 }
 
-static void on_alloc_err(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
-  on_alloc(h, hint, buf);
-}
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  struct hr_daemon *d = s->data;
-  if (n < 0) { /* EOF, or an error that ends the stream just the same */
-    close_pipe(d);
-    return;
-  }
-  if (n == 0) return;
-  if (hp_decoder_feed(&d->dec, buf->base, (size_t)n) < 0) {
-    protocol_error(d, "out of memory");
-    return;
-  }
-  while (d->pipe_open && !d->pipe_closing) {
-    struct hp_frame_hdr h;
-    const unsigned char *payload;
-    char why[256];
-    int rc = hp_decoder_next(&d->dec, &h, &payload, why, sizeof why);
-    if (rc == 0) break;
-    if (rc < 0) {
-      protocol_error(d, why);
-      return;
-    }
-    dispatch(d, &h, payload);
-  }
-}
-
 static void on_daemon_timer(uv_timer_t *t);
 
 static void control_closed(struct hr_daemon *d) {
-  d->pipe_open = 0;
-  d->pipe_closing = 0;
+  d->ctl_open = 0;
+  d->ctl_closing = 0;
   if (!d->reaped)
     uv_timer_start(&d->timer, on_daemon_timer, d->job->reap_ms, 0);
   check_daemon(d);
 }
 
-static void on_pipe_closed(uv_handle_t *h) { control_closed(h->data); }
-
-/* ---- the rendezvous: horads started over ssh call back ------------------- */
-
-/* A rendezvous connection's data is the job until the peer says which
- * host it is (REGISTER); from then on it is that host's daemon, and its
- * callbacks are daemon_conn_cb. */
+/* A horad's frames, over its socketpair or (once it said REGISTER) TCP. */
 static int on_daemon_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
                            unsigned char *p, int *keep) {
   (void)keep;
@@ -554,14 +779,28 @@ static int on_daemon_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
 
 static void on_daemon_close(struct hp_conn *c, const char *why) {
   struct hr_daemon *d = c->data;
-  (void)why;
+  struct hr_job *j = d->job;
+  if (!c->local && !d->done && !j->closing && j->blame.lost) {
+    hr_blame_lost(&j->blame, j->self, (int)(d - j->d));
+    if (!d->own_why[0])
+      hc_fmt(d->own_why, sizeof d->own_why, "its connection to horarun "
+             "ended (%s)", why);
+    blame_check(j);
+  }
   d->conn = NULL;
+  d->ctl_closing = 1; /* closed: nothing more to send or close */
+  if (c->bad_data) protocol_error(d, why);
   control_closed(d);
 }
 
 static const struct hp_conn_cb daemon_conn_cb = {.on_frame = on_daemon_frame,
                                                  .on_close = on_daemon_close};
 
+/* ---- the rendezvous: horads started over ssh call back ------------------- */
+
+/* A rendezvous connection's data is the job until the peer says which
+ * host it is (REGISTER); from then on it is that host's daemon, and its
+ * callbacks are daemon_conn_cb. */
 static int on_rdv_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
                         unsigned char *p, int *keep) {
   struct hr_job *j = c->data;
@@ -582,7 +821,7 @@ static int on_rdv_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
   }
   struct hr_daemon *d = &j->d[m.host_index];
   d->conn = c;
-  d->pipe_open = 1;
+  d->ctl_open = 1;
   c->data = d;
   c->cb = &daemon_conn_cb;
   on_register(d, p, h->len);
@@ -643,20 +882,27 @@ static int open_rendezvous(struct hr_job *j) {
 static void on_hb_timer(uv_timer_t *t) {
   struct hr_job *j = t->data;
   uint64_t now = hc_now_ns();
+  blame_watch_self(j, now);
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
-    struct hp_conn *c = d->conn;
-    if (!c || c->closing || d->done) continue;
+    struct hp_conn *c = d->conn; /* TCP: a socketpair needs none */
+    if (!c || c->local || c->closing || d->done) continue;
     if (now - c->last_rx > j->hb_timeout_ns) {
-      hr_say(j->out, "error: lost contact with host %s: no heartbeat for "
-             "%.1f s", d->name, (double)(now - c->last_rx) / 1e9);
+      char why[96];
+      hc_fmt(why, sizeof why, "horarun heard no heartbeat for %.1f s",
+             (double)(now - c->last_rx) / 1e9);
       d->quiet = 1;
-      set_exit(j, HR_EXIT_LAUNCHER);
-      char reason[300];
-      hc_fmt(reason, sizeof reason, "host %s is lost (no heartbeat)",
-             d->name);
-      stop_job(j, reason);
-      close_pipe(d);
+      note_lost(j, j->self, (int)i, why);
+      if (!j->blaming && !j->blamed) { /* the job stops for another cause */
+        hr_say(j->out, "error: lost contact with host %s: no heartbeat for "
+               "%.1f s", d->name, (double)(now - c->last_rx) / 1e9);
+        set_exit(j, HR_EXIT_LAUNCHER);
+        char reason[300];
+        hc_fmt(reason, sizeof reason, "host %s is lost (no heartbeat)",
+               d->name);
+        stop_job(j, reason);
+      }
+      close_ctl(d);
       if (!d->reaped) { /* its ssh: it may wait for minutes */
         kill(-d->pid, SIGKILL);
         kill(d->pid, SIGKILL);
@@ -725,13 +971,10 @@ static void print_tail(struct hr_daemon *d) {
     hr_say(d->job->out, "  %s", d->tail[i]);
 }
 
-static void close_pipe(struct hr_daemon *d) {
-  if (!d->pipe_open || d->pipe_closing) return;
-  d->pipe_closing = 1;
-  if (d->conn)
-    hp_conn_close(d->conn, "closed by horarun");
-  else
-    uv_close((uv_handle_t *)&d->pipe, on_pipe_closed);
+static void close_ctl(struct hr_daemon *d) {
+  if (!d->ctl_open || d->ctl_closing || !d->conn) return;
+  d->ctl_closing = 1;
+  hp_conn_close(d->conn, "closed by horarun"); /* on_daemon_close() */
 }
 
 static int reap(struct hr_daemon *d);
@@ -742,7 +985,7 @@ static int reap(struct hr_daemon *d);
 static void on_daemon_timer(uv_timer_t *t) {
   struct hr_daemon *d = t->data;
   if (reap(d) || d->reaped) {
-    close_pipe(d);
+    close_ctl(d);
     close_err(d);
     return;
   }
@@ -777,6 +1020,7 @@ static void check_all(struct hr_job *j) {
   for (size_t i = 0; i < j->nd; i++)
     if (!j->d[i].finished) return;
   if (j->closing) return;
+  blame_verdict(j); /* every daemon has said what it will */
   j->closing = 1;
   hr_out_break(j->out);
   for (int i = 0; i < NSTOP; i++)
@@ -784,7 +1028,10 @@ static void check_all(struct hr_job *j) {
   close_handle((uv_handle_t *)&j->sigchld);
   close_handle((uv_handle_t *)&j->start_timer);
   close_handle((uv_handle_t *)&j->stop_timer);
-  if (j->multi) close_handle((uv_handle_t *)&j->hb_timer);
+  if (j->multi) {
+    close_handle((uv_handle_t *)&j->hb_timer);
+    close_handle((uv_handle_t *)&j->blame_timer);
+  }
   if (j->rdv_open) close_handle((uv_handle_t *)&j->rdv);
   hp_conn_close_all(&j->conns, "the job is over");
   for (size_t i = 0; i < j->nd; i++)
@@ -793,7 +1040,7 @@ static void check_all(struct hr_job *j) {
 
 static void check_daemon(struct hr_daemon *d) {
   struct hr_job *j = d->job;
-  if (d->finished || !d->reaped || d->pipe_open || d->err_open) return;
+  if (d->finished || !d->reaped || d->ctl_open || d->err_open) return;
   d->finished = 1;
   uv_timer_stop(&d->timer);
   char st[64];
@@ -807,11 +1054,22 @@ static void check_daemon(struct hr_daemon *d) {
   } else if (d->started && !d->done && !d->quiet &&
              (d->job_sent || !j->stopping)) {
     /* (One stopped before it had a job, because of another host, had
-     * nothing to run: its exit is no news.) */
+     * nothing to run: its exit is no news.) A link lost meanwhile was
+     * most likely this: its verdict first. */
     hr_say(j->out, "error: horad on host %s exited unexpectedly (%s)", d->name,
            st);
     set_exit(j, HR_EXIT_LAUNCHER);
-    stop_job(j, "a horad exited unexpectedly");
+    char why[128];
+    hc_fmt(why, sizeof why, "its horad exited (%s)", st);
+    if (j->blaming) { /* the others' word is in: this is the one */
+      note_lost(j, j->self, (int)(d - j->d), why);
+      blame_verdict(j);
+    } else if (j->multi && !j->blamed && !j->stopping) {
+      /* the other hosts lose it too: let them say so (their ranks' errors
+       * then name it) before the job is stopped */
+      note_lost(j, j->self, (int)(d - j->d), why);
+    }
+    if (!j->blaming) stop_job(j, "a horad exited unexpectedly");
   } else if (d->started && j->o->verbose) {
     hr_say(j->out, "horad on host %s exited (%s)", d->name, st);
   }
@@ -827,7 +1085,7 @@ static int reap(struct hr_daemon *d) {
   d->reaped = 1;
   d->wstatus = st;
   uv_timer_stop(&d->timer);
-  if (d->pipe_open) uv_timer_start(&d->timer, on_daemon_timer, DRAIN_MS, 0);
+  if (d->ctl_open) uv_timer_start(&d->timer, on_daemon_timer, DRAIN_MS, 0);
   check_daemon(d);
   return 1;
 }
@@ -975,12 +1233,10 @@ static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
     return;
   }
   d->started = 1;
-  uv_pipe_init(&j->loop, &d->pipe, 0);
-  d->pipe.data = d;
-  d->pipe_open = 1;
-  rc = uv_pipe_open(&d->pipe, fd);
-  if (rc < 0) close(fd); /* not the handle's yet */
-  if (rc == 0) rc = uv_read_start((uv_stream_t *)&d->pipe, on_alloc, on_read);
+  rc = hp_conn_open_local(&j->loop, fd, "its socketpair", &daemon_conn_cb, d,
+                          &d->conn);
+  if (rc < 0) close(fd); /* not the connection's */
+  else d->ctl_open = 1;
   if (rc == 0 && !j->multi) rc = send_job(j, d); /* multi: once registered */
   if (rc < 0) {
     hr_say(j->out, "error: cannot send the job to horad on host %s: %s",
@@ -988,7 +1244,7 @@ static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
     d->quiet = 1;
     set_exit(j, HR_EXIT_LAUNCHER);
     stop_job(j, "cannot send the job");
-    close_pipe(d);
+    close_ctl(d);
   }
 }
 
@@ -1087,7 +1343,8 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
   struct hr_job *j = calloc(1, sizeof *j);
   if (!j) return HR_EXIT_LAUNCHER;
   *j = (struct hr_job){
-      .o = o, .l = l, .envp = envp, .horad = horad, .exit_code = -1};
+      .o = o, .l = l, .envp = envp, .horad = horad, .exit_code = -1,
+      .noinit_rank = -1};
   while (envp[j->envc])
     j->envc++;
   j->start_timeout = (int)hr_opts_knob_num(o, "start_timeout");
@@ -1102,7 +1359,6 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
                               .host = (int)h,
                               .name = host_display(j, (int)h),
                               .remote = !l->hosts[h].local};
-      hp_decoder_init(&d->dec);
       uv_timer_init(&j->loop, &d->timer);
       d->timer.data = d;
     }
@@ -1118,6 +1374,16 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
       uv_timer_init(&j->loop, &j->hb_timer);
       j->hb_timer.data = j;
       uv_timer_start(&j->hb_timer, on_hb_timer, every, every);
+      uv_timer_init(&j->loop, &j->blame_timer);
+      j->blame_timer.data = j;
+      int here = -1; /* horarun's links are those of a host on this machine */
+      for (size_t k = 0; k < j->nd && here < 0; k++)
+        if (!j->d[k].remote) here = (int)k;
+      if (hr_blame_init(&j->blame, (int)j->nd, here) < 0) {
+        hr_say(j->out, "error: out of memory");
+        set_exit(j, HR_EXIT_LAUNCHER);
+      }
+      j->self = hr_blame_self(&j->blame, here);
       if (hp_random(j->secret, sizeof j->secret) < 0 ||
           open_rendezvous(j) < 0) {
         hr_say(j->out, "error: cannot set up the rendezvous");
@@ -1135,9 +1401,8 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
     uv_loop_close(&j->loop);
     rc = j->exit_code < 0 ? 0 : j->exit_code;
   }
-  for (size_t i = 0; j->d && i < j->nd; i++)
-    hp_decoder_free(&j->d[i].dec);
   free(j->d);
+  hr_blame_free(&j->blame);
   hr_out_free(j->out);
   memset(j->secret, 0, sizeof j->secret);
   free(j);

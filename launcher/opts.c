@@ -127,24 +127,42 @@ void hr_opts_free(struct hr_opts *o) {
   memset(o, 0, sizeof *o);
 }
 
-int hr_env_check(const struct hr_opts *o, char *const envp[], char *err,
-                 size_t errlen) {
-  char why[256];
-  for (size_t i = 0; i < hc_nparams; i++) {
+/* 1 when the variable of entry kv belongs to a knob given as a flag or in
+ * a config file (it replaces both its names). */
+static int flagged_var(const struct hr_opts *o, const char *kv) {
+  size_t len = strcspn(kv, "=");
+  for (size_t i = 0; o->knob && i < hc_nparams; i++) {
     const struct hc_param *p = &hc_params[i];
-    if (o->knob && o->knob[i]) continue; /* the flag replaces them */
-    const char *names[] = {p->env, p->hvd_env};
-    for (size_t k = 0; k < HC_ARRAY_SIZE(names); k++) {
-      const char *v = NULL;
-      if (names[k] && !(v = hr_env_get(o->env, names[k]))) /* config's env */
-        v = hr_env_get(envp, names[k]);
-      if (!v || !*v || hc_param_check(p, v, why, sizeof why) == 0) continue;
-      hc_fmt(err, errlen, "invalid %s value '%s' in the environment: %s",
-             names[k], v, why);
-      return -1;
-    }
+    if (!o->knob[i]) continue;
+    if ((strlen(p->env) == len && !strncmp(kv, p->env, len)) ||
+        (p->hvd_env && strlen(p->hvd_env) == len &&
+         !strncmp(kv, p->hvd_env, len)))
+      return 1;
   }
   return 0;
+}
+
+int hr_env_check(const struct hr_opts *o, char *const envp[], char *err,
+                 size_t errlen) {
+  /* What horad will parse: the config's env over the environment (the
+   * first entry of a name counts), less the variables a flag replaces. */
+  size_t n = o->nenv, k = 0;
+  for (size_t i = 0; envp && envp[i]; i++) n++;
+  char **v = calloc(n + 1, sizeof *v);
+  if (!v) {
+    hc_fmt(err, errlen, "out of memory");
+    return -1;
+  }
+  for (size_t i = 0; i < o->nenv; i++)
+    if (!flagged_var(o, o->env[i])) v[k++] = o->env[i];
+  for (size_t i = 0; envp && envp[i]; i++)
+    if (!flagged_var(o, envp[i])) v[k++] = envp[i];
+  struct hc_knobs knobs;
+  hc_knobs_init(&knobs);
+  int rc = hc_knobs_parse_env(&knobs, v, k, "the environment", err, errlen);
+  hc_knobs_free(&knobs);
+  free(v);
+  return rc;
 }
 
 const char *hr_env_get(char *const envp[], const char *name) {

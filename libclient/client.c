@@ -1,4 +1,5 @@
-/* client.c -- libhora start-up, shutdown, job layout and errors.
+/* client.c -- libhora start-up, shutdown and job layout: the top of
+ * libhora (it calls ops.c and arena.c; they call only state.c).
  *
  * hora_init() reads the environment horad gave the rank, connects to the
  * job's unix socket, says hello with the rank's token, and receives its
@@ -20,30 +21,7 @@
 #include "client.h"
 #include "msg.h"
 
-struct hl_state hl = {
-    .sock = -1,
-    .efd = -1,
-    .sq_lock = PTHREAD_MUTEX_INITIALIZER,
-    .ps_lock = PTHREAD_MUTEX_INITIALIZER,
-    .cq_lock = PTHREAD_MUTEX_INITIALIZER,
-    .op_lock = PTHREAD_MUTEX_INITIALIZER,
-    .arena_lock = PTHREAD_MUTEX_INITIALIZER,
-};
-
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static __thread char last_error[HP_MSG_MAX + 128];
-
-int hl_error(int err, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
-  va_end(ap);
-  return err;
-}
-
-void hl_clear_error(void) { last_error[0] = '\0'; }
-
-const char *hora_last_error(void) { return last_error; }
 
 static int env_int(const char *name, int *out) {
   const char *v = getenv(name);
@@ -77,8 +55,8 @@ static int recv_welcome(int sock, struct hp_welcome *w, int fds[2]) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
       return hl_error(HORA_EPEERGONE,
-                      "horad closed the connection during hello (wrong token, "
-                      "or this rank connected twice)");
+                      "horad closed the connection during hello (it refused "
+                      "this rank; its log says why)");
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c && mh.msg_controllen;
          c = CMSG_NXTHDR(&mh, c))
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
@@ -89,8 +67,22 @@ static int recv_welcome(int sock, struct hp_welcome *w, int fds[2]) {
   }
   struct hp_frame_hdr h;
   char why[160];
-  if (hp_frame_parse(buf, &h, why, sizeof why) < 0 ||
-      h.type != HP_MSG_WELCOME || HP_FRAME_HDR + h.len > have ||
+  unsigned version = (unsigned)(buf[4] | buf[5] << 8);
+  int parsed = hp_frame_parse(buf, &h, why, sizeof why);
+  if (parsed < 0 && !memcmp(buf, "HORA", 4) && version != HP_PROTO_VERSION)
+    /* another release's horad: its header still reads the same */
+    return hl_error(HORA_EVERSION,
+                    "libhora speaks protocol version %u, but horad speaks "
+                    "version %u: use libhora and horad of the same hora "
+                    "release", HP_PROTO_VERSION, version);
+  if (parsed == 0 && h.type == HP_MSG_REFUSE && HP_FRAME_HDR + h.len <= have) {
+    struct hp_refuse m;
+    if (hp_dec_refuse(buf + HP_FRAME_HDR, h.len, &m) < 0)
+      return hl_error(HORA_EPROTO, "malformed refusal from horad");
+    int st = strcmp(hora_err_name(m.status), "HORA_E?") ? m.status : HORA_EPROTO;
+    return hl_error(st, "horad refused this rank: %s", m.msg);
+  }
+  if (parsed < 0 || h.type != HP_MSG_WELCOME || HP_FRAME_HDR + h.len > have ||
       hp_dec_welcome(buf + HP_FRAME_HDR, h.len, w) < 0 || fds[0] < 0 ||
       fds[1] < 0)
     return hl_error(HORA_EPROTO, "malformed welcome from horad");
@@ -115,16 +107,18 @@ static int map_segment(int memfd, uint64_t size) {
       h->sq_slots_off != want.sq_slots_off ||
       h->cq_slots_off != want.cq_slots_off ||
       h->staging_off != want.staging_off || h->arena_off != want.arena_off) {
+    uint64_t magic = h->magic;
+    uint32_t version = h->version;
     munmap(p, size);
-    if (h->magic == HP_SHM_MAGIC && h->version != HP_SHM_VERSION)
+    if (magic == HP_SHM_MAGIC && version != HP_SHM_VERSION)
       return hl_error(HORA_EVERSION,
                       "libhora speaks shared-memory protocol version %u, but "
                       "horad speaks version %u: use libhora and horad of the "
-                      "same hora release", HP_SHM_VERSION, h->version);
+                      "same hora release", HP_SHM_VERSION, version);
     return hl_error(HORA_EPROTO,
                     "shared memory layout from horad is not the one this "
                     "library knows (version %u, expected %u)",
-                    h->version, HP_SHM_VERSION);
+                    version, HP_SHM_VERSION);
   }
   hl.shm = p;
   hl.shm_size = size;
@@ -163,7 +157,9 @@ static int connect_daemon(const char *path) {
     return hl_error(HORA_EPEERGONE, "rank %d cannot connect to horad at %s: %s",
                     hl.rank, path, strerror(e));
   }
-  struct hp_hello h = {.rank = hl.rank, .pid = (int32_t)getpid()};
+  struct hp_hello h = {.rank = hl.rank,
+                       .pid = (int32_t)getpid(),
+                       .shm_version = HP_SHM_VERSION};
   hc_fmt(h.token, sizeof h.token, "%s", token);
   struct hp_wbuf w;
   hp_wbuf_init(&w);

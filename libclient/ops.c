@@ -505,7 +505,17 @@ static int sum_splits(const char *fn, const int64_t *v, int n, uint64_t *out) {
   return 0;
 }
 
-static int submit_req(const hora_request_t *q, int64_t *handle) {
+/* A group being submitted (hora_submit_group): its key comes from the
+ * name of its first tensor (unique among the rank's pending names), and
+ * each pushed entry is kept so that it can be withdrawn. */
+struct group {
+  uint64_t key;
+  uint32_t n, idx;
+  struct hp_sqe *sent;
+};
+
+static int submit_req(const hora_request_t *q, int64_t *handle,
+                      struct group *g) {
   const char *fn = q->coll > 0 && q->coll <= HORA_COLL_MAX ? coll_word(q->coll)
                                                            : "hora_submit";
   if (!atomic_load(&hl.initialized))
@@ -665,6 +675,17 @@ static int submit_req(const hora_request_t *q, int64_t *handle) {
   e.ndims = (uint8_t)q->ndims;
   for (int i = 0; i < q->ndims; i++) e.shape[i] = q->shape[i];
   set_name(&e, coll == HORA_COLL_JOIN ? "hora.join" : q->name, coll);
+  if (g) {
+    if (g->idx == 0) {
+      uint64_t h = 1469598103934665603ull; /* FNV-1a */
+      for (const char *c = e.name; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+      g->key = h ^ g->n;
+    }
+    e.group = g->key;
+    e.group_n = g->n;
+    e.group_idx = g->idx;
+  }
   int is_root = coll == HORA_COLL_BROADCAST && q->root_rank == hl.rank;
   rc = 0;
   if (naux) {
@@ -757,6 +778,7 @@ static int submit_req(const hora_request_t *q, int64_t *handle) {
   } /* else streamed: horad asks for chunks of send, and returns them to recv */
   rc = sq_push(&e);
   if (rc < 0) goto fail;
+  if (g) g->sent[g->idx] = e;
   *handle = (int64_t)op->id;
   return 0;
 fail:
@@ -771,7 +793,48 @@ fail:
 int hora_submit(const hora_request_t *req, int64_t *handle) {
   hl_clear_error();
   if (!req) return hl_error(HORA_EINVAL, "hora_submit: NULL request");
-  return submit_req(req, handle);
+  return submit_req(req, handle, NULL);
+}
+
+int hora_submit_group(const hora_request_t *reqs, int n, int64_t *handles) {
+  hl_clear_error();
+  if (!reqs || !handles || n < 0 || (uint32_t)n > HP_GROUP_MAX)
+    return hl_error(HORA_EINVAL, "hora_submit_group: %s", !reqs || !handles
+                    ? "NULL requests or handles" : "a group of 0 to 4096 "
+                    "requests");
+  if (n <= 1) return n ? submit_req(&reqs[0], &handles[0], NULL) : 0;
+  for (int i = 1; i < n; i++)
+    if (reqs[i].coll != reqs[0].coll ||
+        reqs[i].process_set != reqs[0].process_set)
+      return hl_error(HORA_EINVAL, "hora_submit_group: request %d is not of "
+                      "the first's collective and process set (rank %d)", i,
+                      hl.rank);
+  struct group g = {.n = (uint32_t)n};
+  if (!hl.local_only && !(g.sent = malloc((size_t)n * sizeof *g.sent)))
+    return hl_error(HORA_ENOMEM, "hora_submit_group: out of memory");
+  int rc = 0, k;
+  for (k = 0; k < n; k++) {
+    g.idx = (uint32_t)k;
+    if ((rc = submit_req(&reqs[k], &handles[k], hl.local_only ? NULL : &g)) < 0)
+      break;
+  }
+  if (rc < 0) {
+    /* horad holds the first k for the rest: it withdraws them; their
+     * handles end here, and the error is the one that stopped the group */
+    char saved[HP_MSG_MAX + 128];
+    snprintf(saved, sizeof saved, "%s", hora_last_error());
+    for (int i = 0; i < k; i++) {
+      if (!hl.local_only) {
+        struct hp_sqe c = g.sent[i];
+        c.kind = HP_SQ_CANCEL;
+        (void)sq_push(&c);
+      }
+      (void)hora_wait(handles[i]);
+    }
+    rc = hl_error(rc, "%s", saved);
+  }
+  free(g.sent);
+  return rc;
 }
 
 int hora_allreduce_async(const char *name, const void *sendbuf, void *recvbuf,
@@ -792,7 +855,7 @@ int hora_broadcast_async(const char *name, void *buf, size_t count,
   hora_request_t r = {.coll = HORA_COLL_BROADCAST, .name = name,
                       .sendbuf = buf, .recvbuf = buf, .count = count,
                       .dtype = dtype, .root_rank = root_rank};
-  return submit_req(&r, handle);
+  return submit_req(&r, handle, NULL);
 }
 
 int hora_wait(int64_t handle) {

@@ -168,6 +168,17 @@ static void on_handle_closed(uv_handle_t *h) {
   free(c);
 }
 
+int hp_conn_retrans(struct hp_conn *c, uint32_t *total) {
+  uv_os_fd_t fd;
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  if (!c || c->closing || uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0 ||
+      getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+    return -1;
+  *total = ti.tcpi_total_retrans;
+  return 0;
+}
+
 void hp_conn_close(struct hp_conn *c, const char *why) {
   if (c->closing) return;
   c->closing = 1;
@@ -181,6 +192,12 @@ static void fail(struct hp_conn *c, const char *fmt, const char *arg) {
   char why[256];
   hc_fmt(why, sizeof why, fmt, arg);
   hp_conn_close(c, why);
+}
+
+/* The peer sent what cannot be hora's: the connection ends. */
+static void bad_data(struct hp_conn *c, const char *fmt, const char *arg) {
+  if (!c->closing) c->bad_data = 1;
+  fail(c, fmt, arg);
 }
 
 /* ---- writing ------------------------------------------------------------ */
@@ -369,16 +386,16 @@ static int payload_room(struct hp_conn *c, size_t n, size_t keep) {
 static int start_payload(struct hp_conn *c) {
   char why[200];
   if (hp_frame_parse(c->hdr, &c->h, why, sizeof why) < 0) {
-    fail(c, "bad frame: %s", why);
+    bad_data(c, "bad frame: %s", why);
     return -1;
   }
   if (!c->authed) {
     if (c->h.len > HP_AUTH_FRAME_MAX) {
-      fail(c, "%s", "oversize frame before authentication");
+      bad_data(c, "%s", "oversize frame before authentication");
       return -1;
     }
     if (c->h.type < HP_MSG_AUTH_HELLO || c->h.type > HP_MSG_AUTH_PROOF) {
-      fail(c, "%s", "a message before authentication");
+      bad_data(c, "%s", "a message before authentication");
       return -1;
     }
   }
@@ -419,7 +436,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     /* Reject a stranger as soon as its first bytes show it. */
     static const unsigned char magic[4] = {'H', 'O', 'R', 'A'};
     if (memcmp(c->hdr, magic, HC_MIN(c->hgot, (size_t)4))) {
-      hp_conn_close(c, "bad frame: bad magic (not a hora peer)");
+      bad_data(c, "%s", "bad frame: bad magic (not a hora peer)");
       return;
     }
     if (c->hgot < HP_FRAME_HDR) return;
@@ -462,8 +479,14 @@ static struct hp_conn *conn_new(uv_loop_t *loop,
   c->data = data;
   c->connector = role == HP_AUTH_CONNECTOR;
   c->last_rx = hc_now_ns();
-  hp_auth_init(&c->auth, role, purpose, secret);
-  uv_tcp_init(loop, &c->tcp);
+  if (secret) {
+    hp_auth_init(&c->auth, role, purpose, secret);
+    uv_tcp_init(loop, &c->tcp);
+  } else { /* local: hp_auth_clear() leaves it unable to pass a handshake */
+    hp_auth_clear(&c->auth);
+    uv_pipe_init(loop, &c->pipe, 0);
+    c->local = 1;
+  }
   uv_timer_init(loop, &c->timer);
   c->tcp.data = c->timer.data = c;
   return c;
@@ -484,7 +507,8 @@ static void start_reading(struct hp_conn *c) {
     return;
   }
   c->reading = 1;
-  uv_timer_start(&c->timer, on_auth_timeout, HP_AUTH_TIMEOUT_MS, 0);
+  if (!c->authed)
+    uv_timer_start(&c->timer, on_auth_timeout, HP_AUTH_TIMEOUT_MS, 0);
 }
 
 static void on_connect(uv_connect_t *req, int status) {
@@ -556,6 +580,24 @@ int hp_conn_accept(uv_stream_t *server,
   if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
     hp_addr_str((struct sockaddr *)&ss, c->peer, sizeof c->peer);
   tune_socket(c);
+  *out = c;
+  start_reading(c);
+  return 0;
+}
+
+int hp_conn_open_local(uv_loop_t *loop, int fd, const char *peer,
+                       const struct hp_conn_cb *cb, void *data,
+                       struct hp_conn **out) {
+  struct hp_conn *c = conn_new(loop, NULL, HP_AUTH_CONNECTOR, 0, cb, data);
+  if (!c) return UV_ENOMEM;
+  int rc = uv_pipe_open(&c->pipe, fd);
+  if (rc < 0) {
+    c->cb = &no_cb;
+    hp_conn_close(c, NULL);
+    return rc;
+  }
+  hc_fmt(c->peer, sizeof c->peer, "%s", peer);
+  c->connected = c->authed = 1;
   *out = c;
   start_reading(c);
   return 0;

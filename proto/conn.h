@@ -1,5 +1,8 @@
 /* conn.h -- a framed, authenticated TCP connection on a libuv loop: what
- * horarun and horad use for every connection between hosts.
+ * horarun and horad use for every connection between hosts; and the same
+ * framed connection over a socketpair (hp_conn_open_local), horad's
+ * control connection when horarun started it on its own machine, so that
+ * both ends handle their control frames in one way whatever carries them.
  *
  * A connection starts with the handshake of auth.h. Before it completes,
  * a frame longer than HP_AUTH_FRAME_MAX or of any other type ends the
@@ -38,7 +41,13 @@ struct hp_conn_cb {
 };
 
 struct hp_conn {
-  uv_tcp_t tcp;
+  union {
+    uv_tcp_t tcp;   /* hp_conn_connect, hp_conn_accept */
+    uv_pipe_t pipe; /* hp_conn_open_local */
+  };
+  int local; /* over a socketpair to a parent or child process: no
+                handshake, and no need of heartbeats (its end closes when
+                the peer dies); no TCP address either */
   uv_timer_t timer; /* the handshake's deadline */
   const struct hp_conn_cb *cb;
   void *data; /* the owner's */
@@ -49,6 +58,8 @@ struct hp_conn {
   int nclosing; /* handles still closing */
   int close_when_sent;
   int heard; /* a byte has come from the peer */
+  int bad_data; /* closed because of what the peer sent: not hora's
+                   framing, or a frame out of place before the handshake */
   /* Placement (see hp_conn_set_place). */
   uint16_t place_types[4];
   int nplace_types;
@@ -71,6 +82,10 @@ struct hp_conn {
   size_t pgot, pcap;
 };
 
+/* The TCP retransmissions of the connection so far (TCP_INFO), a sign of
+ * loss on its path. Returns 0 and *total, or -1. */
+int hp_conn_retrans(struct hp_conn *c, uint32_t *total);
+
 /* Starts connecting to sa. The handshake runs as soon as the connection
  * is up; on_auth or on_close follows. Returns 0 and *out, or a UV_E*
  * code (nothing to free). */
@@ -85,6 +100,18 @@ int hp_conn_accept(uv_stream_t *server,
                    const unsigned char secret[HP_SECRET_LEN], uint8_t purpose,
                    const struct hp_conn_cb *cb, void *data,
                    struct hp_conn **out);
+
+/* A connection over fd, one end of a socketpair (AF_UNIX, SOCK_STREAM)
+ * that only this process and its parent or child hold: the process that
+ * made it handed the other end over itself (horad's --control-fd), so
+ * there is no handshake: frames go to on_frame at once, and on_auth is
+ * never called. `peer` names the other end in messages. Never for a
+ * socket a stranger could have connected to. Returns 0 and *out (the
+ * connection owns fd from then on), or a UV_E* code (fd left to the
+ * caller). */
+int hp_conn_open_local(uv_loop_t *loop, int fd, const char *peer,
+                       const struct hp_conn_cb *cb, void *data,
+                       struct hp_conn **out);
 
 /* Queues the frames in w (moved out of w, which is left empty). Returns 0
  * or < 0 when the connection is closing or the write failed. */

@@ -242,6 +242,7 @@ void hp_enc_hello(struct hp_wbuf *w, const struct hp_hello *m) {
   hp_put_u32(w, (uint32_t)m->rank);
   hp_put_u32(w, (uint32_t)m->pid);
   hp_put_str(w, m->token);
+  hp_put_u32(w, m->shm_version);
   hp_frame_end(w);
 }
 
@@ -257,7 +258,26 @@ int hp_dec_hello(const unsigned char *p, size_t n, struct hp_hello *m) {
   m->rank = (int32_t)hp_get_u32(&r);
   m->pid = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->token, sizeof m->token);
+  m->shm_version = hp_get_u32(&r);
   return finish(&r);
+}
+
+void hp_enc_refuse(struct hp_wbuf *w, const struct hp_refuse *m) {
+  hp_frame_begin(w, HP_MSG_REFUSE, 0);
+  hp_put_u32(w, (uint32_t)m->status);
+  hp_put_str(w, m->msg);
+  hp_frame_end(w);
+}
+
+int hp_dec_refuse(const unsigned char *p, size_t n, struct hp_refuse *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->status = (int32_t)hp_get_u32(&r);
+  get_fixed_str(&r, m->msg, sizeof m->msg);
+  int rc = finish(&r);
+  if (rc == 0 && m->status >= 0) rc = HORA_EPROTO;
+  return rc;
 }
 
 void hp_enc_welcome(struct hp_wbuf *w, const struct hp_welcome *m) {
@@ -416,6 +436,7 @@ void hp_enc_exit(struct hp_wbuf *w, const struct hp_exit *m) {
   hp_put_u8(w, m->how);
   hp_put_u32(w, (uint32_t)m->code);
   hp_put_str(w, m->msg);
+  hp_put_u8(w, m->noinit ? 1 : 0);
   hp_frame_end(w);
 }
 
@@ -427,8 +448,9 @@ int hp_dec_exit(const unsigned char *p, size_t n, struct hp_exit *m) {
   m->how = hp_get_u8(&r);
   m->code = (int32_t)hp_get_u32(&r);
   m->msg = hp_get_str(&r, 65536);
+  m->noinit = hp_get_u8(&r);
   int rc = finish(&r);
-  if (rc == 0 && m->how > HP_EXIT_SPAWN) rc = HORA_EPROTO;
+  if (rc == 0 && (m->how > HP_EXIT_SPAWN || m->noinit > 1)) rc = HORA_EPROTO;
   if (rc) {
     free(m->msg);
     m->msg = NULL;
@@ -543,6 +565,9 @@ static void put_meta(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   put_f64(w, m->prescale);
   put_f64(w, m->postscale);
   hp_put_u64(w, m->aux_hash);
+  hp_put_u64(w, m->group);
+  hp_put_u32(w, m->group_n);
+  hp_put_u32(w, m->group_idx);
 }
 
 static void get_meta(struct hp_rbuf *rb, struct hp_nego_ready *m) {
@@ -556,6 +581,9 @@ static void get_meta(struct hp_rbuf *rb, struct hp_nego_ready *m) {
   m->prescale = get_f64(rb);
   m->postscale = get_f64(rb);
   m->aux_hash = hp_get_u64(rb);
+  m->group = hp_get_u64(rb);
+  m->group_n = hp_get_u32(rb);
+  m->group_idx = hp_get_u32(rb);
 }
 
 void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
@@ -581,19 +609,38 @@ int hp_dec_nego_ready(const unsigned char *p, size_t n,
   m->status = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->msg, sizeof m->msg);
   int rc = finish(&r);
-  if (rc == 0 && (m->ndims > 8 || m->status > 0)) rc = HORA_EPROTO;
+  if (rc == 0 && (m->ndims > 8 || m->status > 0 ||
+                  (m->group_n && m->group_idx >= m->group_n)))
+    rc = HORA_EPROTO;
   return rc;
 }
 
-void hp_enc_nego_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
-  hp_frame_begin(w, HP_MSG_NEGO_DECIDE, 0);
-  hp_put_u32(w, m->comm);
+static void put_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
   hp_put_u64(w, m->seq);
   hp_put_str(w, m->name);
   hp_put_u32(w, (uint32_t)m->status);
   hp_put_u32(w, (uint32_t)m->value);
   hp_put_str(w, m->msg);
   put_meta(w, &m->meta);
+}
+
+static int get_decide(struct hp_rbuf *r, struct hp_nego_decide *m) {
+  m->seq = hp_get_u64(r);
+  get_fixed_str(r, m->name, sizeof m->name);
+  m->status = (int32_t)hp_get_u32(r);
+  m->value = (int32_t)hp_get_u32(r);
+  get_fixed_str(r, m->msg, sizeof m->msg);
+  get_meta(r, &m->meta);
+  if (m->status > 0 || m->meta.ndims > 8 ||
+      (m->meta.group_n && m->meta.group_idx >= m->meta.group_n))
+    return HORA_EPROTO;
+  return 0;
+}
+
+void hp_enc_nego_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
+  hp_frame_begin(w, HP_MSG_NEGO_DECIDE, 0);
+  hp_put_u32(w, m->comm);
+  put_decide(w, m);
   hp_frame_end(w);
 }
 
@@ -603,15 +650,46 @@ int hp_dec_nego_decide(const unsigned char *p, size_t n,
   hp_rbuf_init(&r, p, n);
   memset(m, 0, sizeof *m);
   m->comm = hp_get_u32(&r);
-  m->seq = hp_get_u64(&r);
-  get_fixed_str(&r, m->name, sizeof m->name);
-  m->status = (int32_t)hp_get_u32(&r);
-  m->value = (int32_t)hp_get_u32(&r);
-  get_fixed_str(&r, m->msg, sizeof m->msg);
-  get_meta(&r, &m->meta);
+  int bad = get_decide(&r, m);
   int rc = finish(&r);
-  if (rc == 0 && (m->status > 0 || m->meta.ndims > 8)) rc = HORA_EPROTO;
-  return rc;
+  return rc == 0 && bad ? HORA_EPROTO : rc;
+}
+
+void hp_enc_nego_plan(struct hp_wbuf *w, const struct hp_nego_decide *v,
+                      uint32_t n) {
+  hp_frame_begin(w, HP_MSG_NEGO_PLAN, 0);
+  hp_put_u32(w, n ? v[0].comm : 0);
+  hp_put_u32(w, n);
+  for (uint32_t i = 0; i < n; i++) put_decide(w, &v[i]);
+  hp_frame_end(w);
+}
+
+int hp_dec_nego_plan(const unsigned char *p, size_t n,
+                     struct hp_nego_decide **out, uint32_t *count) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  *out = NULL;
+  *count = 0;
+  uint32_t comm = hp_get_u32(&r), k = hp_get_u32(&r);
+  /* every entry takes at least 48 bytes: a count the frame cannot hold
+   * is refused before anything is allocated */
+  if (k == 0 || k > HP_PLAN_MAX || k > n / 48) return HORA_EPROTO;
+  struct hp_nego_decide *v = calloc(k, sizeof *v);
+  if (!v) return HORA_ENOMEM;
+  int bad = 0;
+  for (uint32_t i = 0; i < k; i++) {
+    v[i].comm = comm;
+    bad |= get_decide(&r, &v[i]);
+  }
+  int rc = finish(&r);
+  if (rc == 0 && bad) rc = HORA_EPROTO;
+  if (rc < 0) {
+    free(v);
+    return rc;
+  }
+  *out = v;
+  *count = k;
+  return 0;
 }
 
 void hp_data_frame_hdr(unsigned char *out, const struct hp_data_hdr *m,
@@ -659,6 +737,46 @@ int hp_dec_xdata_hdr(const unsigned char *p, size_t n,
   return 0;
 }
 
+void hp_enc_peer_lost(struct hp_wbuf *w, const struct hp_peer_lost *m) {
+  hp_frame_begin(w, HP_MSG_PEER_LOST, 0);
+  hp_put_u32(w, m->host);
+  hp_put_str(w, m->msg);
+  hp_frame_end(w);
+}
+
+int hp_dec_peer_lost(const unsigned char *p, size_t n,
+                     struct hp_peer_lost *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->host = hp_get_u32(&r);
+  get_fixed_str(&r, m->msg, sizeof m->msg);
+  return finish(&r);
+}
+
+void hp_enc_heartbeat(struct hp_wbuf *w, const uint32_t *hosts, uint32_t n) {
+  hp_frame_begin(w, HP_MSG_HEARTBEAT, 0);
+  if (n) {
+    hp_put_u32(w, n);
+    for (uint32_t i = 0; i < n; i++) hp_put_u32(w, hosts[i]);
+  }
+  hp_frame_end(w);
+}
+
+int hp_dec_heartbeat(const unsigned char *p, size_t n, uint32_t *hosts,
+                     uint32_t max, uint32_t *count) {
+  *count = 0;
+  if (n == 0) return 0;
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  uint32_t k = hp_get_u32(&r);
+  if (r.err || k > max || k > HP_TROUBLE_MAX) return HORA_EPROTO;
+  for (uint32_t i = 0; i < k; i++) hosts[i] = hp_get_u32(&r);
+  int rc = finish(&r);
+  if (rc == 0) *count = k;
+  return rc;
+}
+
 void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m) {
   hp_frame_begin(w, HP_MSG_RANK_GONE, 0);
   hp_put_u32(w, (uint32_t)m->rank);
@@ -675,4 +793,22 @@ int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m) {
   m->host = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->msg, sizeof m->msg);
   return finish(&r);
+}
+
+void hp_enc_session(struct hp_wbuf *w, const struct hp_session *m) {
+  hp_frame_begin(w, HP_MSG_SESSION, 0);
+  hp_put_u32(w, m->number);
+  hp_put_u32(w, m->phase);
+  hp_frame_end(w);
+}
+
+int hp_dec_session(const unsigned char *p, size_t n, struct hp_session *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  m->number = hp_get_u32(&r);
+  m->phase = hp_get_u32(&r);
+  int rc = finish(&r);
+  if (rc == 0 && m->phase != HP_SESSION_BACK && m->phase != HP_SESSION_START)
+    rc = HORA_EPROTO;
+  return rc;
 }

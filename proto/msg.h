@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 2u
+#define HP_PROTO_VERSION 3u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -24,6 +24,9 @@ enum hp_msg_type {
   HP_MSG_HELLO = 1,   /* rank -> daemon: who I am */
   HP_MSG_WELCOME = 2, /* daemon -> rank: layout, with memfd + eventfd */
   HP_MSG_BYE = 3,     /* rank -> daemon: clean shutdown */
+  HP_MSG_REFUSE = 4,  /* daemon -> rank: its hello is refused (status, why);
+                         the daemon then closes the connection. Sent in the
+                         daemon's version also to a hello of another one */
   /* launcher <-> daemon, on the control connection */
   HP_MSG_JOB = 16,    /* launcher -> daemon: what to run */
   HP_MSG_ABORT = 17,  /* launcher -> daemon: tear the job down */
@@ -35,7 +38,13 @@ enum hp_msg_type {
   HP_MSG_REGISTER = 22,  /* daemon -> launcher over TCP: host index, name,
                             mesh port (see hp_register) */
   HP_MSG_HEARTBEAT = 23, /* either way, on every TCP connection */
-  HP_MSG_FAULT = 24,     /* daemon -> launcher: a host of the job is lost */
+  HP_MSG_FAULT = 24,     /* daemon -> launcher: the job cannot go on */
+  HP_MSG_PEER_LOST = 25, /* daemon -> launcher: it lost its link to a host
+                            (hp_peer_lost); the launcher decides, from
+                            every daemon's word, which host is the cause.
+                            A daemon's HEARTBEAT to the launcher lists the
+                            hosts its links to have been in trouble with
+                            lately (hp_enc_heartbeat) */
   /* authentication, first on every TCP connection (auth.h) */
   HP_MSG_AUTH_HELLO = 32,     /* connector -> acceptor: purpose, nonce */
   HP_MSG_AUTH_CHALLENGE = 33, /* acceptor -> connector: nonce, MAC */
@@ -47,7 +56,11 @@ enum hp_msg_type {
   HP_MSG_DATA = 43,        /* ring data of a running operation */
   HP_MSG_RANK_GONE = 44,   /* a rank or host left: fail what waits on it */
   HP_MSG_XDATA = 45,       /* allgather / alltoall / reducescatter data */
-  HP_MSG_TYPE_MAX = 45
+  HP_MSG_NEGO_PLAN = 46,   /* coordinator -> daemons: decisions on several
+                              tensors, run as one unit (a group) */
+  HP_MSG_SESSION = 47,     /* hora_init() again: a host's ranks are back,
+                              or host 0 starts the new session */
+  HP_MSG_TYPE_MAX = 47
 };
 
 struct hp_frame_hdr {
@@ -128,6 +141,13 @@ struct hp_hello {
   int32_t rank;
   int32_t pid;
   char token[HP_TOKEN_LEN + 1];
+  uint32_t shm_version; /* the HP_SHM_VERSION of the rank's libhora */
+};
+
+/* REFUSE: why the daemon will not serve this connection. */
+struct hp_refuse {
+  int32_t status; /* HORA_E* */
+  char msg[460];
 };
 
 struct hp_welcome {
@@ -173,6 +193,7 @@ struct hp_exit {
   uint8_t how;
   int32_t code; /* exit code, signal number, or errno for SPAWN */
   char *msg;    /* may be NULL */
+  uint8_t noinit; /* it ended without ever initialising hora (no hello) */
 };
 
 struct hp_output {
@@ -202,6 +223,8 @@ struct hp_nego_ready {
   int64_t shape[8];
   double prescale, postscale;
   uint64_t aux_hash;
+  uint64_t group; /* grouped operations: the group's key, its size and */
+  uint32_t group_n, group_idx; /* this tensor's place in it (n 0: none) */
   int32_t rank; /* a rank of the sender that submitted it, for messages;
                    join: the sender's last rank to join */
   int32_t status; /* with msg: the HORA_E* its ranks fail it with */
@@ -240,10 +263,29 @@ struct hp_xdata_hdr {
 };
 #define HP_XDATA_HDR_LEN 24u
 
+struct hp_peer_lost {
+  uint32_t host; /* the host index it lost */
+  char msg[460]; /* why ("no heartbeat for 3.0 s") */
+};
+
+/* In a daemon's HEARTBEAT to the launcher: this many host indices at most
+ * (an index equal to the number of hosts stands for the launcher). */
+#define HP_TROUBLE_MAX 1024u
+
 struct hp_rank_gone {
   int32_t rank; /* the first rank gone */
   int32_t host; /* its host index */
   char msg[460];
+};
+
+/* SESSION: every rank of the sender has called hora_init() again after
+ * hora_shutdown() (HP_SESSION_BACK, to host 0), or every rank of the job
+ * has, and the receiver starts its new session (HP_SESSION_START, from
+ * host 0). `number` is the session asked for (1 after the first). */
+enum { HP_SESSION_BACK = 1, HP_SESSION_START = 2 };
+struct hp_session {
+  uint32_t number;
+  uint32_t phase;
 };
 
 void hp_enc_register(struct hp_wbuf *w, const struct hp_register *m);
@@ -257,6 +299,13 @@ int hp_dec_nego_ready(const unsigned char *p, size_t n,
 void hp_enc_nego_decide(struct hp_wbuf *w, const struct hp_nego_decide *m);
 int hp_dec_nego_decide(const unsigned char *p, size_t n,
                        struct hp_nego_decide *m);
+/* NEGO_PLAN: the decisions on the n tensors of one group (same comm), run
+ * as one unit in this order. The decoder allocates *out (free it). */
+#define HP_PLAN_MAX 4096u /* == HP_GROUP_MAX of shm.h: tensors in one group */
+void hp_enc_nego_plan(struct hp_wbuf *w, const struct hp_nego_decide *v,
+                      uint32_t n);
+int hp_dec_nego_plan(const unsigned char *p, size_t n,
+                     struct hp_nego_decide **out, uint32_t *count);
 /* Writes a complete DATA frame header (16 + HP_DATA_HDR_LEN bytes) for a
  * payload of `bytes` into out. */
 void hp_data_frame_hdr(unsigned char *out, const struct hp_data_hdr *m,
@@ -267,11 +316,22 @@ void hp_xdata_frame_hdr(unsigned char *out, const struct hp_xdata_hdr *m,
                         uint32_t bytes);
 int hp_dec_xdata_hdr(const unsigned char *p, size_t n,
                      struct hp_xdata_hdr *m);
+void hp_enc_peer_lost(struct hp_wbuf *w, const struct hp_peer_lost *m);
+int hp_dec_peer_lost(const unsigned char *p, size_t n, struct hp_peer_lost *m);
+/* A HEARTBEAT listing n host indices (none: an empty heartbeat). */
+void hp_enc_heartbeat(struct hp_wbuf *w, const uint32_t *hosts, uint32_t n);
+/* Reads at most max indices into hosts; an empty payload is 0 of them. */
+int hp_dec_heartbeat(const unsigned char *p, size_t n, uint32_t *hosts,
+                     uint32_t max, uint32_t *count);
 void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m);
 int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m);
+void hp_enc_session(struct hp_wbuf *w, const struct hp_session *m);
+int hp_dec_session(const unsigned char *p, size_t n, struct hp_session *m);
 
 void hp_enc_hello(struct hp_wbuf *w, const struct hp_hello *m);
 int hp_dec_hello(const unsigned char *p, size_t n, struct hp_hello *m);
+void hp_enc_refuse(struct hp_wbuf *w, const struct hp_refuse *m);
+int hp_dec_refuse(const unsigned char *p, size_t n, struct hp_refuse *m);
 void hp_enc_welcome(struct hp_wbuf *w, const struct hp_welcome *m);
 int hp_dec_welcome(const unsigned char *p, size_t n, struct hp_welcome *m);
 void hp_enc_job(struct hp_wbuf *w, const struct hp_job *m);

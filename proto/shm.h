@@ -64,8 +64,12 @@ enum hp_sq_kind {
   HP_SQ_SUBMIT = 1,      /* a new operation */
   HP_SQ_CHUNK_READY = 2, /* copied chunk `chunk` into staging */
   HP_SQ_CHUNK_DONE = 3,  /* copied chunk `chunk` out of staging */
+  HP_SQ_CANCEL = 4,      /* withdraws the submission `id` of a group whose
+                            later members could not be submitted; horad
+                            completes it with HORA_ECANCELED */
 };
 
+#define HP_GROUP_MAX 4096u /* submissions in one group */
 #define HP_F_RESIDENT 1u /* send data lie in the arena at `offset` */
 #define HP_F_RECV 2u     /* the output lies in the arena at recv_offset
                             (collectives whose output differs in size) */
@@ -94,7 +98,11 @@ struct hp_sqe {
   uint64_t chunk;  /* for CHUNK_READY / CHUNK_DONE */
   double prescale, postscale;
   int64_t shape[HP_MAX_DIMS];
-  unsigned char reserved[152];
+  /* grouped operations (hora_submit_group): group_n > 1 submissions with
+   * the same group key run as one unit, in group_idx order */
+  uint64_t group;
+  uint32_t group_n, group_idx;
+  unsigned char reserved[136];
   char name[HP_NAME_MAX + 1];
 };
 

@@ -16,7 +16,8 @@
  * place trades the blocks of two members in place.
  *
  * A communicator with members on several hosts runs the cross-host
- * algorithms (xhost.c, xcoll.c) over the links between the daemons. */
+ * algorithms (xhost/ring.c, xhost/exchange.c) over the links between the
+ * daemons; both use what parts.c says of an operation's parts. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,63 +27,6 @@
 #define PARALLEL_MIN_BYTES (256u << 10)
 #define SLICE_ALIGN 64u
 #define MAX_PARTS 256
-
-/* ---- where the data are ------------------------------------------------- */
-
-int hd_is_root(struct hd_tensor *t, int i) {
-  return t->meta.coll == HORA_COLL_BROADCAST &&
-         hd_comm_rank(t->comm, i) == t->meta.root;
-}
-int hd_needs_in(struct hd_tensor *t, int i) {
-  return !t->part[i].resident && !t->part[i].joined &&
-         (t->meta.coll == HORA_COLL_ALLREDUCE || hd_is_root(t, i));
-}
-int hd_needs_out(struct hd_tensor *t, int i) {
-  return !t->part[i].resident && !t->part[i].joined && !hd_is_root(t, i);
-}
-
-unsigned char *hd_in_ptr(struct hd_tensor *t, int i) {
-  return hd_comm_local(t->comm, i)->shm + t->part[i].offset;
-}
-
-unsigned char *hd_out_ptr(struct hd_tensor *t, int i) {
-  return hd_comm_local(t->comm, i)->shm + t->part[i].recv_offset;
-}
-
-/* The identity of the reduction, or zeros. */
-void *hd_neutral(struct hd_tensor *t, uint64_t count) {
-  if (t->neutral) return t->neutral;
-  uint64_t es = hora_dtype_size(t->meta.dtype);
-  unsigned char *p = calloc(count ? count : 1, es);
-  if (!p) return NULL;
-  int op = t->meta.op;
-  int red = t->meta.coll == HORA_COLL_ALLREDUCE ||
-            t->meta.coll == HORA_COLL_REDUCESCATTER;
-  if (red && (op == HORA_PRODUCT || op == HORA_MIN || op == HORA_MAX)) {
-    unsigned char one[8];
-    memset(one, 0, sizeof one);
-    int dt = t->meta.dtype;
-    switch (dt) {
-    case HORA_UINT8: one[0] = op == HORA_PRODUCT ? 1 : op == HORA_MIN ? 0xff : 0; break;
-    case HORA_INT8: one[0] = op == HORA_PRODUCT ? 1 : op == HORA_MIN ? 0x7f : 0x80; break;
-    case HORA_INT16: { int16_t v = op == HORA_PRODUCT ? 1 : op == HORA_MIN ? INT16_MAX : INT16_MIN; memcpy(one, &v, 2); break; }
-    case HORA_INT32: { int32_t v = op == HORA_PRODUCT ? 1 : op == HORA_MIN ? INT32_MAX : INT32_MIN; memcpy(one, &v, 4); break; }
-    case HORA_INT64: { int64_t v = op == HORA_PRODUCT ? 1 : op == HORA_MIN ? INT64_MAX : INT64_MIN; memcpy(one, &v, 8); break; }
-    case HORA_FLOAT16: { uint16_t v = op == HORA_PRODUCT ? 0x3c00 : op == HORA_MIN ? 0x7c00 : 0xfc00; memcpy(one, &v, 2); break; }
-    case HORA_BFLOAT16: { uint16_t v = op == HORA_PRODUCT ? 0x3f80 : op == HORA_MIN ? 0x7f80 : 0xff80; memcpy(one, &v, 2); break; }
-    case HORA_FLOAT32: { float v = op == HORA_PRODUCT ? 1.0f : op == HORA_MIN ? __builtin_inff() : -__builtin_inff(); memcpy(one, &v, 4); break; }
-    default: { double v = op == HORA_PRODUCT ? 1.0 : op == HORA_MIN ? __builtin_inf() : -__builtin_inf(); memcpy(one, &v, 8); break; }
-    }
-    for (uint64_t i = 0; i < count; i++) memcpy(p + i * es, one, es);
-  }
-  return t->neutral = p;
-}
-
-void hd_scale_buf(const struct hd_tensor *t, void *p, uint64_t count,
-                  int pre) {
-  double f = pre ? t->meta.prescale : t->meta.postscale;
-  if (f != 1.0) hd_scale(p, count, t->meta.dtype, f);
-}
 
 /* ---- allreduce and broadcast on one host ---------------------------------- */
 
@@ -156,29 +100,6 @@ static int order(struct hd_tensor *t, int *idx) {
   return n;
 }
 
-static uint64_t chunk_count(struct hd_tensor *t, uint64_t k) {
-  uint64_t lo = k * t->chunk_elems;
-  return HC_MIN(t->chunk_elems, t->meta.count - lo);
-}
-
-uint64_t hd_staging_off(struct hd_rank *r, uint64_t k) {
-  return r->layout.staging_off + (k & 1) * r->layout.chunk_size;
-}
-
-void hd_copy_req(struct hd_rank *r, struct hd_tensor *t, int kind,
-                 uint64_t k) {
-  struct hp_cqe e;
-  memset(&e, 0, offsetof(struct hp_cqe, msg));
-  e.id = t->part[t->comm->part_of[r->idx]].id;
-  e.kind = (uint32_t)kind;
-  e.chunk = k;
-  e.elem_off = k * t->chunk_elems;
-  e.elem_count = chunk_count(t, k);
-  e.staging_off = hd_staging_off(r, k);
-  e.msg[0] = '\0';
-  hd_push_cqe(r, &e);
-}
-
 /* Chunk k's staging slot of member i may be (re)filled once chunk k-2 has
  * left it. */
 static int slot_free(struct hd_tensor *t, int i, uint64_t k) {
@@ -195,7 +116,7 @@ static int fill_job(struct hd_tensor *t, struct job *j, int streamed,
   j->t = t;
   j->n = 0;
   j->divisor = c->size;
-  j->count = streamed ? chunk_count(t, k) : t->meta.count;
+  j->count = streamed ? hd_chunk_count(t, k) : t->meta.count;
   uint64_t base = streamed ? k * t->chunk_elems : 0;
   for (int m = 0; m < n; m++) {
     int i = idx[m];
@@ -483,6 +404,29 @@ static int run_allgather(struct hd_daemon *d, struct hd_tensor *t) {
   return 1;
 }
 
+/* Zeroes, in each receiving member's output, the part a joined member
+ * would have sent (its receive splits say how much): it reads 0, as a
+ * joined rank's contribution does everywhere, not what the buffer held. */
+static void zero_joined_parts(struct hd_tensor *t) {
+  struct hd_comm *c = t->comm;
+  uint64_t es = hora_dtype_size(t->meta.dtype);
+  int any = 0;
+  for (int i = 0; i < c->nlocal; i++) any |= t->part[i].joined;
+  for (int j = 0; any && j < c->nlocal; j++) {
+    const struct hd_part *pj = &t->part[j];
+    if (pj->joined || !pj->aux) continue;
+    const int64_t *rs = pj->aux + c->size;
+    uint64_t roff = 0;
+    for (int m = 0, i = 0; m < c->size; m++) {
+      while (i < c->nlocal && c->local_member[i] < m) i++;
+      uint64_t n = (uint64_t)rs[m];
+      if (n && i < c->nlocal && c->local_member[i] == m && t->part[i].joined)
+        memset(hd_out_ptr(t, j) + roff * es, 0, n * es);
+      roff += n;
+    }
+  }
+}
+
 /* Whether member i's alltoall runs in place: its output is its input, and
  * it receives from each member what it sends to it, so each block it
  * receives goes where the block it sends lay. */
@@ -533,6 +477,7 @@ static int run_alltoall(struct hd_daemon *d, struct hd_tensor *t) {
   run_copies(&later);
   free_copies(&then);
   free_copies(&later);
+  zero_joined_parts(t);
   hd_tensor_finish(d, t);
   return 1;
 oom:
@@ -614,7 +559,7 @@ static int cpu_can_run(struct hd_daemon *d, const struct hd_tensor *t) {
          local_run[t->meta.coll] != NULL;
 }
 
-static int cpu_progress(struct hd_daemon *d, struct hd_tensor *t) {
+static int cpu_step(struct hd_daemon *d, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   int coll = t->meta.coll;
   if (c->nlocal > MAX_PARTS) { /* job.ptrs bound; far beyond one host's ranks */
@@ -633,6 +578,21 @@ static int cpu_progress(struct hd_daemon *d, struct hd_tensor *t) {
   return local_run[coll](d, t);
 }
 
+/* A plan's tensors run one after the other, each as its own collective. */
+static int cpu_progress(struct hd_daemon *d, struct hd_plan *p) {
+  while (p->cur < p->n) {
+    if (!cpu_step(d, p->t[p->cur])) return 0;
+    hd_plan_next(p);
+  }
+  return 1;
+}
+
+static void cpu_comm_fini(struct hd_daemon *d, struct hd_comm *c) {
+  (void)d;
+  hd_xhost_free(c);
+  hd_xcoll_free(c);
+}
+
 static void cpu_abort(struct hd_daemon *d, struct hd_comm *c) {
   hd_xhost_abort(c);
   hd_xcoll_abort(c);
@@ -643,6 +603,7 @@ const struct hd_engine hd_engine_cpu = {
     .can_run = cpu_can_run,
     .progress = cpu_progress,
     .abort = cpu_abort,
+    .comm_fini = cpu_comm_fini,
 };
 
 const struct hd_engine *const hd_engines[] = {&hd_engine_cpu, NULL};

@@ -9,7 +9,12 @@
  * which host is calling. Heartbeats flow on every link (and on the TCP
  * control connection to horarun); a link that breaks or falls silent for
  * the heartbeat timeout makes its host "lost": whatever waits on it fails
- * at once on every rank, naming the host, and horarun is told. */
+ * at once on every rank, naming the host, and horarun is told
+ * (PEER_LOST). Which host is the cause only horarun can tell, from every
+ * daemon's word: a cut or lossy host looks lost from here and everything
+ * else looks lost from there. So each heartbeat to horarun also lists
+ * the hosts whose links have been in trouble lately (retransmissions,
+ * silences, a loss): the host in trouble with everyone is the culprit. */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -23,18 +28,6 @@
 
 static struct hd_daemon *conn_daemon(struct hp_conn *c) { return c->data; }
 
-void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len) {
-  if (host >= 0 && (uint32_t)host < d->job.nhosts) {
-    const struct hp_job_host *h = &d->job.hosts[host];
-    if (h->nranks == 1)
-      hc_fmt(buf, len, "host %s (rank %d)", h->name, h->first_rank);
-    else
-      hc_fmt(buf, len, "host %s (ranks %d-%d)", h->name, h->first_rank,
-             h->first_rank + h->nranks - 1);
-  } else {
-    hc_fmt(buf, len, "host #%d", host);
-  }
-}
 
 static int host_of(struct hd_daemon *d, struct hp_conn *c) {
   for (uint32_t i = 0; d->peers && i < d->job.nhosts; i++)
@@ -94,19 +87,35 @@ void hd_mesh_announce_gone(struct hd_daemon *d, int rank, int host,
   send_gone(d, &m, -1);
 }
 
+/* Tells horarun that this daemon lost its link to host. */
+static void report_lost(struct hd_daemon *d, int host, const char *why) {
+  struct hp_peer_lost m = {.host = (uint32_t)host};
+  hc_fmt(m.msg, sizeof m.msg, "%s", why);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_peer_lost(&w, &m);
+  hd_control_send(d, &w);
+  hp_wbuf_free(&w);
+}
+
 static void host_lost(struct hd_daemon *d, int host, const char *why) {
   struct hd_peer *p = &d->peers[host];
   if (p->lost) return;
   p->lost = 1;
+  p->trouble_ns = hc_now_ns();
   if (p->c) hp_conn_close(p->c, why);
   if (p->left || d->aborting || d->done_sent) return;
-  char name[300], msg[HP_MSG_MAX + 1];
+  /* Only this link is known to have failed, not which end is the cause
+   * (horarun decides that): both are named. */
+  char name[300], me[300], msg[HP_MSG_MAX + 1];
   hd_host_name(d, host, name, sizeof name);
-  hc_fmt(msg, sizeof msg, "%s is lost: %s", name, why);
+  hd_host_name(d, (int)d->job.host_index, me, sizeof me);
+  hc_fmt(msg, sizeof msg, "%s lost its link to %s: %s", me, name, why);
   hc_error("%s", msg);
-  hd_control_fault(d, msg);
+  report_lost(d, host, why);
   set_gone(d, d->job.hosts[host].first_rank, msg);
   hd_mesh_announce_gone(d, d->job.hosts[host].first_rank, host, msg);
+  d->up->session_cancel(d);
 }
 
 static void on_rank_gone(struct hd_daemon *d, int from,
@@ -122,6 +131,7 @@ static void on_rank_gone(struct hd_daemon *d, int from,
   }
   int fresh = d->gone_rank == -1;
   set_gone(d, m->rank, m->msg);
+  d->up->session_cancel(d);
   /* The coordinator passes news from one host to all the others. */
   if (fresh && d->job.host_index == 0) send_gone(d, m, from);
 }
@@ -168,10 +178,8 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
     struct hd_comm *cm = hd_comm_get(d, m.comm);
     if (cm && cm->removed) return 0;
     if (!cm && m.comm >= d->ncomms) { /* added there, not here yet */
-      if (hd_coord_hold(d, from, &m) == 0) return 0;
-      hc_fmt(c->why, sizeof c->why, "too much readiness for process sets "
-             "not added yet");
-      return -1;
+      if (hd_coord_hold(d, from, &m, c->why, sizeof c->why) == 0) return 0;
+      return -1; /* host_lost() says it, naming the host */
     }
     int pos = -1;
     for (int k = 0; cm && k < cm->nhosts; k++)
@@ -189,6 +197,17 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
     hd_decide(d, &m);
     return 0;
   }
+  case HP_MSG_NEGO_PLAN: {
+    struct hp_nego_decide *v;
+    uint32_t n;
+    if (hp_dec_nego_plan(p, h->len, &v, &n) < 0) break;
+    struct hd_comm *cm = hd_comm_get(d, v[0].comm);
+    int ok = cm && !cm->removed && cm->nhosts > 1 && cm->hosts[0] == from;
+    if (ok) hd_decide_plan(d, v, n);
+    free(v);
+    if (!ok && !(cm && cm->removed)) break;
+    return 0;
+  }
   case HP_MSG_XDATA:
     if (hd_xcoll_data(d, from, p, h->len, c->placed, keep, c->why,
                       sizeof c->why) < 0)
@@ -199,6 +218,8 @@ static int peer_frame(struct hd_daemon *d, int from, struct hp_conn *c,
                       sizeof c->why) < 0)
       return -1;
     return 0;
+  case HP_MSG_SESSION:
+    return d->up->session_frame(d, from, p, h->len, c->why, sizeof c->why);
   case HP_MSG_RANK_GONE: {
     struct hp_rank_gone m;
     if (hp_dec_rank_gone(p, h->len, &m) < 0) break;
@@ -217,7 +238,7 @@ static void check_up(struct hd_daemon *d) {
   if (d->mesh_up || !d->have_job || d->peers_up < d->peers_needed) return;
   d->mesh_up = 1;
   hc_debug("mesh up: %d links", d->peers_up);
-  hd_job_go(d);
+  d->up->job_go(d);
 }
 
 /* Binds an authenticated connection that said PEER_HELLO to its host. */
@@ -370,6 +391,37 @@ static void on_mesh_connection(uv_stream_t *server, int status) {
 
 /* ---- heartbeats ------------------------------------------------------- */
 
+/* Notes trouble on the link c of p: retransmissions since the last tick,
+ * or a silence of half the heartbeat timeout. */
+static void watch_link(struct hd_daemon *d, struct hd_peer *p,
+                       struct hp_conn *c, uint64_t now) {
+  uint32_t total;
+  if (hp_conn_retrans(c, &total) == 0) {
+    if (p->watched && total != p->retrans) p->trouble_ns = now;
+    p->retrans = total;
+    p->watched = 1;
+  }
+  if (c->heard && !c->paused && now - c->last_rx > d->hb_timeout_ns / 2)
+    p->trouble_ns = now;
+}
+
+/* The heartbeat to horarun: the hosts (and, as index nhosts, horarun)
+ * whose links have been in trouble within twice the heartbeat timeout. */
+static void ctl_heartbeat(struct hd_daemon *d, struct hp_wbuf *w,
+                          uint64_t now) {
+  uint32_t list[HP_TROUBLE_MAX], n = 0;
+  uint64_t recent = 2 * d->hb_timeout_ns;
+  for (uint32_t i = 0; d->peers && i < d->job.nhosts && n < HP_TROUBLE_MAX;
+       i++) {
+    const struct hd_peer *p = &d->peers[i];
+    if (p->trouble_ns && now - p->trouble_ns < recent) list[n++] = i;
+  }
+  if (d->have_job && d->ctl_link.trouble_ns &&
+      now - d->ctl_link.trouble_ns < recent && n < HP_TROUBLE_MAX)
+    list[n++] = d->job.nhosts;
+  hp_enc_heartbeat(w, list, n);
+}
+
 static void on_hb_timer(uv_timer_t *t) {
   struct hd_daemon *d = t->data;
   uint64_t now = hc_now_ns();
@@ -379,6 +431,7 @@ static void on_hb_timer(uv_timer_t *t) {
     struct hd_peer *p = &d->peers[i];
     if (!p->c || p->lost || p->c->closing) continue;
     if (!p->c->authed) continue;
+    if (p->up) watch_link(d, p, p->c, now);
     /* a link not up yet waits for the other's JOB (the start timeout
      * covers it); a paused one is silent because we stopped reading */
     if (p->up && !p->c->paused && now - p->c->last_rx > d->hb_timeout_ns) {
@@ -397,16 +450,17 @@ static void on_hb_timer(uv_timer_t *t) {
     hp_frame_end(&w);
     hp_conn_send(d->early[i], &w);
   }
+  /* horarun over TCP (a socketpair's end closes when horarun dies) */
   struct hp_conn *c = d->ctl_conn;
-  if (c && c->authed && !c->closing && !d->ctl_closing) {
+  if (c && !c->local && c->authed && !c->closing && !d->ctl_closing) {
+    watch_link(d, &d->ctl_link, c, now);
     if (now - c->last_rx > d->hb_timeout_ns) {
       char why[128];
       hc_fmt(why, sizeof why, "lost contact with horarun: no heartbeat for "
              "%.1f s", (double)(now - c->last_rx) / 1e9);
       hp_conn_close(c, why);
     } else {
-      hp_frame_begin(&w, HP_MSG_HEARTBEAT, 0);
-      hp_frame_end(&w);
+      ctl_heartbeat(d, &w, now);
       hp_conn_send(c, &w);
     }
   }
@@ -483,8 +537,8 @@ int hd_mesh_listen(struct hd_daemon *d) {
                            : ((struct sockaddr_in6 *)&ss)->sin6_port);
   /* Heartbeats to horarun start now, before the JOB: a host waiting for
    * a slower one must not look lost, and must notice horarun go quiet. */
-  d->hb_timeout_ns = (uint64_t)(HC_MAX(0.2, hc_param_double(heartbeat_timeout)) *
-                                1e9);
+  d->hb_timeout_ns =
+      (uint64_t)(HC_MAX(0.2, hk_double(&d->knobs, heartbeat_timeout)) * 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_init(d->loop, &d->hb_timer);
   d->hb_timer.data = d;
@@ -508,9 +562,9 @@ int hd_mesh_start(struct hd_daemon *d) {
   d->peers = calloc((size_t)n, sizeof *d->peers);
   if (!d->peers) return HORA_ENOMEM;
   d->link = &hd_link_tcp;
-  /* the knobs came with the JOB: read the timeout again */
+  /* the job's knobs came with the JOB: read the timeout again */
   d->hb_timeout_ns =
-      (uint64_t)(HC_MAX(0.2, hc_param_double(heartbeat_timeout)) * 1e9);
+      (uint64_t)(HC_MAX(0.2, hk_double(&d->knobs, heartbeat_timeout)) * 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, d->hb_timeout_ns / 6000000u);
   uv_timer_start(&d->hb_timer, on_hb_timer, every, every);
   for (int i = 0; i < n; i++) {
@@ -645,4 +699,5 @@ const struct hd_link hd_link_tcp = {
     .paused = tcp_paused,
     .unplace = tcp_unplace,
     .drop = tcp_drop,
+    .send_frames = hd_mesh_send,
 };

@@ -19,17 +19,29 @@
  *    applied, narrowed once). A host of one member, without widening,
  *    needs no W: the other hosts' parts go from its input, and its own
  *    part is reduced in its output.
- *  - alltoall: what each local member sends to the members of another
- *    host lies in one piece of its input; the pieces of all local members
- *    go to that host one after the other (source-major), and what arrives
- *    is copied into the outputs. Local pairs are copied directly. In
- *    place (a member's output is its input), two local members trade
- *    their blocks, and what arrives waits until this host's data have
- *    left the input it lands in.
+ *  - alltoall: a header of sizes (int64 elements per source member here
+ *    and destination member there; -1 for a source that has joined), then
+ *    what each local member sends to the members of that host, which lies
+ *    in one piece of its input: the pieces of all local members one after
+ *    the other (source-major). What arrives is copied into the outputs
+ *    (read there by the socket when a frame falls in one block). Local
+ *    pairs are copied directly. In place (a member's output is its input),
+ *    two local members trade their blocks, and what arrives waits until
+ *    this host's data have left the input it lands in.
+ *
+ * Joined members (hora_join) take part with the neutral contribution: in
+ * an allgather they send nothing (their receive counts must say 0), in a
+ * reducescatter zeros, in an alltoall nothing (their part of the others'
+ * outputs is zeros), and they receive nothing. A host whose members have
+ * all joined knows the operation only from its coordinator's decision,
+ * not its counts or splits: it sends an empty block, takes in and drops
+ * what the others send, and learns where each host's bytes end from the
+ * last frame (XC_LAST) or the alltoall header.
  *
  * Data travel in XDATA frames of at most XC_FRAME bytes, each naming its
- * communicator, decision and byte offset. Frames for a decision this host
- * has not started yet wait (bounded) until it does. */
+ * communicator, decision and byte offset; the last one of a message is
+ * marked (step XC_LAST). Frames for a decision this host has not started
+ * yet wait (bounded) until it does. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +54,9 @@
 #define XC_PIECE (128u << 10)  /* read once, written to several outputs */
 #define XC_SWAP (16u << 10)
 #define HD_XC_LOCAL_MAX 64 /* outputs written from one read (more: again) */
+#define XC_LAST 1u            /* XDATA step: the last frame of a message */
+#define XC_UNKNOWN UINT64_MAX /* want[k]: known at the last frame / header */
+#define XC_JOINED (-1)        /* alltoall header: that source has joined */
 
 struct xc_early {
   struct xc_early *next;
@@ -60,7 +75,7 @@ struct xc_send {
   int done;
 };
 
-struct xc_range { /* bytes [off, off + n) from host position k, in stage */
+struct xc_range { /* bytes [off, off + n) from host position k, staged */
   int k;
   uint64_t off, n;
 };
@@ -77,15 +92,19 @@ struct hd_xcoll {
   unsigned char *wbuf;     /* this daemon's memory for W, kept between ops */
   size_t wcap;
   int hold;                /* alltoall in place: arrivals wait for the sends */
-  unsigned char *stage;    /* ... here, kept between ops: */
-  size_t scap;
-  uint64_t *sbase;         /* where each host's bytes wait in stage */
+  unsigned char **stage;   /* ... per host position, kept between ops */
+  size_t *scap;
   struct xc_range *staged; /* what waits there */
   size_t nstaged, cstaged;
   struct xc_send *sends;   /* this operation's frames out */
   uint64_t *want, *got;    /* bytes expected from / received from each host */
   uint64_t *base;          /* where each host's bytes go in W (allgather:
                               offsets in bytes) */
+  unsigned char **shdr;    /* alltoall: the header sent to each host */
+  unsigned char **rhdr;    /* alltoall: the header from each host */
+  int sink;                /* allgather: every local member joined */
+  char bad[HP_MSG_MAX + 1]; /* the operation fails with this once all is in */
+  int bad_rc;
   struct xc_early *early;
   uint64_t early_bytes;
 };
@@ -99,12 +118,19 @@ static struct hd_xcoll *xc_of(struct hd_comm *c) {
   x->want = calloc(n, sizeof *x->want);
   x->got = calloc(n, sizeof *x->got);
   x->base = calloc(n, sizeof *x->base);
-  x->sbase = calloc(n, sizeof *x->sbase);
-  if (!x->want || !x->got || !x->base || !x->sbase) {
+  x->stage = calloc(n, sizeof *x->stage);
+  x->scap = calloc(n, sizeof *x->scap);
+  x->shdr = calloc(n, sizeof *x->shdr);
+  x->rhdr = calloc(n, sizeof *x->rhdr);
+  if (!x->want || !x->got || !x->base || !x->stage || !x->scap || !x->shdr ||
+      !x->rhdr) {
     free(x->want);
     free(x->got);
     free(x->base);
-    free(x->sbase);
+    free(x->stage);
+    free(x->scap);
+    free(x->shdr);
+    free(x->rhdr);
     free(x);
     return NULL;
   }
@@ -123,10 +149,15 @@ static void release_buffers(struct hd_xcoll *x) {
     x->wbuf = NULL;
     x->wcap = 0;
   }
-  if (x->scap > XC_KEEP) {
-    free(x->stage);
-    x->stage = NULL;
-    x->scap = 0;
+  for (int k = 0; k < x->c->nhosts; k++) {
+    if (x->scap[k] > XC_KEEP) {
+      free(x->stage[k]);
+      x->stage[k] = NULL;
+      x->scap[k] = 0;
+    }
+    free(x->shdr[k]);
+    free(x->rhdr[k]);
+    x->shdr[k] = x->rhdr[k] = NULL;
   }
   x->w = NULL;
   x->hold = 0;
@@ -169,16 +200,18 @@ static void on_sent(void *arg, int status) {
   hd_flush_wakeups(x->c->d);
 }
 
-/* Sends n bytes at p to host position k, in frames, as the bytes at
- * offset `at` of what goes there; -1: out of memory. */
+/* Sends n bytes at p to host position k, in frames (at least one), as
+ * the bytes at offset `at` of what goes there; `last`: they end it (the
+ * last frame is marked). -1: out of memory. */
 static int send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
-                      uint64_t n, uint64_t at) {
+                      uint64_t n, uint64_t at, int last) {
   struct hd_daemon *d = x->c->d;
   uint64_t off = 0;
   do {
     uint64_t len = HC_MIN((uint64_t)XC_FRAME, n - off);
     unsigned char hdr[HP_FRAME_HDR + HP_XDATA_HDR_LEN];
-    struct hp_xdata_hdr h = {.comm = x->c->id, .seq = x->seq, .offset = at + off};
+    struct hp_xdata_hdr h = {.comm = x->c->id, .seq = x->seq, .offset = at + off,
+                             .step = last && off + len == n ? XC_LAST : 0};
     hp_xdata_frame_hdr(hdr, &h, (uint32_t)len);
     struct xc_send *f = calloc(1, sizeof *f);
     if (!f) return -1;
@@ -299,10 +332,24 @@ static void narrow(const struct hd_tensor *t, void *out, const void *w,
 
 /* ---- starting an operation ------------------------------------------- */
 
+/* Every local member has joined: this host knows no counts; it sends an
+ * empty block and drops what the others send. */
+static int start_allgather_joined(struct hd_xcoll *x) {
+  struct hd_comm *c = x->c;
+  x->sink = 1;
+  for (int k = 0; k < c->nhosts; k++)
+    x->want[k] = k == c->me ? 0 : XC_UNKNOWN;
+  static const unsigned char none[1];
+  for (int k = 0; k < c->nhosts; k++)
+    if (k != c->me && send_bytes(x, k, none, 0, 0, 1) < 0) return -1;
+  return 0;
+}
+
 static int start_allgather(struct hd_xcoll *x) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
   const int64_t *counts = t->part[t->first].aux;
+  if (!counts) return start_allgather_joined(x);
   uint64_t total = 0, es = x->es;
   uint64_t *off = calloc((size_t)c->size + 1, sizeof *off);
   unsigned char **dst = calloc((size_t)c->nlocal + 1, sizeof *dst);
@@ -348,7 +395,7 @@ static int start_allgather(struct hd_xcoll *x) {
   free(off);
   free(dst);
   for (int k = 0; k < c->nhosts; k++)
-    if (k != c->me && send_bytes(x, k, x->w + mlo, mhi - mlo, 0) < 0) return -1;
+    if (k != c->me && send_bytes(x, k, x->w + mlo, mhi - mlo, 0, 1) < 0) return -1;
   return 0;
 }
 
@@ -407,7 +454,7 @@ static int start_reducescatter(struct hd_xcoll *x) {
       uint64_t klo, khi;
       rs_host_range(c, t, k, &klo, &khi);
       x->want[k] = k == c->me ? 0 : (hi - lo) * es;
-      if (k != c->me && send_bytes(x, k, in + klo * es, (khi - klo) * es, 0) < 0)
+      if (k != c->me && send_bytes(x, k, in + klo * es, (khi - klo) * es, 0, 1) < 0)
         return -1;
     }
     return 0;
@@ -457,7 +504,7 @@ static int start_reducescatter(struct hd_xcoll *x) {
   for (int k = 0; k < c->nhosts; k++) {
     uint64_t klo, khi;
     rs_host_range(c, t, k, &klo, &khi);
-    if (k != c->me && send_bytes(x, k, w + klo * x->wes, (khi - klo) * x->wes, 0) < 0)
+    if (k != c->me && send_bytes(x, k, w + klo * x->wes, (khi - klo) * x->wes, 0, 1) < 0)
       return -1;
     x->want[k] = k == c->me ? 0 : (hi - lo) * x->wes;
   }
@@ -510,85 +557,173 @@ static int a2a_local(struct hd_xcoll *x, int *any_in_place) {
           memcpy(dst, src, n);
       }
   free(ip);
+  /* a joined local member's part of the other local members' outputs:
+   * zeros (as a joined member's part from another host) */
+  for (int j = 0; j < nl; j++) {
+    if (t->part[j].joined) continue;
+    const int64_t *rs = t->part[j].aux + size;
+    for (int i = 0; i < nl; i++) {
+      int mi = c->local_member[i];
+      if (t->part[i].joined && rs[mi])
+        memset(hd_out_ptr(t, j) + split_off(rs, mi) * es, 0,
+               (uint64_t)rs[mi] * es);
+    }
+  }
   return 0;
+}
+
+/* The alltoall header a host at position k sends this one: int64 sizes
+ * per source member there and destination member here. */
+static uint64_t a2a_hdr_bytes(const struct hd_comm *c, int k) {
+  return (uint64_t)c->host_n[k] * (uint64_t)c->host_n[c->me] * 8u;
+}
+
+/* In the header from host position k: what its member s sends to member
+ * m here (XC_JOINED: s has joined). */
+static int64_t a2a_hdr_n(const struct hd_xcoll *x, int k, int s, int m) {
+  const struct hd_comm *c = x->c;
+  int64_t v;
+  memcpy(&v, x->rhdr[k] + ((uint64_t)(s - c->host_first[k]) *
+                               (uint64_t)c->host_n[c->me] +
+                           (uint64_t)(m - c->host_first[c->me])) * 8u, 8);
+  return v;
 }
 
 static int start_alltoall(struct hd_xcoll *x) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
   uint64_t es = x->es;
-  int size = c->size;
   int hold = 0;
   x->hold = 0;
   if (a2a_local(x, &hold) < 0) return -1;
   for (int k = 0; k < c->nhosts; k++) {
     if (k == c->me) continue;
     int m0 = c->host_first[k], mn = c->host_n[k];
-    uint64_t at = 0, in = 0;
-    for (int i = 0; i < c->nlocal; i++) {
-      const struct hd_part *p = &t->part[i];
-      if (p->joined) continue;
-      uint64_t n = split_off(p->aux + m0, mn) * es;
-      if (n && send_bytes(x, k, hd_in_ptr(t, i) + split_off(p->aux, m0) * es, n, at) < 0)
+    uint64_t hb = (uint64_t)c->nlocal * (uint64_t)mn * 8u;
+    x->want[k] = XC_UNKNOWN; /* its header says */
+    x->base[k] = 0;
+    if (!(x->rhdr[k] = malloc(a2a_hdr_bytes(c, k) + 1)) ||
+        !(x->shdr[k] = malloc(hb + 1)))
+      return -1;
+    unsigned char *p = x->shdr[k];
+    int nlast = -1; /* the last local member with data for k */
+    for (int i = 0; i < c->nlocal; i++)
+      for (int m = m0; m < m0 + mn; m++) {
+        int64_t v = t->part[i].joined ? XC_JOINED : t->part[i].aux[m];
+        memcpy(p, &v, 8);
+        p += 8;
+        if (v > 0) nlast = i;
+      }
+    if (send_bytes(x, k, x->shdr[k], hb, 0, nlast < 0) < 0) return -1;
+    uint64_t at = hb;
+    for (int i = 0; i <= nlast; i++) {
+      const struct hd_part *pt = &t->part[i];
+      if (pt->joined) continue;
+      uint64_t n = split_off(pt->aux + m0, mn) * es;
+      if (n && send_bytes(x, k, hd_in_ptr(t, i) + split_off(pt->aux, m0) * es,
+                          n, at, i == nlast) < 0)
         return -1;
       at += n;
     }
-    for (int s = m0; s < m0 + mn; s++)
-      for (int j = 0; j < c->nlocal; j++)
-        if (!t->part[j].joined) in += (uint64_t)t->part[j].aux[size + s];
-    x->want[k] = in * es;
-    x->base[k] = 0;
   }
-  if (hold && x->pending) { /* what arrives waits in stage */
-    uint64_t all = 0;
-    for (int k = 0; k < c->nhosts; k++) {
-      x->sbase[k] = all;
-      all += x->want[k];
-    }
-    if (!room(&x->stage, &x->scap, all)) return -1;
-    x->hold = 1;
-  }
+  x->hold = hold && x->pending; /* stage from each host's header on */
   return 0;
 }
 
-/* Bytes [off, off + len) of what host position k sends, at p, into the
- * outputs: source-major, each of k's members' blocks for each local
- * member in turn. */
-static void a2a_place(struct hd_xcoll *x, int k, uint64_t off,
-                      const unsigned char *p, uint64_t len) {
+/* The header from host position k is in: the size of the whole message,
+ * checked against what the local members expect (a disagreement fails
+ * the operation: x->bad), or XC_UNKNOWN when it cannot be; and room to
+ * stage what comes while this host's data still leave. */
+static uint64_t a2a_header(struct hd_xcoll *x, int k) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
-  uint64_t es = x->es, at = 0, end = off + len;
-  for (int s = c->host_first[k]; s < c->host_first[k] + c->host_n[k] && at < end; s++)
-    for (int j = 0; j < c->nlocal && at < end; j++) {
-      if (t->part[j].joined) continue;
-      const int64_t *rs = t->part[j].aux + c->size;
-      uint64_t n = (uint64_t)rs[s] * es;
-      uint64_t a = HC_MAX(off, at), b = HC_MIN(end, at + n);
-      unsigned char *dst = hd_out_ptr(t, j) + split_off(rs, s) * es + (a - at);
-      if (a < b && dst != p + (a - off)) memcpy(dst, p + (a - off), b - a);
-      at += n;
+  uint64_t hb = a2a_hdr_bytes(c, k), n = 0, lim = UINT64_MAX / 2 / x->es;
+  for (int s = c->host_first[k]; s < c->host_first[k] + c->host_n[k]; s++)
+    for (int j = 0; j < c->nlocal; j++) {
+      int mj = c->local_member[j];
+      int64_t v = a2a_hdr_n(x, k, s, mj);
+      if (v == XC_JOINED) continue;
+      if (v < 0 || (uint64_t)v > lim - n) return XC_UNKNOWN;
+      n += (uint64_t)v;
+      if (t->part[j].joined) continue; /* it receives nothing */
+      int64_t want = t->part[j].aux[c->size + s];
+      if (v != want && !x->bad[0]) {
+        x->bad_rc = HORA_EMISMATCH;
+        hc_fmt(x->bad, sizeof x->bad, "Mismatched alltoall splits on "
+               "tensor '%s': rank %d sends %lld elements to rank %d, "
+               "which expects %lld.", t->name, c->members[s], (long long)v,
+               c->members[mj], (long long)want);
+      }
     }
+  if (x->hold && !room(&x->stage[k], &x->scap[k], n * x->es)) return XC_UNKNOWN;
+  return hb + n * x->es;
 }
 
-/* The one output block that bytes [off, off + n) from host position k
- * fall in, where they go, or NULL when they span blocks. */
+/* Where bytes [off, off + n) of the message from host position k go in
+ * one piece: NULL unless they fall in one block of one local output. */
 static unsigned char *a2a_block(struct hd_xcoll *x, int k, uint64_t off,
                                 uint64_t n) {
   struct hd_comm *c = x->c;
   struct hd_tensor *t = x->t;
-  uint64_t es = x->es, at = 0;
+  uint64_t es = x->es, hb = a2a_hdr_bytes(c, k), at = hb;
+  if (x->want[k] == XC_UNKNOWN || off < hb || x->bad[0]) return NULL;
   for (int s = c->host_first[k]; s < c->host_first[k] + c->host_n[k]; s++)
     for (int j = 0; j < c->nlocal; j++) {
-      if (t->part[j].joined) continue;
-      const int64_t *rs = t->part[j].aux + c->size;
-      uint64_t bn = (uint64_t)rs[s] * es;
-      if (off >= at && off + n <= at + bn)
+      int64_t v = a2a_hdr_n(x, k, s, c->local_member[j]);
+      uint64_t bn = v > 0 ? (uint64_t)v * es : 0;
+      if (off >= at && off + n <= at + bn) {
+        if (t->part[j].joined) return NULL;
+        const int64_t *rs = t->part[j].aux + c->size;
         return hd_out_ptr(t, j) + split_off(rs, s) * es + (off - at);
+      }
       at += bn;
       if (at > off) return NULL; /* it spans blocks */
     }
   return NULL;
+}
+
+/* Bytes [off, off + len) of the message from host position k (data, past
+ * its header), at p, into the outputs: source-major, each of k's
+ * members' blocks for each local member in turn, as the header says; a
+ * joined member's blocks are dropped, and so is everything once the
+ * sizes disagree (the operation fails then). */
+static void a2a_place(struct hd_xcoll *x, int k, uint64_t off,
+                      const unsigned char *p, uint64_t len) {
+  struct hd_comm *c = x->c;
+  struct hd_tensor *t = x->t;
+  uint64_t es = x->es, at = a2a_hdr_bytes(c, k), end = off + len;
+  if (x->bad[0]) return;
+  for (int s = c->host_first[k]; s < c->host_first[k] + c->host_n[k] && at < end; s++)
+    for (int j = 0; j < c->nlocal && at < end; j++) {
+      int64_t v = a2a_hdr_n(x, k, s, c->local_member[j]);
+      uint64_t n = v > 0 ? (uint64_t)v * es : 0;
+      uint64_t a = HC_MAX(off, at), b = HC_MIN(end, at + n);
+      if (a < b && !t->part[j].joined) {
+        const int64_t *rs = t->part[j].aux + c->size;
+        unsigned char *dst = hd_out_ptr(t, j) + split_off(rs, s) * es + (a - at);
+        if (dst != p + (a - off)) memcpy(dst, p + (a - off), b - a);
+      }
+      at += n;
+    }
+}
+
+/* Zeroes, in each local output, the part from a member that has joined
+ * (the headers say which). */
+static void a2a_zero_joined(struct hd_xcoll *x) {
+  struct hd_comm *c = x->c;
+  struct hd_tensor *t = x->t;
+  uint64_t es = x->es;
+  for (int k = 0; k < c->nhosts; k++) {
+    if (k == c->me || x->want[k] == XC_UNKNOWN) continue;
+    for (int s = c->host_first[k]; s < c->host_first[k] + c->host_n[k]; s++)
+      for (int j = 0; j < c->nlocal; j++) {
+        if (t->part[j].joined) continue;
+        if (a2a_hdr_n(x, k, s, c->local_member[j]) != XC_JOINED) continue;
+        const int64_t *rs = t->part[j].aux + c->size;
+        memset(hd_out_ptr(t, j) + split_off(rs, s) * es, 0,
+               (uint64_t)rs[s] * es);
+      }
+  }
 }
 
 /* Where bytes [off, off + n) from host position k go, when they go to one
@@ -598,22 +733,25 @@ static unsigned char *a2a_block(struct hd_xcoll *x, int k, uint64_t off,
 static unsigned char *dest_of(struct hd_xcoll *x, int k, uint64_t off,
                               uint64_t n) {
   struct hd_tensor *t = x->t;
-  if (t->meta.coll == HORA_COLL_ALLGATHER) return x->w + x->base[k] + off;
+  if (t->meta.coll == HORA_COLL_ALLGATHER)
+    return x->sink ? NULL : x->w + x->base[k] + off;
   if (t->meta.coll != HORA_COLL_ALLTOALL) return NULL;
+  uint64_t hb = a2a_hdr_bytes(x->c, k);
+  if (x->want[k] == XC_UNKNOWN || off < hb || x->bad[0]) return NULL;
   unsigned char *b = a2a_block(x, k, off, n);
-  if (x->hold && (!b || unsent(x, b, n))) return x->stage + x->sbase[k] + off;
+  if (x->hold && (!b || unsent(x, b, n))) return x->stage[k] + (off - hb);
   return b;
 }
 
 /* Alltoall in place: this host's data have left, what waited in stage
- * (the first got[k] bytes from each host k) goes to the outputs; from now
- * on arrivals go there directly. */
+ * goes to the outputs; from now on arrivals go there directly. */
 static void place_held(struct hd_xcoll *x) {
   if (!x->hold) return;
   x->hold = 0;
   for (size_t i = 0; i < x->nstaged; i++) {
     const struct xc_range *r = &x->staged[i];
-    a2a_place(x, r->k, r->off, x->stage + x->sbase[r->k] + r->off, r->n);
+    uint64_t hb = a2a_hdr_bytes(x->c, r->k);
+    a2a_place(x, r->k, r->off, x->stage[r->k] + (r->off - hb), r->n);
   }
   x->nstaged = 0;
 }
@@ -632,23 +770,59 @@ static int add_staged(struct hd_xcoll *x, int k, uint64_t off, uint64_t n) {
 
 /* ---- data ----------------------------------------------------------------- */
 
-/* Takes a frame of host position k (its data at `data`: where
- * dest_of() said, or in the frame): 0, or -1 when it is wrong or there is
- * no memory (why says how). */
+/* Alltoall data from host position k, past its header: bytes [off, off +
+ * len) at data. */
+static int a2a_take(struct hd_xcoll *x, int k, uint64_t off,
+                    const unsigned char *data, uint64_t len, char *why,
+                    size_t whylen) {
+  uint64_t hb = a2a_hdr_bytes(x->c, k);
+  if (!len) return 0;
+  if (!x->hold) { /* from the frame, or from stage: copied; placed: not */
+    a2a_place(x, k, off, data, len);
+    return 0;
+  }
+  /* in place: what would land where data still leave from waits in
+   * stage until they have left (place_held()) */
+  unsigned char *st = x->stage[k] + (off - hb);
+  unsigned char *b = a2a_block(x, k, off, len);
+  if (b && data == b) return 0; /* placed, dest_of() saw it could */
+  if (b && data != st && !unsent(x, b, len)) {
+    memcpy(b, data, len);
+    return 0;
+  }
+  if (data != st) memcpy(st, data, len);
+  if (add_staged(x, k, off, len) < 0) {
+    hc_fmt(why, whylen, "out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+/* Data from host position k for the running operation (at `data`: where
+ * dest_of() said, or in the frame), checked against what it has to send:
+ * in order, within bounds. 0, or -1 when it is wrong or there is no
+ * memory (why says how). */
 static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
                 const unsigned char *data, size_t len, char *why,
                 size_t whylen) {
   struct hd_tensor *t = x->t;
   struct hd_comm *c = x->c;
-  if (h->offset != x->got[k] || len > x->want[k] - x->got[k]) {
-    hc_fmt(why, whylen, "%s data out of order or too long (offset %llu, %zu "
-           "bytes; expected offset %llu of %llu)", hd_coll_name(t->meta.coll),
-           (unsigned long long)h->offset, len, (unsigned long long)x->got[k],
+  if (h->offset != x->got[k] ||
+      (x->want[k] != XC_UNKNOWN && len > x->want[k] - x->got[k]) ||
+      len > UINT64_MAX / 4 - x->got[k]) {
+    char name[300];
+    hd_host_name(x->c->d, x->c->hosts[k], name, sizeof name);
+    hc_fmt(why, whylen, "%s '%s' (decision %llu): data from %s out of order "
+           "or beyond the operation's bounds: %zu bytes at offset %llu, "
+           "expected offset %llu of %llu", hd_coll_name(t->meta.coll),
+           t->name, (unsigned long long)x->seq, name, len,
+           (unsigned long long)h->offset, (unsigned long long)x->got[k],
            (unsigned long long)x->want[k]);
     return -1;
   }
   switch (t->meta.coll) {
   case HORA_COLL_ALLGATHER: {
+    if (x->sink) break;
     uint64_t at = x->base[k] + h->offset;
     unsigned char *dst[HD_XC_LOCAL_MAX];
     int nd = 0;
@@ -661,33 +835,34 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
       dst[nd++] = hd_out_ptr(t, i) + at;
     }
     if (nd) copy_to(dst, nd, data, len);
-    else memcpy(x->w + at, data, len);
+    else if (x->w + at != data) memcpy(x->w + at, data, len);
     break;
   }
   case HORA_COLL_ALLTOALL: {
-    if (!x->hold) { /* from the frame, or from stage: copied; in place: not */
-      a2a_place(x, k, h->offset, data, len);
-      break;
+    uint64_t hb = a2a_hdr_bytes(c, k), off = h->offset, end = off + len;
+    if (off < hb) { /* (some of) the header */
+      uint64_t n = HC_MIN(end, hb) - off;
+      memcpy(x->rhdr[k] + off, data, n);
+      if (off + n == hb) {
+        x->want[k] = a2a_header(x, k);
+        if (x->want[k] == XC_UNKNOWN || end > x->want[k]) {
+          hc_fmt(why, whylen, "alltoall header with bad sizes");
+          return -1;
+        }
+      }
+      off += n;
+      data += n;
     }
-    /* in place: what would land where data still leave from waits in
-     * stage until they have left (place_held()) */
-    unsigned char *st = x->stage + x->sbase[k] + h->offset;
-    unsigned char *b = a2a_block(x, k, h->offset, len);
-    if (b && data == b) break; /* placed, dest_of() saw it could */
-    if (b && data != st && !unsent(x, b, len)) {
-      memcpy(b, data, len);
-      break;
-    }
-    if (data != st) memcpy(st, data, len);
-    if (add_staged(x, k, h->offset, len) < 0) {
-      hc_fmt(why, whylen, "out of memory");
+    if (off < end && a2a_take(x, k, off, data, end - off, why, whylen) < 0)
       return -1;
-    }
     break;
   }
   default: { /* reducescatter */
     if (len % x->wes || h->offset % x->wes) {
-      hc_fmt(why, whylen, "reducescatter data not in whole elements");
+      hc_fmt(why, whylen, "reducescatter '%s' (decision %llu): data not in "
+             "whole elements of %llu bytes (%zu bytes at offset %llu)",
+             t->name, (unsigned long long)x->seq,
+             (unsigned long long)x->wes, len, (unsigned long long)h->offset);
       return -1;
     }
     void *dst[1] = {x->w + h->offset};
@@ -696,6 +871,29 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
   }
   }
   x->got[k] += len;
+  if (!(h->step & XC_LAST) || x->got[k] == x->want[k]) return 0;
+  /* the sender's message ends here */
+  if (x->want[k] == XC_UNKNOWN && t->meta.coll == HORA_COLL_ALLGATHER) {
+    x->want[k] = x->got[k]; /* a host whose members all joined learns it */
+    return 0;
+  }
+  if (t->meta.coll != HORA_COLL_ALLGATHER) {
+    hc_fmt(why, whylen, "%s message ended at %llu bytes of %llu",
+           hd_coll_name(t->meta.coll), (unsigned long long)x->got[k],
+           (unsigned long long)x->want[k]);
+    return -1;
+  }
+  /* an allgather from a host whose ranks have all joined: nothing came,
+   * but the receive counts expected something */
+  if (!x->bad[0]) {
+    char name[300];
+    x->bad_rc = HORA_EINVAL;
+    hd_host_name(x->c->d, x->c->hosts[k], name, sizeof name);
+    hc_fmt(x->bad, sizeof x->bad, "allgather '%s': every rank of %s has "
+           "joined, but the receive counts expect %llu elements from them",
+           t->name, name, (unsigned long long)((x->want[k] - x->got[k]) / x->es));
+  }
+  x->want[k] = x->got[k];
   return 0;
 }
 
@@ -707,7 +905,7 @@ static void drop_early(struct hd_xcoll *x, struct xc_early **pp) {
   free(e);
 }
 
-static int take_early(struct hd_xcoll *x) {
+static int take_early(struct hd_xcoll *x, char *why, size_t whylen) {
   struct xc_early **pp = &x->early;
   while (*pp) {
     struct xc_early *e = *pp;
@@ -715,12 +913,11 @@ static int take_early(struct hd_xcoll *x) {
       pp = &e->next;
       continue;
     }
-    char why[256];
     int rc = take(x, e->from, &e->h, e->payload + HP_XDATA_HDR_LEN, e->len,
-                  why, sizeof why);
+                  why, whylen);
     drop_early(x, pp);
     if (rc < 0) {
-      hc_error("bad data from host %d: %s", x->c->hosts[e->from], why);
+      hc_error("%s", why);
       return -1;
     }
   }
@@ -741,6 +938,7 @@ static void finish(struct hd_xcoll *x) {
     break;
   case HORA_COLL_ALLTOALL:
     place_held(x);
+    a2a_zero_joined(x);
     break;
   default: { /* reducescatter */
     uint64_t rows = t->meta.ndims ? (uint64_t)t->meta.shape[0] : t->meta.count;
@@ -774,6 +972,8 @@ int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
     x->seq = t->seq;
     x->es = hora_dtype_size(t->meta.dtype);
     x->wes = x->es;
+    x->sink = 0;
+    x->bad[0] = '\0';
     memset(x->got, 0, (size_t)c->nhosts * sizeof *x->got);
     memset(x->want, 0, (size_t)c->nhosts * sizeof *x->want);
     int rc = t->meta.coll == HORA_COLL_ALLGATHER   ? start_allgather(x)
@@ -788,17 +988,23 @@ int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
       hd_teardown(d, "horad is out of memory", 0);
       return 1;
     }
-    if (take_early(x) < 0) {
+    char why[HP_MSG_MAX + 1];
+    if (take_early(x, why, sizeof why) < 0) {
       end_op(x);
-      hd_tensor_fail(d, t, HORA_EPROTO, "bad data from another host");
-      hd_teardown(d, "bad data from another host", 0);
+      hd_tensor_fail(d, t, HORA_EPROTO, why);
+      hd_teardown(d, why, 0);
       return 1;
     }
   }
   if (!all_in(x) || x->pending) return 0;
-  finish(x);
+  if (!x->bad[0]) finish(x);
   end_op(x);
-  hd_tensor_finish(d, t);
+  if (x->bad[0]) {
+    hc_info("%s", x->bad);
+    hd_tensor_fail(d, t, x->bad_rc, x->bad);
+  } else {
+    hd_tensor_finish(d, t);
+  }
   return 1;
 }
 
@@ -816,7 +1022,8 @@ void *hd_xcoll_place(struct hd_daemon *d, int from, const unsigned char *pre,
     if (c->hosts[i] == from) k = i;
   uint64_t n = len - HP_XDATA_HDR_LEN;
   if (k < 0 || k == c->me || !x->active || h.seq != x->seq ||
-      h.offset != x->got[k] || n > x->want[k] - x->got[k])
+      h.offset != x->got[k] ||
+      (x->want[k] != XC_UNKNOWN && n > x->want[k] - x->got[k]))
     return NULL;
   return dest_of(x, k, h.offset, n);
 }
@@ -826,7 +1033,8 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
                   size_t whylen) {
   struct hp_xdata_hdr h;
   if (!payload || hp_dec_xdata_hdr(payload, len, &h) < 0) {
-    hc_fmt(why, whylen, "bad XDATA header");
+    hc_fmt(why, whylen, "malformed XDATA frame: %zu bytes, shorter than its "
+           "header (%u)", len, HP_XDATA_HDR_LEN);
     return -1;
   }
   if (d->gone_rank != -1) return 0; /* the job is failing: ignore */
@@ -837,9 +1045,13 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
     if (c->hosts[i] == from) k = i;
   struct hd_xcoll *x = c && c->me >= 0 && k >= 0 && k != c->me ? xc_of(c)
                                                                 : NULL;
-  if (!x) {
-    hc_fmt(why, whylen, "XDATA of process set %u from host %d, which has no "
-           "part in it", h.comm, from);
+  if (!x) { /* (the caller names the sender) */
+    hc_fmt(why, whylen, "XDATA for process set %u, %s", h.comm,
+           !c            ? "which does not exist here"
+           : c->me < 0   ? "of which this host is not a member"
+           : k < 0       ? "of which it is not a member"
+           : k == c->me  ? "as if from this host itself"
+                         : "but horad is out of memory");
     return -1;
   }
   size_t n = len - HP_XDATA_HDR_LEN;
@@ -860,12 +1072,15 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
     return 0;
   }
   if (x->ran && (h.seq < x->seq || (h.seq == x->seq && !x->active))) {
-    hc_fmt(why, whylen, "XDATA for finished operation %llu",
-           (unsigned long long)h.seq);
+    if (n == 0) return 0; /* an empty block a host expected nothing of */
+    hc_fmt(why, whylen, "XDATA for decision %llu of process set %u, which "
+           "has finished", (unsigned long long)h.seq, h.comm);
     return -1;
   }
   if (x->early_bytes + n > XC_EARLY_MAX) {
-    hc_fmt(why, whylen, "host %d ran too far ahead", from);
+    hc_fmt(why, whylen, "XDATA for decisions of process set %u not started "
+           "here: more than %llu MiB ahead", h.comm,
+           (unsigned long long)(XC_EARLY_MAX >> 20));
     return -1;
   }
   struct xc_early *e = calloc(1, sizeof *e);
@@ -904,8 +1119,11 @@ void hd_xcoll_free(struct hd_comm *c) {
   hd_xcoll_abort(c);
   release_buffers(x);
   free(x->wbuf);
+  for (int k = 0; k < c->nhosts; k++) free(x->stage[k]);
   free(x->stage);
-  free(x->sbase);
+  free(x->scap);
+  free(x->shdr);
+  free(x->rhdr);
   free(x->staged);
   free(x->want);
   free(x->got);

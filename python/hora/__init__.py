@@ -163,6 +163,8 @@ def _declare(lib):
         "hora_local_size": ([], c_int), "hora_cross_rank": ([], c_int),
         "hora_cross_size": ([], c_int),
         "hora_submit": ([ctypes.POINTER(_Request), p_int64], c_int),
+        "hora_submit_group": ([ctypes.POINTER(_Request), c_int, p_int64],
+                              c_int),
         "hora_wait": ([c_int64], c_int),
         "hora_test": ([c_int64, p_int], c_int),
         "hora_join": ([], c_int),
@@ -303,11 +305,8 @@ def _raise(rc, what=None):
 # ---------------------------------------------------------------------------
 # Sessions: init() starts one, shutdown() ends it.
 #
-# In a job on one host shutdown() shuts libhora down and the next init()
-# starts it again (collective, as in Horovod). Across hosts horad does not
-# take a rank back yet, so shutdown() ends the session on the Python side --
-# pending operations fail, process sets are forgotten -- and the next init()
-# starts a new session on the same connection, closed at exit.
+# shutdown() shuts libhora down and the next init() starts it again
+# (collective, as in Horovod: it returns once every rank of the job is back).
 
 
 class _Session:
@@ -507,25 +506,19 @@ def init(comm=None, process_sets=None):
                              % (duplicate, sets[duplicate]))
 
 
-def _one_host(lib):
-    """libhora re-initialises (hora_shutdown, then hora_init) in jobs on one
-    host; across hosts a session ends on the Python side only."""
-    return lib.hora_local_size() == lib.hora_size()
-
-
 def shutdown(final=False):
     """Ends this rank's hora session: operations still pending fail with
-    HoraInternalError, process sets are forgotten, and is_initialized()
-    becomes False; init() starts a new session (as in Horovod, every rank
-    shuts down and initializes again). In a job on one host libhora itself
-    is shut down (the other ranks' operations then fail too); across hosts
-    the connection to horad stays until exit (or final=True, after which no
-    init() may follow). A no-op when hora is not initialized."""
+    HoraInternalError, process sets are forgotten, libhora is shut down
+    (the other ranks' operations that need this one then fail too), and
+    is_initialized() becomes False; init() starts a new session (as in
+    Horovod, every rank shuts down and initializes again; init() returns
+    once all have). `final` is accepted for compatibility. A no-op when
+    hora is not initialized."""
     lib = _state.lib
     if lib is None:
         return
     with _init_lock:
-        real = lib.hora_is_initialized() and (final or _one_host(lib))
+        real = lib.hora_is_initialized()
         if _sess.active:
             _collect_finished()
         if real:
@@ -1205,11 +1198,12 @@ def _c_shape(shape):
     return shape
 
 
-def _submit(coll, cname, cid, send=None, recv=None, count=0, recv_count=0,
-            dtype=0, op=0, root=0, pre=1.0, post=1.0, shape=None,
-            recv_counts=None, splits=None, recv_splits=None):
-    """Submits one libhora operation; returns its C handle. Pointers are
-    ints or ctypes objects; shape and the count lists are sequences."""
+def _request(coll, cname, cid, send=None, recv=None, count=0, recv_count=0,
+             dtype=0, op=0, root=0, pre=1.0, post=1.0, shape=None,
+             recv_counts=None, splits=None, recv_splits=None):
+    """One libhora request and what must live as long as it (its arrays).
+    Pointers are ints or ctypes objects; shape and the count lists are
+    sequences."""
     lib = _state.lib
     if lib is None or not lib.hora_is_initialized():
         raise ValueError(_NOT_INIT_MSG)
@@ -1249,11 +1243,46 @@ def _submit(coll, cname, cid, send=None, recv=None, count=0, recv_count=0,
             a = _i64(v)
             keep.append(a)
             setattr(req, field, ctypes.cast(a, ctypes.POINTER(ctypes.c_int64)))
+    return req, keep
+
+
+def _submit_req(req):
+    """Submits a request of _request(); returns its C handle. libhora has
+    copied what it needs from its arrays when this returns."""
     h = ctypes.c_int64(0)
-    rc = lib.hora_submit(ctypes.byref(req), ctypes.byref(h))
+    rc = _state.lib.hora_submit(ctypes.byref(req), ctypes.byref(h))
     if rc < 0:
         _raise(rc)
     return h.value
+
+
+def _submit(*args, **kw):
+    """Submits one libhora operation (arguments of _request); returns its C
+    handle."""
+    return _submit_req(_request(*args, **kw)[0])
+
+
+def _submit_all(reqs, grouped, keep):
+    """Submits [(req, arrays)]: as one group (negotiated and run as one
+    unit by horad) when grouped, else one by one. Returns the C handles; on
+    an error none of a group stays submitted, while single submissions
+    already made are left to finish, with keep (their buffers)."""
+    if not grouped or len(reqs) < 2:
+        hs = []
+        try:
+            for req, _ in reqs:
+                hs.append(_submit_req(req))
+        except BaseException:
+            if hs:
+                _orphans.append((hs, keep))
+            raise
+        return hs
+    arr = (_Request * len(reqs))(*[r for r, _ in reqs])
+    hs = (ctypes.c_int64 * len(reqs))()
+    rc = _state.lib.hora_submit_group(arr, len(reqs), hs)
+    if rc < 0:
+        _raise(rc)
+    return list(hs)
 
 
 def _plan_allreduce(op, is_int, prescale_factor, postscale_factor, set_size):
@@ -1338,16 +1367,16 @@ def _start_allreduce(pairs, op, pre, post, name, ps, keep, finish,
     names = [_op_name("allreduce", _sub_name(name, i) if grouped and name
                       else name, cid) for i in range(len(pairs))]
     _claim_names(names)
-    cs = []
     try:
+        reqs = []
         for (s, r), cname in zip(pairs, names):
             c_op, p1, p2 = _plan_allreduce(op, _is_int_code(s.code), pre, post,
                                            n)
-            cs.append(_submit("allreduce", cname, cid, s.ptr, r.ptr, s.numel,
-                              s.numel, s.code, c_op, 0, p1, p2, s.shape))
+            reqs.append(_request("allreduce", cname, cid, s.ptr, r.ptr,
+                                 s.numel, s.numel, s.code, c_op, 0, p1, p2,
+                                 s.shape))
+        cs = _submit_all(reqs, grouped, keep)
     except BaseException:
-        if cs:
-            _orphans.append((cs, keep))
         _release_names(names)
         raise
     return _register(cs, keep, finish, names)
@@ -1411,16 +1440,21 @@ def _start_allgather(bufs, alloc, name, ps, keep, finish, grouped=False):
 
     def advance():
         rows = [list(counts[i * n:(i + 1) * n]) for i in range(k)]
-        outs, cs = [], []
+        outs, cs, reqs = [], [], []
         try:
             for i, b in enumerate(bufs):
                 total = sum(rows[i])
                 obj, ptr = alloc(i, (total,) + b.shape[1:])
                 outs.append(obj)
-                cs.append(_submit("allgather", names[i], cid, b.ptr, ptr,
-                                  b.numel, total * b.row, b.code,
-                                  shape=b.shape,
-                                  recv_counts=[r * b.row for r in rows[i]]))
+                reqs.append(_request("allgather", names[i], cid, b.ptr, ptr,
+                                     b.numel, total * b.row, b.code,
+                                     shape=b.shape,
+                                     recv_counts=[r * b.row for r in rows[i]]))
+            if grouped and len(reqs) > 1:  # as one unit
+                cs = _submit_all(reqs, True, None)
+            else:
+                for req, _ in reqs:
+                    cs.append(_submit_req(req))
         except BaseException as e:  # noqa: BLE001 -- handed to the waiter
             return cs, e
         finally:
@@ -1533,7 +1567,7 @@ def _start_reducescatter(bufs, outs_alloc, op, pre, post, name, ps, keep,
     names = [_op_name("reducescatter", _sub_name(name, i) if grouped and name
                       else name, cid) for i in range(len(bufs))]
     _claim_names(names)
-    cs, outs = [], []
+    outs, reqs = [], []
     try:
         for i, (b, cname) in enumerate(zip(bufs, names)):
             mine = lib.hora_reducescatter_rows(b.rows, n, me)
@@ -1541,12 +1575,11 @@ def _start_reducescatter(bufs, outs_alloc, op, pre, post, name, ps, keep,
             outs.append(obj)
             c_op, p1, p2 = _plan_allreduce(op, _is_int_code(b.code), pre, post,
                                            n)
-            cs.append(_submit("reducescatter", cname, cid, b.ptr, ptr,
-                              b.numel, mine * b.row, b.code, c_op, 0, p1, p2,
-                              b.shape))
+            reqs.append(_request("reducescatter", cname, cid, b.ptr, ptr,
+                                 b.numel, mine * b.row, b.code, c_op, 0, p1,
+                                 p2, b.shape))
+        cs = _submit_all(reqs, grouped, (keep, outs))
     except BaseException:
-        if cs:
-            _orphans.append((cs, (keep, outs)))
         _release_names(names)
         raise
     return _register(cs, (keep, outs), lambda: finish(outs), names)

@@ -10,7 +10,8 @@ ${CC:-cc} -std=c11 -D_GNU_SOURCE -DHORA_VERSION_STRING='"test"' -Wall \
   -Wextra -I"$HORA_TOP/include" -I"$HORA_TOP/common" -I"$HORA_TOP/launcher" \
   "$HORA_TOP/tests/cli/layout_test.c" "$HORA_TOP/launcher/hosts.c" \
   "$HORA_TOP/launcher/textfile.c" \
-  "$HORA_TOP/common/log.c" -o "$bin" || fail "cannot build layout_test"
+  "$HORA_TOP/common/log.c" "$HORA_TOP/common/params.c" -o "$bin" -lm \
+  || fail "cannot build layout_test"
 
 # layout HOSTS NP EXPECTED: "rank host local_rank local_size cross_rank
 # cross_size" per rank.

@@ -13,7 +13,10 @@
 #   horarun -np 2 [horarun args] python -m pytest -q -x FILE::TorchTests::test_x
 #
 # The horarun args choose the layout (default: -np 2; e.g. `-np 3`, or
-# `-np 4 -H localhost:2,127.0.0.1:2`). One line per test is printed,
+# `-np 4 -H localhost:2,127.0.0.1:2`). Across hosts of their own (network
+# namespaces, as root): run_horovod_suite_hosts.sh, which runs this script
+# from the client of tests/multihost/lib.sh with -np 3 -H h1:1,h2:1,h3:1.
+# One line per test is printed,
 #   PASS test_x (3.1s) | FAIL test_x: reason | SKIP test_x: reason | HANG test_x
 # then "N passed, N failed, N skipped, N hung of M". Exit status 0 when
 # nothing failed or hung.

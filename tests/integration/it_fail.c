@@ -5,6 +5,9 @@
  *   it_fail sigkill [VICTIM]    the same, but it kills itself with SIGKILL
  *   it_fail exit3sleep [VICTIM] rank VICTIM exits 3 while the others sleep
  *                               outside hora (horarun must stop them)
+ *   it_fail noinit [VICTIM]     rank VICTIM exits 0 without ever calling
+ *                               hora_init, while the others are blocked in
+ *                               an allreduce
  *   it_fail loop                every rank loops on barrier + 50 ms sleep
  *                               (for SIGINT to horarun)
  *   it_fail blocked             rank 0 sleeps, the others are blocked in an
@@ -63,12 +66,19 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc && na < 4; i++)
     if (strncmp(argv[i], "--marker=", 9) != 0) args[na++] = argv[i];
   if (!args[0]) {
-    fprintf(stderr, "usage: it_fail exit3|sigkill|exit3sleep|loop|blocked "
-                    "[VICTIM]\n");
+    fprintf(stderr, "usage: it_fail exit3|sigkill|exit3sleep|noinit|loop|"
+                    "blocked [VICTIM]\n");
     return 2;
   }
   const char *mode = args[0];
   int victim = args[1] ? atoi(args[1]) : 1;
+  const char *me = getenv("HORA_RANK");
+  if (!strcmp(mode, "noinit") && me && atoi(me) == victim) {
+    printf("rank %d: ready, leaving in 300 ms without hora_init\n", victim);
+    fflush(stdout);
+    usleep(300000); /* let the others block */
+    return 0;
+  }
   int rc = hora_init();
   if (rc != 0) {
     printf("FAIL: hora_init: %s\n", hora_last_error());
@@ -76,6 +86,7 @@ int main(int argc, char **argv) {
   }
   rank_ = hora_rank();
   size_ = hora_size();
+  if (!strcmp(mode, "noinit")) survivor(victim);
   /* a working job first */
   float x[8] = {1, 1, 1, 1, 1, 1, 1, 1};
   rc = hora_allreduce("warmup", x, x, 8, HORA_FLOAT32, HORA_SUM);

@@ -214,7 +214,7 @@ static int cmd_unknown(long n) {
   for (int round = 0; round < 2; round++) {
     if (round) usleep(1100000);
     for (long i = 0; i < n; i++) {
-      e.kind = (uint8_t)(4 + rnd() % 252);
+      e.kind = (uint8_t)(5 + rnd() % 251); /* past HP_SQ_CANCEL */
       e.id = (uint64_t)i + 1;
       if (raw_push(&e, 10) < 0) {
         printf("rank 1: FAIL: horad stopped reading unknown entries\n");
@@ -304,8 +304,13 @@ static int cmd_garbage(long n) {
     struct hp_sqe e;
     uint64_t *w = (uint64_t *)&e;
     for (size_t i = 0; i < sizeof e / 8; i++) w[i] = rnd();
-    /* mostly entries horad acts on: submissions and chunk events */
-    if (rnd() % 8) e.kind = (uint8_t)(1 + rnd() % 3);
+    /* mostly entries horad acts on: submissions, chunk events, cancels */
+    if (rnd() % 8) e.kind = (uint8_t)(1 + rnd() % 4);
+    if (rnd() % 4) { /* some in small groups, keys colliding */
+      e.group_n = rnd() % 4;
+      e.group = rnd() % 3;
+    }
+    if (e.group_n) e.group_idx = rnd() % (e.group_n + 1);
     if (rnd() % 2) e.coll = (uint8_t)(1 + rnd() % 3);
     if (rnd() % 2) e.dtype = (uint8_t)(rnd() % HORA_DTYPE_COUNT);
     if (rnd() % 2) e.count = rnd() % 4096;

@@ -13,9 +13,16 @@
  *                           duplicates refused, remove, a removed id
  *                           refused; a set of the last host's ranks
  *   it_xcoll join [-x N]    join: each rank joins after a different
- *                           number of allreduces (every op), the others'
- *                           results count the joined ranks as neutral,
- *                           and join returns the last rank to join
+ *                           number of rounds of allreduces (every op),
+ *                           allgather, alltoall and reducescatter; the
+ *                           others' results count the joined ranks as
+ *                           neutral (receive counts that expect data
+ *                           from a joined rank are refused), and join
+ *                           returns the last rank to join
+ *   it_xcoll groups [-x N]  grouped operations (hora_submit_group): mixed
+ *                           allreduce groups, two in flight, allgather and
+ *                           reducescatter groups, a group on a set, a
+ *                           grouping mismatch, a group refused whole
  *
  * Every rank computes what it expects; a failure prints
  * "rank R: FAIL <what>" and the exit status is 1. */
@@ -525,6 +532,101 @@ static int run_sets(void) {
 
 /* ---- join ------------------------------------------------------------------ */
 
+/* Round k of the others' collectives while ranks 0 .. k-1 have joined:
+ * allgather (a joined rank sends nothing, and receive counts that expect
+ * something of it are refused), alltoall (a joined rank sends nothing and
+ * drops what it is sent), reducescatter (joined ranks add zeros). */
+static void join_round(int k) {
+  int n = size;
+  char name[64];
+  int64_t *cnt = malloc((size_t)n * 8), *sp = malloc((size_t)n * 8),
+          *rp = malloc((size_t)n * 8);
+  size_t total = 0, sn = 0, rn = 0;
+  for (int r = 0; r < n; r++) {
+    cnt[r] = r >= k ? r + 1 : 0;
+    total += (size_t)cnt[r];
+  }
+  float *in = malloc((size_t)(rank + 1) * 4), *out = malloc((total + 1) * 4);
+  for (int i = 0; i <= rank; i++) in[i] = (float)(rank * 10 + i);
+  snprintf(name, sizeof name, "jag.%d", k);
+  int rc = hora_allgatherv(name, in, (size_t)rank + 1, out, cnt, HORA_FLOAT32);
+  OK(rc, name);
+  for (int r = 0, o = 0; rc >= 0 && r < n; r++)
+    for (int i = 0; i < cnt[r]; i++, o++) {
+      checks++;
+      if (out[o] != (float)(r * 10 + i)) {
+        FAIL("%s element %d: expected %d, got %g", name, o, r * 10 + i,
+             (double)out[o]);
+        r = n;
+        break;
+      }
+    }
+  if (k > 0) { /* counts that expect elements from the joined ranks */
+    size_t all = 0;
+    for (int r = 0; r < n; r++) all += (size_t)(cnt[r] = r + 1);
+    float *big = malloc((all + 1) * 4);
+    snprintf(name, sizeof name, "jagbad.%d", k);
+    rc = hora_allgatherv(name, in, (size_t)rank + 1, big, cnt, HORA_FLOAT32);
+    checks++;
+    if (rc != HORA_EINVAL || !strstr(hora_last_error(), "joined"))
+      FAIL("%s: expected HORA_EINVAL naming the joined ranks, got %s (%s)",
+           name, hora_err_name(rc), hora_last_error());
+    free(big);
+  }
+  free(in);
+  free(out);
+
+  /* alltoall: s sends d (s + d) % 3 + 1 elements, s * 100 + d * 10 + j */
+  for (int r = 0; r < n; r++) {
+    sp[r] = (rank + r) % 3 + 1;
+    rp[r] = r >= k ? (r + rank) % 3 + 1 : 0;
+    sn += (size_t)sp[r];
+    rn += (size_t)rp[r];
+  }
+  float *a = malloc((sn + 1) * 4), *b = malloc((rn + 1) * 4);
+  for (int d = 0, o = 0; d < n; d++)
+    for (int j = 0; j < sp[d]; j++) a[o++] = (float)(rank * 100 + d * 10 + j);
+  snprintf(name, sizeof name, "ja2a.%d", k);
+  rc = hora_alltoallv(name, a, sp, b, rp, HORA_FLOAT32);
+  OK(rc, name);
+  for (int s2 = 0, o = 0; rc >= 0 && s2 < n; s2++)
+    for (int j = 0; j < rp[s2]; j++, o++) {
+      checks++;
+      if (b[o] != (float)(s2 * 100 + rank * 10 + j)) {
+        FAIL("%s element %d: expected %d, got %g", name, o,
+             s2 * 100 + rank * 10 + j, (double)b[o]);
+        s2 = n;
+        break;
+      }
+    }
+  free(a);
+  free(b);
+
+  /* reducescatter of 2n + 1 elements: the sum of the ranks still in */
+  size_t count = (size_t)(2 * n + 1), first = 0;
+  for (int r = 0; r < rank; r++) first += hora_reducescatter_rows(count, n, r);
+  size_t mine = hora_reducescatter_rows(count, n, rank);
+  float *x = malloc((count + 1) * 4), *y = malloc((mine + 1) * 4);
+  for (size_t i = 0; i < count; i++) x[i] = (float)(rank + 1 + (int)i);
+  snprintf(name, sizeof name, "jrs.%d", k);
+  rc = hora_reducescatter(name, x, count, y, HORA_FLOAT32, HORA_SUM);
+  OK(rc, name);
+  for (size_t i = 0; rc >= 0 && i < mine; i++) {
+    double w = 0;
+    for (int r = k; r < n; r++) w += r + 1 + (double)(first + i);
+    checks++;
+    if (y[i] != (float)w) {
+      FAIL("%s element %zu: expected %g, got %g", name, i, w, (double)y[i]);
+      break;
+    }
+  }
+  free(x);
+  free(y);
+  free(cnt);
+  free(sp);
+  free(rp);
+}
+
 static int run_join(void) {
   /* rank r runs r + 1 rounds of allreduces (every op), then joins; the
    * others go on with r's contribution neutral */
@@ -554,6 +656,7 @@ static int run_join(void) {
       }
       (void)buf;
     }
+    join_round(k);
   }
   int last = hora_join();
   checks++;
@@ -569,6 +672,238 @@ static int run_join(void) {
   last = hora_join();
   checks++;
   if (last != 0) FAIL("second join returned %d, expected 0", last);
+  return 0;
+}
+
+/* ---- groups -------------------------------------------------------------- */
+
+static hora_request_t ar_req(const char *name, void *buf, size_t n,
+                             hora_dtype_t dt) {
+  hora_request_t q = {0};
+  q.coll = HORA_COLL_ALLREDUCE;
+  q.name = name;
+  q.sendbuf = buf;
+  q.recvbuf = buf;
+  q.count = n;
+  q.dtype = dt;
+  q.op = HORA_SUM;
+  return q;
+}
+
+static void wait_all(const int64_t *h, int n, int want, const char *what) {
+  for (int i = 0; i < n; i++) {
+    int rc = hora_wait(h[i]);
+    checks++;
+    if (want == 0 && rc < 0)
+      FAIL("%s: request %d: %s (%s)", what, i, hora_err_name(rc),
+           hora_last_error());
+    if (want < 0 && rc != want)
+      FAIL("%s: request %d returned %d (%s), expected %s", what, i, rc,
+           hora_last_error(), hora_err_name(want));
+  }
+}
+
+/* Grouped operations (hora_submit_group): allreduce groups of mixed
+ * dtypes and sizes, two groups in flight at once, an allgather group with
+ * per-rank counts, a reducescatter group, a group on a process set; a
+ * grouping mismatch fails the whole group on every rank; a group one of
+ * whose requests is bad is refused whole and leaves no name behind. */
+static int run_groups(void) {
+  enum { NF = 1000, NI = 7, ND = 300 };
+  float *f = malloc(NF * sizeof *f);
+  int32_t *i32 = malloc(NI * sizeof *i32);
+  double *d = malloc(ND * sizeof *d);
+  int64_t one;
+  int64_t h[8];
+  char names[8][64];
+  long long tri = (long long)size * (size + 1) / 2; /* sum of rank+1 */
+  for (int it = 0; it < 10; it++) {
+    for (int k = 0; k < NF; k++) f[k] = (float)(rank + 1) * (float)(k % 13);
+    for (int k = 0; k < NI; k++) i32[k] = (rank + 1) * (k + it);
+    for (int k = 0; k < ND; k++) d[k] = (rank + 1) * 0.5 * k;
+    one = rank + 1;
+    hora_request_t q[4];
+    snprintf(names[0], 64, "g%d.f", it);
+    snprintf(names[1], 64, "g%d.i", it);
+    snprintf(names[2], 64, "g%d.d", it);
+    snprintf(names[3], 64, "g%d.one", it);
+    q[0] = ar_req(names[0], f, NF, HORA_FLOAT32);
+    q[1] = ar_req(names[1], i32, NI, HORA_INT32);
+    q[2] = ar_req(names[2], d, ND, HORA_FLOAT64);
+    q[3] = ar_req(names[3], &one, 1, HORA_INT64);
+    /* a second group in flight at the same time */
+    int64_t x[3] = {rank, rank * 2, rank * 3}, y[2] = {1, 1};
+    snprintf(names[4], 64, "h%d.x", it);
+    snprintf(names[5], 64, "h%d.y", it);
+    hora_request_t r2[2] = {ar_req(names[4], x, 3, HORA_INT64),
+                            ar_req(names[5], y, 2, HORA_INT64)};
+    OK(hora_submit_group(q, 4, h), "submit group of 4");
+    OK(hora_submit_group(r2, 2, h + 4), "submit group of 2");
+    wait_all(h, 6, 0, "allreduce groups");
+    for (int k = 0; k < NF; k++)
+      if (f[k] != (float)tri * (float)(k % 13)) {
+        FAIL("group float32[%d] = %g, expected %g", k, f[k],
+             (double)tri * (k % 13));
+        break;
+      }
+    for (int k = 0; k < NI; k++)
+      if (i32[k] != tri * (k + it)) {
+        FAIL("group int32[%d] = %d", k, i32[k]);
+        break;
+      }
+    for (int k = 0; k < ND; k++)
+      if (d[k] != tri * 0.5 * k) {
+        FAIL("group float64[%d] = %g", k, d[k]);
+        break;
+      }
+    if (one != tri) FAIL("group int64 = %lld", (long long)one);
+    long long rs = (long long)size * (size - 1) / 2;
+    if (x[0] != rs || x[1] != 2 * rs || x[2] != 3 * rs || y[0] != size ||
+        y[1] != size)
+      FAIL("second group: %lld %lld %lld %lld %lld", (long long)x[0],
+           (long long)x[1], (long long)x[2], (long long)y[0], (long long)y[1]);
+    checks += 5;
+  }
+
+  /* allgather: rank r sends r + 1 elements of each of two tensors */
+  {
+    int64_t cnt[64], send[2][64], *recv[2];
+    long long total = 0;
+    for (int m = 0; m < size && m < 64; m++) {
+      cnt[m] = m + 1;
+      total += m + 1;
+    }
+    hora_request_t q[2];
+    for (int t = 0; t < 2; t++) {
+      for (int k = 0; k <= rank; k++) send[t][k] = 1000 * t + 10 * rank + k;
+      recv[t] = calloc((size_t)total, sizeof *recv[t]);
+      memset(&q[t], 0, sizeof q[t]);
+      q[t].coll = HORA_COLL_ALLGATHER;
+      q[t].name = t ? "ag.b" : "ag.a";
+      q[t].sendbuf = send[t];
+      q[t].recvbuf = recv[t];
+      q[t].count = (size_t)rank + 1;
+      q[t].recv_count = (size_t)total;
+      q[t].dtype = HORA_INT64;
+      q[t].recv_counts = cnt;
+    }
+    OK(hora_submit_group(q, 2, h), "submit allgather group");
+    wait_all(h, 2, 0, "allgather group");
+    for (int t = 0; t < 2; t++) {
+      long long at = 0;
+      for (int m = 0; m < size; m++)
+        for (int k = 0; k <= m; k++, at++)
+          if (recv[t][at] != 1000 * t + 10 * m + k) {
+            FAIL("allgather group %d: element %lld = %lld", t, at,
+                 (long long)recv[t][at]);
+            m = size;
+            break;
+          }
+      free(recv[t]);
+    }
+    checks++;
+  }
+
+  /* reducescatter: 2 tensors of size * 3 + 1 rows */
+  {
+    int rows = size * 3 + 1;
+    float *in[2], *out[2];
+    hora_request_t q[2];
+    int64_t shape[1] = {rows};
+    int mine = hora_reducescatter_rows(rows, size, rank), first = 0;
+    for (int m = 0; m < rank; m++) first += hora_reducescatter_rows(rows, size, m);
+    for (int t = 0; t < 2; t++) {
+      in[t] = malloc((size_t)rows * sizeof(float));
+      out[t] = calloc((size_t)mine + 1, sizeof(float));
+      for (int k = 0; k < rows; k++) in[t][k] = (float)((rank + 1) * (k + t));
+      memset(&q[t], 0, sizeof q[t]);
+      q[t].coll = HORA_COLL_REDUCESCATTER;
+      q[t].name = t ? "rs.b" : "rs.a";
+      q[t].sendbuf = in[t];
+      q[t].recvbuf = out[t];
+      q[t].count = (size_t)rows;
+      q[t].recv_count = (size_t)mine;
+      q[t].dtype = HORA_FLOAT32;
+      q[t].op = HORA_SUM;
+      q[t].ndims = 1;
+      q[t].shape = shape;
+    }
+    OK(hora_submit_group(q, 2, h), "submit reducescatter group");
+    wait_all(h, 2, 0, "reducescatter group");
+    for (int t = 0; t < 2; t++) {
+      for (int k = 0; k < mine; k++)
+        if (out[t][k] != (float)(tri * (first + k + t))) {
+          FAIL("reducescatter group %d: row %d = %g", t, k, out[t][k]);
+          break;
+        }
+      free(in[t]);
+      free(out[t]);
+    }
+    checks++;
+  }
+
+  /* a group on the set of even ranks */
+  if (size >= 2) {
+    int ev[64], nev = 0;
+    for (int m = 0; m < size && nev < 64; m += 2) ev[nev++] = m;
+    int ps = hora_process_set_add(ev, nev);
+    OK(ps, "add the even set");
+    if (ps > 0 && rank % 2 == 0) {
+      int64_t a = rank, b = 1;
+      hora_request_t q[2] = {ar_req("ps.a", &a, 1, HORA_INT64),
+                             ar_req("ps.b", &b, 1, HORA_INT64)};
+      q[0].process_set = q[1].process_set = ps;
+      OK(hora_submit_group(q, 2, h), "submit group on a set");
+      wait_all(h, 2, 0, "group on a set");
+      long long want = 0;
+      for (int k = 0; k < nev; k++) want += ev[k];
+      checks++;
+      if (a != want || b != nev)
+        FAIL("group on the even set: %lld %lld", (long long)a, (long long)b);
+    }
+    if (ps > 0) OK(hora_process_set_remove(ps), "remove the even set");
+  }
+
+  /* rank 0 groups two tensors the others submit one by one */
+  if (size >= 2) {
+    int64_t a = 1, b = 2;
+    hora_request_t q[2] = {ar_req("mm.a", &a, 1, HORA_INT64),
+                           ar_req("mm.b", &b, 1, HORA_INT64)};
+    if (rank == 0) {
+      OK(hora_submit_group(q, 2, h), "submit mismatched group");
+    } else {
+      OK(hora_submit(&q[0], &h[0]), "submit mm.a");
+      OK(hora_submit(&q[1], &h[1]), "submit mm.b");
+    }
+    for (int i = 0; i < 2; i++) {
+      int rc = hora_wait(h[i]);
+      checks++;
+      if (rc != HORA_EMISMATCH || !strstr(hora_last_error(), "grouping"))
+        FAIL("mismatched group: request %d returned %d (%s), expected "
+             "EMISMATCH about the grouping", i, rc, hora_last_error());
+    }
+  }
+
+  /* a group whose second request is bad is refused whole: its first
+   * name is free at once */
+  {
+    int64_t a = rank, b = 0;
+    hora_request_t q[2] = {ar_req("cx.a", &a, 1, HORA_INT64),
+                           ar_req("cx.b", &b, 1, HORA_INT64)};
+    q[1].dtype = (hora_dtype_t)99;
+    int rc = hora_submit_group(q, 2, h);
+    checks++;
+    if (rc != HORA_EINVAL || !strstr(hora_last_error(), "dtype"))
+      FAIL("bad group: %d (%s), expected EINVAL about the dtype", rc,
+           hora_last_error());
+    OK(hora_submit(&q[0], &h[0]), "cx.a alone after the refused group");
+    wait_all(h, 1, 0, "cx.a alone");
+    checks++;
+    if (a != (long long)size * (size - 1) / 2) FAIL("cx.a = %lld", (long long)a);
+  }
+  free(f);
+  free(i32);
+  free(d);
   return 0;
 }
 
@@ -591,8 +926,9 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "colls")) run_colls();
   else if (!strcmp(mode, "sets")) run_sets();
   else if (!strcmp(mode, "join")) run_join();
+  else if (!strcmp(mode, "groups")) run_groups();
   else {
-    fprintf(stderr, "usage: it_xcoll colls|sets|join [-x N]\n");
+    fprintf(stderr, "usage: it_xcoll colls|sets|join|groups [-x N]\n");
     return 2;
   }
   printf("rank %d of %d: %s: %d checks, %d failures\n", rank, size, mode, checks,

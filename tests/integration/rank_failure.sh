@@ -8,7 +8,11 @@
 #     horarun exits 137 and says SIGKILL;
 #   exit3sleep: rank 1 exits 3 while the others sleep outside hora: horarun
 #     has to stop them, and exits 3 within a few seconds;
-#   sigkill8: rank 5 of 8 (more ranks than cores) killed, 7 blocked.
+#   sigkill8: rank 5 of 8 (more ranks than cores) killed, 7 blocked;
+#   noinit: rank 1 exits 0 without ever calling hora_init while ranks 0
+#     and 2 are blocked in an allreduce: their error names rank 1 and says
+#     it never initialised hora; horarun names rank 1 (not the ranks that
+#     failed because of it) as the cause, and exits 1.
 # After each, no process of the job (ranks, horad, horarun) is left, and
 # horad removed its socket directory.
 . "$(dirname "$0")/lib.sh"
@@ -68,4 +72,19 @@ expect_rc sigkill8 137
 survivors_ok sigkill8 5 0 1 2 3 4 6 7
 assert_no_leftovers "$MARK"
 assert_clean_tmp sigkill8
+
+hrun noinit 60 -np 3 "$T/it_fail" noinit 1
+expect_rc noinit 1
+survivors_ok noinit 1 0 2
+expect_grep noinit out "^\[0\]<stdout>:rank 0: got HORA_EPEERGONE as expected: .*rank 1 on host .* exited with code 0 without initialising hora" \
+  "the survivors' error says rank 1 never initialised hora"
+expect_grep noinit err "^horarun: error: rank 1 on host $hostre exited with code 0 without initialising hora" \
+  "horarun names rank 1 and says it never initialised hora"
+first=$(grep -E '^horarun: (error: )?rank [0-9]' "$IT_TMP/noinit.err" | head -n 1)
+case "$first" in
+*"rank 1 "*) ;;
+*) fail "noinit: horarun's first word on a rank should name rank 1, the cause; it said: $first" ;;
+esac
+assert_no_leftovers "$MARK"
+assert_clean_tmp noinit
 finish

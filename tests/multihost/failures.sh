@@ -15,6 +15,12 @@
 #               exits 3, names rank 3 and h2, shows its last stderr lines
 #   exit3       rank 3 (on h2) exits 3 while the others are blocked in an
 #               allreduce: they get HORA_EPEERGONE naming rank 3
+#   reinit      hora_init() after hora_shutdown() across hosts: works, or
+#               (where it is not supported) fails on each rank with a
+#               message that says so, not a bare "connection closed"
+#   noinit      rank 3 (on h2) exits 0 without calling hora_init while the
+#               others are blocked in an allreduce: horarun names rank 3
+#               and h2 as the cause, not the ranks of h1 that failed
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD"
 mh_setup 3
@@ -94,6 +100,32 @@ if [ -x "$T/it_fail" ]; then
   expect_nogrep exit3 out "FAIL" "no rank saw anything unexpected"
   expect_grep exit3 err 'rank 3.*h2|h2.*rank 3' "stderr names rank 3 and host h2"
   expect_within exit3 15 "ends within seconds"
+  mh_assert_no_job_procs "$MARK" 10
+
+  hrun reinit 60 -np 2 -H h1:1,h2:1 "$T/it_reinit" 2
+  if [ "$RC" = 0 ]; then
+    expect_count reinit out "^\[[01]\]<stdout>:rank [01]: reinit: 2 rounds, 0 failures" 2 \
+      "every rank ran both sessions"
+  else
+    expect_grep reinit out "^\[[01]\]<stdout>:rank [01]: FAIL init in round 1: horad refused this rank: rank [01] initialised hora again after shutting it down: that works in jobs on one host only" \
+      "hora_init() again says why it is refused"
+  fi
+  mh_assert_no_job_procs "$MARK" 10
+
+  hrun noinit 60 -np 4 -H h1:2,h2:2 "$T/it_fail" noinit 3
+  expect_rc noinit 1
+  for r in 0 1 2; do
+    expect_grep noinit out "^\[$r\]<stdout>:rank $r: got HORA_EPEERGONE as expected: .*rank 3 on host h2 exited with code 0 without initialising hora" \
+      "rank $r reports HORA_EPEERGONE naming rank 3 and saying it never initialised hora"
+  done
+  expect_grep noinit err '^horarun: error: rank 3 on host h2 exited with code 0 without initialising hora' \
+    "horarun names rank 3 on h2 as the cause"
+  first=$(grep -E '^horarun: (error: )?rank [0-9]' "$MH_TMP/noinit.err" | head -n 1)
+  case "$first" in
+  *"rank 3 "*) ;;
+  *) fail "noinit: horarun's first word on a rank should name rank 3, the cause; it said: $first" ;;
+  esac
+  expect_within noinit 15 "ends within seconds"
   mh_assert_no_job_procs "$MARK" 10
 fi
 finish

@@ -18,7 +18,7 @@ ok() { # NAME NP MODE
   mh_assert_no_job_procs "$MARK"
 }
 
-for mode in colls sets join; do
+for mode in colls sets join groups; do
   hrun $mode.3x1 240 -np 3 -H h1:1,h2:1,h3:1 "$T/it_xcoll" $mode -x 3
   ok $mode.3x1 3 $mode
   hrun $mode.3x2 240 -np 6 -H h1:2,h2:2,h3:2 "$T/it_xcoll" $mode -x 6

@@ -36,6 +36,7 @@ static inline void fx_init(struct fx *f, int nhosts, const int *per_host,
                            int me) {
   memset(f, 0, sizeof *f);
   struct hd_daemon *d = &f->d;
+  hc_knobs_init(&d->knobs);
   int first = 0, size = 0;
   for (int h = 0; h < nhosts; h++) {
     snprintf(f->hostnames[h], sizeof f->hostnames[h], "h%d", h);
@@ -58,6 +59,9 @@ static inline void fx_init(struct fx *f, int nhosts, const int *per_host,
   d->gone_rank = -1;
   d->max_pending = 64;
   d->link = &hd_link_tcp; /* peers without connections: sends are dropped */
+  d->up = &hd_job_upcalls;
+  d->engines = hd_engines;
+  d->efd = -1;
   d->chunk_size = FX_CHUNK;
   d->arena_size = FX_ARENA;
   if (nhosts > 1) d->peers = calloc((size_t)nhosts, sizeof *d->peers);

@@ -10,6 +10,8 @@
  * with neutral inputs on a host whose ranks all joined, the stall
  * inspector across hosts, process sets of some hosts, and the failure
  * path on a multi-host communicator. */
+#include <unistd.h>
+
 #include "daemon_fixture.h"
 
 static uint64_t next_id = 1;
@@ -139,12 +141,13 @@ static void test_decided_runs_then_fails(void) {
   struct hd_tensor *ty = fx_find(c, "y"), *tx = fx_find(c, "x");
   CHECK(ty && !ty->awaiting && ty->queued);
   CHECK(tx && tx->awaiting && !tx->queued);
-  CHECK(c->ready_head == ty);
+  CHECK(c->plan_head && c->plan_head->t[0] == ty);
   ready(&f, 2, rdy(0, "x", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 8, 5));
   ready(&f, 1, rdy(0, "x", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 8, 3));
   CHECK(tx && !tx->awaiting && tx->queued);
   if (tx && ty) CHECK_EQ_INT(tx->seq, ty->seq + 1);
-  CHECK(c->ready_head == ty && ty && ty->next_ready == tx);
+  CHECK(c->plan_head && c->plan_head->t[0] == ty && c->plan_head->next &&
+        c->plan_head->next->t[0] == tx);
   none(&f);
 
   /* a host left: what waits for a decision fails, what was decided
@@ -203,7 +206,7 @@ static void test_decided_runs_then_fails(void) {
     CHECK_EQ_INT(fx_pending(&f.d, r), 0);
   }
   CHECK_EQ_INT(c->ntensors, 0);
-  CHECK(c->ready_head == NULL && c->ready_tail == NULL);
+  CHECK(c->plan_head == NULL && c->plan_tail == NULL);
   /* a late decision is ignored; later submissions fail at once */
   ready(&f, 1, barrier_rdy("w", 2));
   ready(&f, 2, barrier_rdy("w", 4));
@@ -405,26 +408,6 @@ static void test_join_across_hosts(void) {
   EXPECT_DONE(&f, 0, b0.id, 0);
   EXPECT_DONE(&f, 1, b1.id, 0);
 
-  /* but only for allreduce, broadcast and barrier */
-  struct hp_sqe g[2];
-  for (int r = 0; r < 2; r++) {
-    g[r] = fx_sqe(next_id++, HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, "jg");
-    fx_in(&f, r, &g[r], 0);
-    fx_out(&f, r, &g[r], 64, 6);
-    fx_submit(&f, r, &g[r]);
-  }
-  none(&f);
-  /* host 2 agrees: the same metadata as this host's (counts included) */
-  struct hd_tensor *tg = fx_find(c, "jg");
-  struct hp_nego_ready gm =
-      rdy(0, "jg", HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, 4);
-  gm.aux_hash = tg ? tg->meta.aux_hash : 0;
-  ready(&f, 2, gm);
-  for (int r = 0; r < 2; r++)
-    EXPECT_MSG(&f, r, g[r].id, HORA_EINVAL,
-               "allgather 'jg' cannot run while every rank of host h1 "
-               "(ranks 2-3) has joined");
-
   /* the join is decided when every host joined; it returns the last
    * rank (here host 2's, reported last) */
   struct hp_sqe j0 = join(), j1 = join();
@@ -458,6 +441,57 @@ static void test_join_across_hosts(void) {
   fx_submit(&f, 0, &j0);
   EXPECT_DONE(&f, 0, j0.id, 0);
   EXPECT_DONE(&f, 1, j1.id, 0);
+  fx_free(&f);
+}
+
+/* A host whose ranks have all joined takes part in every collective:
+ * allgather, alltoall and reducescatter too (with nothing, or zeros). */
+static void test_joined_host_every_collective(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.d.comms[0];
+  ready(&f, 1, join_rdy(3)); /* host 1's ranks have joined */
+  struct hp_sqe g[2];
+  for (int r = 0; r < 2; r++) {
+    g[r] = fx_sqe(next_id++, HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, "jg");
+    fx_in(&f, r, &g[r], 0);
+    fx_out(&f, r, &g[r], 64, 6);
+    fx_submit(&f, r, &g[r]);
+  }
+  none(&f);
+  /* host 2 agrees: the same metadata as this host's (counts included) */
+  struct hd_tensor *tg = fx_find(c, "jg");
+  struct hp_nego_ready gm =
+      rdy(0, "jg", HORA_COLL_ALLGATHER, HORA_INT32, 0, 1, 4);
+  gm.aux_hash = tg ? tg->meta.aux_hash : 0;
+  ready(&f, 2, gm);
+  CHECK(tg && tg->queued && !tg->awaiting); /* decided: it runs */
+  none(&f);
+  f.d.gone_rank = 4;
+  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "rank 4 exited");
+  hd_fail_all(&f.d);
+  EXPECT_MSG(&f, 0, g[0].id, HORA_EPEERGONE, "rank 4 exited");
+  EXPECT_MSG(&f, 1, g[1].id, HORA_EPEERGONE, "rank 4 exited");
+  fx_free(&f);
+
+  /* this host's ranks joined: the others' alltoall and reducescatter run
+   * here without a local submission */
+  setup(&f);
+  c = f.d.comms[0];
+  struct hp_sqe j0 = join(), j1 = join();
+  fx_submit(&f, 0, &j0);
+  fx_submit(&f, 1, &j1);
+  ready(&f, 1, rdy(0, "na", HORA_COLL_ALLTOALL, HORA_FLOAT32, 0, 6, 2));
+  ready(&f, 2, rdy(0, "na", HORA_COLL_ALLTOALL, HORA_FLOAT32, 0, 6, 4));
+  struct hd_tensor *t = fx_find(c, "na");
+  CHECK(t && t->queued && !t->awaiting && t->part[0].joined &&
+        t->part[1].joined);
+  none(&f);
+  f.d.gone_rank = 4;
+  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "rank 4 exited");
+  hd_fail_all(&f.d);
+  EXPECT_MSG(&f, 0, j0.id, HORA_EPEERGONE, "rank 4 exited");
+  EXPECT_MSG(&f, 1, j1.id, HORA_EPEERGONE, "rank 4 exited");
   fx_free(&f);
 }
 
@@ -575,6 +609,150 @@ static void test_stall_across_hosts(void) {
   EXPECT_MSG(&f, 1, b1.id, HORA_ESTALL, "host h1 (ranks 2-3)");
   CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
   CHECK_EQ_INT(fx_pending(&f.d, 0) + fx_pending(&f.d, 1), 0);
+  fx_free(&f);
+}
+
+/* Readiness for process sets this host has not added yet is held until it
+ * adds them, up to HD_HELD_MAX entries and sets not too far ahead; past
+ * either, the peer is refused with a message that says what (the mesh
+ * then drops the link, naming the host), and nothing more is held. */
+static void test_held_limit(void) {
+  struct fx f;
+  setup(&f);
+  char why[256] = "";
+  /* a set far beyond the ones added here */
+  struct hp_nego_ready m = barrier_rdy("far", 2);
+  m.comm = 5000;
+  CHECK(hd_coord_hold(&f.d, 1, &m, why, sizeof why) < 0);
+  tl_checks++;
+  if (!strstr(why, "barrier 'far' of process set 5000") ||
+      !strstr(why, "host h0 has added only 0 process sets"))
+    TL_FAIL("why: %s", why);
+  CHECK_EQ_INT(f.d.nheld, 0);
+  /* many for the next set: held up to the limit */
+  m.comm = 1;
+  size_t held = 0;
+  for (unsigned k = 0; k < HD_HELD_MAX + 10; k++) {
+    snprintf(m.name, sizeof m.name, "h.%u", k);
+    if (hd_coord_hold(&f.d, 1, &m, why, sizeof why) < 0) break;
+    held++;
+  }
+  CHECK_EQ_INT(held, HD_HELD_MAX);
+  CHECK_EQ_INT(f.d.nheld, HD_HELD_MAX);
+  CHECK(f.d.capheld >= f.d.nheld && f.d.capheld <= 2 * (size_t)HD_HELD_MAX);
+  tl_checks++;
+  if (!strstr(why, "more than 65536 operations of process sets host h0 has "
+                   "not added") || !strstr(why, "barrier 'h.65536' of process "
+                                               "set 1"))
+    TL_FAIL("why: %s", why);
+  /* once the set is added, what was held is handed to its coordinator */
+  const int32_t all[6] = {0, 1, 2, 3, 4, 5};
+  struct hd_comm *s = hd_comm_new(&f.d, all, 6);
+  CHECK(s && s->id == 1);
+  if (s) hd_coord_replay(s);
+  CHECK_EQ_INT(f.d.nheld, 0);
+  CHECK(hd_coord_hold(&f.d, 2, &m, why, sizeof why) == 0); /* room again */
+  hd_coord_held_free(&f.d);
+  fx_free(&f);
+}
+
+/* This host's last link comes up after the other hosts' (its job starts
+ * last): their ranks' first operations were said ready before the global
+ * set existed here. Held, they count once it does; horad used to drop
+ * them, and the job hung in its first collective. */
+static void test_ready_before_start(void) {
+  struct fx f;
+  setup(&f);
+  hd_comms_free(&f.d); /* as before hd_job_go() */
+  char why[256];
+  struct hp_nego_ready m1 = barrier_rdy("first", 2), m2 = barrier_rdy("first", 4);
+  CHECK(hd_coord_hold(&f.d, 1, &m1, why, sizeof why) == 0);
+  CHECK(hd_coord_hold(&f.d, 2, &m2, why, sizeof why) == 0);
+  CHECK(hd_comms_init(&f.d) == 0);
+  CHECK_EQ_INT(f.d.nheld, 0);
+  struct hp_sqe b0 = barrier("first"), b1 = barrier("first");
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &b1);
+  EXPECT_DONE(&f, 0, b0.id, 0);
+  EXPECT_DONE(&f, 1, b1.id, 0);
+  fx_free(&f);
+}
+
+/* What the daemon logs at level ERROR and above while fn runs. */
+static const char *logged(void (*fn)(struct fx *), struct fx *f) {
+  static char buf[8192];
+  char path[] = "/tmp/test_coord_log.XXXXXX";
+  int fd = mkstemp(path), saved = dup(2);
+  buf[0] = '\0';
+  if (fd < 0 || saved < 0) return buf;
+  unlink(path);
+  enum hc_level lvl = hc_log_level();
+  hc_log_set_level(HC_ERROR);
+  dup2(fd, 2);
+  fn(f);
+  dup2(saved, 2);
+  close(saved);
+  hc_log_set_level(lvl);
+  ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  buf[n > 0 ? n : 0] = '\0';
+  close(fd);
+  return buf;
+}
+
+static void check_stalls(struct fx *f) { hd_check_stalls(&f->d); }
+
+/* A stall that only some ranks of the coordinator's own host caused: what
+ * the other hosts' ranks are told names those ranks, not the whole host
+ * (the coordinator knows its own ranks one by one). Whether the local
+ * operation or the coordinator's entry is the first to time out. */
+static void test_stall_names_missing_ranks(void) {
+  struct fx f;
+  setup(&f);
+  /* the local operation times out first (and takes the entry with it) */
+  struct hp_sqe b0 = barrier("sp");
+  fx_submit(&f, 0, &b0);
+  ready(&f, 1, barrier_rdy("sp", 2));
+  ready(&f, 2, barrier_rdy("sp", 4));
+  f.d.stall_fail_ns = 1;
+  const char *log = logged(check_stalls, &f);
+  EXPECT_MSG(&f, 0, b0.id, HORA_ESTALL, "barrier 'sp' stalled",
+             "rank(s) 1 never submitted it");
+  tl_checks++;
+  if (!strstr(log, "barrier 'sp' stalled for 0 s: rank 1 of host h0 never "
+                   "submitted it") || strstr(log, "ranks 0-1"))
+    TL_FAIL("the coordinator's verdict does not name rank 1 alone: %s", log);
+  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  none(&f);
+
+  /* the coordinator's entry times out first: the local operation waits on */
+  f.d.stall_fail_ns = 50000000; /* 50 ms */
+  struct hp_sqe b1 = barrier("sq");
+  fx_submit(&f, 1, &b1);
+  ready(&f, 1, barrier_rdy("sq", 2));
+  ready(&f, 2, barrier_rdy("sq", 4));
+  usleep(100000);
+  struct hd_tensor *t = fx_find(f.d.comms[0], "sq");
+  CHECK(t != NULL);
+  if (t) t->t_first = hc_now_ns();
+  log = logged(check_stalls, &f);
+  tl_checks++;
+  if (!strstr(log, "barrier 'sq' stalled for 0 s: rank 0 of host h0 never "
+                   "submitted it"))
+    TL_FAIL("the coordinator's verdict does not name rank 0 alone: %s", log);
+  none(&f);
+  CHECK(fx_find(f.d.comms[0], "sq") != NULL);
+  f.d.stall_fail_ns = 1;
+  hd_check_stalls(&f.d);
+  EXPECT_MSG(&f, 1, b1.id, HORA_ESTALL, "rank(s) 0 never submitted it");
+
+  /* no rank of this host submitted it: the host is named as a whole */
+  ready(&f, 1, barrier_rdy("sr", 2));
+  log = logged(check_stalls, &f);
+  tl_checks++;
+  if (!strstr(log, "the ranks of host h0 (ranks 0-1) and the ranks of host "
+                   "h2 (ranks 4-5) never submitted it"))
+    TL_FAIL("the coordinator's verdict: %s", log);
+  none(&f);
   fx_free(&f);
 }
 
@@ -716,6 +894,139 @@ static void test_bug_local_problem_status(void) {
   fx_free(&f);
 }
 
+/* ---- groups ------------------------------------------------------------- */
+
+static struct hp_sqe grp_sqe(struct hp_sqe e, uint64_t key, uint32_t n,
+                             uint32_t idx) {
+  e.group = key;
+  e.group_n = n;
+  e.group_idx = idx;
+  return e;
+}
+
+static struct hp_nego_ready grp_rdy(struct hp_nego_ready m, uint64_t key,
+                                    uint32_t n, uint32_t idx) {
+  m.group = key;
+  m.group_n = n;
+  m.group_idx = idx;
+  return m;
+}
+
+/* The coordinator decides a group only when every host is ready for every
+ * member, as one plan with consecutive numbers; an ungrouped operation
+ * ready meanwhile is decided before it. */
+static void test_group_one_plan(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.d.comms[0];
+  const char *nm[2] = {"ga", "gb"};
+  struct hp_sqe g[2][2];
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 2; k++) {
+      g[r][k] = grp_sqe(allreduce(&f, r, nm[k], HORA_FLOAT32, 4,
+                                  64u * (uint64_t)k), 11, 2, (uint32_t)k);
+      fx_submit(&f, r, &g[r][k]);
+    }
+  struct hd_tensor *ta = fx_find(c, "ga"), *tb = fx_find(c, "gb");
+  CHECK(ta && ta->awaiting && tb && tb->awaiting);
+  for (int h = 1; h < 3; h++)
+    ready(&f, h, grp_rdy(rdy(0, "ga", HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                             HORA_SUM, 4, 2 * h), 11, 2, 0));
+  CHECK(ta && ta->awaiting && !ta->queued); /* waits for gb */
+  CHECK(c->plan_head == NULL);
+  struct hp_sqe u0 = barrier("u"), u1 = barrier("u");
+  fx_submit(&f, 0, &u0);
+  fx_submit(&f, 1, &u1);
+  ready(&f, 1, barrier_rdy("u", 2));
+  ready(&f, 2, barrier_rdy("u", 4));
+  EXPECT_DONE(&f, 0, u0.id, 0);
+  EXPECT_DONE(&f, 1, u1.id, 0);
+  for (int h = 2; h > 0; h--)
+    ready(&f, h, grp_rdy(rdy(0, "gb", HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                             HORA_SUM, 4, 2 * h), 11, 2, 1));
+  CHECK(ta && ta->queued && !ta->awaiting && tb && tb->queued);
+  struct hd_plan *p = c->plan_head;
+  CHECK(p && p->n == 2 && p->t[0] == ta && p->t[1] == tb && !p->next);
+  if (ta && tb) CHECK_EQ_INT(tb->seq, ta->seq + 1);
+  none(&f);
+  hd_fail_all(&f.d);
+  fx_free(&f);
+}
+
+/* A host that submitted a member alone: the whole group fails everywhere
+ * with the coordinator's words, once the rest is ready. */
+static void test_group_mismatch_across_hosts(void) {
+  struct fx f;
+  setup(&f);
+  const char *nm[2] = {"ma", "mb"};
+  struct hp_sqe g[2][2];
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 2; k++) {
+      g[r][k] = grp_sqe(allreduce(&f, r, nm[k], HORA_FLOAT32, 4,
+                                  64u * (uint64_t)k), 12, 2, (uint32_t)k);
+      fx_submit(&f, r, &g[r][k]);
+    }
+  for (int k = 0; k < 2; k++) {
+    ready(&f, 1, grp_rdy(rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                             HORA_SUM, 4, 2), 12, 2, (uint32_t)k));
+    struct hp_nego_ready m =
+        rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 5);
+    if (k == 0) m = grp_rdy(m, 12, 2, 0);
+    ready(&f, 2, m);
+  }
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 2; k++)
+      EXPECT_MSG(&f, r, g[r][k].id, HORA_EMISMATCH,
+                 "Mismatched grouping of tensor 'mb'", "rank 5 alone",
+                 "the whole group of 2 tensors fails");
+  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  fx_free(&f);
+}
+
+/* A member some host never submits: the stall fails it, and the members
+ * decided-ready waiting for it fail with it. */
+static void test_group_stall_across_hosts(void) {
+  struct fx f;
+  setup(&f);
+  const char *nm[2] = {"sa", "sb"};
+  struct hp_sqe g[2][2];
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 2; k++) {
+      g[r][k] = grp_sqe(allreduce(&f, r, nm[k], HORA_FLOAT32, 4,
+                                  64u * (uint64_t)k), 13, 2, (uint32_t)k);
+      fx_submit(&f, r, &g[r][k]);
+    }
+  for (int h = 1; h < 3; h++)
+    ready(&f, h, grp_rdy(rdy(0, "sa", HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                             HORA_SUM, 4, 2 * h), 13, 2, 0));
+  ready(&f, 2, grp_rdy(rdy(0, "sb", HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                           HORA_SUM, 4, 4), 13, 2, 1));
+  f.d.stall_fail_ns = 1;
+  hd_check_stalls(&f.d);
+  for (int r = 0; r < 2; r++) {
+    EXPECT_MSG(&f, r, g[r][1].id, HORA_ESTALL, "allreduce 'sb' stalled",
+               "host h1 (ranks 2-3)");
+    EXPECT_MSG(&f, r, g[r][0].id, HORA_ESTALL, "grouped with tensor 'sb'");
+  }
+  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  fx_free(&f);
+}
+
+/* A host's rank gone before this host spawned its ranks (its links came
+ * up last): the new session is cancelled with no ranks to look at; horad
+ * crashed there (d->ranks NULL, nlocal set). */
+static void test_gone_before_spawn(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_rank *ranks = f.d.ranks;
+  f.d.ranks = NULL;
+  hd_job_upcalls.session_cancel(&f.d);
+  CHECK_EQ_INT(hd_local_all_back(&f.d), 0);
+  hd_flush_wakeups(&f.d);
+  f.d.ranks = ranks;
+  fx_free(&f);
+}
+
 int main(void) {
   hc_log_init("test_coord", HC_FATAL);
   RUN(test_every_host);
@@ -723,8 +1034,16 @@ int main(void) {
   RUN(test_mismatch_across_hosts);
   RUN(test_join_across_hosts);
   RUN(test_joined_host_runs_neutral);
+  RUN(test_joined_host_every_collective);
+  RUN(test_gone_before_spawn);
   RUN(test_sets);
   RUN(test_stall_across_hosts);
+  RUN(test_group_one_plan);
+  RUN(test_group_mismatch_across_hosts);
+  RUN(test_group_stall_across_hosts);
+  RUN(test_stall_names_missing_ranks);
+  RUN(test_held_limit);
+  RUN(test_ready_before_start);
   RUN(test_bug_last_join_strands_op);
   RUN(test_bug_join_before_ready);
   RUN(test_bug_broadcast_root_on_joined_host);

@@ -600,6 +600,28 @@ static void test_join(void) {
              "expect 1 elements from it");
   EXPECT_MSG(&f, 1, e[1].id, HORA_EINVAL, "rank 2 has joined");
 
+  /* alltoall: what a joined member would have sent reads 0, whatever the
+   * receive buffer held before; the rest lands as usual */
+  for (int r = 0; r < 2; r++) {
+    const int64_t sp[6] = {1, 1, 3, 1, 1, 2}; /* to 0, 1, 2; from 0, 1, 2 */
+    e[r] = op_sqe(HORA_COLL_ALLTOALL, HORA_INT32, 0, 5, "a2aj");
+    fx_in(&f, r, &e[r], 0);
+    fx_out(&f, r, &e[r], 128, 4);
+    fx_aux(&f, r, &e[r], 512, sp, 6);
+    for (int k = 0; k < 5; k++)
+      AT(&f, r, int32_t, 0)[k] = 10 * r + k;
+    for (int k = 0; k < 6; k++)
+      AT(&f, r, int32_t, 128)[k] = -7; /* garbage, and a guard past it */
+  }
+  run_all(&f, e, 2, NULL);
+  for (int r = 0; r < 2; r++) {
+    CHECK_EQ_INT(AT(&f, r, int32_t, 128)[0], r);      /* from rank 0 */
+    CHECK_EQ_INT(AT(&f, r, int32_t, 128)[1], 10 + r); /* from rank 1 */
+    CHECK_EQ_INT(AT(&f, r, int32_t, 128)[2], 0);      /* from rank 2 */
+    CHECK_EQ_INT(AT(&f, r, int32_t, 128)[3], 0);
+    CHECK_EQ_INT(AT(&f, r, int32_t, 128)[4], -7); /* beyond its output */
+  }
+
   /* reducescatter with a neutral member: 3 rows, rank 2's block unused */
   for (int r = 0; r < 2; r++) {
     e[r] = op_sqe(HORA_COLL_REDUCESCATTER, HORA_INT32, HORA_SUM, 3, "rsj");

@@ -6,6 +6,7 @@
 
 #include "common.h"
 #include "msg.h"
+#include "shm.h"
 #include "testlib.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -68,13 +69,14 @@ static struct hp_job sample_job(void) {
 
 /* Appends one frame of each message type to w. */
 static int enc_all(struct hp_wbuf *w) {
-  struct hp_hello he = {3, 4242, "0123456789abcdef0123456789abcdef"};
+  struct hp_hello he = {3, 4242, "0123456789abcdef0123456789abcdef",
+                        HP_SHM_VERSION};
   hp_enc_hello(w, &he);
   struct hp_welcome we = {3, 8, 3, 4, 0, 2, 999, 1ull << 40, "host-a"};
   hp_enc_welcome(w, &we);
   struct hp_job j = sample_job();
   hp_enc_job(w, &j);
-  struct hp_exit ex = {5, HP_EXIT_SIGNAL, 9, "killed by SIGKILL"};
+  struct hp_exit ex = {5, HP_EXIT_SIGNAL, 9, "killed by SIGKILL", 0};
   hp_enc_exit(w, &ex);
   static const unsigned char bytes[] = {'o', 'k', 0, '\n', 0xff};
   struct hp_output out = {6, 2, bytes, sizeof bytes};
@@ -192,7 +194,8 @@ static void test_frame_header(void) {
 static void test_hello_welcome(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
-  struct hp_hello he = {-1, INT32_MAX, "ffffffffffffffffffffffffffffffff"};
+  struct hp_hello he = {-1, INT32_MAX, "ffffffffffffffffffffffffffffffff",
+                        HP_SHM_VERSION + 7};
   hp_enc_hello(&w, &he);
   size_t n;
   const unsigned char *p = one_frame(&w, HP_MSG_HELLO, &n);
@@ -201,6 +204,7 @@ static void test_hello_welcome(void) {
   CHECK_EQ_INT(he2.rank, -1);
   CHECK_EQ_INT(he2.pid, INT32_MAX);
   CHECK_EQ_STR(he2.token, he.token);
+  CHECK_EQ_INT(he2.shm_version, HP_SHM_VERSION + 7);
   /* a token one longer than HP_TOKEN_LEN does not fit */
   hp_wbuf_reset(&w);
   hp_frame_begin(&w, HP_MSG_HELLO, 0);
@@ -210,6 +214,20 @@ static void test_hello_welcome(void) {
   hp_frame_end(&w);
   p = one_frame(&w, HP_MSG_HELLO, &n);
   CHECK_EQ_INT(hp_dec_hello(p, n, &he2), HORA_EPROTO);
+
+  /* a refusal: a status (negative) and why */
+  hp_wbuf_reset(&w);
+  struct hp_refuse rf = {HORA_EVERSION, "rank 3 uses another release"}, rf2;
+  hp_enc_refuse(&w, &rf);
+  p = one_frame(&w, HP_MSG_REFUSE, &n);
+  CHECK_EQ_INT(hp_dec_refuse(p, n, &rf2), 0);
+  CHECK_EQ_INT(rf2.status, HORA_EVERSION);
+  CHECK_EQ_STR(rf2.msg, rf.msg);
+  hp_wbuf_reset(&w);
+  rf.status = 0; /* not an error */
+  hp_enc_refuse(&w, &rf);
+  p = one_frame(&w, HP_MSG_REFUSE, &n);
+  CHECK_EQ_INT(hp_dec_refuse(p, n, &rf2), HORA_EPROTO);
 
   hp_wbuf_reset(&w);
   struct hp_welcome we = {1, 2, 3, 4, 5, 6, 7, UINT64_MAX - 1, ""};
@@ -309,10 +327,42 @@ static void test_job_invalid(void) {
   hp_wbuf_free(&w);
 }
 
+/* A daemon's word to horarun about its links. */
+static void test_links(void) {
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  struct hp_peer_lost pl = {7, "no heartbeat for 3.0 s"}, pl2;
+  hp_enc_peer_lost(&w, &pl);
+  size_t n;
+  const unsigned char *p = one_frame(&w, HP_MSG_PEER_LOST, &n);
+  CHECK_EQ_INT(hp_dec_peer_lost(p, n, &pl2), 0);
+  CHECK_EQ_INT(pl2.host, 7);
+  CHECK_EQ_STR(pl2.msg, pl.msg);
+  CHECK_EQ_INT(hp_dec_peer_lost(p, n - 1, &pl2), HORA_EPROTO);
+  /* heartbeats: empty, or a list of hosts */
+  uint32_t got[4], k = 99;
+  hp_wbuf_reset(&w);
+  hp_enc_heartbeat(&w, NULL, 0);
+  p = one_frame(&w, HP_MSG_HEARTBEAT, &n);
+  CHECK_EQ_INT(n, 0);
+  CHECK_EQ_INT(hp_dec_heartbeat(p, n, got, 4, &k), 0);
+  CHECK_EQ_INT(k, 0);
+  const uint32_t list[3] = {0, 2, 5};
+  hp_wbuf_reset(&w);
+  hp_enc_heartbeat(&w, list, 3);
+  p = one_frame(&w, HP_MSG_HEARTBEAT, &n);
+  CHECK_EQ_INT(hp_dec_heartbeat(p, n, got, 4, &k), 0);
+  CHECK(k == 3 && got[0] == 0 && got[1] == 2 && got[2] == 5);
+  CHECK_EQ_INT(hp_dec_heartbeat(p, n, got, 2, &k), HORA_EPROTO); /* > max */
+  CHECK_EQ_INT(hp_dec_heartbeat(p, n - 2, got, 4, &k), HORA_EPROTO);
+  CHECK_EQ_INT(k, 0);
+  hp_wbuf_free(&w);
+}
+
 static void test_exit_output_text(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
-  struct hp_exit ex = {-7, HP_EXIT_SPAWN, 2, NULL};
+  struct hp_exit ex = {-7, HP_EXIT_SPAWN, 2, NULL, 0};
   hp_enc_exit(&w, &ex);
   size_t n;
   const unsigned char *p = one_frame(&w, HP_MSG_EXIT, &n);
@@ -320,7 +370,27 @@ static void test_exit_output_text(void) {
   CHECK_EQ_INT(hp_dec_exit(p, n, &ex2), 0);
   CHECK(ex2.rank == -7 && ex2.how == HP_EXIT_SPAWN && ex2.code == 2);
   CHECK_EQ_STR(ex2.msg, ""); /* NULL travels as "" */
+  CHECK_EQ_INT(ex2.noinit, 0);
   free(ex2.msg);
+  /* a rank that never initialised hora says so */
+  hp_wbuf_reset(&w);
+  struct hp_exit exn = {4, HP_EXIT_CODE, 0, NULL, 1};
+  hp_enc_exit(&w, &exn);
+  p = one_frame(&w, HP_MSG_EXIT, &n);
+  CHECK_EQ_INT(hp_dec_exit(p, n, &ex2), 0);
+  CHECK(ex2.rank == 4 && ex2.how == HP_EXIT_CODE && ex2.noinit == 1);
+  free(ex2.msg);
+  hp_wbuf_reset(&w);
+  exn.noinit = 2;
+  hp_enc_exit(&w, &exn); /* encoded as 1 */
+  p = one_frame(&w, HP_MSG_EXIT, &n);
+  CHECK_EQ_INT(hp_dec_exit(p, n, &ex2), 0);
+  CHECK_EQ_INT(ex2.noinit, 1);
+  free(ex2.msg);
+  unsigned char bad[64];
+  memcpy(bad, p, n);
+  bad[n - 1] = 2; /* neither 0 nor 1 */
+  CHECK_EQ_INT(hp_dec_exit(bad, n, &ex2), HORA_EPROTO);
   /* how out of range */
   hp_wbuf_reset(&w);
   ex.how = 3;
@@ -416,6 +486,25 @@ static int dec_any(uint16_t type, const unsigned char *p, size_t n) {
 /* Every strict prefix of every valid payload is an error, and so is the
  * payload with a trailing byte. Payloads are copied to exact-size heap
  * blocks so that ASan sees any read past the end. */
+/* SESSION: a round trip, a phase out of range, a truncated one. */
+static void test_session(void) {
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  struct hp_session m = {.number = 7, .phase = HP_SESSION_START}, m2;
+  hp_enc_session(&w, &m);
+  size_t n;
+  const unsigned char *p = one_frame(&w, HP_MSG_SESSION, &n);
+  CHECK_EQ_INT(hp_dec_session(p, n, &m2), 0);
+  CHECK(m2.number == 7 && m2.phase == HP_SESSION_START);
+  CHECK_EQ_INT(hp_dec_session(p, n - 1, &m2), HORA_EPROTO);
+  hp_wbuf_reset(&w);
+  m.phase = 3;
+  hp_enc_session(&w, &m);
+  p = one_frame(&w, HP_MSG_SESSION, &n);
+  CHECK_EQ_INT(hp_dec_session(p, n, &m2), HORA_EPROTO);
+  hp_wbuf_free(&w);
+}
+
 static void test_truncated_trailing(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
@@ -799,6 +888,80 @@ static void mutate(unsigned char *buf, size_t *n, size_t cap) {
   }
 }
 
+/* NEGO_PLAN: decisions on a group round-trip in order; every strict
+ * prefix, a count of 0 or beyond the frame, and a place outside the group
+ * are refused (the count before anything is allocated). */
+static void test_nego_plan(void) {
+  struct hp_nego_decide v[3];
+  memset(v, 0, sizeof v);
+  for (int i = 0; i < 3; i++) {
+    v[i].comm = 7;
+    v[i].seq = 100 + (uint64_t)i;
+    snprintf(v[i].name, sizeof v[i].name, "allreduce.grad.%d", i);
+    v[i].meta.coll = HORA_COLL_ALLREDUCE;
+    v[i].meta.dtype = HORA_FLOAT32;
+    v[i].meta.count = 10u * (uint64_t)(i + 1);
+    v[i].meta.prescale = v[i].meta.postscale = 1.0;
+    v[i].meta.group = 0xfeedull;
+    v[i].meta.group_n = 3;
+    v[i].meta.group_idx = (uint32_t)i;
+  }
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_nego_plan(&w, v, 3);
+  size_t n;
+  const unsigned char *p = one_frame(&w, HP_MSG_NEGO_PLAN, &n);
+  struct hp_nego_decide *out = NULL;
+  uint32_t k = 0;
+  CHECK_EQ_INT(hp_dec_nego_plan(p, n, &out, &k), 0);
+  CHECK_EQ_INT(k, 3);
+  for (uint32_t i = 0; out && i < 3; i++) {
+    CHECK_EQ_INT(out[i].comm, 7);
+    CHECK(out[i].seq == 100 + i);
+    CHECK_EQ_STR(out[i].name, v[i].name);
+    CHECK(out[i].meta.count == v[i].meta.count);
+    CHECK(out[i].meta.group == 0xfeedull);
+    CHECK_EQ_INT(out[i].meta.group_n, 3);
+    CHECK_EQ_INT(out[i].meta.group_idx, i);
+  }
+  free(out);
+  for (size_t cut = 0; cut < n; cut++) {
+    unsigned char *b = malloc(cut ? cut : 1);
+    memcpy(b, p, cut);
+    out = NULL;
+    CHECK(hp_dec_nego_plan(b, cut, &out, &k) < 0 && out == NULL);
+    free(b);
+  }
+  /* the count: 0, and one the frame cannot hold */
+  unsigned char *b = malloc(n);
+  memcpy(b, p, n);
+  uint32_t zero = 0, big = 4000;
+  memcpy(b + 4, &zero, 4);
+  CHECK(hp_dec_nego_plan(b, n, &out, &k) < 0);
+  memcpy(b + 4, &big, 4);
+  CHECK(hp_dec_nego_plan(b, n, &out, &k) < 0);
+  free(b);
+  /* a place outside its group */
+  v[2].meta.group_idx = 3;
+  hp_wbuf_reset(&w);
+  hp_enc_nego_plan(&w, v, 3);
+  p = one_frame(&w, HP_MSG_NEGO_PLAN, &n);
+  CHECK(hp_dec_nego_plan(p, n, &out, &k) < 0);
+  /* a single decision says the same about its group */
+  hp_wbuf_reset(&w);
+  hp_enc_nego_decide(&w, &v[2]);
+  p = one_frame(&w, HP_MSG_NEGO_DECIDE, &n);
+  struct hp_nego_decide one;
+  CHECK(hp_dec_nego_decide(p, n, &one) < 0);
+  v[2].meta.group_idx = 2;
+  hp_wbuf_reset(&w);
+  hp_enc_nego_decide(&w, &v[2]);
+  p = one_frame(&w, HP_MSG_NEGO_DECIDE, &n);
+  CHECK_EQ_INT(hp_dec_nego_decide(p, n, &one), 0);
+  CHECK_EQ_INT(one.meta.group_idx, 2);
+  hp_wbuf_free(&w);
+}
+
 static void test_fuzz(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
@@ -876,6 +1039,8 @@ int main(void) {
   RUN(test_job);
   RUN(test_job_invalid);
   RUN(test_exit_output_text);
+  RUN(test_links);
+  RUN(test_session);
   RUN(test_truncated_trailing);
   RUN(test_embedded_nul);
   RUN(test_absurd_counts);
@@ -883,6 +1048,7 @@ int main(void) {
   RUN(test_decoder_prefixes);
   RUN(test_decoder_bad);
   RUN(test_decoder_good_then_bad);
+  RUN(test_nego_plan);
   RUN(test_fuzz);
   /* Last: while msg.c passes a NULL buffer to memcpy/memcmp, UBSan aborts
    * here, after the other results are out. */

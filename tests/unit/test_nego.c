@@ -654,7 +654,7 @@ static void test_fail_all(void) {
   }
   CHECK(copies >= 1);
   CHECK_EQ_INT(strays, 0);
-  CHECK(f.d.comms[0]->ready_head != NULL);
+  CHECK(f.d.comms[0]->plan_head != NULL);
   CHECK(f.ranks[1].staging_owner != NULL);
   for (int r = 0; r < 3; r++)
     EXPECT_NONE(&f, r);
@@ -695,7 +695,7 @@ static void test_fail_all(void) {
   CHECK_EQ_INT(other, 0);
   CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
   CHECK_EQ_INT(s->ntensors, 0);
-  CHECK(f.d.comms[0]->ready_head == NULL);
+  CHECK(f.d.comms[0]->plan_head == NULL);
   CHECK(f.ranks[1].staging_owner == NULL);
   CHECK_EQ_INT(total_pending(&f), 0);
   /* a late chunk event for the failed operation is ignored */
@@ -737,6 +737,249 @@ static void test_shutdown_status(void) {
   fx_free(&f);
 }
 
+/* ---- groups and plans ---------------------------------------------------- */
+
+static struct hp_sqe in_group(struct hp_sqe e, uint64_t key, uint32_t n,
+                              uint32_t idx) {
+  e.group = key;
+  e.group_n = n;
+  e.group_idx = idx;
+  return e;
+}
+
+/* A group of three runs only when all three are ready on every rank, as
+ * one plan of three tensors, each with its right sum; an ungrouped
+ * operation submitted meanwhile does not wait for the group. */
+static void test_group_runs_whole(void) {
+  struct fx f;
+  fx_init1(&f, 2);
+  struct hd_comm *c = f.d.comms[0];
+  const char *names[3] = {"g.0", "g.1", "g.2"};
+  struct hp_sqe e[2][3];
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 3; k++)
+      e[r][k] = in_group(ar(&f, r, names[k], 64u * (uint64_t)k, 4,
+                            (r + 1) * 100 + k * 10),
+                         77, 3, (uint32_t)k);
+  /* every rank submits members 0 and 2; 1 only from rank 0 */
+  for (int r = 0; r < 2; r++) {
+    fx_submit(&f, r, &e[r][0]);
+    fx_submit(&f, r, &e[r][2]);
+  }
+  fx_submit(&f, 0, &e[0][1]);
+  struct hd_tensor *t0 = fx_find(c, "g.0"), *t2 = fx_find(c, "g.2");
+  CHECK(t0 && t0->held && !t0->queued);
+  CHECK(t2 && t2->held && !t2->queued);
+  CHECK(c->plan_head == NULL);
+  for (int r = 0; r < 2; r++)
+    EXPECT_NONE(&f, r);
+  /* an ungrouped one runs at once */
+  struct hp_sqe z0 = ar(&f, 0, "z", 512, 2, 1), z1 = ar(&f, 1, "z", 512, 2, 2);
+  fx_submit(&f, 0, &z0);
+  fx_submit(&f, 1, &z1);
+  EXPECT_DONE(&f, 0, z0.id, 0);
+  EXPECT_DONE(&f, 1, z1.id, 0);
+  /* the last member: the three run, in group order */
+  fx_submit(&f, 1, &e[1][1]);
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < 3; k++) {
+      EXPECT_DONE(&f, r, e[r][k].id, 0);
+      for (int j = 0; j < 4; j++) /* 100+10k+j + 200+10k+j */
+        CHECK_EQ_INT(i32(&f, r, 64u * (uint64_t)k)[j], 300 + 20 * k + 2 * j);
+    }
+  CHECK_EQ_INT(c->ntensors, 0);
+  CHECK(c->groups == NULL && c->plan_head == NULL);
+  CHECK_EQ_INT(total_pending(&f), 0);
+  fx_free(&f);
+}
+
+/* A grouped tensor against an ungrouped one of the same name: the whole
+ * group fails on every rank with Horovod-style words, nothing stays held,
+ * and the names are free again. */
+static void test_group_mismatch(void) {
+  struct fx f;
+  fx_init1(&f, 2);
+  struct hd_comm *c = f.d.comms[0];
+  struct hp_sqe a0 = in_group(ar(&f, 0, "m.a", 0, 2, 1), 5, 2, 0);
+  struct hp_sqe b0 = in_group(ar(&f, 0, "m.b", 64, 2, 1), 5, 2, 1);
+  struct hp_sqe a1 = ar(&f, 1, "m.a", 0, 2, 1);
+  struct hp_sqe b1 = ar(&f, 1, "m.b", 64, 2, 1);
+  fx_submit(&f, 0, &a0);
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &a1);
+  EXPECT_NONE(&f, 0);
+  EXPECT_NONE(&f, 1);
+  fx_submit(&f, 1, &b1);
+  for (int r = 0; r < 2; r++) {
+    EXPECT_MSG(&f, r, r ? a1.id : a0.id, HORA_EMISMATCH,
+               "Mismatched grouping of tensor 'm.a'",
+               "as tensor 0 of a group of 2", "rank 1 alone",
+               "the whole group of 2 tensors fails");
+    EXPECT_MSG(&f, r, r ? b1.id : b0.id, HORA_EMISMATCH,
+               "Mismatched grouping of tensor 'm.a'");
+  }
+  CHECK_EQ_INT(c->ntensors, 0);
+  CHECK(c->groups == NULL);
+  /* the rank that submits alone comes first: the same, with the words
+   * naming each rank's own way */
+  a0 = in_group(ar(&f, 0, "n.a", 0, 2, 1), 6, 2, 0);
+  b0 = in_group(ar(&f, 0, "n.b", 64, 2, 1), 6, 2, 1);
+  a1 = ar(&f, 1, "n.a", 0, 2, 1);
+  b1 = ar(&f, 1, "n.b", 64, 2, 1);
+  fx_submit(&f, 1, &a1);
+  fx_submit(&f, 1, &b1);
+  fx_submit(&f, 0, &a0);
+  EXPECT_NONE(&f, 0);
+  EXPECT_NONE(&f, 1);
+  fx_submit(&f, 0, &b0);
+  for (int r = 0; r < 2; r++) {
+    EXPECT_MSG(&f, r, r ? a1.id : a0.id, HORA_EMISMATCH,
+               "Mismatched grouping of tensor 'n.a': rank 1 submitted it "
+               "alone, but rank 0 as tensor 0 of a group of 2");
+    EXPECT_MSG(&f, r, r ? b1.id : b0.id, HORA_EMISMATCH, "'n.a'");
+  }
+  CHECK_EQ_INT(c->ntensors, 0);
+  CHECK(c->groups == NULL);
+  CHECK_EQ_INT(total_pending(&f), 0);
+  fx_free(&f);
+}
+
+/* A rank withdraws the members it submitted of a group it could not
+ * submit whole (HP_SQ_CANCEL): they complete with HORA_ECANCELED, the
+ * other rank's submissions still wait, and the names can be used again. */
+static void test_group_cancel(void) {
+  struct fx f;
+  fx_init1(&f, 2);
+  struct hd_comm *c = f.d.comms[0];
+  struct hp_sqe a0 = in_group(ar(&f, 0, "k.a", 0, 2, 1), 9, 3, 0);
+  struct hp_sqe b0 = in_group(ar(&f, 0, "k.b", 64, 2, 1), 9, 3, 1);
+  struct hp_sqe a1 = in_group(ar(&f, 1, "k.a", 0, 2, 1), 9, 3, 0);
+  fx_submit(&f, 1, &a1);
+  fx_submit(&f, 0, &a0);
+  fx_submit(&f, 0, &b0);
+  struct hp_sqe x = a0;
+  x.kind = HP_SQ_CANCEL;
+  hd_cancel(fx_rank(&f, 0), &x);
+  x = b0;
+  x.kind = HP_SQ_CANCEL;
+  hd_cancel(fx_rank(&f, 0), &x);
+  EXPECT_MSG(&f, 0, a0.id, HORA_ECANCELED, "rank 0 withdrew allreduce 'k.a'");
+  EXPECT_MSG(&f, 0, b0.id, HORA_ECANCELED, "rank 0 withdrew allreduce 'k.b'");
+  EXPECT_NONE(&f, 1);
+  struct hd_tensor *t = fx_find(c, "k.a");
+  CHECK(t && t->nsubmitted == 1 && !t->held);
+  CHECK(fx_find(c, "k.b") == NULL);
+  /* a cancel of something not waiting in a group is ignored */
+  struct hp_sqe stray = ar(&f, 0, "k.none", 0, 2, 1);
+  stray.kind = HP_SQ_CANCEL;
+  hd_cancel(fx_rank(&f, 0), &stray);
+  EXPECT_NONE(&f, 0);
+  /* rank 0 submits the group again, whole */
+  struct hp_sqe g0[3], g1[2];
+  const char *nm[3] = {"k.a", "k.b", "k.c"};
+  for (int k = 0; k < 3; k++)
+    g0[k] = in_group(ar(&f, 0, nm[k], 64u * (uint64_t)k, 2, 1), 9, 3,
+                     (uint32_t)k);
+  for (int k = 0; k < 2; k++)
+    g1[k] = in_group(ar(&f, 1, nm[k + 1], 64u * (uint64_t)(k + 1), 2, 1), 9,
+                     3, (uint32_t)(k + 1));
+  for (int k = 0; k < 3; k++)
+    fx_submit(&f, 0, &g0[k]);
+  for (int k = 0; k < 2; k++)
+    fx_submit(&f, 1, &g1[k]);
+  for (int k = 0; k < 3; k++)
+    EXPECT_DONE(&f, 0, g0[k].id, 0);
+  EXPECT_DONE(&f, 1, a1.id, 0);
+  for (int k = 0; k < 2; k++)
+    EXPECT_DONE(&f, 1, g1[k].id, 0);
+  CHECK_EQ_INT(c->ntensors, 0);
+  CHECK(c->groups == NULL);
+  CHECK_EQ_INT(total_pending(&f), 0);
+  fx_free(&f);
+}
+
+/* The cancel race of two ranks of a host: rank 0 withdraws its grouped
+ * 'r' and submits 'r' alone before rank 1's grouped 'r' (which joins the
+ * tensor and its group) is withdrawn; once rank 1 submits 'r' alone too,
+ * it runs -- it is in no group any more. */
+static void test_group_cancel_race(void) {
+  struct fx f;
+  fx_init1(&f, 2);
+  struct hd_comm *c = f.d.comms[0];
+  struct hp_sqe g0 = in_group(ar(&f, 0, "r", 0, 2, 1), 21, 2, 0);
+  struct hp_sqe g1 = in_group(ar(&f, 1, "r", 0, 2, 1), 21, 2, 0);
+  struct hp_sqe x;
+  fx_submit(&f, 0, &g0);
+  x = g0;
+  x.kind = HP_SQ_CANCEL;
+  hd_cancel(fx_rank(&f, 0), &x);
+  EXPECT_MSG(&f, 0, g0.id, HORA_ECANCELED, "withdrew");
+  struct hp_sqe a0 = ar(&f, 0, "r", 0, 2, 1);
+  fx_submit(&f, 0, &a0);
+  fx_submit(&f, 1, &g1);
+  x = g1;
+  x.kind = HP_SQ_CANCEL;
+  hd_cancel(fx_rank(&f, 1), &x);
+  EXPECT_MSG(&f, 1, g1.id, HORA_ECANCELED, "withdrew");
+  struct hd_tensor *t = fx_find(c, "r");
+  CHECK(t && !t->group && t->meta.group_n == 0);
+  struct hp_sqe a1 = ar(&f, 1, "r", 0, 2, 1);
+  fx_submit(&f, 1, &a1);
+  EXPECT_DONE(&f, 0, a0.id, 0);
+  EXPECT_DONE(&f, 1, a1.id, 0);
+  CHECK_EQ_INT(c->ntensors, 0);
+  CHECK(c->groups == NULL);
+  CHECK_EQ_INT(total_pending(&f), 0);
+  fx_free(&f);
+}
+
+/* Groups that cannot be: a barrier in a group, an index past the size, two
+ * tensors with one place, sizes that differ. Refused at once. */
+static void test_group_bad(void) {
+  struct fx f;
+  fx_init1(&f, 2);
+  struct hp_sqe b = in_group(sq(HORA_COLL_BARRIER, 0, 0, 0, "bar"), 1, 2, 0);
+  fx_submit(&f, 0, &b);
+  EXPECT_MSG(&f, 0, b.id, HORA_EINVAL, "a barrier cannot be part of a group");
+  struct hp_sqe o = in_group(ar(&f, 0, "o", 0, 2, 1), 1, 2, 2);
+  fx_submit(&f, 0, &o);
+  EXPECT_MSG(&f, 0, o.id, HORA_EINVAL, "tensor 2 of a group of 2");
+  struct hp_sqe p = in_group(ar(&f, 0, "p", 0, 2, 1), 3, 2, 0);
+  struct hp_sqe q = in_group(ar(&f, 0, "q", 64, 2, 1), 3, 2, 0);
+  struct hp_sqe r = in_group(ar(&f, 0, "r", 128, 2, 1), 3, 4, 1);
+  fx_submit(&f, 0, &p);
+  fx_submit(&f, 0, &q);
+  fx_submit(&f, 0, &r);
+  EXPECT_MSG(&f, 0, q.id, HORA_EINVAL, "has that place");
+  EXPECT_MSG(&f, 0, r.id, HORA_EINVAL, "a group of another size");
+  EXPECT_NONE(&f, 0);
+  CHECK_EQ_INT(f.d.comms[0]->ntensors, 1);
+  hd_fail_all(&f.d); /* the failure path frees a group being assembled */
+  fx_free(&f);
+}
+
+/* The stall inspector fails a group whose member some rank never
+ * submits: the members held for it fail too, naming the culprit. */
+static void test_group_stall(void) {
+  struct fx f;
+  fx_init1(&f, 2);
+  f.d.stall_fail_ns = 1;
+  struct hp_sqe a0 = in_group(ar(&f, 0, "s.a", 0, 2, 1), 4, 2, 0);
+  struct hp_sqe b0 = in_group(ar(&f, 0, "s.b", 64, 2, 1), 4, 2, 1);
+  struct hp_sqe a1 = in_group(ar(&f, 1, "s.a", 0, 2, 1), 4, 2, 0);
+  fx_submit(&f, 0, &a0);
+  fx_submit(&f, 0, &b0);
+  fx_submit(&f, 1, &a1);
+  hd_check_stalls(&f.d);
+  EXPECT_MSG(&f, 0, a0.id, HORA_ESTALL, "grouped with tensor 's.b'",
+             "'s.b' stalled", "rank(s) 1 never submitted it");
+  EXPECT_MSG(&f, 0, b0.id, HORA_ESTALL, "'s.b' stalled", "rank(s) 1");
+  EXPECT_MSG(&f, 1, a1.id, HORA_ESTALL, "grouped with tensor 's.b'");
+  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  CHECK(f.d.comms[0]->groups == NULL);
+  fx_free(&f);
+}
+
 int main(void) {
   hc_log_init("test_nego", HC_FATAL);
   RUN(test_orders);
@@ -750,5 +993,11 @@ int main(void) {
   RUN(test_ring_path);
   RUN(test_fail_all);
   RUN(test_shutdown_status);
+  RUN(test_group_runs_whole);
+  RUN(test_group_mismatch);
+  RUN(test_group_cancel);
+  RUN(test_group_cancel_race);
+  RUN(test_group_bad);
+  RUN(test_group_stall);
   TL_EXIT();
 }

@@ -352,6 +352,30 @@ def check_autograd(c, r, n):
              for x in xs), "grouped_allreduce gradient")
 
 
+def check_group_unit(c, r, n):
+    """A grouped op is negotiated as one unit: one rank grouping what the
+    others submit one by one fails the whole group on every rank, with the
+    grouping named, and the job goes on."""
+    if n < 2:
+        return
+    a, b = torch.ones(2), torch.ones(3)
+    if r == 0:
+        hs = [hvd.grouped_allreduce_async([a, b], name="unit", op=hvd.Sum)]
+    else:
+        hs = [hvd.allreduce_async(a, name="unit.0", op=hvd.Sum),
+              hvd.allreduce_async(b, name="unit.1", op=hvd.Sum)]
+    for h in hs:
+        try:
+            hvd.synchronize(h)
+            c.ok(False, "a grouping mismatch raised nothing")
+        except RuntimeError as e:
+            c.ok("grouping" in str(e), "grouping mismatch named: %s" % e)
+    got = hvd.grouped_allreduce([a, b], name="unit2", op=hvd.Sum)
+    c.ok(torch.equal(got[0], torch.full((2,), float(n))) and
+         torch.equal(got[1], torch.full((3,), float(n))),
+         "a group after the mismatch")
+
+
 def main():
     hvd.init()
     r, n = hvd.rank(), hvd.size()
@@ -362,6 +386,7 @@ def main():
     check_reducescatter(c, r, n)
     check_shapes(c, r, n)
     check_autograd(c, r, n)
+    check_group_unit(c, r, n)
     hvd.barrier()
     c.done()
 

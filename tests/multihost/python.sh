@@ -1,0 +1,50 @@
+#!/bin/sh
+# python.sh -- hora.torch across hosts (network namespaces, see lib.sh),
+# with the workers of tests/python/workers:
+#   join.py         each rank in turn joins first while the others run
+#                   every collective (allreduce ops, grouped allreduce,
+#                   allgather, alltoall, reducescatter, broadcast,
+#                   barrier): 3 hosts x 1 rank (a joined rank is a whole
+#                   host) and 3 x 2;
+#   errors.py reinit  shutdown() and init() again, many times, with
+#                   collectives between, and an operation pending at
+#                   shutdown: 3 x 1 and 2 x 2.
+# Needs PYTHON (default /usr/bin/python3) with torch and numpy, as
+# tests/python/pytest.sh does.
+. "$(dirname "$0")/lib.sh"
+need "$HORARUN" "$HORAD"
+PYTHON=${PYTHON:-/usr/bin/python3}
+"$PYTHON" -c 'import torch, numpy' 2>/dev/null || {
+  echo "FAIL: $PYTHON lacks torch or numpy (Debian: python3-torch python3-numpy)"
+  exit 1
+}
+W=$HORA_TOP/tests/python/workers
+export PYTHONPATH="$HORA_TOP/python${PYTHONPATH:+:$PYTHONPATH}"
+export HORA_LIBRARY="$BUILD/lib/libhora.so" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+PY=$PYTHON
+if ldd "$HORA_LIBRARY" | grep -q libasan; then
+  # a sanitized libhora inside the interpreter (as tests/python/pytest.sh):
+  # the runtime goes first, in the ranks only (not in ssh, pgrep, ...)
+  PY="env LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)
+      ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS} $PYTHON"
+fi
+mh_setup 3
+
+ok() { # NAME NP WHAT
+  expect_rc "$1" 0 &&
+    expect_count "$1" out "^\[[0-9]+\]<stdout>:rank [0-9]+ of $2: $3: [0-9]+ checks, 0 failures" "$2" \
+      "every rank reports its checks, none failed"
+  expect_nogrep "$1" out "FAIL" "no check failed"
+  mh_assert_no_job_procs "$MARK"
+}
+
+# the workers take no --marker argument
+HRUN_NOMARK=1 hrun join.3x1 180 -np 3 -H h1:1,h2:1,h3:1 $PY "$W/join.py"
+ok join.3x1 3 join
+HRUN_NOMARK=1 hrun join.3x2 180 -np 6 -H h1:2,h2:2,h3:2 $PY "$W/join.py"
+ok join.3x2 6 join
+HRUN_NOMARK=1 hrun reinit.3x1 180 -np 3 -H h1:1,h2:1,h3:1 $PY "$W/errors.py" reinit
+ok reinit.3x1 3 "errors reinit"
+HRUN_NOMARK=1 hrun reinit.2x2 180 -np 4 -H h1:2,h2:2 $PY "$W/errors.py" reinit
+ok reinit.2x2 4 "errors reinit"
+finish
