@@ -17,9 +17,9 @@ static int check_op(struct hd_comm *c, struct hd_rank *r,
 
 static int check_broadcast(struct hd_comm *c, struct hd_rank *r,
                            const struct hp_sqe *e, char *why, size_t len) {
-  if (e->root < 0 || e->root >= r->d->job.size) {
+  if (e->root < 0 || e->root >= r->job->desc.size) {
     hc_fmt(why, len, "root rank %d is out of range [0, %d)", e->root,
-           r->d->job.size);
+           r->job->desc.size);
     return HORA_EINVAL;
   }
   if (hd_comm_member(c, e->root) < 0) {
@@ -87,9 +87,9 @@ static int check_ps_add(struct hd_comm *c, struct hd_rank *r,
     return HORA_EINVAL;
   }
   if (!(e->flags & HP_F_AUX) || !e->aux_count ||
-      e->aux_count > (uint64_t)r->d->job.size) {
+      e->aux_count > (uint64_t)r->job->desc.size) {
     hc_fmt(why, len, "a process set needs 1 to %d ranks, not %llu",
-           r->d->job.size, (unsigned long long)e->aux_count);
+           r->job->desc.size, (unsigned long long)e->aux_count);
     return HORA_EINVAL;
   }
   return 0;
@@ -154,7 +154,8 @@ uint64_t hd_aux_hash(const int64_t *v, uint64_t n) {
   uint64_t h = 1469598103934665603ull;
   for (uint64_t i = 0; i < n; i++) {
     uint64_t x = (uint64_t)v[i];
-    for (int b = 0; b < 8; b++) h = (h ^ ((x >> (8 * b)) & 0xff)) * 1099511628211ull;
+    for (int b = 0; b < 8; b++)
+      h = (h ^ ((x >> (8 * b)) & 0xff)) * 1099511628211ull;
   }
   return h ^ n;
 }

@@ -11,12 +11,12 @@
 
 #include "daemon.h"
 
-static int host_of_rank(const struct hd_daemon *d, int32_t rank) {
-  for (uint32_t h = 0; h < d->job.nhosts; h++)
-    if (rank >= d->job.hosts[h].first_rank &&
-        rank < d->job.hosts[h].first_rank + d->job.hosts[h].nranks)
+static int host_of_rank(const struct hd_job *job, int32_t rank) {
+  for (uint32_t h = 0; h < job->desc.nhosts; h++)
+    if (rank >= job->desc.hosts[h].first_rank &&
+        rank < job->desc.hosts[h].first_rank + job->desc.hosts[h].nranks)
       return (int)h;
-  return d->job.nhosts ? -1 : 0;
+  return job->desc.nhosts ? -1 : 0;
 }
 
 /* Frees what the communicator itself holds: its operations, plans and
@@ -54,22 +54,23 @@ void hd_comm_free(struct hd_comm *c) {
   free(c);
 }
 
-struct hd_comm *hd_comm_new(struct hd_daemon *d, const int32_t *ranks, int n) {
+struct hd_comm *hd_comm_new(struct hd_job *job, const int32_t *ranks, int n) {
   if (n <= 0) return NULL;
-  if (d->ncomms == UINT32_MAX) return NULL;
+  if (job->ncomms == UINT32_MAX) return NULL;
   struct hd_comm *c = calloc(1, sizeof *c);
   if (!c) return NULL;
-  c->d = d;
-  c->id = d->ncomms;
+  c->job = job;
+  c->id = job->ncomms;
   c->size = n;
   c->me = -1;
   c->last_joined = -1;
   c->members = malloc((size_t)n * sizeof *c->members);
-  c->local = malloc((size_t)(d->nlocal ? d->nlocal : 1) * sizeof *c->local);
+  c->local = malloc((size_t)(job->nlocal ? job->nlocal : 1) * sizeof *c->local);
   c->local_member =
-      malloc((size_t)(d->nlocal ? d->nlocal : 1) * sizeof *c->local_member);
-  c->part_of = malloc((size_t)(d->nlocal ? d->nlocal : 1) * sizeof *c->part_of);
-  c->joined = calloc((size_t)(d->nlocal ? d->nlocal : 1), 1);
+      malloc((size_t)(job->nlocal ? job->nlocal : 1) * sizeof *c->local_member);
+  c->part_of =
+      malloc((size_t)(job->nlocal ? job->nlocal : 1) * sizeof *c->part_of);
+  c->joined = calloc((size_t)(job->nlocal ? job->nlocal : 1), 1);
   c->hosts = malloc((size_t)n * sizeof *c->hosts);
   c->host_first = malloc((size_t)n * sizeof *c->host_first);
   c->host_n = malloc((size_t)n * sizeof *c->host_n);
@@ -79,37 +80,37 @@ struct hd_comm *hd_comm_new(struct hd_daemon *d, const int32_t *ranks, int n) {
     return NULL;
   }
   memcpy(c->members, ranks, (size_t)n * sizeof *ranks);
-  for (int i = 0; i < d->nlocal; i++) c->part_of[i] = -1;
+  for (int i = 0; i < job->nlocal; i++) c->part_of[i] = -1;
   for (int m = 0; m < n; m++) {
-    int h = host_of_rank(d, ranks[m]);
+    int h = host_of_rank(job, ranks[m]);
     if (!c->nhosts || c->hosts[c->nhosts - 1] != h) {
       c->hosts[c->nhosts] = h;
       c->host_first[c->nhosts] = m;
       c->host_n[c->nhosts] = 0;
-      if (h == (int)d->job.host_index) c->me = c->nhosts;
+      if (h == (int)job->desc.host_index) c->me = c->nhosts;
       c->nhosts++;
     }
     c->host_n[c->nhosts - 1]++;
-    for (int i = 0; i < d->nlocal; i++)
-      if (d->ranks[i].info.rank == ranks[m]) {
+    for (int i = 0; i < job->nlocal; i++)
+      if (job->ranks[i].info.rank == ranks[m]) {
         c->part_of[i] = c->nlocal;
         c->local[c->nlocal] = i;
         c->local_member[c->nlocal] = m;
         c->nlocal++;
       }
   }
-  struct hd_comm **v = realloc(d->comms, (d->ncomms + 1) * sizeof *v);
+  struct hd_comm **v = realloc(job->comms, (job->ncomms + 1) * sizeof *v);
   if (!v) {
     hd_comm_free(c);
     return NULL;
   }
-  d->comms = v;
-  d->comms[d->ncomms++] = c;
+  job->comms = v;
+  job->comms[job->ncomms++] = c;
   return c;
 }
 
-struct hd_comm *hd_comm_get(struct hd_daemon *d, uint32_t id) {
-  return id < d->ncomms ? d->comms[id] : NULL;
+struct hd_comm *hd_comm_get(struct hd_job *job, uint32_t id) {
+  return id < job->ncomms ? job->comms[id] : NULL;
 }
 
 int hd_comm_member(const struct hd_comm *c, int32_t rank) {
@@ -135,12 +136,12 @@ int32_t hd_comm_rank(const struct hd_comm *c, int i) {
 }
 
 struct hd_rank *hd_comm_local(const struct hd_comm *c, int i) {
-  return &c->d->ranks[c->local[i]];
+  return &c->job->ranks[c->local[i]];
 }
 
-void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len) {
-  if (host >= 0 && (uint32_t)host < d->job.nhosts) {
-    const struct hp_job_host *h = &d->job.hosts[host];
+void hd_host_name(struct hd_job *job, int host, char *buf, size_t len) {
+  if (host >= 0 && (uint32_t)host < job->desc.nhosts) {
+    const struct hp_job_host *h = &job->desc.hosts[host];
     if (h->nranks == 1)
       hc_fmt(buf, len, "host %s (rank %d)", h->name, h->first_rank);
     else
@@ -152,8 +153,8 @@ void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len) {
 }
 
 int hd_comm_host_left(const struct hd_comm *c) {
-  const struct hd_daemon *d = c->d;
-  for (int k = 0; d->peers && k < c->nhosts; k++)
-    if (d->peers[c->hosts[k]].left) return 1;
+  const struct hd_job *job = c->job;
+  for (int k = 0; job->peers && k < c->nhosts; k++)
+    if (job->peers[c->hosts[k]].left) return 1;
   return 0;
 }

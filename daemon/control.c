@@ -13,107 +13,108 @@
 
 #include "daemon.h"
 
-static void close_everything(struct hd_daemon *d);
-static void job_go(struct hd_daemon *d);
+static void close_everything(struct hd_job *job);
+static void job_go(struct hd_job *job);
 
-static void close_everything(struct hd_daemon *d) {
-  if (d->ctl_conn) {
-    d->ctl_closing = 1; /* no news: horad is ending */
-    hp_conn_close(d->ctl_conn, "closing");
+static void close_everything(struct hd_job *job) {
+  if (job->ctl_conn) {
+    job->ctl_closing = 1; /* no news: horad is ending */
+    hp_conn_close(job->ctl_conn, "closing");
   }
-  hd_mesh_close(d, 1);
-  hd_spawn_close(d);
-  hd_local_close(d);
-  hd_rings_close(d);
+  hd_mesh_close(job, 1);
+  hd_spawn_close(job);
+  hd_local_close(job);
+  hd_rings_close(job);
+  if (job->daemon->job_ended) job->daemon->job_ended(job->daemon, job);
 }
 
-static void send_ready(struct hd_daemon *d) {
+static void send_ready(struct hd_job *job) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_text(&w, HP_MSG_READY, hora_version());
-  hd_control_send(d, &w);
+  hd_control_send(job, &w);
   hp_wbuf_free(&w);
 }
 
 /* The job's knobs (HORA_*, HOROVOD_*) come in its environment: parsed
- * once into d->knobs, over the defaults and horad's command line. Returns
+ * once into job->knobs, over the defaults and horad's command line. Returns
  * 0, or -1 (reported) when one holds a bad value. */
-static int take_job_knobs(struct hd_daemon *d) {
+static int take_job_knobs(struct hd_job *job) {
   char why[512];
-  if (hc_knobs_parse_env(&d->knobs, d->job.envp, d->job.envc,
+  if (hc_knobs_parse_env(&job->knobs, job->desc.envp, job->desc.envc,
                          "the job's environment", why, sizeof why) < 0) {
     hc_error("%s; stopping", why);
     return -1;
   }
-  int lvl = hc_parse_level(hk_str(&d->knobs, log_level));
+  int lvl = hc_parse_level(hk_str(&job->knobs, log_level));
   if (lvl >= 0) hc_log_set_level((enum hc_level)lvl);
   return 0;
 }
 
-static void job_go(struct hd_daemon *d) {
-  if (hd_rings_init(d) < 0 || hd_local_listen(d) < 0) {
+static void job_go(struct hd_job *job) {
+  if (hd_rings_init(job) < 0 || hd_local_listen(job) < 0) {
     hc_error("cannot set up the job's local socket; stopping");
     /* Report every rank as not started so horarun can name the cause. */
   }
-  send_ready(d);
-  hd_spawn_all(d);
-  if (d->ranks && hd_comms_init(d) < 0) {
+  send_ready(job);
+  hd_spawn_all(job);
+  if (job->ranks && hd_comms_init(job) < 0) {
     hc_error("out of memory setting up the job's communicators; stopping");
-    hd_teardown(d, "horad is out of memory", 0);
+    hd_teardown(job, "horad is out of memory", 0);
   }
 }
 
-static void start_job(struct hd_daemon *d) {
-  d->have_job = 1;
-  d->nlocal = (int)d->job.nlocal;
-  if (take_job_knobs(d) < 0) {
-    close_everything(d);
+static void start_job(struct hd_job *job) {
+  job->have_job = 1;
+  job->nlocal = (int)job->desc.nlocal;
+  if (take_job_knobs(job) < 0) {
+    close_everything(job);
     return;
   }
-  if (d->job.nhosts > 1) {
-    d->multi = 1;
-    if (!d->boot) { /* the secret comes only on the bootstrap line */
+  if (job->desc.nhosts > 1) {
+    job->multi = 1;
+    if (!job->boot) { /* the secret comes only on the bootstrap line */
       hc_error("a multi-host job needs --bootstrap (the job secret); "
                "stopping");
-      close_everything(d);
+      close_everything(job);
       return;
     }
-    if (d->job.host_index != (uint32_t)d->boot_host) {
+    if (job->desc.host_index != (uint32_t)job->boot_host) {
       hc_error("the job is for host %u, but this is host %d; stopping",
-               d->job.host_index, d->boot_host);
-      close_everything(d);
+               job->desc.host_index, job->boot_host);
+      close_everything(job);
       return;
     }
-    if (hd_mesh_start(d) < 0) {
+    if (hd_mesh_start(job) < 0) {
       hc_error("cannot connect to the other daemons; stopping");
       /* spawn nothing: report the ranks as not started */
     }
     return; /* job_go() once every link is up */
   }
-  job_go(d);
+  job_go(job);
 }
 
-static void handle_frame(struct hd_daemon *d, const struct hp_frame_hdr *h,
+static void handle_frame(struct hd_job *job, const struct hp_frame_hdr *h,
                          const unsigned char *p) {
-  if (h->type == HP_MSG_JOB && !d->have_job) {
-    int rc = hp_dec_job(p, h->len, &d->job);
+  if (h->type == HP_MSG_JOB && !job->have_job) {
+    int rc = hp_dec_job(p, h->len, &job->desc);
     if (rc < 0) {
       hc_error("malformed job description from horarun: %s",
                hora_strerror(rc));
-      hp_job_free(&d->job);
-      close_everything(d);
+      hp_job_free(&job->desc);
+      close_everything(job);
       return;
     }
-    start_job(d);
+    start_job(job);
   } else if (h->type == HP_MSG_ABORT) {
     char *why = hp_dec_text(p, h->len);
-    if (!d->ranks) /* nothing started yet */
-      close_everything(d);
+    if (!job->ranks) /* nothing started yet */
+      close_everything(job);
     else
       /* A rank that failed, or another host, may be the cause: give the
        * ranks half a second to report the errors they got. */
-      hd_teardown(d, why ? why : "aborted by horarun",
-                  d->gone_rank >= 0 || d->multi ? 500 : 0);
+      hd_teardown(job, why ? why : "aborted by horarun",
+                  job->gone_rank >= 0 || job->multi ? 500 : 0);
     free(why);
   } else if (h->type == HP_MSG_HEARTBEAT) {
     /* nothing to do: arriving refreshed the connection's last_rx */
@@ -122,25 +123,25 @@ static void handle_frame(struct hd_daemon *d, const struct hp_frame_hdr *h,
   }
 }
 
-static void send_register(struct hd_daemon *d) {
-  struct hp_register m = {.host_index = (uint32_t)d->boot_host,
-                          .mesh_port = d->mesh_port,
+static void send_register(struct hd_job *job) {
+  struct hp_register m = {.host_index = (uint32_t)job->boot_host,
+                          .mesh_port = job->mesh_port,
                           .pid = (int32_t)getpid()};
-  hc_fmt(m.hostname, sizeof m.hostname, "%s", d->hostname);
-  hc_fmt(m.mesh_addr, sizeof m.mesh_addr, "%s", d->mesh_addr);
+  hc_fmt(m.hostname, sizeof m.hostname, "%s", job->daemon->hostname);
+  hc_fmt(m.mesh_addr, sizeof m.mesh_addr, "%s", job->mesh_addr);
   hc_fmt(m.version, sizeof m.version, "%s", hora_version());
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_register(&w, &m);
-  hd_control_send(d, &w);
+  hd_control_send(job, &w);
   hp_wbuf_free(&w);
 }
 
 /* ---- the connection: a socketpair or TCP, one hp_conn ------------------- */
 
 /* The connection is up (over TCP: authenticated). */
-static void ctl_up(struct hd_daemon *d) {
-  if (d->boot) send_register(d);
+static void ctl_up(struct hd_job *job) {
+  if (job->boot) send_register(job);
 }
 
 static void on_ctl_auth(struct hp_conn *c) {
@@ -150,55 +151,56 @@ static void on_ctl_auth(struct hp_conn *c) {
 
 static int on_ctl_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
                         unsigned char *p, int *keep) {
-  struct hd_daemon *d = c->data;
+  struct hd_job *job = c->data;
   (void)keep;
-  handle_frame(d, h, p);
+  handle_frame(job, h, p);
   return 0;
 }
 
 static void on_ctl_close(struct hp_conn *c, const char *why) {
-  struct hd_daemon *d = c->data;
-  d->ctl_conn = NULL;
-  if (d->done_sent || d->ctl_closing) {
-    close_everything(d);
+  struct hd_job *job = c->data;
+  job->ctl_conn = NULL;
+  if (job->done_sent || job->ctl_closing) {
+    close_everything(job);
     return;
   }
   hc_error("connection to horarun (%s): %s", c->peer, why);
-  if (!d->have_job || !d->ranks) {
-    close_everything(d);
+  if (!job->have_job || !job->ranks) {
+    close_everything(job);
     return;
   }
   char reason[300];
   hc_fmt(reason, sizeof reason, "the connection to horarun was lost (%s)",
          why);
-  hd_teardown(d, reason, 0);
+  hd_teardown(job, reason, 0);
 }
 
 static const struct hp_conn_cb ctl_cb = {
     .on_auth = on_ctl_auth, .on_frame = on_ctl_frame, .on_close = on_ctl_close};
 
 /* horarun started this horad on its own machine: fd is the socketpair. */
-int hd_control_open(struct hd_daemon *d, int fd) {
+int hd_control_open(struct hd_job *job, int fd) {
   char peer[32];
   hc_fmt(peer, sizeof peer, "control fd %d", fd);
-  int rc = hp_conn_open_local(d->loop, fd, peer, &ctl_cb, d, &d->ctl_conn);
+  int rc =
+      hp_conn_open_local(job->loop, fd, peer, &ctl_cb, job, &job->ctl_conn);
   if (rc < 0) {
     hc_error("cannot use control fd %d: %s", fd, uv_strerror(rc));
     return HORA_EINVAL;
   }
-  ctl_up(d);
+  ctl_up(job);
   return 0;
 }
 
 /* A horad started over ssh calls horarun back. */
-int hd_control_connect(struct hd_daemon *d, const char *addr, int port) {
+int hd_control_connect(struct hd_job *job, const char *addr, int port) {
   struct sockaddr_storage ss;
   if (hp_addr_parse(addr, port, &ss) < 0) {
     hc_error("bad address of horarun: '%s'", addr);
     return HORA_EINVAL;
   }
-  int rc = hp_conn_connect(d->loop, (struct sockaddr *)&ss, d->secret,
-                           HP_AUTH_CONTROL, &ctl_cb, d, &d->ctl_conn);
+  int rc = hp_conn_connect(job->loop, (struct sockaddr *)&ss, job->secret,
+                           HP_AUTH_CONTROL, &ctl_cb, job, &job->ctl_conn);
   if (rc < 0) {
     hc_error("cannot connect to horarun at %s port %d: %s", addr, port,
              uv_strerror(rc));

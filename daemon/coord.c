@@ -76,7 +76,7 @@ static int mismatch(const struct hp_nego_ready *a,
  * operation fails only where it was submitted). */
 static void send_decision(struct hd_comm *c, struct centry *e, uint64_t seq,
                           int status) {
-  struct hd_daemon *d = c->d;
+  struct hd_job *job = c->job;
   struct hp_nego_decide m = {.comm = c->id, .seq = seq, .status = status,
                              .value = e->last_rank, .meta = e->first};
   memcpy(m.name, e->first.name, sizeof m.name);
@@ -88,11 +88,11 @@ static void send_decision(struct hd_comm *c, struct centry *e, uint64_t seq,
   for (int i = 1; i < c->nhosts; i++) {
     if (!e->seen[i] && (!joined[i] || status || seq == UINT64_MAX)) continue;
     hp_enc_nego_decide(&w, &m);
-    d->link->send_frames(d, c->hosts[i], &w);
+    job->link->send_frames(job, c->hosts[i], &w);
   }
   hp_wbuf_free(&w);
   if (e->seen[0] || (joined[0] && !status && seq != UINT64_MAX))
-    d->up->decide(d, &m, 1);
+    job->up->decide(job, &m, 1);
 }
 
 static int entry_status(const struct centry *e) {
@@ -104,12 +104,12 @@ static int entry_status(const struct centry *e) {
  * the group runs as one unit or not at all. */
 static void send_plan(struct hd_comm *c, struct cgroup *g, int status,
                       const char *msg) {
-  struct hd_daemon *d = c->d;
+  struct hd_job *job = c->job;
   uint32_t n = g->n;
   struct hp_nego_decide *v = calloc(n, sizeof *v);
   if (!v) {
     hc_error("coordinator out of memory: the job cannot go on");
-    hd_teardown(d, "horad is out of memory", 0);
+    hd_teardown(job, "horad is out of memory", 0);
     return;
   }
   for (uint32_t i = 0; i < n; i++) {
@@ -128,10 +128,10 @@ static void send_plan(struct hd_comm *c, struct cgroup *g, int status,
   for (int i = 1; i < c->nhosts; i++) {
     if (!seen[i] && (!joined[i] || status)) continue;
     hp_enc_nego_plan(&w, v, n);
-    d->link->send_frames(d, c->hosts[i], &w);
+    job->link->send_frames(job, c->hosts[i], &w);
   }
   hp_wbuf_free(&w);
-  if (seen[0] || (joined[0] && !status)) d->up->decide(d, v, n);
+  if (seen[0] || (joined[0] && !status)) job->up->decide(job, v, n);
   free(v);
 }
 
@@ -189,7 +189,7 @@ static void check_joined(struct hd_comm *c, struct centry *e) {
   for (int i = 0; i < c->nhosts; i++)
     if (!e->seen[i] && c->coord->joined[i]) {
       char name[300];
-      hd_host_name(c->d, c->hosts[i], name, sizeof name);
+      hd_host_name(c->job, c->hosts[i], name, sizeof name);
       e->mismatch = HORA_EINVAL;
       hc_fmt(e->msg, sizeof e->msg, "%s '%s' cannot run while every rank of "
              "%s has joined", hd_coll_name(coll), e->first.name, name);
@@ -323,7 +323,7 @@ void hd_coord_ready(struct hd_comm *cm, int host,
   if (hd_comm_host_left(cm)) { /* a host of the set has left: never now */
     hc_fmt(e->msg, sizeof e->msg, "%s '%s' cannot run: %s",
            hd_coll_name(e->first.coll), e->first.name,
-           cm->d->left_msg[0] ? cm->d->left_msg : "a host has left");
+           cm->job->left_msg[0] ? cm->job->left_msg : "a host has left");
     send_decision(cm, e, UINT64_MAX, HORA_EPEERGONE);
     unlink_entry(c, e);
     return;
@@ -364,7 +364,7 @@ static void missing_here(struct hd_comm *c, const char *name, char *buf,
   char rest[300];
   hc_fmt(rest, sizeof rest, "%s", buf);
   hc_fmt(buf, len, "rank%s %s of host %s", k > 1 ? "s" : "", rest,
-         c->d->job.hosts[c->hosts[c->me]].name);
+         c->job->desc.hosts[c->hosts[c->me]].name);
 }
 
 /* Names what has not said ready: this host's missing ranks one by one,
@@ -381,7 +381,7 @@ static void missing(struct hd_comm *c, struct centry *e, char *buf,
     else name[0] = '\0';
     if (!name[0]) {
       char host[280];
-      hd_host_name(c->d, c->hosts[i], host, sizeof host);
+      hd_host_name(c->job, c->hosts[i], host, sizeof host);
       hc_fmt(name, sizeof name, "the ranks of %s", host);
     }
     n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? " and " : "", name);
@@ -405,7 +405,7 @@ static void stall_fail(struct hd_comm *cm, struct centry *e, uint64_t age) {
  * ranks all submitted while other hosts' ranks did not; past the shutdown
  * time fails it where it was submitted. */
 void hd_coord_check_stalls(struct hd_comm *cm) {
-  struct hd_daemon *d = cm->d;
+  struct hd_job *job = cm->job;
   struct hd_coord *c = cm->coord;
   if (!c) return;
   uint64_t now = hc_now_ns();
@@ -415,11 +415,11 @@ void hd_coord_check_stalls(struct hd_comm *cm) {
       next = e->next;
       uint64_t age = now - e->t_first;
       char who[512];
-      if (d->stall_fail_ns && age >= d->stall_fail_ns) {
+      if (job->stall_fail_ns && age >= job->stall_fail_ns) {
         stall_fail(cm, e, age);
         continue;
       }
-      if (d->stall_warn_ns && age >= d->stall_warn_ns && !e->warned) {
+      if (job->stall_warn_ns && age >= job->stall_warn_ns && !e->warned) {
         e->warned = 1;
         missing(cm, e, who, sizeof who);
         hc_warn_rl("stall: %s '%s' has waited %llu s for %s; the "
@@ -465,19 +465,20 @@ struct hd_held_ready {
   struct hp_nego_ready m;
 };
 
-int hd_coord_hold(struct hd_daemon *d, int from,
+int hd_coord_hold(struct hd_job *job, int from,
                   const struct hp_nego_ready *m, char *why, size_t whylen) {
   /* the caller drops the link: the message is about the peer, whose
    * name it puts first ("host h2 (ranks 2-3) is lost: it said ...") */
-  const char *me = d->job.hosts ? d->job.hosts[d->job.host_index].name : "?";
-  if (m->comm >= d->ncomms + HELD_SETS_AHEAD) {
+  const char *me =
+      job->desc.hosts ? job->desc.hosts[job->desc.host_index].name : "?";
+  if (m->comm >= job->ncomms + HELD_SETS_AHEAD) {
     hc_fmt(why, whylen, "it said ready for %s '%s' of process set %u, but "
            "host %s has added only %u process sets: its ranks added sets "
            "that the ranks of host %s did not", hd_coll_name(m->coll),
-           m->name, m->comm, me, d->ncomms ? d->ncomms - 1 : 0, me);
+           m->name, m->comm, me, job->ncomms ? job->ncomms - 1 : 0, me);
     return -1;
   }
-  if (d->nheld >= HD_HELD_MAX) {
+  if (job->nheld >= HD_HELD_MAX) {
     hc_fmt(why, whylen, "it said ready for more than %u operations of "
            "process sets host %s has not added (the last: %s '%s' of process "
            "set %u): its ranks added sets that the ranks of host %s did not, "
@@ -485,29 +486,29 @@ int hd_coord_hold(struct hd_daemon *d, int from,
            m->name, m->comm, me);
     return -1;
   }
-  if (d->nheld == d->capheld) {
-    size_t cap = d->capheld ? 2 * d->capheld : 16;
-    struct hd_held_ready *v = realloc(d->held, cap * sizeof *v);
+  if (job->nheld == job->capheld) {
+    size_t cap = job->capheld ? 2 * job->capheld : 16;
+    struct hd_held_ready *v = realloc(job->held, cap * sizeof *v);
     if (!v) {
       hc_fmt(why, whylen, "horad is out of memory holding its readiness");
       return -1;
     }
-    d->held = v;
-    d->capheld = cap;
+    job->held = v;
+    job->capheld = cap;
   }
-  d->held[d->nheld].from = from;
-  d->held[d->nheld].m = *m;
-  d->nheld++;
+  job->held[job->nheld].from = from;
+  job->held[job->nheld].m = *m;
+  job->nheld++;
   return 0;
 }
 
 void hd_coord_replay(struct hd_comm *c) {
-  struct hd_daemon *d = c->d;
+  struct hd_job *job = c->job;
   size_t k = 0;
-  for (size_t i = 0; i < d->nheld; i++) {
-    struct hd_held_ready *h = &d->held[i];
+  for (size_t i = 0; i < job->nheld; i++) {
+    struct hd_held_ready *h = &job->held[i];
     if (h->m.comm != c->id) {
-      d->held[k++] = *h;
+      job->held[k++] = *h;
       continue;
     }
     int pos = -1;
@@ -517,13 +518,13 @@ void hd_coord_replay(struct hd_comm *c) {
     else hc_warn("readiness for process set %u from host %d, which has no "
                  "part in it; ignored", c->id, h->from);
   }
-  d->nheld = k;
+  job->nheld = k;
 }
 
-void hd_coord_held_free(struct hd_daemon *d) {
-  free(d->held);
-  d->held = NULL;
-  d->nheld = d->capheld = 0;
+void hd_coord_held_free(struct hd_job *job) {
+  free(job->held);
+  job->held = NULL;
+  job->nheld = job->capheld = 0;
 }
 
 void hd_coord_fail(struct hd_comm *cm, const char *why) {

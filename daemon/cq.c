@@ -47,7 +47,7 @@ void hd_rings_forget(struct hd_rank *r) {
  * run deep inside negotiation, which declaring it gone would re-enter. */
 void hd_rank_broken(struct hd_rank *r, const char *what) {
   if (r->broken || r->gone) return;
-  struct hd_daemon *d = r->d;
+  struct hd_job *job = r->job;
   r->broken = 1;
   hc_fmt(r->broken_msg, sizeof r->broken_msg, "rank %d %s", r->info.rank,
          what);
@@ -55,7 +55,7 @@ void hd_rank_broken(struct hd_rank *r, const char *what) {
   hd_rings_forget(r);
   /* the loop polls the rings again (rings.c hears its eventfd) */
   uint64_t one = 1;
-  if (d->efd >= 0 && write(d->efd, &one, sizeof one) < 0) {}
+  if (job->efd >= 0 && write(job->efd, &one, sizeof one) < 0) {}
 }
 
 /* Moves queued completions into the ring as room appears. */
@@ -138,15 +138,15 @@ void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg) {
   hd_push_cqe(r, &e);
 }
 
-void hd_flush_wakeups(struct hd_daemon *d) {
+void hd_flush_wakeups(struct hd_job *job) {
   int any = 0;
   /* no ranks yet: a peer may say BYE before this host's links are all up */
-  if (!d->ranks) return;
-  for (int i = 0; i < d->nlocal; i++) any |= d->ranks[i].wake_rank;
+  if (!job->ranks) return;
+  for (int i = 0; i < job->nlocal; i++) any |= job->ranks[i].wake_rank;
   if (!any) return;
   atomic_thread_fence(memory_order_seq_cst);
-  for (int i = 0; i < d->nlocal; i++) {
-    struct hd_rank *r = &d->ranks[i];
+  for (int i = 0; i < job->nlocal; i++) {
+    struct hd_rank *r = &job->ranks[i];
     if (!r->hdr) continue;
     if (r->wake_rank &&
         atomic_load_explicit(&r->hdr->rank_sleepers, memory_order_relaxed)) {

@@ -1,5 +1,6 @@
-/* daemon.h -- horad's shared state: the job, its local ranks, the
- * negotiation table and the operation being executed. */
+/* daemon.h -- horad's objects: the daemon and its jobs, a job's local
+ * ranks, its communicators with their name tables, operations and plans,
+ * and the interfaces to the engines and links below. */
 #ifndef HORA_DAEMON_H
 #define HORA_DAEMON_H
 
@@ -14,7 +15,7 @@
 #include "msg.h"
 #include "shm.h"
 
-/* horad reads knobs from a job's struct hc_knobs (d->knobs), never from
+/* horad reads knobs from a job's struct hc_knobs (job->knobs), never from
  * its own environment: the table's environment readers are not for it. */
 #undef hc_param_str
 #undef hc_param_int
@@ -23,13 +24,14 @@
 #pragma GCC poison hc_param_str_named hc_param_int_named hc_param_double_named
 
 struct hd_daemon;
+struct hd_job;
 struct hd_tensor;
 struct hd_conn;
 
 /* One local rank: its process, its output pipes, its connection and its
  * shared-memory segment. */
 struct hd_rank {
-  struct hd_daemon *d;
+  struct hd_job *job;
   int idx; /* index among local ranks == local_rank */
   struct hp_job_rank info;
   char token[HP_TOKEN_LEN + 1];
@@ -54,7 +56,8 @@ struct hd_rank {
   unsigned char *shm;
   uint64_t shm_size;
   struct hp_shm_hdr *hdr;
-  struct hp_shm_hdr layout; /* private copy: the rank can write the shared one */
+  struct hp_shm_hdr
+      layout; /* private copy: the rank can write the shared one */
   struct hp_ring_cursor sq, cq;
   /* completions waiting for room in cq: a ring of capbacklog entries (a
    * power of two), the oldest at backlog_head */
@@ -154,20 +157,20 @@ struct hd_group {
 
 /* A communicator: the global set (id 0) or a process set. Its members
  * are global ranks, sorted; those of this host are local[0..nlocal) (as
- * indices into d->ranks), those of host hosts[k] are members
+ * indices into job->ranks), those of host hosts[k] are members
  * [host_first[k], host_first[k] + host_n[k]). Each negotiates on its own:
  * its own name table, ready queue, coordinator (its first host) and
  * cross-host state, so disjoint sets never wait for each other. */
 struct hd_comm {
-  struct hd_daemon *d;
+  struct hd_job *job;
   uint32_t id;
   int removed;  /* hora_process_set_remove'd: refuses new operations */
   int size;     /* members */
   int32_t *members;
   int nlocal;
-  int *local;        /* index into d->ranks, in member order */
+  int *local;        /* index into job->ranks, in member order */
   int *local_member; /* member index of local[i] */
-  int *part_of;      /* by index into d->ranks: its local index here, or -1 */
+  int *part_of;      /* by index into job->ranks: its local index here, or -1 */
   unsigned char *joined; /* local members that have joined (global set) */
   int nhosts;
   int *hosts;        /* global host indices, in member order */
@@ -194,23 +197,23 @@ struct hd_comm {
  * (uv_async), never by touching loop state from that thread. */
 struct hd_engine {
   const char *name;
-  int (*init)(struct hd_daemon *d);
-  void (*fini)(struct hd_daemon *d);
-  int (*can_run)(struct hd_daemon *d, const struct hd_tensor *t);
+  int (*init)(struct hd_job *job);
+  void (*fini)(struct hd_job *job);
+  int (*can_run)(struct hd_job *job, const struct hd_tensor *t);
   /* Advances plan p from p->t[p->cur]: each tensor it completes (every
    * participant was sent its DONE) it hands to hd_plan_next(). Returns 1
    * when the whole plan is complete, 0 when it waits (for ranks, peers or
    * its thread: it calls hd_comm_progress() when it can go on). */
-  int (*progress)(struct hd_daemon *d, struct hd_plan *p);
+  int (*progress)(struct hd_job *job, struct hd_plan *p);
   /* Drops what the engine holds for the communicator's operations (they
    * are being failed). */
-  void (*abort)(struct hd_daemon *d, struct hd_comm *c);
+  void (*abort)(struct hd_job *job, struct hd_comm *c);
   /* Frees what the engine keeps for the communicator (it is freed). */
-  void (*comm_fini)(struct hd_daemon *d, struct hd_comm *c);
+  void (*comm_fini)(struct hd_job *job, struct hd_comm *c);
 };
 
 extern const struct hd_engine hd_engine_cpu;
-/* The registry (engines/cpu.c); the core reaches it through d->engines. */
+/* The registry (engines/cpu.c); the core reaches it through job->engines. */
 extern const struct hd_engine *const hd_engines[];
 
 /* What the layers below reach up through: the calls run one way, from
@@ -218,20 +221,20 @@ extern const struct hd_engine *const hd_engines[];
  * through pointers the job sets (control.c's hd_job_upcalls). */
 struct hd_upcalls {
   /* the job's one failure path: stop the ranks, end (spawn.c) */
-  void (*teardown)(struct hd_daemon *d, const char *reason, int delay_ms);
+  void (*teardown)(struct hd_job *job, const char *reason, int delay_ms);
   /* close everything: horad ends (control.c) */
-  void (*close_all)(struct hd_daemon *d);
+  void (*close_all)(struct hd_job *job);
   /* the mesh is up: spawn the ranks, say READY (control.c) */
-  void (*job_go)(struct hd_daemon *d);
+  void (*job_go)(struct hd_job *job);
   /* a coordinator's decisions for this host (negotiate.c) */
-  void (*decide)(struct hd_daemon *d, const struct hp_nego_decide *v,
+  void (*decide)(struct hd_job *job, const struct hp_nego_decide *v,
                  uint32_t n);
   /* a new session across hosts (session.c): every local rank is back; a
    * SESSION frame from host `from` (< 0, why: a bad one); none can start */
-  void (*session_back)(struct hd_daemon *d);
-  int (*session_frame)(struct hd_daemon *d, int from, const unsigned char *p,
+  void (*session_back)(struct hd_job *job);
+  int (*session_frame)(struct hd_job *job, int from, const unsigned char *p,
                        size_t len, char *why, size_t whylen);
-  void (*session_cancel)(struct hd_daemon *d);
+  void (*session_cancel)(struct hd_job *job);
 };
 extern const struct hd_upcalls hd_job_upcalls;
 
@@ -248,23 +251,45 @@ struct hd_peer {
   uint64_t trouble_ns; /* when it last retransmitted, fell silent or broke */
 };
 
-struct hd_xop;   /* xhost/ring.c: the cross-host part of the running operation */
-struct hd_xcoll; /* xhost/exchange.c: the same for allgather, alltoall, reducescatter */
+struct hd_xop; /* xhost/ring.c: the cross-host part of the running operation */
+struct hd_xcoll; /* xhost/exchange.c: the same for allgather, alltoall,
+                    reducescatter */
 struct hd_coord; /* coord.c: a communicator's coordinator table */
 
+/* The daemon: the event loop, this host, and the jobs it serves. horad is
+ * started for one job today (by horarun, over ssh or on its own machine);
+ * a resident service would hold several, each isolated in its struct
+ * hd_job. It owns what is one per process: the loop, SIGCHLD (the ranks of
+ * every job are its children), the reduction threads (pool.c). */
 struct hd_daemon {
   uv_loop_t *loop;
+  char hostname[256];
+  char iface[256]; /* --iface: hora's TCP uses the first of these
+                      interfaces (comma separated) this host has */
+  uv_signal_t sigchld;
+  struct hd_job *jobs;
+  /* a job has closed its handles (main.c: horad ends with its job) */
+  void (*job_ended)(struct hd_daemon *dm, struct hd_job *job);
+};
+
+/* A job: its ranks on this host, its hosts and secret, its knobs, its
+ * communicators and its failure state. Everything of it is reached from
+ * here (callbacks find it through their handle's data), nothing through
+ * a global. */
+struct hd_job {
+  struct hd_daemon *daemon; /* its owner */
+  struct hd_job *next;      /* in daemon->jobs */
+  uv_loop_t *loop;          /* daemon->loop */
   const struct hd_upcalls *up;
   const struct hd_engine *const *engines; /* NULL-terminated */
-  struct hp_job job;
+  struct hp_job desc; /* as horarun described it */
   /* the job's knobs, parsed once: the defaults, horad's command line (the
    * bootstrap line's heartbeat timeout), then the job's environment; read
-   * with hk_int(&d->knobs, spin_us), never from horad's own environment */
+   * with hk_int(&job->knobs, spin_us), never from horad's own environment */
   struct hc_knobs knobs;
   int have_job;
   int nlocal;
   struct hd_rank *ranks;
-  char hostname[256];
 
   /* the launcher connection (control.c), NULL once gone: one hp_conn over
    * the socketpair horarun made when it started this horad on its own
@@ -292,7 +317,6 @@ struct hd_daemon {
   uv_timer_t stall_timer;
   uint64_t stall_warn_ns, stall_fail_ns;
 
-  uv_signal_t sigchld;
   uv_timer_t term_timer, kill_timer;
   int aborting, term_sent, kill_sent, done_sent;
   int nexited;
@@ -320,8 +344,6 @@ struct hd_daemon {
   int boot;      /* got a bootstrap line on stdin (host index, secret) */
   int boot_host; /* the host index it gave */
   unsigned char secret[HP_SECRET_LEN];
-  char iface[256]; /* --iface: hora's TCP uses the first of these
-                      interfaces (comma separated) this host has */
   const struct hd_link *link; /* to the other hosts (the TCP mesh) */
   uv_tcp_t mesh_listener;
   int mesh_listening;
@@ -344,52 +366,61 @@ struct hd_daemon {
   char left_msg[HP_MSG_MAX + 1];
 };
 
+/* The name of this host in the job's messages: as horarun calls it, or
+ * its own. */
+static inline const char *hd_here(const struct hd_job *job) {
+  return job->desc.hostname && *job->desc.hostname ? job->desc.hostname
+                                                   : job->daemon->hostname;
+}
+
 /* control.c */
-int hd_control_open(struct hd_daemon *d, int fd);
+int hd_control_open(struct hd_job *job, int fd);
 
 /* report.c: what horad tells horarun */
-void hd_control_send(struct hd_daemon *d, struct hp_wbuf *w);
-void hd_send_exit(struct hd_daemon *d, struct hd_rank *r);
-void hd_maybe_done(struct hd_daemon *d);
-void hd_control_fault(struct hd_daemon *d, const char *msg);
+void hd_control_send(struct hd_job *job, struct hp_wbuf *w);
+void hd_send_exit(struct hd_job *job, struct hd_rank *r);
+void hd_maybe_done(struct hd_job *job);
+void hd_control_fault(struct hd_job *job, const char *msg);
 
 /* spawn.c */
-int hd_spawn_all(struct hd_daemon *d);
-void hd_spawn_teardown(struct hd_daemon *d, const char *reason, int delay_ms);
-void hd_spawn_close(struct hd_daemon *d);
-/* The job's one failure path (d->up->teardown: spawn.c). */
-static inline void hd_teardown(struct hd_daemon *d, const char *reason,
+int hd_spawn_all(struct hd_job *job);
+void hd_spawn_teardown(struct hd_job *job, const char *reason, int delay_ms);
+void hd_spawn_close(struct hd_job *job);
+/* Child pid ended with status: 1 when it was one of job's ranks. */
+int hd_spawn_reaped(struct hd_job *job, pid_t pid, int status);
+/* The job's one failure path (job->up->teardown: spawn.c). */
+static inline void hd_teardown(struct hd_job *job, const char *reason,
                                int delay_ms) {
-  d->up->teardown(d, reason, delay_ms);
+  job->up->teardown(job, reason, delay_ms);
 }
 
 /* local.c: the unix socket, hello and shared memory */
-int hd_local_listen(struct hd_daemon *d);
-void hd_local_close(struct hd_daemon *d);
+int hd_local_listen(struct hd_job *job);
+void hd_local_close(struct hd_job *job);
 void hd_rank_left(struct hd_rank *r, const char *why);
 void hd_on_lost_timer(uv_timer_t *t);
 /* hora_init() after hora_shutdown(): 1 when every local rank is back */
-int hd_local_all_back(const struct hd_daemon *d);
+int hd_local_all_back(const struct hd_job *job);
 /* Starts the new session of the local ranks (all back). */
-void hd_new_session(struct hd_daemon *d);
+void hd_new_session(struct hd_job *job);
 /* Refuses the local ranks that are back (the new session cannot start). */
-void hd_local_drop_rejoins(struct hd_daemon *d);
+void hd_local_drop_rejoins(struct hd_job *job);
 
 /* session.c: a new session across hosts, agreed through host 0 */
 /* Every local rank is back: tells host 0 (or counts itself there). */
-void hd_session_back(struct hd_daemon *d);
+void hd_session_back(struct hd_job *job);
 /* A SESSION frame from host `from`; < 0 (why) for a bad one. */
-int hd_session_frame(struct hd_daemon *d, int from, const unsigned char *p,
+int hd_session_frame(struct hd_job *job, int from, const unsigned char *p,
                      size_t len, char *why, size_t whylen);
 /* A rank died or a host was lost: no new session can start. */
-void hd_session_cancel(struct hd_daemon *d);
-void hd_session_free(struct hd_daemon *d);
+void hd_session_cancel(struct hd_job *job);
+void hd_session_free(struct hd_job *job);
 
 /* rings.c: polling the submissions, the loop's wake-ups */
-int hd_rings_init(struct hd_daemon *d);
-void hd_rings_close(struct hd_daemon *d);
-int hd_poll_rings(struct hd_daemon *d);
-void hd_kick(struct hd_daemon *d);
+int hd_rings_init(struct hd_job *job);
+void hd_rings_close(struct hd_job *job);
+int hd_poll_rings(struct hd_job *job);
+void hd_kick(struct hd_job *job);
 
 /* cq.c: completions to the ranks */
 /* Queues a completion for r (never re-enters negotiation: a rank found
@@ -403,12 +434,12 @@ void hd_cq_flush(struct hd_rank *r);
 /* Drops what r's completions hold (r is gone: nobody reads them). */
 void hd_rings_forget(struct hd_rank *r);
 void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg);
-void hd_flush_wakeups(struct hd_daemon *d);
+void hd_flush_wakeups(struct hd_job *job);
 
 /* negotiate.c: submissions, readiness, decisions, the run queues */
 void hd_submit(struct hd_rank *r, const struct hp_sqe *e);
 void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e);
-void hd_run_ready(struct hd_daemon *d);
+void hd_run_ready(struct hd_job *job);
 /* The tensor p->t[p->cur] is complete: frees it (its name may be used
  * again) and moves on to the next. */
 void hd_plan_next(struct hd_plan *p);
@@ -416,22 +447,22 @@ void hd_plan_next(struct hd_plan *p);
 void hd_cancel(struct hd_rank *r, const struct hp_sqe *e);
 /* Runs what is ready on one communicator (an engine that can go on). */
 void hd_comm_progress(struct hd_comm *c);
-void hd_fail_all(struct hd_daemon *d);
-void hd_tensor_finish(struct hd_daemon *d, struct hd_tensor *t);
-void hd_tensor_fail(struct hd_daemon *d, struct hd_tensor *t, int status,
+void hd_fail_all(struct hd_job *job);
+void hd_tensor_finish(struct hd_job *job, struct hd_tensor *t);
+void hd_tensor_fail(struct hd_job *job, struct hd_tensor *t, int status,
                     const char *msg);
-void hd_check_stalls(struct hd_daemon *d);
+void hd_check_stalls(struct hd_job *job);
 
 /* negotiate.c: the job's communicators, with their negotiation state */
-int hd_comms_init(struct hd_daemon *d); /* the global set */
-void hd_comms_free(struct hd_daemon *d);
+int hd_comms_init(struct hd_job *job); /* the global set */
+void hd_comms_free(struct hd_job *job);
 
 /* comm.c: communicators */
 /* A new set of the given sorted, distinct global ranks; its id is
- * d->ncomms. NULL when out of memory. */
-struct hd_comm *hd_comm_new(struct hd_daemon *d, const int32_t *ranks, int n);
+ * job->ncomms. NULL when out of memory. */
+struct hd_comm *hd_comm_new(struct hd_job *job, const int32_t *ranks, int n);
 void hd_comm_free(struct hd_comm *c);
-struct hd_comm *hd_comm_get(struct hd_daemon *d, uint32_t id);
+struct hd_comm *hd_comm_get(struct hd_job *job, uint32_t id);
 /* The member index of a global rank, or -1. */
 int hd_comm_member(const struct hd_comm *c, int32_t rank);
 /* The position in c->hosts of the host of member m. */
@@ -440,24 +471,25 @@ int hd_comm_host_of(const struct hd_comm *c, int member);
 int32_t hd_comm_rank(const struct hd_comm *c, int i);
 struct hd_rank *hd_comm_local(const struct hd_comm *c, int i);
 /* "host h1 (ranks 2-3)" */
-void hd_host_name(struct hd_daemon *d, int host, char *buf, size_t len);
+void hd_host_name(struct hd_job *job, int host, char *buf, size_t len);
 /* 1 when a host of c has left. */
 int hd_comm_host_left(const struct hd_comm *c);
 
-/* main.c */
-void hd_free_job(struct hd_daemon *d);
+/* job.c: a job of daemon dm (in dm->jobs), and its end */
+struct hd_job *hd_job_new(struct hd_daemon *dm);
+void hd_job_free(struct hd_job *job);
 
 /* control.c, multi-host */
-int hd_control_connect(struct hd_daemon *d, const char *addr, int port);
+int hd_control_connect(struct hd_job *job, const char *addr, int port);
 
 /* links/mesh.c: connections between the daemons of a multi-host job */
-int hd_mesh_listen(struct hd_daemon *d);
-int hd_mesh_start(struct hd_daemon *d);
-void hd_mesh_close(struct hd_daemon *d, int graceful);
-int hd_mesh_send(struct hd_daemon *d, int host, struct hp_wbuf *w);
-struct hp_conn *hd_mesh_conn(struct hd_daemon *d, int host);
+int hd_mesh_listen(struct hd_job *job);
+int hd_mesh_start(struct hd_job *job);
+void hd_mesh_close(struct hd_job *job, int graceful);
+int hd_mesh_send(struct hd_job *job, int host, struct hp_wbuf *w);
+struct hp_conn *hd_mesh_conn(struct hd_job *job, int host);
 /* A local rank left (rank >= 0) or a host was lost: tells the others. */
-void hd_mesh_announce_gone(struct hd_daemon *d, int rank, int host,
+void hd_mesh_announce_gone(struct hd_job *job, int rank, int host,
                            const char *msg);
 
 /* coord.c: negotiation across hosts, on a communicator's first host */
@@ -468,11 +500,11 @@ void hd_coord_free(struct hd_comm *c);
  * already (the peer is then dropped: its ranks and ours disagree on the
  * sets). */
 #define HD_HELD_MAX 65536u
-int hd_coord_hold(struct hd_daemon *d, int from, const struct hp_nego_ready *m,
+int hd_coord_hold(struct hd_job *job, int from, const struct hp_nego_ready *m,
                   char *why, size_t whylen);
 /* Hands c's held READYs to its coordinator (c was just added). */
 void hd_coord_replay(struct hd_comm *c);
-void hd_coord_held_free(struct hd_daemon *d);
+void hd_coord_held_free(struct hd_job *job);
 /* Fails every entry (a host of the set has left), telling its hosts. */
 void hd_coord_fail(struct hd_comm *c, const char *why);
 void hd_coord_check_stalls(struct hd_comm *c);
@@ -505,9 +537,9 @@ void hd_rs_block(uint64_t rows, int size, int member, uint64_t *first,
 uint64_t hd_row_elems(const struct hd_meta *m);
 
 /* negotiate.c, multi-host */
-void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m);
+void hd_decide(struct hd_job *job, const struct hp_nego_decide *m);
 /* The coordinator's decisions on the n tensors of a group (NEGO_PLAN). */
-void hd_decide_plan(struct hd_daemon *d, const struct hp_nego_decide *v,
+void hd_decide_plan(struct hd_job *job, const struct hp_nego_decide *v,
                     uint32_t n);
 /* Host `left` has left (its ranks ended), as host `from` says: what waits
  * for a decision that can no longer come fails. Only the coordinator of a
@@ -515,7 +547,7 @@ void hd_decide_plan(struct hd_daemon *d, const struct hp_nego_decide *v,
  * come in order on one link): a host fails its own waiting operations
  * only when their coordinator is `from`; a coordinator fails its entries
  * of the sets `left` is in, by decisions to every host. */
-void hd_fail_undecided(struct hd_daemon *d, int from, int left,
+void hd_fail_undecided(struct hd_job *job, int from, int left,
                        const char *why);
 
 /* parts.c: an operation's parts, as the CPU engine and the
@@ -539,12 +571,12 @@ void hd_scale_buf(const struct hd_tensor *t, void *p, uint64_t count, int pre);
 int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t);
 /* An XDATA frame from host `from` (its data already at `placed`, when
  * hd_xcoll_place() said where); sets *keep when it holds on to payload. */
-int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
+int hd_xcoll_data(struct hd_job *job, int from, unsigned char *payload,
                   size_t len, unsigned char *placed, int *keep, char *why,
                   size_t whylen);
 /* Where the data of an XDATA frame (header `pre`, frame length len) can
  * go straight away, or NULL (see hp_conn_set_place). */
-void *hd_xcoll_place(struct hd_daemon *d, int from, const unsigned char *pre,
+void *hd_xcoll_place(struct hd_job *job, int from, const unsigned char *pre,
                      size_t len);
 void hd_xcoll_abort(struct hd_comm *c);
 void hd_xcoll_free(struct hd_comm *c);
@@ -552,12 +584,12 @@ void hd_xcoll_free(struct hd_comm *c);
 /* xhost/ring.c: allreduce and broadcast across hosts */
 int hd_xhost_step(struct hd_comm *c, struct hd_tensor *t);
 /* A DATA frame from host `from`; sets *keep when it holds on to payload. */
-int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
+int hd_xhost_data(struct hd_job *job, int from, unsigned char *payload,
                   size_t len, unsigned char *placed, int *keep, char *why,
                   size_t whylen);
 /* Where the data of a DATA frame (header `pre`, frame length len) can go
  * straight away, or NULL (see hp_conn_set_place). */
-void *hd_xhost_place(struct hd_daemon *d, int from, const unsigned char *pre,
+void *hd_xhost_place(struct hd_job *job, int from, const unsigned char *pre,
                      size_t len);
 void hd_xhost_abort(struct hd_comm *c);
 void hd_xhost_free(struct hd_comm *c);

@@ -28,7 +28,7 @@
  * them all, strangers included. */
 struct hd_conn {
   uv_pipe_t pipe;
-  struct hd_daemon *d;
+  struct hd_job *job;
   struct hd_rank *rank;
   int pid; /* of the peer (SO_PEERCRED) */
   struct hp_decoder dec;
@@ -58,18 +58,18 @@ static void drop_conn(struct hd_conn *c) {
     uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
 }
 
-/* Binds a listening socket to the abstract name d->sock_path ("@...": the
+/* Binds a listening socket to the abstract name job->sock_path ("@...": the
  * '@' stands for the leading NUL byte). Returns the fd or -errno. */
-static int bind_abstract(struct hd_daemon *d) {
+static int bind_abstract(struct hd_job *job) {
   unsigned char raw[8];
   ssize_t got = getrandom(raw, sizeof raw, GRND_NONBLOCK);
   uint64_t v = hc_now_ns() ^ ((uint64_t)getpid() << 40);
   if (got == (ssize_t)sizeof raw) memcpy(&v, raw, sizeof v);
-  hc_fmt(d->sock_path, sizeof d->sock_path, "@hora-%d-%016llx", (int)getpid(),
-         (unsigned long long)v);
+  hc_fmt(job->sock_path, sizeof job->sock_path, "@hora-%d-%016llx",
+         (int)getpid(), (unsigned long long)v);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  size_t n = strlen(d->sock_path);
-  memcpy(sa.sun_path, d->sock_path, n);
+  size_t n = strlen(job->sock_path);
+  memcpy(sa.sun_path, job->sock_path, n);
   sa.sun_path[0] = '\0';
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
@@ -82,31 +82,31 @@ static int bind_abstract(struct hd_daemon *d) {
   return fd;
 }
 
-int hd_local_listen(struct hd_daemon *d) {
+int hd_local_listen(struct hd_job *job) {
   int fd = -EADDRINUSE;
   for (int tries = 0; fd == -EADDRINUSE && tries < 8; tries++)
-    fd = bind_abstract(d);
+    fd = bind_abstract(job);
   if (fd < 0) {
-    hc_error("cannot create the job's socket %s: %s", d->sock_path,
+    hc_error("cannot create the job's socket %s: %s", job->sock_path,
              strerror(-fd));
-    d->sock_path[0] = '\0';
+    job->sock_path[0] = '\0';
     return HORA_EIO;
   }
-  int rc = uv_pipe_init(d->loop, &d->listener, 0);
+  int rc = uv_pipe_init(job->loop, &job->listener, 0);
   if (rc == 0) {
-    rc = uv_pipe_open(&d->listener, fd);
+    rc = uv_pipe_open(&job->listener, fd);
     if (rc < 0) close(fd);
   } else {
     close(fd);
   }
   if (rc == 0) {
-    d->listener.data = d;
+    job->listener.data = job;
     extern void hd_on_connection(uv_stream_t *, int);
-    rc = uv_listen((uv_stream_t *)&d->listener, 128, hd_on_connection);
+    rc = uv_listen((uv_stream_t *)&job->listener, 128, hd_on_connection);
   }
   if (rc < 0) {
-    hc_error("cannot listen on %s: %s", d->sock_path, uv_strerror(rc));
-    d->sock_path[0] = '\0';
+    hc_error("cannot listen on %s: %s", job->sock_path, uv_strerror(rc));
+    job->sock_path[0] = '\0';
     return HORA_EIO;
   }
   return 0;
@@ -114,18 +114,18 @@ int hd_local_listen(struct hd_daemon *d) {
 
 static void listener_closed(uv_handle_t *h) { (void)h; }
 
-void hd_local_close(struct hd_daemon *d) {
-  if (d->listener.loop && !uv_is_closing((uv_handle_t *)&d->listener))
-    uv_close((uv_handle_t *)&d->listener, listener_closed);
-  while (d->conns) drop_conn(d->conns);
-  d->sock_path[0] = '\0';
+void hd_local_close(struct hd_job *job) {
+  if (job->listener.loop && !uv_is_closing((uv_handle_t *)&job->listener))
+    uv_close((uv_handle_t *)&job->listener, listener_closed);
+  while (job->conns) drop_conn(job->conns);
+  job->sock_path[0] = '\0';
 }
 
 /* Creates and maps the rank's segment and attaches the daemon's cursors. */
-static int make_segment(struct hd_daemon *d, struct hd_rank *r) {
+static int make_segment(struct hd_job *job, struct hd_rank *r) {
   struct hp_shm_hdr layout;
   memset(&layout, 0, sizeof layout);
-  uint64_t size = hp_shm_layout(&layout, d->chunk_size, d->arena_size);
+  uint64_t size = hp_shm_layout(&layout, job->chunk_size, job->arena_size);
   char name[64];
   hc_fmt(name, sizeof name, "hora-rank-%d", r->info.rank);
   int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -151,7 +151,7 @@ static int make_segment(struct hd_daemon *d, struct hd_rank *r) {
   r->layout = layout;
   hp_ring_init(&r->hdr->sq);
   hp_ring_init(&r->hdr->cq);
-  atomic_store(&r->hdr->daemon_sleeping, d->spinning ? 0 : 1);
+  atomic_store(&r->hdr->daemon_sleeping, job->spinning ? 0 : 1);
   hp_ring_attach(&r->sq, &r->hdr->sq, r->shm + layout.sq_slots_off,
                  layout.sq_slots, layout.sqe_size, 0);
   hp_ring_attach(&r->cq, &r->hdr->cq, r->shm + layout.cq_slots_off,
@@ -159,17 +159,17 @@ static int make_segment(struct hd_daemon *d, struct hd_rank *r) {
   return 0;
 }
 
-static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock) {
+static int send_welcome(struct hd_job *job, struct hd_rank *r, int sock) {
   struct hp_welcome m = {.rank = r->info.rank,
-                         .size = d->job.size,
+                         .size = job->desc.size,
                          .local_rank = r->info.local_rank,
-                         .local_size = d->job.local_size,
+                         .local_size = job->desc.local_size,
                          .cross_rank = r->info.cross_rank,
                          .cross_size = r->info.cross_size,
                          .daemon_pid = (int32_t)getpid(),
                          .shm_size = r->shm_size};
   hc_fmt(m.hostname, sizeof m.hostname, "%s",
-         d->job.hostname && *d->job.hostname ? d->job.hostname : d->hostname);
+         hd_here(job));
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_welcome(&w, &m);
@@ -177,7 +177,7 @@ static int send_welcome(struct hd_daemon *d, struct hd_rank *r, int sock) {
     hp_wbuf_free(&w);
     return HORA_ENOMEM;
   }
-  int fds[2] = {r->memfd, d->efd};
+  int fds[2] = {r->memfd, job->efd};
   char cbuf[CMSG_SPACE(sizeof fds)];
   memset(cbuf, 0, sizeof cbuf);
   struct iovec iov = {.iov_base = w.data, .iov_len = w.len};
@@ -224,9 +224,9 @@ static void refuse(struct hd_conn *c, int status, const char *fmt, ...) {
 }
 
 /* The local rank whose process is pid, or NULL. */
-static struct hd_rank *rank_of_pid(struct hd_daemon *d, int pid) {
-  for (int i = 0; pid > 0 && d->ranks && i < d->nlocal; i++)
-    if (d->ranks[i].pid == pid) return &d->ranks[i];
+static struct hd_rank *rank_of_pid(struct hd_job *job, int pid) {
+  for (int i = 0; pid > 0 && job->ranks && i < job->nlocal; i++)
+    if (job->ranks[i].pid == pid) return &job->ranks[i];
   return NULL;
 }
 
@@ -241,7 +241,7 @@ static int refuse_version(struct hd_conn *c) {
                    (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
   unsigned version = (unsigned)(b[4] | b[5] << 8);
   if (magic != HP_FRAME_MAGIC || version == HP_PROTO_VERSION) return 0;
-  struct hd_rank *r = rank_of_pid(c->d, c->pid);
+  struct hd_rank *r = rank_of_pid(c->job, c->pid);
   char who[64];
   if (r) hc_fmt(who, sizeof who, "rank %d (pid %d)", r->info.rank, c->pid);
   else hc_fmt(who, sizeof who, "a process (pid %d)", c->pid);
@@ -251,40 +251,40 @@ static int refuse_version(struct hd_conn *c) {
   return 1;
 }
 
-int hd_local_all_back(const struct hd_daemon *d) {
-  if (!d->ranks) return 0; /* not spawned yet */
-  for (int i = 0; i < d->nlocal; i++)
-    if (!d->ranks[i].rejoin) return 0;
+int hd_local_all_back(const struct hd_job *job) {
+  if (!job->ranks) return 0; /* not spawned yet */
+  for (int i = 0; i < job->nlocal; i++)
+    if (!job->ranks[i].rejoin) return 0;
   return 1;
 }
 
-void hd_local_drop_rejoins(struct hd_daemon *d) {
+void hd_local_drop_rejoins(struct hd_job *job) {
   /* a host's ranks may be gone before this host's links were all up and
    * its ranks spawned (RANK_GONE comes first) */
-  if (!d->ranks) return;
-  for (int i = 0; i < d->nlocal; i++)
-    if (d->ranks[i].rejoin) drop_conn(d->ranks[i].rejoin);
+  if (!job->ranks) return;
+  for (int i = 0; i < job->nlocal; i++)
+    if (job->ranks[i].rejoin) drop_conn(job->ranks[i].rejoin);
 }
 
 /* Every local rank has shut hora down and initialised it again (and,
  * across hosts, every other host's too: session.c): a fresh start (new
  * shared memory, the global set only, no failure) for all of them. */
-void hd_new_session(struct hd_daemon *d) {
-  if (!hd_local_all_back(d)) return;
-  hd_comms_free(d);
-  d->gone_rank = -1;
-  d->gone_msg[0] = '\0';
-  d->left_msg[0] = '\0';
-  for (uint32_t i = 0; d->peers && i < d->job.nhosts; i++)
-    d->peers[i].left = 0; /* their ranks shut down, and are back */
-  d->session++;
-  if (hd_comms_init(d) < 0) {
+void hd_new_session(struct hd_job *job) {
+  if (!hd_local_all_back(job)) return;
+  hd_comms_free(job);
+  job->gone_rank = -1;
+  job->gone_msg[0] = '\0';
+  job->left_msg[0] = '\0';
+  for (uint32_t i = 0; job->peers && i < job->desc.nhosts; i++)
+    job->peers[i].left = 0; /* their ranks shut down, and are back */
+  job->session++;
+  if (hd_comms_init(job) < 0) {
     hc_error("out of memory starting a new session; stopping");
-    hd_teardown(d, "horad is out of memory", 0);
+    hd_teardown(job, "horad is out of memory", 0);
     return;
   }
-  for (int i = 0; i < d->nlocal; i++) {
-    struct hd_rank *r = &d->ranks[i];
+  for (int i = 0; i < job->nlocal; i++) {
+    struct hd_rank *r = &job->ranks[i];
     struct hd_conn *c = r->rejoin;
     hd_rings_forget(r);
     if (r->shm) munmap(r->shm, r->shm_size);
@@ -295,7 +295,7 @@ void hd_new_session(struct hd_daemon *d) {
     r->rejoin = NULL;
     uv_os_fd_t fd;
     uv_fileno((uv_handle_t *)&c->pipe, &fd);
-    if (make_segment(d, r) < 0 || send_welcome(d, r, fd) < 0) {
+    if (make_segment(job, r) < 0 || send_welcome(job, r, fd) < 0) {
       hc_error("cannot start rank %d's new session", r->info.rank);
       drop_conn(c);
       continue;
@@ -309,7 +309,7 @@ void hd_new_session(struct hd_daemon *d) {
 
 static int handle_hello(struct hd_conn *c, const unsigned char *p,
                         size_t len) {
-  struct hd_daemon *d = c->d;
+  struct hd_job *job = c->job;
   struct hp_hello h;
   if (hp_dec_hello(p, len, &h) < 0) {
     refuse(c, HORA_EPROTO, "malformed hello on the job socket (pid %d)",
@@ -317,8 +317,8 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
     return -1;
   }
   struct hd_rank *r = NULL;
-  for (int i = 0; i < d->nlocal; i++)
-    if (d->ranks[i].info.rank == h.rank) r = &d->ranks[i];
+  for (int i = 0; i < job->nlocal; i++)
+    if (job->ranks[i].info.rank == h.rank) r = &job->ranks[i];
   if (!r || strcmp(r->token, h.token) != 0) {
     refuse(c, HORA_EAUTH, "hello from pid %d claiming rank %d with a wrong "
            "token", h.pid, h.rank);
@@ -339,9 +339,9 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
     r->rejoin = c;
     c->rank = r;
     hc_debug("rank %d (pid %d) initialises hora again", h.rank, h.pid);
-    if (!hd_local_all_back(d)) return 0;
-    if (d->multi) d->up->session_back(d);
-    else hd_new_session(d);
+    if (!hd_local_all_back(job)) return 0;
+    if (job->multi) job->up->session_back(job);
+    else hd_new_session(job);
     return 0;
   }
   if (r->connected || r->gone) {
@@ -350,7 +350,7 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
     return -1;
   }
   if (!r->shm) {
-    int rc = make_segment(d, r);
+    int rc = make_segment(job, r);
     if (rc < 0) {
       hc_error_rl("cannot create shared memory for rank %d: %s", h.rank,
                strerror(-rc));
@@ -359,7 +359,7 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
   }
   uv_os_fd_t fd;
   uv_fileno((uv_handle_t *)&c->pipe, &fd);
-  if (send_welcome(d, r, fd) < 0) {
+  if (send_welcome(job, r, fd) < 0) {
     hc_warn_rl("cannot send welcome to rank %d", h.rank);
     return -1;
   }
@@ -389,12 +389,12 @@ static int conn_frame(struct hd_conn *c, const struct hp_frame_hdr *h,
     return 0;
   }
   if (r && h->type == HP_MSG_BYE) {
-    struct hd_daemon *d = c->d;
+    struct hd_job *job = c->job;
     r->said_bye = 1;
     hc_debug("rank %d shut down", r->info.rank);
     char msg[HP_MSG_MAX + 1];
     hc_fmt(msg, sizeof msg, "rank %d on host %s has shut down hora",
-           r->info.rank, d->job.hostname ? d->job.hostname : d->hostname);
+           r->info.rank, hd_here(job));
     hd_rank_left(r, msg);
     return 0;
   }
@@ -410,7 +410,7 @@ static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
      * rank, so the connection's end alone declares it gone soon after. */
     struct hd_rank *r = c->rank;
     if (r && !r->said_bye && !r->gone) {
-      uv_update_time(c->d->loop); /* 250 ms from now (see spawn.c) */
+      uv_update_time(c->job->loop); /* 250 ms from now (see spawn.c) */
       uv_timer_start(&r->lost_timer, hd_on_lost_timer, 250, 0);
     }
     drop_conn(c);
@@ -446,17 +446,17 @@ static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
 }
 
 void hd_on_connection(uv_stream_t *server, int status) {
-  struct hd_daemon *d = server->data;
+  struct hd_job *job = server->data;
   if (status < 0) return;
   struct hd_conn *c = calloc(1, sizeof *c);
   if (!c) return;
-  uv_pipe_init(d->loop, &c->pipe, 0);
-  c->d = d;
+  uv_pipe_init(job->loop, &c->pipe, 0);
+  c->job = job;
   hp_decoder_init(&c->dec);
-  c->next = d->conns;
-  if (d->conns) d->conns->pprev = &c->next;
-  c->pprev = &d->conns;
-  d->conns = c;
+  c->next = job->conns;
+  if (job->conns) job->conns->pprev = &c->next;
+  c->pprev = &job->conns;
+  job->conns = c;
   if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0) {
     drop_conn(c);
     return;
@@ -485,25 +485,24 @@ void hd_on_lost_timer(uv_timer_t *t) {
   hc_fmt(msg, sizeof msg,
          "rank %d on host %s closed its connection to horad without shutting "
          "down hora (it crashed or exited)",
-         r->info.rank,
-         r->d->job.hostname ? r->d->job.hostname : r->d->hostname);
+         r->info.rank, hd_here(r->job));
   hd_rank_left(r, msg);
 }
 
 void hd_rank_left(struct hd_rank *r, const char *why) {
-  struct hd_daemon *d = r->d;
+  struct hd_job *job = r->job;
   r->gone = 1;
   hd_rings_forget(r); /* nobody reads its completions any more */
   if (!r->said_bye) /* a rank gone for good: no new session can start */
-    d->up->session_cancel(d);
-  if (d->gone_rank == -1) {
-    d->gone_rank = r->info.rank;
-    hc_fmt(d->gone_msg, sizeof d->gone_msg, "%s", why);
+    job->up->session_cancel(job);
+  if (job->gone_rank == -1) {
+    job->gone_rank = r->info.rank;
+    hc_fmt(job->gone_msg, sizeof job->gone_msg, "%s", why);
     /* The other hosts: a crashed rank fails what they run with it; one
      * that shut down hora finished its operations, so only those not
      * decided yet fail (rank -1). */
-    hd_mesh_announce_gone(d, r->said_bye ? -1 : r->info.rank,
-                          (int)d->job.host_index, why);
+    hd_mesh_announce_gone(job, r->said_bye ? -1 : r->info.rank,
+                          (int)job->desc.host_index, why);
   }
-  hd_fail_all(d);
+  hd_fail_all(job);
 }

@@ -6,43 +6,43 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "daemon.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: horad --control-fd FD [--bootstrap] [--iface IF]\n"
-          "       horad --rendezvous [--iface IF] [--launcher ADDR]\n"
-          "\n"
-          "horad is hora's per-node daemon. horarun starts it for each job:\n"
-          "on its own machine with a connected socket on FD, on other hosts\n"
-          "over ssh, after which horad connects back to horarun over TCP.\n"
-          "It spawns the job's local ranks, forwards their output and runs\n"
-          "their collective operations: over shared memory on the host,\n"
-          "over TCP to the other hosts' daemons.\n"
-          "\n"
-          "  --control-fd FD   the launcher's connection\n"
-          "  --bootstrap       read the job's host index, secret and heartbeat\n"
-          "                    timeout from the first line of standard input\n"
-          "                    (multi-host)\n"
-          "  --rendezvous      started over ssh: read the bootstrap line, then\n"
-          "                    connect to horarun (the client address of\n"
-          "                    $SSH_CONNECTION, or --launcher)\n"
-          "  --launcher ADDR   horarun's address, instead of $SSH_CONNECTION\n"
-          "  --iface IF        use this network interface's address for\n"
-          "                    hora's TCP\n"
-          "  -h, --help        this text\n"
-          "  -v, --version     print the version\n"
-          "\n"
-          "See horad(8).\n");
+  fprintf(
+      f, "usage: horad --control-fd FD [--bootstrap] [--iface IF]\n"
+         "       horad --rendezvous [--iface IF] [--launcher ADDR]\n"
+         "\n"
+         "horad is hora's per-node daemon. horarun starts it for each job:\n"
+         "on its own machine with a connected socket on FD, on other hosts\n"
+         "over ssh, after which horad connects back to horarun over TCP.\n"
+         "It spawns the job's local ranks, forwards their output and runs\n"
+         "their collective operations: over shared memory on the host,\n"
+         "over TCP to the other hosts' daemons.\n"
+         "\n"
+         "  --control-fd FD   the launcher's connection\n"
+         "  --bootstrap       read the job's host index, secret and heartbeat\n"
+         "                    timeout from the first line of standard input\n"
+         "                    (multi-host)\n"
+         "  --rendezvous      started over ssh: read the bootstrap line, then\n"
+         "                    connect to horarun (the client address of\n"
+         "                    $SSH_CONNECTION, or --launcher)\n"
+         "  --launcher ADDR   horarun's address, instead of $SSH_CONNECTION\n"
+         "  --iface IF        use this network interface's address for\n"
+         "                    hora's TCP\n"
+         "  -h, --help        this text\n"
+         "  -v, --version     print the version\n"
+         "\n"
+         "See horad(8).\n");
 }
 
-/* Reads "HORA1 <host> <port> <secret-hex> <heartbeat-timeout>" from stdin (the ssh channel, or
- * a pipe from horarun): the secret never appears on a command line or in
- * the environment. Returns 0 or -1 (reported). */
-static int read_bootstrap(struct hd_daemon *d, int *port) {
+/* Reads "HORA1 <host> <port> <secret-hex> <heartbeat-timeout>" from stdin (the
+ * ssh channel, or a pipe from horarun): the secret never appears on a command
+ * line or in the environment. Returns 0 or -1 (reported). */
+static int read_bootstrap(struct hd_job *job, int *port) {
   char line[256];
   size_t n = 0;
   while (n < sizeof line - 1) {
@@ -65,21 +65,21 @@ static int read_bootstrap(struct hd_daemon *d, int *port) {
   double hb = 0;
   if (sscanf(line, "HORA1 %d %d %65s %lf%n", &host, &p, hex, &hb, &used) != 4 ||
       host < 0 || p < 0 || p > 65535 || line[used] != '\0' || !(hb > 0) ||
-      hb > 1e6 || hp_unhex(hex, d->secret, HP_SECRET_LEN) < 0) {
+      hb > 1e6 || hp_unhex(hex, job->secret, HP_SECRET_LEN) < 0) {
     fprintf(stderr, "horad: error: malformed bootstrap line on standard "
                     "input (horad is started by horarun)\n");
     return -1;
   }
   memset(line, 0, sizeof line);
   memset(hex, 0, sizeof hex);
-  d->boot = 1;
-  d->boot_host = host;
+  job->boot = 1;
+  job->boot_host = host;
   *port = p;
   /* horarun's heartbeat timeout: both ends must use it from the start,
    * before the job (and its environment) arrives */
   char v[32], why[160];
   hc_fmt(v, sizeof v, "%g", hb);
-  if (hk_set(&d->knobs, heartbeat_timeout, v, why, sizeof why) < 0) {
+  if (hk_set(&job->knobs, heartbeat_timeout, v, why, sizeof why) < 0) {
     fprintf(stderr, "horad: error: bad heartbeat timeout on the bootstrap "
                     "line: %s\n", why);
     return -1;
@@ -98,29 +98,28 @@ static int launcher_from_ssh(char *buf, size_t len) {
   return 0;
 }
 
-/* Releases what the job held once its handles are closed. */
-void hd_free_job(struct hd_daemon *d) {
-  for (int i = 0; d->ranks && i < d->nlocal; i++) {
-    struct hd_rank *r = &d->ranks[i];
-    free(r->backlog);
-    free(r->spawn_msg);
-    if (r->shm) munmap(r->shm, r->shm_size);
-    if (r->memfd >= 0) close(r->memfd);
+/* SIGCHLD: every job's ranks are children of this process. */
+static void on_sigchld(uv_signal_t *h, int sig) {
+  struct hd_daemon *dm = h->data;
+  (void)sig;
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    for (struct hd_job *job = dm->jobs; job; job = job->next)
+      if (hd_spawn_reaped(job, pid, status)) break;
   }
-  free(d->ranks);
-  d->ranks = NULL;
-  free(d->peers);
-  d->peers = NULL;
-  free(d->early);
-  d->early = NULL;
-  free(d->early_hello);
-  d->early_hello = NULL;
-  hd_comms_free(d);
-  hd_session_free(d);
-  if (d->efd >= 0) close(d->efd);
-  d->efd = -1;
-  hp_job_free(&d->job);
-  hc_knobs_free(&d->knobs);
+}
+
+static void close_daemon(struct hd_daemon *dm) {
+  if (dm->sigchld.loop && !uv_is_closing((uv_handle_t *)&dm->sigchld))
+    uv_close((uv_handle_t *)&dm->sigchld, NULL);
+}
+
+/* horad serves the one job it was started for: it ends with it. */
+static void job_ended(struct hd_daemon *dm, struct hd_job *job) {
+  (void)job;
+  close_daemon(dm);
 }
 
 int main(int argc, char **argv) {
@@ -169,24 +168,21 @@ int main(int argc, char **argv) {
     if (fcntl(s, F_GETFD) < 0 && open("/dev/null", O_RDWR) != s) return 1;
   if (fd >= 0) fcntl(fd, F_SETFD, FD_CLOEXEC);
 
-  struct hd_daemon *d = calloc(1, sizeof *d);
-  if (!d) return 1;
-  d->loop = uv_default_loop();
-  d->up = &hd_job_upcalls;
-  d->engines = hd_engines;
-  hc_knobs_init(&d->knobs);
-  d->efd = -1;
-  d->gone_rank = -1;
-  int port = 0, rc;
-  if (boot && read_bootstrap(d, &port) < 0) {
+  struct hd_daemon dm = {.loop = uv_default_loop(), .job_ended = job_ended};
+  if (iface) hc_fmt(dm.iface, sizeof dm.iface, "%s", iface);
+  if (gethostname(dm.hostname, sizeof dm.hostname - 1) < 0)
+    strcpy(dm.hostname, "localhost");
+  uv_signal_init(dm.loop, &dm.sigchld);
+  dm.sigchld.data = &dm;
+  uv_signal_start(&dm.sigchld, on_sigchld, SIGCHLD);
+  struct hd_job *job = hd_job_new(&dm);
+  int port = 0, rc = 1;
+  if (!job) goto out;
+  if (boot && read_bootstrap(job, &port) < 0) {
     rc = 2;
     goto out;
   }
-  if (iface) hc_fmt(d->iface, sizeof d->iface, "%s", iface);
-  if (gethostname(d->hostname, sizeof d->hostname - 1) < 0)
-    strcpy(d->hostname, "localhost");
-  rc = 1;
-  if (boot && hd_mesh_listen(d) < 0) goto out;
+  if (boot && hd_mesh_listen(job) < 0) goto out;
   if (rendezvous) {
     char addr[128];
     if (launcher) {
@@ -196,21 +192,23 @@ int main(int argc, char **argv) {
       rc = 2;
       goto out;
     }
-    if (hd_control_connect(d, addr, port) < 0) goto out;
-  } else if (hd_control_open(d, fd) < 0) {
+    if (hd_control_connect(job, addr, port) < 0) goto out;
+  } else if (hd_control_open(job, fd) < 0) {
     goto out;
   }
-  uv_run(d->loop, UV_RUN_DEFAULT);
-  rc = d->done_sent ? 0 : 1;
+  uv_run(dm.loop, UV_RUN_DEFAULT);
+  rc = job->done_sent ? 0 : 1;
 out: /* also after a failed start: whatever was opened is closed */
-  hd_local_close(d);
-  hd_rings_close(d);
-  hd_mesh_close(d, 0);
-  uv_run(d->loop, UV_RUN_NOWAIT); /* let the close callbacks run */
+  if (job) {
+    hd_local_close(job);
+    hd_rings_close(job);
+    hd_mesh_close(job, 0);
+  }
+  close_daemon(&dm);
+  uv_run(dm.loop, UV_RUN_NOWAIT); /* let the close callbacks run */
   hd_pool_fini();
   hc_log_flush_suppressed(1);
-  hd_free_job(d);
-  uv_loop_close(d->loop);
-  free(d);
+  hd_job_free(job);
+  uv_loop_close(dm.loop);
   return rc;
 }

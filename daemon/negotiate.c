@@ -46,12 +46,12 @@ static int grow_table(struct hd_comm *c) {
 
 /* ---- the job's communicators -------------------------------------------- */
 
-int hd_comms_init(struct hd_daemon *d) {
-  int n = d->job.size;
+int hd_comms_init(struct hd_job *job) {
+  int n = job->desc.size;
   int32_t *all = malloc((size_t)(n ? n : 1) * sizeof *all);
   if (!all) return HORA_ENOMEM;
   for (int i = 0; i < n; i++) all[i] = i;
-  struct hd_comm *c = hd_comm_new(d, all, n);
+  struct hd_comm *c = hd_comm_new(job, all, n);
   free(all);
   /* A host whose links all came up before ours may already have said
    * ready for the global set's first operations: held, they are ours now
@@ -60,19 +60,19 @@ int hd_comms_init(struct hd_daemon *d) {
   return c ? 0 : HORA_ENOMEM;
 }
 
-void hd_comms_free(struct hd_daemon *d) {
-  hd_coord_held_free(d);
-  for (uint32_t i = 0; i < d->ncomms; i++) {
-    struct hd_comm *c = d->comms[i];
+void hd_comms_free(struct hd_job *job) {
+  hd_coord_held_free(job);
+  for (uint32_t i = 0; i < job->ncomms; i++) {
+    struct hd_comm *c = job->comms[i];
     if (!c) continue;
-    for (int k = 0; d->engines && d->engines[k]; k++)
-      if (d->engines[k]->comm_fini) d->engines[k]->comm_fini(d, c);
+    for (int k = 0; job->engines && job->engines[k]; k++)
+      if (job->engines[k]->comm_fini) job->engines[k]->comm_fini(job, c);
     hd_coord_free(c);
     hd_comm_free(c);
   }
-  free(d->comms);
-  d->comms = NULL;
-  d->ncomms = 0;
+  free(job->comms);
+  job->comms = NULL;
+  job->ncomms = 0;
 }
 
 /* ---- groups and plans ---------------------------------------------------- */
@@ -142,7 +142,7 @@ static void free_tensor(struct hd_comm *c, struct hd_tensor *t) {
     struct hd_rank *r = hd_comm_local(c, i);
     if (r->staging_owner == t) {
       r->staging_owner = NULL;
-      c->d->staging_freed = 1; /* an operation of another set may wait */
+      c->job->staging_freed = 1; /* an operation of another set may wait */
     }
     free(t->part[i].aux);
   }
@@ -165,11 +165,11 @@ static void complete_all(struct hd_tensor *t, int status, const char *msg) {
       hd_complete(hd_comm_local(c, i), t->part[i].id, status, msg);
 }
 
-void hd_tensor_finish(struct hd_daemon *d, struct hd_tensor *t) {
+void hd_tensor_finish(struct hd_job *job, struct hd_tensor *t) {
   complete_all(t, t->value, NULL);
 }
 
-void hd_tensor_fail(struct hd_daemon *d, struct hd_tensor *t, int status,
+void hd_tensor_fail(struct hd_job *job, struct hd_tensor *t, int status,
                     const char *msg) {
   complete_all(t, status, msg);
 }
@@ -289,7 +289,7 @@ static int check_entry(struct hd_comm *c, struct hd_rank *r,
     return HORA_EINVAL;
   }
   if (e->flags & HP_F_AUX) {
-    if (e->aux_count > (uint64_t)2 * (uint64_t)r->d->job.size + 2) {
+    if (e->aux_count > (uint64_t)2 * (uint64_t)r->job->desc.size + 2) {
       hc_fmt(why, len, "%llu array entries", (unsigned long long)e->aux_count);
       return HORA_EINVAL;
     }
@@ -303,7 +303,8 @@ static int check_entry(struct hd_comm *c, struct hd_rank *r,
     }
     memcpy(aux, r->shm + e->aux_offset, (size_t)e->aux_count * 8);
     for (uint64_t i = 0; i < e->aux_count; i++)
-      if (aux[i] < 0 || (uint64_t)aux[i] > UINT64_MAX / 64 / (uint64_t)r->d->job.size) {
+      if (aux[i] < 0 ||
+          (uint64_t)aux[i] > UINT64_MAX / 64 / (uint64_t)r->job->desc.size) {
         hc_fmt(why, len, "entry %llu of its array is %lld",
                (unsigned long long)i, (long long)aux[i]);
         free(aux);
@@ -315,9 +316,9 @@ static int check_entry(struct hd_comm *c, struct hd_rank *r,
   if (e->coll == HORA_COLL_PS_ADD) {
     int64_t *v = *auxp;
     for (uint64_t i = 0; i < e->aux_count; i++)
-      if (v[i] >= r->d->job.size || (i && v[i] <= v[i - 1])) {
+      if (v[i] >= r->job->desc.size || (i && v[i] <= v[i - 1])) {
         hc_fmt(why, len, "process set ranks must be sorted, distinct and in "
-               "[0, %d)", r->d->job.size);
+               "[0, %d)", r->job->desc.size);
         goto bad;
       }
   }
@@ -357,7 +358,8 @@ bad:
   return HORA_EINVAL;
 }
 
-/* ---- readiness ------------------------------------------------------------- */
+/* ---- readiness -------------------------------------------------------------
+ */
 
 /* Queues the plan of tensors v[0..n) (decided, in this order); their
  * engine is the first that can run every one. 0, or HORA_ENOMEM. */
@@ -371,11 +373,11 @@ static int queue_plan(struct hd_comm *c, struct hd_tensor *const *v, int n) {
     v[i]->queued = 1;
     v[i]->held = 0;
   }
-  const struct hd_engine *const *e = c->d->engines;
+  const struct hd_engine *const *e = c->job->engines;
   for (int i = 0; e && e[i] && !p->engine; i++) {
     int all = 1;
     for (int k = 0; k < n && all; k++)
-      all = !e[i]->can_run || e[i]->can_run(c->d, v[k]);
+      all = !e[i]->can_run || e[i]->can_run(c->job, v[k]);
     if (all) p->engine = e[i];
   }
   if (c->plan_tail) c->plan_tail->next = p;
@@ -413,7 +415,8 @@ static int describe_problem(struct hd_comm *c, struct hd_tensor *t, char *msg,
              "joined", t->name, t->meta.root);
       return HORA_EINVAL;
     }
-    if (t->meta.coll == HORA_COLL_PS_ADD || t->meta.coll == HORA_COLL_PS_REMOVE) {
+    if (t->meta.coll == HORA_COLL_PS_ADD ||
+        t->meta.coll == HORA_COLL_PS_REMOVE) {
       hc_fmt(msg, len, "%s cannot run while rank %d has joined",
              hd_coll_name(t->meta.coll), hd_comm_rank(c, i));
       return HORA_EINVAL;
@@ -452,7 +455,7 @@ static int describe_problem(struct hd_comm *c, struct hd_tensor *t, char *msg,
 /* Multi-host: asks the coordinator; hd_decide() queues it. */
 static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
                              int status, const char *msg) {
-  struct hd_daemon *d = c->d;
+  struct hd_job *job = c->job;
   struct hp_nego_ready m;
   memset(&m, 0, sizeof m);
   m.comm = c->id;
@@ -468,7 +471,7 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
     char why[HP_MSG_MAX + 1];
     hc_fmt(why, sizeof why, "%s '%s' cannot run: %s",
            hd_coll_name(t->meta.coll), t->name,
-           d->left_msg[0] ? d->left_msg : "a host of the set has left");
+           job->left_msg[0] ? job->left_msg : "a host of the set has left");
     complete_all(t, HORA_EPEERGONE, why);
     remove_tensor(c, t);
     return;
@@ -481,7 +484,8 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_nego_ready(&w, &m);
-  d->link->send_frames(d, c->hosts[0], &w); /* a lost coordinator fails all anyway */
+  job->link->send_frames(job, c->hosts[0],
+                         &w); /* a lost coordinator fails all anyway */
   hp_wbuf_free(&w);
 }
 
@@ -590,8 +594,8 @@ static struct hd_tensor *materialize(struct hd_comm *c,
                                      const struct hp_nego_decide *m) {
   if (c->ntensors >= c->table_size / 2 && grow_table(c) < 0) return NULL;
   size_t n = (size_t)c->nlocal;
-  struct hd_tensor *t =
-      calloc(1, sizeof *t + n * (sizeof(struct hd_part) + sizeof(struct hd_meta)));
+  struct hd_tensor *t = calloc(
+      1, sizeof *t + n * (sizeof(struct hd_part) + sizeof(struct hd_meta)));
   if (!t) return NULL;
   t->comm = c;
   t->metas = (struct hd_meta *)(t->part + n);
@@ -609,17 +613,17 @@ static struct hd_tensor *materialize(struct hd_comm *c,
 
 /* The tensor a decision is about, ready to be queued; NULL when it fails
  * (completed here) or is not waiting. */
-static struct hd_tensor *take_decision(struct hd_daemon *d, struct hd_comm *c,
+static struct hd_tensor *take_decision(struct hd_job *job, struct hd_comm *c,
                                        const struct hp_nego_decide *m) {
   struct hd_tensor *t = c && c->table_size ? *slot_of(c, m->name) : NULL;
   if (!t && c && m->status >= 0 && c->nlocal && c->njoined == c->nlocal &&
       m->meta.coll != HORA_COLL_JOIN && !(t = materialize(c, m))) {
     hc_error("out of memory: the job cannot go on");
-    hd_teardown(d, "horad is out of memory", 0);
+    hd_teardown(job, "horad is out of memory", 0);
     return NULL;
   }
   if (!t || !t->awaiting) {
-    if (d->gone_rank == -1)
+    if (job->gone_rank == -1)
       hc_warn_rl("decision for tensor '%s' of process set %u, which is not "
               "waiting for one; ignored", m->name, m->comm);
     return NULL;
@@ -635,22 +639,22 @@ static struct hd_tensor *take_decision(struct hd_daemon *d, struct hd_comm *c,
   return t;
 }
 
-void hd_decide(struct hd_daemon *d, const struct hp_nego_decide *m) {
-  hd_decide_plan(d, m, 1);
+void hd_decide(struct hd_job *job, const struct hp_nego_decide *m) {
+  hd_decide_plan(job, m, 1);
 }
 
-void hd_decide_plan(struct hd_daemon *d, const struct hp_nego_decide *v,
+void hd_decide_plan(struct hd_job *job, const struct hp_nego_decide *v,
                     uint32_t n) {
-  struct hd_comm *c = n ? hd_comm_get(d, v[0].comm) : NULL;
+  struct hd_comm *c = n ? hd_comm_get(job, v[0].comm) : NULL;
   struct hd_tensor *one, **ts = n == 1 ? &one : malloc(n * sizeof *ts);
   if (!ts) {
     hc_error("out of memory: the job cannot go on");
-    hd_teardown(d, "horad is out of memory", 0);
+    hd_teardown(job, "horad is out of memory", 0);
     return;
   }
   int k = 0;
   for (uint32_t i = 0; i < n; i++) {
-    struct hd_tensor *t = take_decision(d, c, &v[i]);
+    struct hd_tensor *t = take_decision(job, c, &v[i]);
     if (t) ts[k++] = t;
   }
   if (k && queue_plan(c, ts, k) < 0)
@@ -658,14 +662,14 @@ void hd_decide_plan(struct hd_daemon *d, const struct hp_nego_decide *v,
       fail_tensor(c, ts[i], HORA_ENOMEM, "horad is out of memory");
   if (ts != &one) free(ts);
   if (c) hd_comm_progress(c);
-  hd_flush_wakeups(d);
+  hd_flush_wakeups(job);
 }
 
 
-void hd_fail_undecided(struct hd_daemon *d, int from, int left,
+void hd_fail_undecided(struct hd_job *job, int from, int left,
                        const char *why) {
-  for (uint32_t k = 0; k < d->ncomms; k++) {
-    struct hd_comm *c = d->comms[k];
+  for (uint32_t k = 0; k < job->ncomms; k++) {
+    struct hd_comm *c = job->comms[k];
     if (!c || c->removed || c->nhosts < 2) continue;
     int in = 0;
     for (int j = 0; j < c->nhosts; j++) in |= c->hosts[j] == left;
@@ -693,10 +697,11 @@ void hd_fail_undecided(struct hd_daemon *d, int from, int left,
       }
     }
   }
-  hd_flush_wakeups(d);
+  hd_flush_wakeups(job);
 }
 
-/* ---- submissions ------------------------------------------------------------ */
+/* ---- submissions ------------------------------------------------------------
+ */
 
 static void fill_meta(struct hd_meta *m, const struct hp_sqe *e,
                       const int64_t *aux, uint64_t naux) {
@@ -749,12 +754,12 @@ static void refuse(struct hd_rank *r, const struct hp_sqe *e, int rc,
 }
 
 void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
-  struct hd_daemon *d = r->d;
+  struct hd_job *job = r->job;
   struct hp_sqe e = *in;
   e.name[HP_NAME_MAX] = '\0';
   char why[HP_MSG_MAX + 1];
   if (r->gone) return;
-  struct hd_comm *c = hd_comm_get(d, e.comm);
+  struct hd_comm *c = hd_comm_get(job, e.comm);
   if (!c || c->removed) {
     hc_fmt(why, sizeof why, "process set %u does not exist%s", e.comm,
            c ? " any more (it was removed)" : "");
@@ -774,11 +779,11 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
     refuse(r, &e, rc, "rank %d: bad %s request for tensor '%s': %s", why);
     return;
   }
-  if (d->gone_rank != -1) {
+  if (job->gone_rank != -1) {
     char msg[HP_MSG_MAX + 1];
     hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", hd_coll_name(e.coll),
-           e.name, d->gone_msg);
-    hd_complete(r, e.id, d->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE,
+           e.name, job->gone_msg);
+    hd_complete(r, e.id, job->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE,
                 msg);
     free(aux);
     return;
@@ -889,7 +894,7 @@ static struct hd_tensor *running(struct hd_comm *c, struct hd_rank *r,
 void hd_cancel(struct hd_rank *r, const struct hp_sqe *in) {
   struct hp_sqe e = *in;
   e.name[HP_NAME_MAX] = '\0';
-  struct hd_comm *c = hd_comm_get(r->d, e.comm);
+  struct hd_comm *c = hd_comm_get(r->job, e.comm);
   int idx = c ? c->part_of[r->idx] : -1;
   struct hd_tensor *t = idx >= 0 && c->table_size ? *slot_of(c, e.name) : NULL;
   if (!t || !t->part[idx].submitted || t->part[idx].id != e.id ||
@@ -931,11 +936,11 @@ void hd_cancel(struct hd_rank *r, const struct hp_sqe *in) {
 }
 
 void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e) {
-  struct hd_daemon *d = r->d;
+  struct hd_job *job = r->job;
   struct hd_tensor *t = NULL;
   struct hd_part *p = NULL;
-  for (uint32_t k = 0; k < d->ncomms && !t; k++)
-    if (d->comms[k]) t = running(d->comms[k], r, e->id, &p);
+  for (uint32_t k = 0; k < job->ncomms && !t; k++)
+    if (job->comms[k]) t = running(job->comms[k], r, e->id, &p);
   if (!t || p->resident || r->staging_owner != t) {
     hc_debug("rank %d: chunk event for an operation that is not running; "
              "ignored", r->info.rank);
@@ -948,14 +953,15 @@ void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e) {
               : t->comm->nhosts == 1      ? *ctr < t->reduced
                                           : 1;
   if (e->chunk != *ctr || *ctr >= t->nchunks || !asked) {
-    hc_warn_rl("rank %d: chunk %llu out of order on '%s'; ignored", r->info.rank,
-            (unsigned long long)e->chunk, t->name);
+    hc_warn_rl("rank %d: chunk %llu out of order on '%s'; ignored",
+               r->info.rank, (unsigned long long)e->chunk, t->name);
     return;
   }
   (*ctr)++;
 }
 
-/* ---- running ---------------------------------------------------------------- */
+/* ---- running ----------------------------------------------------------------
+ */
 
 static void run_ctrl(struct hd_comm *c, struct hd_tensor *t);
 
@@ -975,7 +981,7 @@ void hd_comm_progress(struct hd_comm *c) {
       } else if (!p->engine) {
         complete_all(t, HORA_ENOTSUP, "no engine can run this operation");
       } else {
-        if (!p->engine->progress(c->d, p)) goto wait;
+        if (!p->engine->progress(c->job, p)) goto wait;
         break; /* the engine went through the whole plan */
       }
       hd_plan_next(p);
@@ -985,20 +991,20 @@ void hd_comm_progress(struct hd_comm *c) {
     free(p);
   }
 wait:
-  if (c->d->staging_freed) hd_run_ready(c->d); /* another set may go on */
+  if (c->job->staging_freed) hd_run_ready(c->job); /* another set may go on */
 }
 
-void hd_run_ready(struct hd_daemon *d) {
-  if (d->in_run_ready) return; /* the loop below goes round again */
-  d->in_run_ready = 1;
+void hd_run_ready(struct hd_job *job) {
+  if (job->in_run_ready) return; /* the loop below goes round again */
+  job->in_run_ready = 1;
   do {
-    d->staging_freed = 0;
+    job->staging_freed = 0;
     /* a communicator may be added while this runs: index, not pointer */
-    for (uint32_t k = 0; k < d->ncomms; k++)
-      if (d->comms[k] && d->comms[k]->plan_head)
-        hd_comm_progress(d->comms[k]);
-  } while (d->staging_freed);
-  d->in_run_ready = 0;
+    for (uint32_t k = 0; k < job->ncomms; k++)
+      if (job->comms[k] && job->comms[k]->plan_head)
+        hd_comm_progress(job->comms[k]);
+  } while (job->staging_freed);
+  job->in_run_ready = 0;
 }
 
 static int same_members(const struct hd_comm *c, const int64_t *v, uint64_t n) {
@@ -1010,7 +1016,7 @@ static int same_members(const struct hd_comm *c, const int64_t *v, uint64_t n) {
 
 /* Barrier, join and process sets: decided is done. */
 static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
-  struct hd_daemon *d = c->d;
+  struct hd_job *job = c->job;
   char msg[HP_MSG_MAX + 1];
   switch (t->meta.coll) {
   case HORA_COLL_JOIN:
@@ -1021,17 +1027,18 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
     return;
   case HORA_COLL_PS_ADD: {
     const struct hd_part *p = &t->part[t->first];
-    for (uint32_t k = 0; k < d->ncomms; k++)
-      if (d->comms[k] && !d->comms[k]->removed &&
-          same_members(d->comms[k], p->aux, p->naux)) {
+    for (uint32_t k = 0; k < job->ncomms; k++)
+      if (job->comms[k] && !job->comms[k]->removed &&
+          same_members(job->comms[k], p->aux, p->naux)) {
         hc_fmt(msg, sizeof msg, "Attempted to add a duplicate process set: "
                "process set %u has the same ranks", k);
         complete_all(t, HORA_EEXIST, msg);
         return;
       }
     int32_t *ranks = malloc((size_t)p->naux * sizeof *ranks);
-    for (uint64_t i = 0; ranks && i < p->naux; i++) ranks[i] = (int32_t)p->aux[i];
-    struct hd_comm *n = ranks ? hd_comm_new(d, ranks, (int)p->naux) : NULL;
+    for (uint64_t i = 0; ranks && i < p->naux; i++)
+      ranks[i] = (int32_t)p->aux[i];
+    struct hd_comm *n = ranks ? hd_comm_new(job, ranks, (int)p->naux) : NULL;
     free(ranks);
     if (!n) {
       complete_all(t, HORA_ENOMEM, "horad is out of memory");
@@ -1044,7 +1051,7 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
   }
   case HORA_COLL_PS_REMOVE: {
     struct hd_comm *x = t->meta.root > 0
-                            ? hd_comm_get(d, (uint32_t)t->meta.root) : NULL;
+                            ? hd_comm_get(job, (uint32_t)t->meta.root) : NULL;
     if (!x || x->removed) {
       hc_fmt(msg, sizeof msg, "process set %d cannot be removed: %s",
              t->meta.root, t->meta.root == 0 ? "it is the global set"
@@ -1055,8 +1062,8 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
     x->removed = 1;
     /* what is still pending there can never run now; the engines let go
      * of it first */
-    for (int i = 0; d->engines && d->engines[i]; i++)
-      if (d->engines[i]->abort) d->engines[i]->abort(d, x);
+    for (int i = 0; job->engines && job->engines[i]; i++)
+      if (job->engines[i]->abort) job->engines[i]->abort(job, x);
     hc_fmt(msg, sizeof msg, "process set %u was removed", x->id);
     for (size_t i = 0; i < x->table_size; i++)
       while (x->table[i]) {
@@ -1075,20 +1082,20 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
   }
 }
 
-void hd_fail_all(struct hd_daemon *d) {
-  int status = d->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE;
-  for (uint32_t k = 0; k < d->ncomms; k++) {
-    struct hd_comm *c = d->comms[k];
+void hd_fail_all(struct hd_job *job) {
+  int status = job->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE;
+  for (uint32_t k = 0; k < job->ncomms; k++) {
+    struct hd_comm *c = job->comms[k];
     if (!c) continue;
-    for (int i = 0; d->engines && d->engines[i]; i++)
-      if (d->engines[i]->abort) d->engines[i]->abort(d, c);
+    for (int i = 0; job->engines && job->engines[i]; i++)
+      if (job->engines[i]->abort) job->engines[i]->abort(job, c);
     free_plans(c);
     for (size_t i = 0; i < c->table_size; i++) {
       struct hd_tensor *t;
       while ((t = c->table[i])) {
         char msg[HP_MSG_MAX + 1];
         hc_fmt(msg, sizeof msg, "%s '%s' cannot complete: %s",
-               hd_coll_name(t->meta.coll), t->name, d->gone_msg);
+               hd_coll_name(t->meta.coll), t->name, job->gone_msg);
         complete_all(t, status, msg);
         c->table[i] = t->next_hash;
         c->ntensors--;
@@ -1096,7 +1103,7 @@ void hd_fail_all(struct hd_daemon *d) {
       }
     }
   }
-  hd_flush_wakeups(d);
+  hd_flush_wakeups(job);
 }
 
 /* Names the local members that have not submitted t, e.g. "1, 3". */
@@ -1114,7 +1121,7 @@ static void missing_ranks(struct hd_comm *c, struct hd_tensor *t, char *buf,
  * long. Warns once per tensor, naming the missing ranks; past the shutdown
  * time fails it on the ranks that wait. */
 static void check_comm_stalls(struct hd_comm *c, uint64_t now) {
-  struct hd_daemon *d = c->d;
+  struct hd_job *job = c->job;
 again:
   for (size_t i = 0; i < c->table_size; i++) {
     struct hd_tensor **pp = &c->table[i];
@@ -1125,8 +1132,8 @@ again:
         pp = &t->next_hash;
         continue;
       }
-      int fail = d->stall_fail_ns && age >= d->stall_fail_ns;
-      int warn = d->stall_warn_ns && age >= d->stall_warn_ns &&
+      int fail = job->stall_fail_ns && age >= job->stall_fail_ns;
+      int warn = job->stall_warn_ns && age >= job->stall_warn_ns &&
                  !t->stall_warned;
       if (!fail && !warn) { /* the common case: cheap, however many wait */
         pp = &t->next_hash;
@@ -1164,10 +1171,10 @@ again:
   if (c->nhosts > 1 && c->me == 0) hd_coord_check_stalls(c);
 }
 
-void hd_check_stalls(struct hd_daemon *d) {
+void hd_check_stalls(struct hd_job *job) {
   uint64_t now = hc_now_ns();
-  for (uint32_t k = 0; k < d->ncomms; k++)
-    if (d->comms[k] && !d->comms[k]->removed)
-      check_comm_stalls(d->comms[k], now);
-  hd_flush_wakeups(d);
+  for (uint32_t k = 0; k < job->ncomms; k++)
+    if (job->comms[k] && !job->comms[k]->removed)
+      check_comm_stalls(job->comms[k], now);
+  hd_flush_wakeups(job);
 }

@@ -29,43 +29,44 @@ static void cpu_relax(void) {
 }
 
 
-static void set_sleeping(struct hd_daemon *d, uint32_t v) {
-  for (int i = 0; i < d->nlocal; i++)
-    if (d->ranks[i].hdr)
-      atomic_store_explicit(&d->ranks[i].hdr->daemon_sleeping, v,
+static void set_sleeping(struct hd_job *job, uint32_t v) {
+  for (int i = 0; i < job->nlocal; i++)
+    if (job->ranks[i].hdr)
+      atomic_store_explicit(&job->ranks[i].hdr->daemon_sleeping, v,
                             memory_order_relaxed);
   atomic_thread_fence(memory_order_seq_cst);
 }
 
 static void spin_cb(uv_idle_t *h);
 
-void hd_kick(struct hd_daemon *d) {
-  if (d->spinning || !d->spin.loop || uv_is_closing((uv_handle_t *)&d->spin))
+void hd_kick(struct hd_job *job) {
+  if (job->spinning || !job->spin.loop ||
+      uv_is_closing((uv_handle_t *)&job->spin))
     return;
-  d->spinning = 1;
-  set_sleeping(d, 0);
-  d->last_activity = hc_now_ns();
-  uv_idle_start(&d->spin, spin_cb);
+  job->spinning = 1;
+  set_sleeping(job, 0);
+  job->last_activity = hc_now_ns();
+  uv_idle_start(&job->spin, spin_cb);
 }
 
-static void try_sleep(struct hd_daemon *d) {
-  set_sleeping(d, 1);
-  if (hd_poll_rings(d) > 0) { /* raced with a submission */
-    set_sleeping(d, 0);
-    d->last_activity = hc_now_ns();
+static void try_sleep(struct hd_job *job) {
+  set_sleeping(job, 1);
+  if (hd_poll_rings(job) > 0) { /* raced with a submission */
+    set_sleeping(job, 0);
+    job->last_activity = hc_now_ns();
     return;
   }
-  d->spinning = 0;
-  uv_idle_stop(&d->spin);
+  job->spinning = 0;
+  uv_idle_stop(&job->spin);
 }
 
 static void spin_cb(uv_idle_t *h) {
-  struct hd_daemon *d = h->data;
+  struct hd_job *job = h->data;
   uint64_t start = hc_now_ns(), now = start;
   unsigned idle = 0;
   while (now - start < SPIN_SLICE_NS) {
-    if (hd_poll_rings(d) > 0) {
-      d->last_activity = hc_now_ns();
+    if (hd_poll_rings(job) > 0) {
+      job->last_activity = hc_now_ns();
       idle = 0;
     } else if (++idle < 64) {
       cpu_relax();
@@ -74,68 +75,68 @@ static void spin_cb(uv_idle_t *h) {
       sched_yield();
     }
     now = hc_now_ns();
-    if (now - d->last_activity > d->spin_ns) break;
-    if (!d->spinning) return;
+    if (now - job->last_activity > job->spin_ns) break;
+    if (!job->spinning) return;
   }
-  if (now - d->last_activity > d->spin_ns) try_sleep(d);
+  if (now - job->last_activity > job->spin_ns) try_sleep(job);
 }
 
 static void on_efd(uv_poll_t *p, int status, int events) {
-  struct hd_daemon *d = p->data;
+  struct hd_job *job = p->data;
   uint64_t v;
-  ssize_t n = read(d->efd, &v, sizeof v);
+  ssize_t n = read(job->efd, &v, sizeof v);
   (void)n;
   (void)status;
   (void)events;
-  hd_kick(d);
-  hd_poll_rings(d);
+  hd_kick(job);
+  hd_poll_rings(job);
 }
 
 /* The daemon's periodic timer: the stall inspector, and the counts of
  * rate-limited log messages. */
 static void on_stall_timer(uv_timer_t *t) {
-  struct hd_daemon *d = t->data;
-  if (d->stall_warn_ns || d->stall_fail_ns) hd_check_stalls(d);
+  struct hd_job *job = t->data;
+  if (job->stall_warn_ns || job->stall_fail_ns) hd_check_stalls(job);
   hc_log_flush_suppressed(0);
 }
 
-int hd_rings_init(struct hd_daemon *d) {
-  const struct hc_knobs *k = &d->knobs;
-  d->spin_ns = (uint64_t)HC_MAX(0, hk_int(k, spin_us)) * 1000u;
-  d->chunk_size = (uint64_t)HC_MAX(65536, hk_int(k, chunk_size));
-  d->arena_size = (uint64_t)HC_MAX(65536, hk_int(k, arena_size));
-  d->max_pending = (uint64_t)HC_MAX(1, hk_int(k, max_pending));
-  d->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (d->efd < 0) return -errno;
-  uv_poll_init(d->loop, &d->efd_poll, d->efd);
-  d->efd_poll.data = d;
-  uv_poll_start(&d->efd_poll, UV_READABLE, on_efd);
-  uv_idle_init(d->loop, &d->spin);
-  d->spin.data = d;
-  d->stall_warn_ns = (uint64_t)HC_MAX(0, hk_int(k, stall_check_time)) *
+int hd_rings_init(struct hd_job *job) {
+  const struct hc_knobs *k = &job->knobs;
+  job->spin_ns = (uint64_t)HC_MAX(0, hk_int(k, spin_us)) * 1000u;
+  job->chunk_size = (uint64_t)HC_MAX(65536, hk_int(k, chunk_size));
+  job->arena_size = (uint64_t)HC_MAX(65536, hk_int(k, arena_size));
+  job->max_pending = (uint64_t)HC_MAX(1, hk_int(k, max_pending));
+  job->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (job->efd < 0) return -errno;
+  uv_poll_init(job->loop, &job->efd_poll, job->efd);
+  job->efd_poll.data = job;
+  uv_poll_start(&job->efd_poll, UV_READABLE, on_efd);
+  uv_idle_init(job->loop, &job->spin);
+  job->spin.data = job;
+  job->stall_warn_ns = (uint64_t)HC_MAX(0, hk_int(k, stall_check_time)) *
                      1000000000u;
-  d->stall_fail_ns = (uint64_t)HC_MAX(0, hk_int(k, stall_shutdown_time)) *
+  job->stall_fail_ns = (uint64_t)HC_MAX(0, hk_int(k, stall_shutdown_time)) *
                      1000000000u;
   if (hk_int(k, stall_check_disable))
-    d->stall_warn_ns = d->stall_fail_ns = 0; /* --no-stall-check */
-  uv_timer_init(d->loop, &d->stall_timer);
-  d->stall_timer.data = d;
-  uv_timer_start(&d->stall_timer, on_stall_timer, 500, 500);
+    job->stall_warn_ns = job->stall_fail_ns = 0; /* --no-stall-check */
+  uv_timer_init(job->loop, &job->stall_timer);
+  job->stall_timer.data = job;
+  uv_timer_start(&job->stall_timer, on_stall_timer, 500, 500);
   long threads = (long)hk_int(k, threads);
   if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
   hd_pool_init((int)HC_MAX(1, HC_MIN(threads, 64)));
-  for (int i = 0; d->engines && d->engines[i]; i++)
-    if (d->engines[i]->init && d->engines[i]->init(d) < 0) return -1;
+  for (int i = 0; job->engines && job->engines[i]; i++)
+    if (job->engines[i]->init && job->engines[i]->init(job) < 0) return -1;
   return 0;
 }
 
 static void on_closed(uv_handle_t *h) { (void)h; }
 
-void hd_rings_close(struct hd_daemon *d) {
-  if (d->efd_poll.loop && !uv_is_closing((uv_handle_t *)&d->efd_poll)) {
-    uv_close((uv_handle_t *)&d->efd_poll, on_closed);
-    uv_close((uv_handle_t *)&d->spin, on_closed);
-    uv_close((uv_handle_t *)&d->stall_timer, on_closed);
+void hd_rings_close(struct hd_job *job) {
+  if (job->efd_poll.loop && !uv_is_closing((uv_handle_t *)&job->efd_poll)) {
+    uv_close((uv_handle_t *)&job->efd_poll, on_closed);
+    uv_close((uv_handle_t *)&job->spin, on_closed);
+    uv_close((uv_handle_t *)&job->stall_timer, on_closed);
   }
 }
 
@@ -164,9 +165,9 @@ static void dispatch(struct hd_rank *r, const struct hp_sqe *e) {
  * requests are bounded by MAX_COPY_BACKLOG, and other entries cost
  * nothing held. */
 static int may_take(struct hd_rank *r) {
-  struct hd_daemon *d = r->d;
-  if (r->held < d->max_pending) {
-    if (r->held <= d->max_pending / 2) r->throttled = 0;
+  struct hd_job *job = r->job;
+  if (r->held < job->max_pending) {
+    if (r->held <= job->max_pending / 2) r->throttled = 0;
     return 1;
   }
   if (!r->throttled) {
@@ -178,10 +179,10 @@ static int may_take(struct hd_rank *r) {
   return 0;
 }
 
-int hd_poll_rings(struct hd_daemon *d) {
+int hd_poll_rings(struct hd_job *job) {
   int n = 0;
-  for (int i = 0; i < d->nlocal; i++) {
-    struct hd_rank *r = &d->ranks[i];
+  for (int i = 0; i < job->nlocal; i++) {
+    struct hd_rank *r = &job->ranks[i];
     if (!r->hdr || r->gone) continue;
     if (!r->broken && hp_ring_check(&r->sq) < 0)
       hd_rank_broken(r, "corrupted its submission ring");
@@ -202,7 +203,7 @@ int hd_poll_rings(struct hd_daemon *d) {
       dispatch(r, &e);
     }
   }
-  if (n) hd_run_ready(d);
-  hd_flush_wakeups(d);
+  if (n) hd_run_ready(job);
+  hd_flush_wakeups(job);
   return n;
 }

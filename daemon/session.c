@@ -16,46 +16,47 @@
 
 #include "daemon.h"
 
-static void send_session(struct hd_daemon *d, int host, uint32_t number,
+static void send_session(struct hd_job *job, int host, uint32_t number,
                          uint32_t phase) {
   struct hp_session m = {.number = number, .phase = phase};
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_session(&w, &m);
-  hd_mesh_send(d, host, &w);
+  hd_mesh_send(job, host, &w);
   hp_wbuf_free(&w);
 }
 
 /* Host 0: `host`'s ranks are back for session `number`. */
-static void host_back(struct hd_daemon *d, int host, uint32_t number) {
-  uint32_t n = d->job.nhosts;
-  if (number != d->session + 1) {
+static void host_back(struct hd_job *job, int host, uint32_t number) {
+  uint32_t n = job->desc.nhosts;
+  if (number != job->session + 1) {
     hc_warn_rl("host %d asked for session %u, but the next one is %u; "
-               "ignored", host, number, d->session + 1);
+               "ignored", host, number, job->session + 1);
     return;
   }
-  if (!d->sess_back && !(d->sess_back = calloc(n, 1))) {
+  if (!job->sess_back && !(job->sess_back = calloc(n, 1))) {
     hc_error("out of memory starting a new session; stopping");
-    hd_teardown(d, "horad is out of memory", 0);
+    hd_teardown(job, "horad is out of memory", 0);
     return;
   }
-  if (d->sess_back[host]) return;
-  d->sess_back[host] = 1;
-  if (++d->sess_nback < (int)n) return;
+  if (job->sess_back[host]) return;
+  job->sess_back[host] = 1;
+  if (++job->sess_nback < (int)n) return;
   hc_debug("every host's ranks are back: session %u starts", number);
-  memset(d->sess_back, 0, n);
-  d->sess_nback = 0;
-  for (uint32_t i = 1; i < n; i++) send_session(d, (int)i, number, HP_SESSION_START);
-  hd_new_session(d);
+  memset(job->sess_back, 0, n);
+  job->sess_nback = 0;
+  for (uint32_t i = 1; i < n; i++)
+    send_session(job, (int)i, number, HP_SESSION_START);
+  hd_new_session(job);
 }
 
-void hd_session_back(struct hd_daemon *d) {
-  hc_debug("every local rank is back: asking for session %u", d->session + 1);
-  if (d->job.host_index == 0) host_back(d, 0, d->session + 1);
-  else send_session(d, 0, d->session + 1, HP_SESSION_BACK);
+void hd_session_back(struct hd_job *job) {
+  hc_debug("every local rank is back: asking for session %u", job->session + 1);
+  if (job->desc.host_index == 0) host_back(job, 0, job->session + 1);
+  else send_session(job, 0, job->session + 1, HP_SESSION_BACK);
 }
 
-int hd_session_frame(struct hd_daemon *d, int from, const unsigned char *p,
+int hd_session_frame(struct hd_job *job, int from, const unsigned char *p,
                      size_t len, char *why, size_t whylen) {
   struct hp_session m;
   if (hp_dec_session(p, len, &m) < 0) {
@@ -63,35 +64,35 @@ int hd_session_frame(struct hd_daemon *d, int from, const unsigned char *p,
     return -1;
   }
   if (m.phase == HP_SESSION_BACK) {
-    if (d->job.host_index != 0) {
+    if (job->desc.host_index != 0) {
       hc_fmt(why, whylen, "SESSION BACK to a host that is not host 0");
       return -1;
     }
-    host_back(d, from, m.number);
+    host_back(job, from, m.number);
     return 0;
   }
   if (from != 0) {
     hc_fmt(why, whylen, "SESSION START from host %d, not host 0", from);
     return -1;
   }
-  if (m.number != d->session + 1 || !hd_local_all_back(d)) {
+  if (m.number != job->session + 1 || !hd_local_all_back(job)) {
     /* our ranks went away meanwhile (the job is failing) */
     hc_warn_rl("host 0 started session %u, which this host's ranks are not "
                "all waiting for; ignored", m.number);
     return 0;
   }
-  hd_new_session(d);
+  hd_new_session(job);
   return 0;
 }
 
-void hd_session_cancel(struct hd_daemon *d) {
-  hd_local_drop_rejoins(d);
-  if (d->sess_back) memset(d->sess_back, 0, d->job.nhosts);
-  d->sess_nback = 0;
+void hd_session_cancel(struct hd_job *job) {
+  hd_local_drop_rejoins(job);
+  if (job->sess_back) memset(job->sess_back, 0, job->desc.nhosts);
+  job->sess_nback = 0;
 }
 
-void hd_session_free(struct hd_daemon *d) {
-  free(d->sess_back);
-  d->sess_back = NULL;
-  d->sess_nback = 0;
+void hd_session_free(struct hd_job *job) {
+  free(job->sess_back);
+  job->sess_back = NULL;
+  job->sess_nback = 0;
 }

@@ -21,7 +21,8 @@ static void fill_random_hex(char *out, size_t nhex) {
   ssize_t got = fd >= 0 ? read(fd, raw, nraw) : -1;
   if (fd >= 0) close(fd);
   if (got != (ssize_t)nraw) /* not secret, only a guard against mix-ups */
-    for (size_t i = 0; i < nraw; i++) raw[i] = (unsigned char)(rand() ^ (int)hc_now_ns());
+    for (size_t i = 0; i < nraw; i++)
+      raw[i] = (unsigned char)(rand() ^ (int)hc_now_ns());
   for (size_t i = 0; i < nhex; i++)
     out[i] = "0123456789abcdef"[(raw[i / 2] >> ((i & 1) * 4)) & 15];
   out[nhex] = '\0';
@@ -51,8 +52,8 @@ static int is_rank_var(const char *kv) {
 
 /* Builds the environment of one rank: the job's, less stale rank variables,
  * plus this rank's identity under both HORA_ and HOROVOD_ names. */
-static char **build_env(struct hd_daemon *d, struct hd_rank *r) {
-  const struct hp_job *j = &d->job;
+static char **build_env(struct hd_job *job, struct hd_rank *r) {
+  const struct hp_job *j = &job->desc;
   size_t n = j->envc + 24;
   char **env = calloc(n, sizeof *env);
   if (!env) return NULL;
@@ -66,9 +67,12 @@ static char **build_env(struct hd_daemon *d, struct hd_rank *r) {
   const struct {
     const char *name;
     long v;
-  } ids[] = {{"RANK", r->info.rank},           {"SIZE", j->size},
-             {"LOCAL_RANK", r->info.local_rank}, {"LOCAL_SIZE", j->local_size},
-             {"CROSS_RANK", r->info.cross_rank}, {"CROSS_SIZE", r->info.cross_size}};
+  } ids[] = {{"RANK", r->info.rank},
+             {"SIZE", j->size},
+             {"LOCAL_RANK", r->info.local_rank},
+             {"LOCAL_SIZE", j->local_size},
+             {"CROSS_RANK", r->info.cross_rank},
+             {"CROSS_SIZE", r->info.cross_size}};
   char tmp[512];
   for (size_t i = 0; i < HC_ARRAY_SIZE(ids); i++) {
     hc_fmt(tmp, sizeof tmp, "HORA_%s=%ld", ids[i].name, ids[i].v);
@@ -76,12 +80,12 @@ static char **build_env(struct hd_daemon *d, struct hd_rank *r) {
     hc_fmt(tmp, sizeof tmp, "HOROVOD_%s=%ld", ids[i].name, ids[i].v);
     env[k++] = strdup(tmp);
   }
-  const char *host = j->hostname && *j->hostname ? j->hostname : d->hostname;
+  const char *host = hd_here(job);
   hc_fmt(tmp, sizeof tmp, "HORA_HOSTNAME=%s", host);
   env[k++] = strdup(tmp);
   hc_fmt(tmp, sizeof tmp, "HOROVOD_HOSTNAME=%s", host);
   env[k++] = strdup(tmp);
-  hc_fmt(tmp, sizeof tmp, "HORA_DAEMON_SOCKET=%s", d->sock_path);
+  hc_fmt(tmp, sizeof tmp, "HORA_DAEMON_SOCKET=%s", job->sock_path);
   env[k++] = strdup(tmp);
   hc_fmt(tmp, sizeof tmp, "HORA_RANK_TOKEN=%s", r->token);
   env[k++] = strdup(tmp);
@@ -133,7 +137,7 @@ static void maybe_report(struct hd_rank *r) {
   if (r->reported || !r->reaped) return;
   if (r->out_open[0] || r->out_open[1]) return;
   uv_timer_stop(&r->report_timer);
-  hd_send_exit(r->d, r);
+  hd_send_exit(r->job, r);
 }
 
 static void on_report_timer(uv_timer_t *t) {
@@ -171,7 +175,7 @@ static void on_out_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_output(&w, &m);
-  hd_control_send(r->d, &w);
+  hd_control_send(r->job, &w);
   hp_wbuf_free(&w);
 }
 
@@ -217,7 +221,7 @@ static void child_exec(int out, int err, int errpipe, const char *cwd,
   _exit(127);
 }
 
-static int spawn_one(struct hd_daemon *d, struct hd_rank *r, const char *path) {
+static int spawn_one(struct hd_job *job, struct hd_rank *r, const char *path) {
   int out[2], err[2], ep[2];
   if (pipe2(out, O_CLOEXEC) < 0) return -errno;
   if (pipe2(err, O_CLOEXEC) < 0) {
@@ -228,10 +232,10 @@ static int spawn_one(struct hd_daemon *d, struct hd_rank *r, const char *path) {
     close(out[0]), close(out[1]), close(err[0]), close(err[1]);
     return -errno;
   }
-  char **env = build_env(d, r);
+  char **env = build_env(job, r);
   pid_t pid = env ? fork() : -1;
   if (pid == 0)
-    child_exec(out[1], err[1], ep[1], d->job.cwd, path, d->job.argv, env);
+    child_exec(out[1], err[1], ep[1], job->desc.cwd, path, job->desc.argv, env);
   int fork_errno = errno;
   free_strv(env);
   close(out[1]);
@@ -249,7 +253,7 @@ static int spawn_one(struct hd_daemon *d, struct hd_rank *r, const char *path) {
   close(ep[0]);
   int fds[2] = {out[0], err[0]};
   for (int s = 0; s < 2; s++) {
-    uv_pipe_init(d->loop, &r->out[s], 0);
+    uv_pipe_init(job->loop, &r->out[s], 0);
     uv_pipe_open(&r->out[s], fds[s]);
     r->out[s].data = r;
     r->out_open[s] = 1;
@@ -267,43 +271,38 @@ static int spawn_one(struct hd_daemon *d, struct hd_rank *r, const char *path) {
   return 0;
 }
 
-static void on_sigchld(uv_signal_t *h, int sig);
-
-int hd_spawn_all(struct hd_daemon *d) {
-  d->ranks = calloc((size_t)d->nlocal, sizeof *d->ranks);
-  if (!d->ranks) return HORA_ENOMEM;
-  uv_signal_init(d->loop, &d->sigchld);
-  d->sigchld.data = d;
-  uv_signal_start(&d->sigchld, on_sigchld, SIGCHLD);
-  uv_timer_init(d->loop, &d->term_timer);
-  uv_timer_init(d->loop, &d->kill_timer);
-  d->term_timer.data = d->kill_timer.data = d;
-  for (int i = 0; i < d->nlocal; i++) {
-    struct hd_rank *r = &d->ranks[i];
-    r->d = d;
+int hd_spawn_all(struct hd_job *job) {
+  job->ranks = calloc((size_t)job->nlocal, sizeof *job->ranks);
+  if (!job->ranks) return HORA_ENOMEM;
+  uv_timer_init(job->loop, &job->term_timer);
+  uv_timer_init(job->loop, &job->kill_timer);
+  job->term_timer.data = job->kill_timer.data = job;
+  for (int i = 0; i < job->nlocal; i++) {
+    struct hd_rank *r = &job->ranks[i];
+    r->job = job;
     r->idx = i;
-    r->info = d->job.ranks[i];
+    r->info = job->desc.ranks[i];
     r->memfd = -1;
     fill_random_hex(r->token, HP_TOKEN_LEN);
-    uv_timer_init(d->loop, &r->report_timer);
+    uv_timer_init(job->loop, &r->report_timer);
     r->report_timer.data = r;
-    uv_timer_init(d->loop, &r->lost_timer);
+    uv_timer_init(job->loop, &r->lost_timer);
     r->lost_timer.data = r;
   }
   errno = 0;
-  char *path = d->sock_path[0] ? resolve_program(&d->job) : NULL;
+  char *path = job->sock_path[0] ? resolve_program(&job->desc) : NULL;
   int perr = errno ? errno : EIO;
-  for (int i = 0; i < d->nlocal; i++) {
-    struct hd_rank *r = &d->ranks[i];
+  for (int i = 0; i < job->nlocal; i++) {
+    struct hd_rank *r = &job->ranks[i];
     char what[600];
-    if (!d->sock_path[0]) {
+    if (!job->sock_path[0]) {
       spawn_failed(r, perr, "horad could not create the job's socket");
     } else if (!path) {
-      hc_fmt(what, sizeof what, "cannot find program '%s'%s", d->job.argv[0],
-             strchr(d->job.argv[0], '/') ? "" : " in PATH");
+      hc_fmt(what, sizeof what, "cannot find program '%s'%s", job->desc.argv[0],
+             strchr(job->desc.argv[0], '/') ? "" : " in PATH");
       spawn_failed(r, perr, what);
     } else {
-      int rc = spawn_one(d, r, path);
+      int rc = spawn_one(job, r, path);
       if (rc < 0) {
         hc_fmt(what, sizeof what, "cannot start '%s'", path);
         spawn_failed(r, -rc, what);
@@ -311,10 +310,10 @@ int hd_spawn_all(struct hd_daemon *d) {
     }
   }
   free(path);
-  for (int i = 0; i < d->nlocal; i++) {
-    struct hd_rank *r = &d->ranks[i];
+  for (int i = 0; i < job->nlocal; i++) {
+    struct hd_rank *r = &job->ranks[i];
     if (r->exit_how == HP_EXIT_SPAWN && !r->pid) {
-      hd_send_exit(d, r);
+      hd_send_exit(job, r);
     } else if (r->exit_how == HP_EXIT_SPAWN) {
       hd_rank_left(r, r->spawn_msg);
     }
@@ -323,7 +322,7 @@ int hd_spawn_all(struct hd_daemon *d) {
 }
 
 static void describe_exit(struct hd_rank *r, char *buf, size_t len) {
-  const char *host = r->d->job.hostname ? r->d->job.hostname : r->d->hostname;
+  const char *host = hd_here(r->job);
   if (r->exit_how == HP_EXIT_SIGNAL)
     hc_fmt(buf, len, "rank %d on host %s was killed by signal %s",
            r->info.rank, host, hc_signal_name(r->exit_code));
@@ -337,96 +336,90 @@ static void describe_exit(struct hd_rank *r, char *buf, size_t len) {
                        "hora_init)" : "");
 }
 
-static void on_sigchld(uv_signal_t *h, int sig) {
-  struct hd_daemon *d = h->data;
-  (void)sig;
-  for (;;) {
-    int status;
-    pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) break;
-    for (int i = 0; i < d->nlocal; i++) {
-      struct hd_rank *r = &d->ranks[i];
-      if (r->pid != pid || r->reaped) continue;
-      r->reaped = 1;
-      if (r->exit_how != HP_EXIT_SPAWN) {
-        if (WIFSIGNALED(status)) {
-          r->exit_how = HP_EXIT_SIGNAL;
-          r->exit_code = WTERMSIG(status);
-        } else {
-          r->exit_how = HP_EXIT_CODE;
-          r->exit_code = WEXITSTATUS(status);
-          /* the other ranks cannot go on without it: it is the cause */
-          r->noinit = r->exit_code == 0 && !r->connected && !d->aborting;
-        }
+int hd_spawn_reaped(struct hd_job *job, pid_t pid, int status) {
+  for (int i = 0; job->ranks && i < job->nlocal; i++) {
+    struct hd_rank *r = &job->ranks[i];
+    if (r->pid != pid || r->reaped) continue;
+    r->reaped = 1;
+    if (r->exit_how != HP_EXIT_SPAWN) {
+      if (WIFSIGNALED(status)) {
+        r->exit_how = HP_EXIT_SIGNAL;
+        r->exit_code = WTERMSIG(status);
+      } else {
+        r->exit_how = HP_EXIT_CODE;
+        r->exit_code = WEXITSTATUS(status);
+        /* the other ranks cannot go on without it: it is the cause */
+        r->noinit = r->exit_code == 0 && !r->connected && !job->aborting;
       }
-      /* Whatever the rank started in its group goes with it. */
-      kill(-pid, SIGTERM);
-      char msg[HP_MSG_MAX + 1];
-      describe_exit(r, msg, sizeof msg);
-      hc_debug("%s", msg);
-      if (!r->gone || d->gone_rank < 0) hd_rank_left(r, msg);
-      /* Failing what was pending may have taken a while (a million
-       * operations): the output's grace counts from now, not from when
-       * this loop iteration began, or it would end before the pipes were
-       * read and the rank's last words would be lost. */
-      uv_update_time(d->loop);
-      uv_timer_start(&r->report_timer, on_report_timer, 200, 0);
-      maybe_report(r);
     }
+    /* Whatever the rank started in its group goes with it. */
+    kill(-pid, SIGTERM);
+    char msg[HP_MSG_MAX + 1];
+    describe_exit(r, msg, sizeof msg);
+    hc_debug("%s", msg);
+    if (!r->gone || job->gone_rank < 0) hd_rank_left(r, msg);
+    /* Failing what was pending may have taken a while (a million
+     * operations): the output's grace counts from now, not from when
+     * this loop iteration began, or it would end before the pipes were
+     * read and the rank's last words would be lost. */
+    uv_update_time(job->loop);
+    uv_timer_start(&r->report_timer, on_report_timer, 200, 0);
+    maybe_report(r);
+    return 1;
   }
+  return 0;
 }
 
-static void signal_all(struct hd_daemon *d, int sig) {
-  for (int i = 0; i < d->nlocal; i++) {
-    struct hd_rank *r = &d->ranks[i];
+static void signal_all(struct hd_job *job, int sig) {
+  for (int i = 0; i < job->nlocal; i++) {
+    struct hd_rank *r = &job->ranks[i];
     if (r->pid > 0 && !r->reaped) kill(-r->pid, sig);
   }
 }
 
 static void on_kill_timer(uv_timer_t *t) {
-  struct hd_daemon *d = t->data;
-  d->kill_sent = 1;
+  struct hd_job *job = t->data;
+  job->kill_sent = 1;
   hc_info("grace period over; sending SIGKILL");
-  signal_all(d, SIGKILL);
+  signal_all(job, SIGKILL);
 }
 
 static void on_term_timer(uv_timer_t *t) {
-  struct hd_daemon *d = t->data;
-  d->term_sent = 1;
-  signal_all(d, SIGTERM);
-  double grace = hk_double(&d->knobs, kill_grace);
+  struct hd_job *job = t->data;
+  job->term_sent = 1;
+  signal_all(job, SIGTERM);
+  double grace = hk_double(&job->knobs, kill_grace);
   if (grace < 0) grace = 0;
-  uv_timer_start(&d->kill_timer, on_kill_timer, (uint64_t)(grace * 1000), 0);
+  uv_timer_start(&job->kill_timer, on_kill_timer, (uint64_t)(grace * 1000), 0);
 }
 
-void hd_spawn_teardown(struct hd_daemon *d, const char *reason,
+void hd_spawn_teardown(struct hd_job *job, const char *reason,
                        int delay_ms) {
-  if (!d->have_job || !d->ranks) return;
-  if (d->aborting) return;
-  d->aborting = 1;
+  if (!job->have_job || !job->ranks) return;
+  if (job->aborting) return;
+  job->aborting = 1;
   hc_info("stopping the job: %s", reason);
-  if (d->gone_rank < 0) {
-    d->gone_rank = -2;
-    hc_fmt(d->gone_msg, sizeof d->gone_msg, "the job is stopping: %s", reason);
+  if (job->gone_rank < 0) {
+    job->gone_rank = -2;
+    hc_fmt(job->gone_msg, sizeof job->gone_msg, "the job is stopping: %s",
+           reason);
   }
-  hd_fail_all(d);
-  for (int i = 0; i < d->nlocal; i++)
-    if (d->ranks[i].hdr)
-      atomic_store(&d->ranks[i].hdr->closed, 1);
-  hd_flush_wakeups(d);
-  uv_timer_start(&d->term_timer, on_term_timer, (uint64_t)delay_ms, 0);
-  hd_maybe_done(d);
+  hd_fail_all(job);
+  for (int i = 0; i < job->nlocal; i++)
+    if (job->ranks[i].hdr)
+      atomic_store(&job->ranks[i].hdr->closed, 1);
+  hd_flush_wakeups(job);
+  uv_timer_start(&job->term_timer, on_term_timer, (uint64_t)delay_ms, 0);
+  hd_maybe_done(job);
 }
 
-void hd_spawn_close(struct hd_daemon *d) {
-  if (d->sigchld.loop && !uv_is_closing((uv_handle_t *)&d->sigchld))
-    uv_close((uv_handle_t *)&d->sigchld, on_closed);
-  uv_handle_t *hs[] = {(uv_handle_t *)&d->term_timer,
-                       (uv_handle_t *)&d->kill_timer};
+void hd_spawn_close(struct hd_job *job) {
+  uv_handle_t *hs[] = {(uv_handle_t *)&job->term_timer,
+                       (uv_handle_t *)&job->kill_timer};
   for (size_t i = 0; i < 2; i++)
     if (hs[i]->loop && !uv_is_closing(hs[i])) uv_close(hs[i], on_closed);
-  for (int i = 0; d->ranks && i < d->nlocal; i++) {
-    struct hd_rank *r = &d->ranks[i];
+  for (int i = 0; job->ranks && i < job->nlocal; i++) {
+    struct hd_rank *r = &job->ranks[i];
     if (r->pid > 0 && !r->reaped) kill(-r->pid, SIGKILL);
     for (int s = 0; s < 2; s++)
       if (r->out_open[s]) {

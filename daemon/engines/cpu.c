@@ -28,7 +28,8 @@
 #define SLICE_ALIGN 64u
 #define MAX_PARTS 256
 
-/* ---- allreduce and broadcast on one host ---------------------------------- */
+/* ---- allreduce and broadcast on one host ----------------------------------
+ */
 
 struct job {
   struct hd_tensor *t;
@@ -137,7 +138,7 @@ static int fill_job(struct hd_tensor *t, struct job *j, int streamed,
   return 0;
 }
 
-static int stream_step(struct hd_daemon *d, struct hd_tensor *t) {
+static int stream_step(struct hd_job *job, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   uint64_t es = hora_dtype_size(t->meta.dtype);
   if (!t->nchunks) {
@@ -163,7 +164,7 @@ static int stream_step(struct hd_daemon *d, struct hd_tensor *t) {
     if (can) {
       struct job j;
       if (fill_job(t, &j, 1, k) < 0) {
-        hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+        hd_tensor_fail(job, t, HORA_ENOMEM, "horad is out of memory");
         return 1;
       }
       run_job(&j);
@@ -178,7 +179,7 @@ static int stream_step(struct hd_daemon *d, struct hd_tensor *t) {
   if (t->reduced < t->nchunks) return 0;
   for (int i = 0; i < c->nlocal; i++)
     if (hd_needs_out(t, i) && t->part[i].done < t->nchunks) return 0;
-  hd_tensor_finish(d, t);
+  hd_tensor_finish(job, t);
   return 1;
 }
 
@@ -198,7 +199,7 @@ static int claim_staging(struct hd_tensor *t) {
   return 1;
 }
 
-static int run_reduce_bcast(struct hd_daemon *d, struct hd_tensor *t) {
+static int run_reduce_bcast(struct hd_job *job, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   if (c->nhosts > 1) {
     if (!claim_staging(t)) return 0;
@@ -209,19 +210,20 @@ static int run_reduce_bcast(struct hd_daemon *d, struct hd_tensor *t) {
     if (hd_needs_in(t, i) || hd_needs_out(t, i)) streamed = 1;
   if (streamed) {
     if (!claim_staging(t)) return 0;
-    return stream_step(d, t);
+    return stream_step(job, t);
   }
   struct job j;
   if (fill_job(t, &j, 0, 0) < 0) {
-    hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+    hd_tensor_fail(job, t, HORA_ENOMEM, "horad is out of memory");
     return 1;
   }
   run_job(&j);
-  hd_tensor_finish(d, t);
+  hd_tensor_finish(job, t);
   return 1;
 }
 
-/* ---- allgather, alltoall, reducescatter on one host ----------------------- */
+/* ---- allgather, alltoall, reducescatter on one host -----------------------
+ */
 
 /* A list of copies, run by the reduction threads. An entry reads n bytes
  * at src and writes them to each of its destinations (allgather: every
@@ -342,7 +344,8 @@ static void run_copy_share(void *arg, int i, int n) {
     uint64_t a = HC_MAX(lo, at), b = HC_MIN(hi, at + len);
     at += len;
     if (a >= b) continue;
-    uint64_t s0 = cut(a - (at - len), c->n, w), s1 = cut(b - (at - len), c->n, w);
+    uint64_t s0 = cut(a - (at - len), c->n, w),
+             s1 = cut(b - (at - len), c->n, w);
     if (s0 >= s1) continue;
     unsigned char *const *dst = l->dst + c->first;
     if (c->swap) {
@@ -352,8 +355,8 @@ static void run_copy_share(void *arg, int i, int n) {
     } else {
       for (uint64_t o = s0; o < s1; o += COPY_PIECE) {
         uint64_t m = HC_MIN((uint64_t)COPY_PIECE, s1 - o);
-        for (int d = 0; d < c->nd; d++)
-          copy(dst[d] + o, c->src + o, m, nt);
+        for (int job = 0; job < c->nd; job++)
+          copy(dst[job] + o, c->src + o, m, nt);
       }
     }
   }
@@ -377,7 +380,7 @@ static void free_copies(struct copies *l) {
   memset(l, 0, sizeof *l);
 }
 
-static int run_allgather(struct hd_daemon *d, struct hd_tensor *t) {
+static int run_allgather(struct hd_job *job, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   uint64_t es = hora_dtype_size(t->meta.dtype);
   const int64_t *counts = t->part[t->first].aux;
@@ -395,12 +398,12 @@ static int run_allgather(struct hd_daemon *d, struct hd_tensor *t) {
   }
   if (l.bad) {
     free_copies(&l);
-    hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+    hd_tensor_fail(job, t, HORA_ENOMEM, "horad is out of memory");
     return 1;
   }
   run_copies(&l);
   free_copies(&l);
-  hd_tensor_finish(d, t);
+  hd_tensor_finish(job, t);
   return 1;
 }
 
@@ -444,7 +447,7 @@ static int a2a_in_place(const struct hd_tensor *t, int i) {
  * its own input holds for others has been read: the copies into the
  * outputs of members not in place go first (then), those into the members
  * in place second (later). */
-static int run_alltoall(struct hd_daemon *d, struct hd_tensor *t) {
+static int run_alltoall(struct hd_job *job, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   uint64_t es = hora_dtype_size(t->meta.dtype);
   int size = c->size, nl = c->nlocal;
@@ -478,13 +481,13 @@ static int run_alltoall(struct hd_daemon *d, struct hd_tensor *t) {
   free_copies(&then);
   free_copies(&later);
   zero_joined_parts(t);
-  hd_tensor_finish(d, t);
+  hd_tensor_finish(job, t);
   return 1;
 oom:
   free(ip);
   free_copies(&then);
   free_copies(&later);
-  hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+  hd_tensor_fail(job, t, HORA_ENOMEM, "horad is out of memory");
   return 1;
 }
 
@@ -502,17 +505,19 @@ static void run_rs_slice(void *arg, int i, int n) {
   uint64_t es = hora_dtype_size(j->t->meta.dtype);
   uint64_t unit = SLICE_ALIGN / es, units = (j->count + unit - 1) / unit;
   uint64_t lo = HC_MIN(j->count, units * (uint64_t)i / (uint64_t)n * unit);
-  uint64_t hi = HC_MIN(j->count, units * (uint64_t)(i + 1) / (uint64_t)n * unit);
+  uint64_t hi =
+      HC_MIN(j->count, units * (uint64_t)(i + 1) / (uint64_t)n * unit);
   if (lo >= hi) return;
   const void *s[MAX_PARTS];
-  for (int k = 0; k < j->ns; k++) s[k] = (const unsigned char *)j->src[k] + lo * es;
+  for (int k = 0; k < j->ns; k++)
+    s[k] = (const unsigned char *)j->src[k] + lo * es;
   void *dst[1] = {j->dst + lo * es};
   hd_reduce(dst, 1, s, j->ns, hi - lo, j->t->meta.dtype, j->t->meta.op,
             j->t->comm->size);
   hd_scale_buf(j->t, dst[0], hi - lo, 0);
 }
 
-static int run_reducescatter(struct hd_daemon *d, struct hd_tensor *t) {
+static int run_reducescatter(struct hd_job *job, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   uint64_t es = hora_dtype_size(t->meta.dtype);
   uint64_t row = hd_row_elems(&t->meta);
@@ -521,7 +526,7 @@ static int run_reducescatter(struct hd_daemon *d, struct hd_tensor *t) {
   for (int i = 0; i < c->nlocal; i++) {
     if (t->part[i].joined) {
       if (!(j.src[j.ns++] = hd_neutral(t, t->meta.count))) {
-        hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+        hd_tensor_fail(job, t, HORA_ENOMEM, "horad is out of memory");
         return 1;
       }
       continue;
@@ -541,12 +546,12 @@ static int run_reducescatter(struct hd_daemon *d, struct hd_tensor *t) {
     j.count = n * row;
     if (j.count) hd_pool_run(run_rs_slice, &j, threads_for(j.count * es));
   }
-  hd_tensor_finish(d, t);
+  hd_tensor_finish(job, t);
   return 1;
 }
 
 /* How this engine runs each collective on one host. */
-static int (*const local_run[])(struct hd_daemon *, struct hd_tensor *) = {
+static int (*const local_run[])(struct hd_job *, struct hd_tensor *) = {
     [HORA_COLL_ALLREDUCE] = run_reduce_bcast,
     [HORA_COLL_BROADCAST] = run_reduce_bcast,
     [HORA_COLL_ALLGATHER] = run_allgather,
@@ -554,46 +559,46 @@ static int (*const local_run[])(struct hd_daemon *, struct hd_tensor *) = {
     [HORA_COLL_REDUCESCATTER] = run_reducescatter,
 };
 
-static int cpu_can_run(struct hd_daemon *d, const struct hd_tensor *t) {
+static int cpu_can_run(struct hd_job *job, const struct hd_tensor *t) {
   return t->meta.coll < sizeof local_run / sizeof local_run[0] &&
          local_run[t->meta.coll] != NULL;
 }
 
-static int cpu_step(struct hd_daemon *d, struct hd_tensor *t) {
+static int cpu_step(struct hd_job *job, struct hd_tensor *t) {
   struct hd_comm *c = t->comm;
   int coll = t->meta.coll;
   if (c->nlocal > MAX_PARTS) { /* job.ptrs bound; far beyond one host's ranks */
-    hd_tensor_fail(d, t, HORA_ENOTSUP,
+    hd_tensor_fail(job, t, HORA_ENOTSUP,
                    "the CPU engine serves at most 256 ranks per host");
     return 1;
   }
   if (t->meta.count == 0 && coll != HORA_COLL_ALLGATHER &&
       coll != HORA_COLL_ALLTOALL && c->nhosts == 1) {
-    hd_tensor_finish(d, t);
+    hd_tensor_finish(job, t);
     return 1;
   }
   if (c->nhosts > 1 && coll != HORA_COLL_ALLREDUCE &&
       coll != HORA_COLL_BROADCAST)
     return hd_xcoll_step(c, t);
-  return local_run[coll](d, t);
+  return local_run[coll](job, t);
 }
 
 /* A plan's tensors run one after the other, each as its own collective. */
-static int cpu_progress(struct hd_daemon *d, struct hd_plan *p) {
+static int cpu_progress(struct hd_job *job, struct hd_plan *p) {
   while (p->cur < p->n) {
-    if (!cpu_step(d, p->t[p->cur])) return 0;
+    if (!cpu_step(job, p->t[p->cur])) return 0;
     hd_plan_next(p);
   }
   return 1;
 }
 
-static void cpu_comm_fini(struct hd_daemon *d, struct hd_comm *c) {
-  (void)d;
+static void cpu_comm_fini(struct hd_job *job, struct hd_comm *c) {
+  (void)job;
   hd_xhost_free(c);
   hd_xcoll_free(c);
 }
 
-static void cpu_abort(struct hd_daemon *d, struct hd_comm *c) {
+static void cpu_abort(struct hd_job *job, struct hd_comm *c) {
   hd_xhost_abort(c);
   hd_xcoll_abort(c);
 }

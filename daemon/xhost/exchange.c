@@ -197,7 +197,7 @@ static void on_sent(void *arg, int status) {
   if (!x->active) release_buffers(x); /* an aborted one: the next may start */
   else if (x->hold) place_held(x);     /* the input may now be written */
   hd_comm_progress(x->c);
-  hd_flush_wakeups(x->c->d);
+  hd_flush_wakeups(x->c->job);
 }
 
 /* Sends n bytes at p to host position k, in frames (at least one), as
@@ -205,12 +205,14 @@ static void on_sent(void *arg, int status) {
  * last frame is marked). -1: out of memory. */
 static int send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
                       uint64_t n, uint64_t at, int last) {
-  struct hd_daemon *d = x->c->d;
+  struct hd_job *job = x->c->job;
   uint64_t off = 0;
   do {
     uint64_t len = HC_MIN((uint64_t)XC_FRAME, n - off);
     unsigned char hdr[HP_FRAME_HDR + HP_XDATA_HDR_LEN];
-    struct hp_xdata_hdr h = {.comm = x->c->id, .seq = x->seq, .offset = at + off,
+    struct hp_xdata_hdr h = {.comm = x->c->id,
+                             .seq = x->seq,
+                             .offset = at + off,
                              .step = last && off + len == n ? XC_LAST : 0};
     hp_xdata_frame_hdr(hdr, &h, (uint32_t)len);
     struct xc_send *f = calloc(1, sizeof *f);
@@ -218,7 +220,7 @@ static int send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
     *f = (struct xc_send){x->sends, x, p + off, len, 0};
     x->sends = f;
     x->pending++;
-    if (d->link->send(d, x->c->hosts[k], hdr, sizeof hdr, p + off, len,
+    if (job->link->send(job, x->c->hosts[k], hdr, sizeof hdr, p + off, len,
                       on_sent, f) < 0) {
       x->pending--; /* the host is lost: everything fails from there */
       f->done = 1;
@@ -230,7 +232,8 @@ static int send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
 }
 
 /* Whether n bytes at p overlap a frame not yet taken by the sockets. */
-static int unsent(const struct hd_xcoll *x, const unsigned char *p, uint64_t n) {
+static int unsent(const struct hd_xcoll *x, const unsigned char *p,
+                  uint64_t n) {
   for (const struct xc_send *f = x->sends; f; f = f->next)
     if (!f->done && p < f->p + f->n && f->p < p + n) return 1;
   return 0;
@@ -282,7 +285,8 @@ static void widen(void *dst, int wdt, const void *src, int dt, uint64_t n) {
     float *o = dst;
     const uint16_t *s = src;
     for (uint64_t i = 0; i < n; i++)
-      o[i] = dt == HORA_FLOAT16 ? hd_half_to_float(s[i]) : hd_bf16_to_float(s[i]);
+      o[i] =
+          dt == HORA_FLOAT16 ? hd_half_to_float(s[i]) : hd_bf16_to_float(s[i]);
     return;
   }
   int64_t *o = dst;
@@ -386,7 +390,8 @@ static int start_allgather(struct hd_xcoll *x) {
     if (na) copy_to(at, na, src, (uint64_t)counts[m] * es);
   }
   for (int k = 0; k < c->nhosts; k++) {
-    uint64_t lo = off[c->host_first[k]], hi = off[c->host_first[k] + c->host_n[k]];
+    uint64_t lo = off[c->host_first[k]],
+             hi = off[c->host_first[k] + c->host_n[k]];
     x->base[k] = lo * es;
     x->want[k] = k == c->me ? 0 : (hi - lo) * es;
   }
@@ -395,7 +400,8 @@ static int start_allgather(struct hd_xcoll *x) {
   free(off);
   free(dst);
   for (int k = 0; k < c->nhosts; k++)
-    if (k != c->me && send_bytes(x, k, x->w + mlo, mhi - mlo, 0, 1) < 0) return -1;
+    if (k != c->me && send_bytes(x, k, x->w + mlo, mhi - mlo, 0, 1) < 0)
+      return -1;
   return 0;
 }
 
@@ -426,7 +432,8 @@ static void rs_local_slice(void *arg, int i, int n) {
   uint64_t hi = HC_MIN(j->n, units * (uint64_t)(i + 1) / (uint64_t)n * unit);
   if (lo >= hi) return;
   const void *s[HD_XC_LOCAL_MAX];
-  for (int k = 0; k < j->ns; k++) s[k] = (const unsigned char *)j->src[k] + lo * es;
+  for (int k = 0; k < j->ns; k++)
+    s[k] = (const unsigned char *)j->src[k] + lo * es;
   void *dst[1] = {(unsigned char *)j->w + lo * es};
   hd_reduce(dst, 1, s, j->ns, hi - lo, j->dtype, j->op, 0);
 }
@@ -454,7 +461,8 @@ static int start_reducescatter(struct hd_xcoll *x) {
       uint64_t klo, khi;
       rs_host_range(c, t, k, &klo, &khi);
       x->want[k] = k == c->me ? 0 : (hi - lo) * es;
-      if (k != c->me && send_bytes(x, k, in + klo * es, (khi - klo) * es, 0, 1) < 0)
+      if (k != c->me &&
+          send_bytes(x, k, in + klo * es, (khi - klo) * es, 0, 1) < 0)
         return -1;
     }
     return 0;
@@ -504,7 +512,8 @@ static int start_reducescatter(struct hd_xcoll *x) {
   for (int k = 0; k < c->nhosts; k++) {
     uint64_t klo, khi;
     rs_host_range(c, t, k, &klo, &khi);
-    if (k != c->me && send_bytes(x, k, w + klo * x->wes, (khi - klo) * x->wes, 0, 1) < 0)
+    if (k != c->me &&
+        send_bytes(x, k, w + klo * x->wes, (khi - klo) * x->wes, 0, 1) < 0)
       return -1;
     x->want[k] = k == c->me ? 0 : (hi - lo) * x->wes;
   }
@@ -550,7 +559,8 @@ static int a2a_local(struct hd_xcoll *x, int *any_in_place) {
         uint64_t n = (uint64_t)pi->aux[mj] * es;
         if (!n || round != (ip[j] && !ip[i])) continue;
         unsigned char *src = hd_in_ptr(t, i) + split_off(pi->aux, mj) * es;
-        unsigned char *dst = hd_out_ptr(t, j) + split_off(pj->aux + size, mi) * es;
+        unsigned char *dst =
+            hd_out_ptr(t, j) + split_off(pj->aux + size, mi) * es;
         if (ip[i] && ip[j])
           swap_bytes(src, dst, n);
         else if (dst != src)
@@ -693,14 +703,16 @@ static void a2a_place(struct hd_xcoll *x, int k, uint64_t off,
   struct hd_tensor *t = x->t;
   uint64_t es = x->es, at = a2a_hdr_bytes(c, k), end = off + len;
   if (x->bad[0]) return;
-  for (int s = c->host_first[k]; s < c->host_first[k] + c->host_n[k] && at < end; s++)
+  for (int s = c->host_first[k];
+       s < c->host_first[k] + c->host_n[k] && at < end; s++)
     for (int j = 0; j < c->nlocal && at < end; j++) {
       int64_t v = a2a_hdr_n(x, k, s, c->local_member[j]);
       uint64_t n = v > 0 ? (uint64_t)v * es : 0;
       uint64_t a = HC_MAX(off, at), b = HC_MIN(end, at + n);
       if (a < b && !t->part[j].joined) {
         const int64_t *rs = t->part[j].aux + c->size;
-        unsigned char *dst = hd_out_ptr(t, j) + split_off(rs, s) * es + (a - at);
+        unsigned char *dst =
+            hd_out_ptr(t, j) + split_off(rs, s) * es + (a - at);
         if (dst != p + (a - off)) memcpy(dst, p + (a - off), b - a);
       }
       at += n;
@@ -768,7 +780,8 @@ static int add_staged(struct hd_xcoll *x, int k, uint64_t off, uint64_t n) {
   return 0;
 }
 
-/* ---- data ----------------------------------------------------------------- */
+/* ---- data -----------------------------------------------------------------
+ */
 
 /* Alltoall data from host position k, past its header: bytes [off, off +
  * len) at data. */
@@ -811,7 +824,7 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
       (x->want[k] != XC_UNKNOWN && len > x->want[k] - x->got[k]) ||
       len > UINT64_MAX / 4 - x->got[k]) {
     char name[300];
-    hd_host_name(x->c->d, x->c->hosts[k], name, sizeof name);
+    hd_host_name(x->c->job, x->c->hosts[k], name, sizeof name);
     hc_fmt(why, whylen, "%s '%s' (decision %llu): data from %s out of order "
            "or beyond the operation's bounds: %zu bytes at offset %llu, "
            "expected offset %llu of %llu", hd_coll_name(t->meta.coll),
@@ -888,10 +901,12 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
   if (!x->bad[0]) {
     char name[300];
     x->bad_rc = HORA_EINVAL;
-    hd_host_name(x->c->d, x->c->hosts[k], name, sizeof name);
-    hc_fmt(x->bad, sizeof x->bad, "allgather '%s': every rank of %s has "
+    hd_host_name(x->c->job, x->c->hosts[k], name, sizeof name);
+    hc_fmt(x->bad, sizeof x->bad,
+           "allgather '%s': every rank of %s has "
            "joined, but the receive counts expect %llu elements from them",
-           t->name, name, (unsigned long long)((x->want[k] - x->got[k]) / x->es));
+           t->name, name,
+           (unsigned long long)((x->want[k] - x->got[k]) / x->es));
   }
   x->want[k] = x->got[k];
   return 0;
@@ -957,10 +972,10 @@ static void finish(struct hd_xcoll *x) {
 }
 
 int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
-  struct hd_daemon *d = c->d;
+  struct hd_job *job = c->job;
   struct hd_xcoll *x = xc_of(c);
   if (!x) {
-    hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+    hd_tensor_fail(job, t, HORA_ENOMEM, "horad is out of memory");
     return 1;
   }
   if (x->t != t) {
@@ -984,15 +999,15 @@ int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
        * cannot go on */
       hc_error("%s '%s': out of memory", hd_coll_name(t->meta.coll), t->name);
       end_op(x);
-      hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
-      hd_teardown(d, "horad is out of memory", 0);
+      hd_tensor_fail(job, t, HORA_ENOMEM, "horad is out of memory");
+      hd_teardown(job, "horad is out of memory", 0);
       return 1;
     }
     char why[HP_MSG_MAX + 1];
     if (take_early(x, why, sizeof why) < 0) {
       end_op(x);
-      hd_tensor_fail(d, t, HORA_EPROTO, why);
-      hd_teardown(d, why, 0);
+      hd_tensor_fail(job, t, HORA_EPROTO, why);
+      hd_teardown(job, why, 0);
       return 1;
     }
   }
@@ -1001,20 +1016,20 @@ int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
   end_op(x);
   if (x->bad[0]) {
     hc_info("%s", x->bad);
-    hd_tensor_fail(d, t, x->bad_rc, x->bad);
+    hd_tensor_fail(job, t, x->bad_rc, x->bad);
   } else {
-    hd_tensor_finish(d, t);
+    hd_tensor_finish(job, t);
   }
   return 1;
 }
 
-void *hd_xcoll_place(struct hd_daemon *d, int from, const unsigned char *pre,
+void *hd_xcoll_place(struct hd_job *job, int from, const unsigned char *pre,
                      size_t len) {
   struct hp_xdata_hdr h;
-  if (d->gone_rank != -1 || len <= HP_XDATA_HDR_LEN ||
+  if (job->gone_rank != -1 || len <= HP_XDATA_HDR_LEN ||
       hp_dec_xdata_hdr(pre, HP_XDATA_HDR_LEN, &h) < 0)
     return NULL;
-  struct hd_comm *c = hd_comm_get(d, h.comm);
+  struct hd_comm *c = hd_comm_get(job, h.comm);
   if (!c || c->removed || c->me < 0 || !c->xc) return NULL;
   struct hd_xcoll *x = c->xc;
   int k = -1;
@@ -1028,7 +1043,7 @@ void *hd_xcoll_place(struct hd_daemon *d, int from, const unsigned char *pre,
   return dest_of(x, k, h.offset, n);
 }
 
-int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
+int hd_xcoll_data(struct hd_job *job, int from, unsigned char *payload,
                   size_t len, unsigned char *placed, int *keep, char *why,
                   size_t whylen) {
   struct hp_xdata_hdr h;
@@ -1037,8 +1052,8 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
            "header (%u)", len, HP_XDATA_HDR_LEN);
     return -1;
   }
-  if (d->gone_rank != -1) return 0; /* the job is failing: ignore */
-  struct hd_comm *c = hd_comm_get(d, h.comm);
+  if (job->gone_rank != -1) return 0; /* the job is failing: ignore */
+  struct hd_comm *c = hd_comm_get(job, h.comm);
   if (c && c->removed) return 0;
   int k = -1;
   for (int i = 0; c && i < c->nhosts; i++)
@@ -1067,7 +1082,7 @@ int hd_xcoll_data(struct hd_daemon *d, int from, unsigned char *payload,
       return -1;
     if (all_in(x) && !x->pending) {
       hd_comm_progress(c);
-      hd_flush_wakeups(d);
+      hd_flush_wakeups(job);
     }
     return 0;
   }
@@ -1105,10 +1120,10 @@ void hd_xcoll_abort(struct hd_comm *c) {
   if (!x) return;
   /* A frame being read into a rank's memory must not land there once the
    * rank has its buffer back (with an error). */
-  struct hd_daemon *d = c->d;
-  if (x->active && d->link && c->me >= 0)
+  struct hd_job *job = c->job;
+  if (x->active && job->link && c->me >= 0)
     for (int k = 0; k < c->nhosts; k++)
-      if (k != c->me) d->link->unplace(d, c->hosts[k]);
+      if (k != c->me) job->link->unplace(job, c->hosts[k]);
   if (x->active) end_op(x);
   while (x->early) drop_early(x, &x->early);
 }

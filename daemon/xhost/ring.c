@@ -32,7 +32,7 @@
 #define XH_EARLY_MAX (256ull << 20)  /* a peer that ignores that: drop it */
 
 struct xh_slot {
-  struct hd_daemon *d;
+  struct hd_job *job;
   struct hd_comm *c;
   unsigned char *w;   /* XH_PIECE_MAX bytes, for wide elements */
   unsigned char *buf; /* W of the piece: w, or a local rank's own memory */
@@ -114,7 +114,7 @@ static int recv_seg(const struct hd_xop *x, int s) {
 }
 
 /* Where local rank i's data for elements [off, ...) of chunk k are. */
-static unsigned char *part_ptr(struct hd_daemon *d, struct hd_xop *x, int i,
+static unsigned char *part_ptr(struct hd_job *job, struct hd_xop *x, int i,
                                uint64_t off) {
   struct hd_rank *r = hd_comm_local(x->c, i);
   struct hd_part *p = &x->t->part[i];
@@ -206,12 +206,13 @@ static int ring_dtype(const struct hd_xop *x) {
                                  : x->t->meta.dtype;
 }
 
-/* ---- sending -------------------------------------------------------------- */
+/* ---- sending --------------------------------------------------------------
+ */
 
 static void run_ready_later(struct hd_comm *c) {
   if (c->xop && !c->xop->in_step) {
     hd_comm_progress(c);
-    hd_flush_wakeups(c->d);
+    hd_flush_wakeups(c->job);
   }
 }
 
@@ -222,23 +223,25 @@ static void on_sent(void *arg, int status) {
   if (!sl->pending) run_ready_later(sl->c);
 }
 
-static void send_step(struct hd_daemon *d, struct hd_xop *x,
+static void send_step(struct hd_job *job, struct hd_xop *x,
                       struct xh_slot *sl, int step) {
   uint64_t lo = 0, len = sl->cnt;
-  if (x->t->meta.coll == HORA_COLL_ALLREDUCE) seg_range(sl->cnt, x->n, send_seg(x, step), &lo, &len);
+  if (x->t->meta.coll == HORA_COLL_ALLREDUCE)
+    seg_range(sl->cnt, x->n, send_seg(x, step), &lo, &len);
   unsigned char hdr[HP_FRAME_HDR + HP_DATA_HDR_LEN];
   struct hp_data_hdr h = {.seq = x->seq, .piece = sl->piece,
                           .step = (uint32_t)step, .comm = x->c->id};
   hp_data_frame_hdr(hdr, &h, (uint32_t)(len * x->wes));
   sl->pending++;
-  if (d->link->send(d, x->next_host, hdr, sizeof hdr, sl->buf + lo * x->wes,
+  if (job->link->send(job, x->next_host, hdr, sizeof hdr, sl->buf + lo * x->wes,
                     len * x->wes, on_sent, sl) < 0)
     sl->pending--; /* the host is lost: everything fails from there */
 }
 
-/* ---- the steps of a piece --------------------------------------------------- */
+/* ---- the steps of a piece ---------------------------------------------------
+ */
 
-static void finalize(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl) {
+static void finalize(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl) {
   struct hd_tensor *t = x->t;
   void *dst[256];
   int nd = 0;
@@ -248,7 +251,7 @@ static void finalize(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl) 
   for (int i = 0; i < x->c->nlocal && nd < 256; i++) {
     if (t->meta.coll != HORA_COLL_ALLREDUCE && hd_is_root(t, i)) continue;
     if (t->part[i].joined) continue;
-    unsigned char *p = part_ptr(d, x, i, sl->off);
+    unsigned char *p = part_ptr(job, x, i, sl->off);
     if (p != sl->buf || x->wide) dst[nd++] = p;
     else if (t->meta.op == HORA_AVERAGE && t->meta.coll == HORA_COLL_ALLREDUCE)
       sl->divide_w = 1;
@@ -257,11 +260,13 @@ static void finalize(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl) 
     narrow_avg(dst, nd, (const uint64_t *)sl->buf, sl->cnt, t->meta.dtype,
                x->c->size);
   } else if (x->wide == WIDE_FLOAT) {
-    narrow_float(dst, nd, (const float *)sl->buf, sl->cnt, t->meta.dtype, t->meta.op,
-                 x->c->size);
+    narrow_float(dst, nd, (const float *)sl->buf, sl->cnt, t->meta.dtype,
+                 t->meta.op, x->c->size);
   } else if (t->meta.coll == HORA_COLL_ALLREDUCE) {
     const void *src[1] = {sl->buf};
-    if (nd) hd_reduce(dst, nd, src, 1, sl->cnt, t->meta.dtype, t->meta.op, x->c->size);
+    if (nd)
+      hd_reduce(dst, nd, src, 1, sl->cnt, t->meta.dtype, t->meta.op,
+                x->c->size);
   } else {
     for (int i = 0; i < nd; i++) memcpy(dst[i], sl->buf, sl->cnt * x->es);
   }
@@ -269,7 +274,7 @@ static void finalize(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl) 
 }
 
 /* Takes in one ring step's data for the piece in sl. */
-static int take_step(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl,
+static int take_step(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl,
                      uint32_t step, const unsigned char *data, size_t len,
                      char *why, size_t whylen) {
   struct hd_tensor *t = x->t;
@@ -299,7 +304,7 @@ static int take_step(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl,
     }
     sl->recvd++;
     last = sl->recvd == 2 * (x->n - 1);
-    if (!last) send_step(d, x, sl, (int)step + 1);
+    if (!last) send_step(job, x, sl, (int)step + 1);
   } else {
     if (step != 0) {
       hc_fmt(why, whylen, "broadcast step %u", step);
@@ -308,9 +313,9 @@ static int take_step(struct hd_daemon *d, struct hd_xop *x, struct xh_slot *sl,
     if (data != w) memcpy(w, data, len);
     sl->recvd = 1;
     last = 1;
-    if (x->next != x->root_host) send_step(d, x, sl, 0);
+    if (x->next != x->root_host) send_step(job, x, sl, 0);
   }
-  if (last) finalize(d, x, sl);
+  if (last) finalize(job, x, sl);
   return 0;
 }
 
@@ -327,7 +332,7 @@ static void drop_early(struct hd_xop *x, struct early **pp) {
 }
 
 /* Feeds the piece in sl what came for it before it started. */
-static int take_early(struct hd_daemon *d, struct hd_xop *x,
+static int take_early(struct hd_job *job, struct hd_xop *x,
                       struct xh_slot *sl) {
   struct early **pp = &x->early;
   while (*pp) {
@@ -337,7 +342,7 @@ static int take_early(struct hd_daemon *d, struct hd_xop *x,
       continue;
     }
     char why[256];
-    int rc = take_step(d, x, sl, e->h.step, e->buf + HP_DATA_HDR_LEN, e->len,
+    int rc = take_step(job, x, sl, e->h.step, e->buf + HP_DATA_HDR_LEN, e->len,
                        why, sizeof why);
     drop_early(x, pp);
     if (rc < 0) {
@@ -350,7 +355,7 @@ static int take_early(struct hd_daemon *d, struct hd_xop *x,
 
 /* May piece p start: its slot free, its inputs copied in, room for its
  * outputs in the staging areas? */
-static int can_start(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
+static int can_start(struct hd_job *job, struct hd_xop *x, uint64_t p) {
   struct xh_slot *sl = &x->slot[p % XH_WINDOW];
   if (sl->busy || sl->pending) return 0;
   uint64_t k = p / x->ppc;
@@ -362,7 +367,7 @@ static int can_start(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
   return 1;
 }
 
-static void start_piece(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
+static void start_piece(struct hd_job *job, struct hd_xop *x, uint64_t p) {
   struct hd_tensor *t = x->t;
   struct xh_slot *sl = &x->slot[p % XH_WINDOW];
   sl->busy = 1;
@@ -375,29 +380,30 @@ static void start_piece(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
    * broadcast from here): reduced into in place, sent from, received into,
    * and copied to the other local ranks at the end. Only wide elements
    * need a buffer of the daemon's. */
-  sl->buf = part_ptr(d, x, 0, sl->off);
+  sl->buf = part_ptr(job, x, 0, sl->off);
   if (t->meta.coll == HORA_COLL_ALLREDUCE) {
     const void *src[256];
     int ns = 0;
     for (int i = 0; i < x->c->nlocal && ns < 256; i++) {
       if (!t->part[i].joined)
-        hd_scale_buf(t, part_ptr(d, x, i, sl->off), sl->cnt, 1);
-      src[ns++] = part_ptr(d, x, i, sl->off);
+        hd_scale_buf(t, part_ptr(job, x, i, sl->off), sl->cnt, 1);
+      src[ns++] = part_ptr(job, x, i, sl->off);
     }
     if (x->wide) sl->buf = sl->w;
     void *dst[1] = {sl->buf};
     if (x->wide == WIDE_INT)
       widen_sum((uint64_t *)sl->buf, src, ns, sl->cnt, t->meta.dtype);
     else if (x->wide == WIDE_FLOAT)
-      widen_float((float *)sl->buf, src, ns, sl->cnt, t->meta.dtype, t->meta.op);
+      widen_float((float *)sl->buf, src, ns, sl->cnt, t->meta.dtype,
+                  t->meta.op);
     else if (ns > 1)
       hd_reduce(dst, 1, src, ns, sl->cnt, t->meta.dtype, ring_op(t), 0);
-    send_step(d, x, sl, 0);
+    send_step(job, x, sl, 0);
   } else if (x->root_host == x->me) {
     for (int i = 0; i < x->c->nlocal; i++)
-      if (hd_is_root(t, i)) sl->buf = part_ptr(d, x, i, sl->off);
-    send_step(d, x, sl, 0);
-    finalize(d, x, sl);
+      if (hd_is_root(t, i)) sl->buf = part_ptr(job, x, i, sl->off);
+    send_step(job, x, sl, 0);
+    finalize(job, x, sl);
   }
   x->next_piece++;
 }
@@ -405,7 +411,7 @@ static void start_piece(struct hd_daemon *d, struct hd_xop *x, uint64_t p) {
 /* ---- the operation ----------------------------------------------------- */
 
 static struct hd_xop *xop(struct hd_comm *c) {
-  struct hd_daemon *d = c->d;
+  struct hd_job *job = c->job;
   if (c->xop) return c->xop;
   struct hd_xop *x = calloc(1, sizeof *x);
   if (!x) return NULL;
@@ -415,7 +421,7 @@ static struct hd_xop *xop(struct hd_comm *c) {
   }
   x->c = c;
   for (int i = 0; i < XH_WINDOW; i++) {
-    x->slot[i].d = d;
+    x->slot[i].job = job;
     x->slot[i].c = c;
     if (!(x->slot[i].w = malloc(XH_PIECE_MAX))) {
       for (int k = 0; k < i; k++) free(x->slot[k].w);
@@ -427,7 +433,7 @@ static struct hd_xop *xop(struct hd_comm *c) {
   return c->xop = x;
 }
 
-static int start_op(struct hd_daemon *d, struct hd_xop *x,
+static int start_op(struct hd_job *job, struct hd_xop *x,
                     struct hd_tensor *t) {
   memset(&x->t, 0, offsetof(struct hd_xop, slot) - offsetof(struct hd_xop, t));
   x->t = t;
@@ -451,7 +457,8 @@ static int start_op(struct hd_daemon *d, struct hd_xop *x,
     x->wide = WIDE_INT;
   if (t->meta.coll == HORA_COLL_ALLREDUCE &&
       (t->meta.dtype == HORA_FLOAT16 || t->meta.dtype == HORA_BFLOAT16) &&
-      (t->meta.op == HORA_SUM || t->meta.op == HORA_AVERAGE || t->meta.op == HORA_PRODUCT))
+      (t->meta.op == HORA_SUM || t->meta.op == HORA_AVERAGE ||
+       t->meta.op == HORA_PRODUCT))
     x->wide = WIDE_FLOAT;
   x->wes = x->wide == WIDE_INT ? 8 : x->wide == WIDE_FLOAT ? 4 : x->es;
   x->chunk_elems = HC_MAX(1, hd_comm_local(c, 0)->layout.chunk_size / x->es);
@@ -485,7 +492,7 @@ static void end_op(struct hd_xop *x) {
   x->active = 0;
 }
 
-static int advance(struct hd_daemon *d, struct hd_xop *x) {
+static int advance(struct hd_job *job, struct hd_xop *x) {
   struct hd_tensor *t = x->t;
   int progress = 0;
   struct hd_comm *c = x->c;
@@ -501,10 +508,10 @@ static int advance(struct hd_daemon *d, struct hd_xop *x) {
       progress = 1;
     }
   }
-  while (x->next_piece < x->npieces && can_start(d, x, x->next_piece)) {
+  while (x->next_piece < x->npieces && can_start(job, x, x->next_piece)) {
     uint64_t p = x->next_piece;
-    start_piece(d, x, p);
-    if (take_early(d, x, &x->slot[p % XH_WINDOW]) < 0) return -1;
+    start_piece(job, x, p);
+    if (take_early(job, x, &x->slot[p % XH_WINDOW]) < 0) return -1;
     progress = 1;
   }
   for (int s = 0; s < XH_WINDOW; s++) {
@@ -513,13 +520,14 @@ static int advance(struct hd_daemon *d, struct hd_xop *x) {
       if (sl->divide_w) { /* in place: dst and src the very same */
         void *dst[1] = {sl->buf};
         const void *src[1] = {sl->buf};
-        hd_reduce(dst, 1, src, 1, sl->cnt, t->meta.dtype, t->meta.op, x->c->size);
+        hd_reduce(dst, 1, src, 1, sl->cnt, t->meta.dtype, t->meta.op,
+                  x->c->size);
         sl->divide_w = 0;
       }
       if (t->meta.coll == HORA_COLL_ALLREDUCE && t->meta.postscale != 1.0)
         for (int i = 0; i < c->nlocal; i++)
           if (!t->part[i].joined)
-            hd_scale_buf(t, part_ptr(d, x, i, sl->off), sl->cnt, 0);
+            hd_scale_buf(t, part_ptr(job, x, i, sl->off), sl->cnt, 0);
       /* a staging chunk is copied out once no send reads it any more */
       sl->busy = 0;
       x->nfinished++;
@@ -539,58 +547,59 @@ static int advance(struct hd_daemon *d, struct hd_xop *x) {
 }
 
 /* Reads the previous host's link again once the early data drained. */
-static void maybe_resume(struct hd_daemon *d, struct hd_xop *x) {
-  if (d->link->paused(d, x->prev_host) && x->early_bytes < XH_EARLY_PAUSE / 2)
-    d->link->resume(d, x->prev_host);
+static void maybe_resume(struct hd_job *job, struct hd_xop *x) {
+  if (job->link->paused(job, x->prev_host) &&
+      x->early_bytes < XH_EARLY_PAUSE / 2)
+    job->link->resume(job, x->prev_host);
 }
 
 int hd_xhost_step(struct hd_comm *cm, struct hd_tensor *t) {
-  struct hd_daemon *d = cm->d;
+  struct hd_job *job = cm->job;
   struct hd_xop *x = xop(cm);
   if (!x) {
-    hd_tensor_fail(d, t, HORA_ENOMEM, "horad is out of memory");
+    hd_tensor_fail(job, t, HORA_ENOMEM, "horad is out of memory");
     return 1;
   }
   if (x->t != t) {
-    if (cm->nlocal > 256 || start_op(d, x, t) < 0) {
-      hd_tensor_fail(d, t, HORA_ENOMEM, "horad cannot run this operation");
+    if (cm->nlocal > 256 || start_op(job, x, t) < 0) {
+      hd_tensor_fail(job, t, HORA_ENOMEM, "horad cannot run this operation");
       return 1;
     }
   }
   x->in_step = 1;
   int rc;
-  while ((rc = advance(d, x)) > 0) {}
+  while ((rc = advance(job, x)) > 0) {}
   x->in_step = 0;
-  maybe_resume(d, x);
+  maybe_resume(job, x);
   if (rc < 0) {
     /* as on the direct path: the link goes, and with it the host, so
      * every host learns of it (nobody waits for our ring data forever) */
-    d->link->drop(d, x->prev_host, "bad data on the ring");
+    job->link->drop(job, x->prev_host, "bad data on the ring");
     return 0;
   }
   if (x->nfinished < x->npieces || x->chunks_out < x->nchunks) return 0;
   for (int i = 0; i < cm->nlocal; i++)
     if (hd_needs_out(t, i) && t->part[i].done < x->nchunks) return 0;
   end_op(x);
-  hd_tensor_finish(d, t);
+  hd_tensor_finish(job, t);
   return 1;
 }
 
 /* The communicator a DATA header names, when this host takes part in it
  * and `from` is its previous host there. */
-static struct hd_comm *comm_of(struct hd_daemon *d, int from,
+static struct hd_comm *comm_of(struct hd_job *job, int from,
                                const struct hp_data_hdr *h) {
-  struct hd_comm *c = hd_comm_get(d, h->comm);
+  struct hd_comm *c = hd_comm_get(job, h->comm);
   if (!c || c->removed || c->me < 0 || c->nhosts < 2) return NULL;
   return c->hosts[(c->me + c->nhosts - 1) % c->nhosts] == from ? c : NULL;
 }
 
-void *hd_xhost_place(struct hd_daemon *d, int from, const unsigned char *pre,
+void *hd_xhost_place(struct hd_job *job, int from, const unsigned char *pre,
                      size_t len) {
   struct hp_data_hdr h;
-  if (d->gone_rank != -1 || hp_dec_data_hdr(pre, HP_DATA_HDR_LEN, &h) < 0)
+  if (job->gone_rank != -1 || hp_dec_data_hdr(pre, HP_DATA_HDR_LEN, &h) < 0)
     return NULL;
-  struct hd_comm *c = comm_of(d, from, &h);
+  struct hd_comm *c = comm_of(job, from, &h);
   struct hd_xop *x = c ? c->xop : NULL;
   if (!x || !x->active || h.seq != x->seq || h.piece >= x->next_piece)
     return NULL;
@@ -610,7 +619,7 @@ void *hd_xhost_place(struct hd_daemon *d, int from, const unsigned char *pre,
   return n == cnt * x->wes ? sl->buf + lo * x->wes : NULL;
 }
 
-int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
+int hd_xhost_data(struct hd_job *job, int from, unsigned char *payload,
                   size_t len, unsigned char *placed, int *keep, char *why,
                   size_t whylen) {
   struct hp_data_hdr h;
@@ -618,10 +627,10 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
     hc_fmt(why, whylen, "bad DATA header");
     return -1;
   }
-  if (d->gone_rank != -1) return 0; /* the job is failing: ignore */
-  struct hd_comm *cm = hd_comm_get(d, h.comm);
+  if (job->gone_rank != -1) return 0; /* the job is failing: ignore */
+  struct hd_comm *cm = hd_comm_get(job, h.comm);
   if (cm && cm->removed) return 0; /* it went while the data came */
-  cm = comm_of(d, from, &h);
+  cm = comm_of(job, from, &h);
   struct hd_xop *x = cm ? xop(cm) : NULL;
   if (!x) {
     hc_fmt(why, whylen, "DATA of process set %u from host %d, which is not "
@@ -635,7 +644,7 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
       hc_fmt(why, whylen, "placed DATA no longer expected");
       return -1;
     }
-    if (take_step(d, x, sl, h.step, placed, n, why, whylen) < 0) return -1;
+    if (take_step(job, x, sl, h.step, placed, n, why, whylen) < 0) return -1;
     run_ready_later(cm);
     return 0;
   }
@@ -646,7 +655,7 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
              (unsigned long long)h.piece);
       return -1;
     }
-    if (take_step(d, x, sl, h.step, payload + HP_DATA_HDR_LEN, n, why,
+    if (take_step(job, x, sl, h.step, payload + HP_DATA_HDR_LEN, n, why,
                   whylen) < 0)
       return -1;
     run_ready_later(cm);
@@ -676,21 +685,21 @@ int hd_xhost_data(struct hd_daemon *d, int from, unsigned char *payload,
   x->early_bytes += n;
   /* Backpressure: the previous host waits (in TCP) until we catch up. A
    * broadcast chain needs it when a host downstream is slow. */
-  if (x->early_bytes >= XH_EARLY_PAUSE) d->link->pause(d, from);
+  if (x->early_bytes >= XH_EARLY_PAUSE) job->link->pause(job, from);
   return 0;
 }
 
 void hd_xhost_abort(struct hd_comm *cm) {
   struct hd_xop *x = cm->xop;
-  struct hd_daemon *d = cm->d;
+  struct hd_job *job = cm->job;
   if (!x) return;
   /* A frame being read into a rank's memory must not land there once
    * the rank has its buffer back (with an error); a link paused for
    * backpressure must be read again (to hear of the end). */
-  if (d->link && cm->nhosts > 1 && cm->me >= 0) {
+  if (job->link && cm->nhosts > 1 && cm->me >= 0) {
     int prev = cm->hosts[(cm->me + cm->nhosts - 1) % cm->nhosts];
-    d->link->unplace(d, prev);
-    d->link->resume(d, prev);
+    job->link->unplace(job, prev);
+    job->link->resume(job, prev);
   }
   if (x->active) end_op(x);
   for (int i = 0; i < XH_WINDOW; i++) x->slot[i].busy = 0;

@@ -1,5 +1,5 @@
 /* daemon_fixture.h -- a horad without processes, for unit tests of its
- * logic: a struct hd_daemon for host `me` of a job laid out over hosts,
+ * logic: a struct hd_job for host `me` of a job laid out over hosts,
  * its local ranks with shared-memory segments the test allocates (the
  * rings attached as local.c attaches them), and the global set. The test
  * plays the ranks: it builds submission entries, hands them to
@@ -22,7 +22,8 @@
 #define FX_CHUNK 4096u /* one page: streamed tensors take several chunks */
 
 struct fx {
-  struct hd_daemon d;
+  struct hd_daemon daemon;
+  struct hd_job job;
   struct hp_job_host hosts[FX_MAX_HOSTS];
   char hostnames[FX_MAX_HOSTS][16];
   struct hd_rank ranks[FX_MAX_LOCAL];
@@ -35,8 +36,10 @@ struct fx {
 static inline void fx_init(struct fx *f, int nhosts, const int *per_host,
                            int me) {
   memset(f, 0, sizeof *f);
-  struct hd_daemon *d = &f->d;
-  hc_knobs_init(&d->knobs);
+  struct hd_job *job = &f->job;
+  snprintf(f->daemon.hostname, sizeof f->daemon.hostname, "h%d", me);
+  job->daemon = &f->daemon;
+  hc_knobs_init(&job->knobs);
   int first = 0, size = 0;
   for (int h = 0; h < nhosts; h++) {
     snprintf(f->hostnames[h], sizeof f->hostnames[h], "h%d", h);
@@ -47,30 +50,30 @@ static inline void fx_init(struct fx *f, int nhosts, const int *per_host,
     if (h == me) first = size;
     size += per_host[h];
   }
-  d->job.size = size;
-  d->job.local_size = per_host[me];
-  d->job.nlocal = (uint32_t)per_host[me];
-  d->job.host_index = (uint32_t)me;
-  d->job.nhosts = (uint32_t)nhosts;
-  d->job.hosts = f->hosts;
-  d->multi = nhosts > 1;
-  d->nlocal = per_host[me];
-  d->ranks = f->ranks;
-  d->gone_rank = -1;
-  d->max_pending = 64;
-  d->link = &hd_link_tcp; /* peers without connections: sends are dropped */
-  d->up = &hd_job_upcalls;
-  d->engines = hd_engines;
-  d->efd = -1;
-  d->chunk_size = FX_CHUNK;
-  d->arena_size = FX_ARENA;
-  if (nhosts > 1) d->peers = calloc((size_t)nhosts, sizeof *d->peers);
-  for (int i = 0; i < d->nlocal; i++) {
+  job->desc.size = size;
+  job->desc.local_size = per_host[me];
+  job->desc.nlocal = (uint32_t)per_host[me];
+  job->desc.host_index = (uint32_t)me;
+  job->desc.nhosts = (uint32_t)nhosts;
+  job->desc.hosts = f->hosts;
+  job->multi = nhosts > 1;
+  job->nlocal = per_host[me];
+  job->ranks = f->ranks;
+  job->gone_rank = -1;
+  job->max_pending = 64;
+  job->link = &hd_link_tcp; /* peers without connections: sends are dropped */
+  job->up = &hd_job_upcalls;
+  job->engines = hd_engines;
+  job->efd = -1;
+  job->chunk_size = FX_CHUNK;
+  job->arena_size = FX_ARENA;
+  if (nhosts > 1) job->peers = calloc((size_t)nhosts, sizeof *job->peers);
+  for (int i = 0; i < job->nlocal; i++) {
     struct hd_rank *r = &f->ranks[i];
     struct hp_shm_hdr layout;
     memset(&layout, 0, sizeof layout);
-    uint64_t sz = hp_shm_layout(&layout, d->chunk_size, d->arena_size);
-    r->d = d;
+    uint64_t sz = hp_shm_layout(&layout, job->chunk_size, job->arena_size);
+    r->job = job;
     r->idx = i;
     r->info.rank = first + i;
     r->info.local_rank = i;
@@ -96,7 +99,7 @@ static inline void fx_init(struct fx *f, int nhosts, const int *per_host,
                    layout.sq_slots, layout.sqe_size, 1);
     r->connected = 1;
   }
-  if (hd_comms_init(d) < 0) abort();
+  if (hd_comms_init(job) < 0) abort();
 }
 
 /* One host of n ranks. */
@@ -106,13 +109,13 @@ static inline void fx_init1(struct fx *f, int n) {
 }
 
 static inline void fx_free(struct fx *f) {
-  struct hd_daemon *d = &f->d;
-  hd_comms_free(d);
-  for (int i = 0; i < d->nlocal; i++) {
+  struct hd_job *job = &f->job;
+  hd_comms_free(job);
+  for (int i = 0; i < job->nlocal; i++) {
     free(f->ranks[i].shm);
     free(f->ranks[i].backlog);
   }
-  free(d->peers);
+  free(job->peers);
 }
 
 static inline struct hd_rank *fx_rank(struct fx *f, int i) {
@@ -176,8 +179,8 @@ static inline void fx_shape(struct hp_sqe *e, int ndims, const int64_t *shape) {
 /* What rings.c does with one entry: hd_submit, then run what is ready. */
 static inline void fx_submit(struct fx *f, int i, const struct hp_sqe *e) {
   hd_submit(&f->ranks[i], e);
-  hd_run_ready(&f->d);
-  hd_flush_wakeups(&f->d);
+  hd_run_ready(&f->job);
+  hd_flush_wakeups(&f->job);
 }
 
 /* The next completion of rank i, or 0 when there is none. */
@@ -268,10 +271,10 @@ static inline struct hd_tensor *fx_find(struct hd_comm *c, const char *name) {
 
 /* Operations of local rank idx the daemon still holds (submitted, not
  * completed), over every communicator. */
-static inline int fx_pending(struct hd_daemon *d, int idx) {
+static inline int fx_pending(struct hd_job *job, int idx) {
   int n = 0;
-  for (uint32_t k = 0; k < d->ncomms; k++) {
-    struct hd_comm *c = d->comms[k];
+  for (uint32_t k = 0; k < job->ncomms; k++) {
+    struct hd_comm *c = job->comms[k];
     if (!c || c->part_of[idx] < 0) continue;
     for (size_t b = 0; b < c->table_size; b++)
       for (struct hd_tensor *t = c->table[b]; t; t = t->next_hash)

@@ -67,11 +67,11 @@ static struct hp_sqe allreduce(struct fx *f, int r, const char *name, int dtype,
 }
 
 static void ready(struct fx *f, int pos, struct hp_nego_ready m) {
-  hd_coord_ready(f->d.comms[m.comm], pos, &m);
+  hd_coord_ready(f->job.comms[m.comm], pos, &m);
 }
 
 static void none(struct fx *f) {
-  for (int r = 0; r < f->d.nlocal; r++)
+  for (int r = 0; r < f->job.nlocal; r++)
     EXPECT_NONE(f, r);
 }
 
@@ -81,7 +81,7 @@ static void none(struct fx *f) {
 static void test_every_host(void) {
   struct fx f;
   setup(&f);
-  struct hd_comm *c = f.d.comms[0];
+  struct hd_comm *c = f.job.comms[0];
   CHECK_EQ_INT(c->nhosts, 3);
   CHECK_EQ_INT(c->me, 0);
   /* this host first, then host 2, then host 1 */
@@ -126,7 +126,7 @@ static void test_every_host(void) {
 static void test_decided_runs_then_fails(void) {
   struct fx f;
   setup(&f);
-  struct hd_comm *c = f.d.comms[0];
+  struct hd_comm *c = f.job.comms[0];
   struct hp_sqe x[2], y[2], u[2];
   for (int r = 0; r < 2; r++)
     y[r] = allreduce(&f, r, "y", HORA_FLOAT32, 8, 64);
@@ -156,14 +156,14 @@ static void test_decided_runs_then_fails(void) {
     u[r] = barrier("u");
     fx_submit(&f, r, &u[r]);
   }
-  hd_fail_undecided(&f.d, 2, 2, "host h2 (ranks 4-5) has left");
+  hd_fail_undecided(&f.job, 2, 2, "host h2 (ranks 4-5) has left");
   for (int r = 0; r < 2; r++)
     EXPECT_MSG(&f, r, u[r].id, HORA_EPEERGONE, "barrier 'u' cannot run",
                "host h2 (ranks 4-5) has left");
   none(&f);
   CHECK(fx_find(c, "x") == tx && fx_find(c, "y") == ty);
   /* once a host left, new operations fail when they are ready */
-  f.d.peers[2].left = 1;
+  f.job.peers[2].left = 1;
   struct hp_sqe v0 = barrier("v"), v1 = barrier("v");
   fx_submit(&f, 0, &v0);
   none(&f);
@@ -171,7 +171,7 @@ static void test_decided_runs_then_fails(void) {
   EXPECT_MSG(&f, 0, v0.id, HORA_EPEERGONE, "barrier 'v' cannot run",
              "has left");
   EXPECT_MSG(&f, 1, v1.id, HORA_EPEERGONE, "barrier 'v' cannot run");
-  f.d.peers[2].left = 0;
+  f.job.peers[2].left = 0;
 
   /* and one that waits for its decision */
   struct hp_sqe w0 = barrier("w"), w1 = barrier("w");
@@ -182,9 +182,9 @@ static void test_decided_runs_then_fails(void) {
   fx_submit(&f, 0, &z0);
   none(&f);
 
-  f.d.gone_rank = 3;
-  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "rank 3 on host h1 was killed");
-  hd_fail_all(&f.d);
+  f.job.gone_rank = 3;
+  hc_fmt(f.job.gone_msg, sizeof f.job.gone_msg, "rank 3 on host h1 was killed");
+  hd_fail_all(&f.job);
   uint64_t want[2][4] = {{x[0].id, y[0].id, w0.id, z0.id},
                          {x[1].id, y[1].id, w1.id, 0}};
   for (int r = 0; r < 2; r++) {
@@ -203,7 +203,7 @@ static void test_decided_runs_then_fails(void) {
     for (int k = 0; k < 4; k++)
       CHECK_EQ_INT(got[k], want[r][k] ? 1 : 0);
     CHECK_EQ_INT(other, 0);
-    CHECK_EQ_INT(fx_pending(&f.d, r), 0);
+    CHECK_EQ_INT(fx_pending(&f.job, r), 0);
   }
   CHECK_EQ_INT(c->ntensors, 0);
   CHECK(c->plan_head == NULL && c->plan_tail == NULL);
@@ -223,7 +223,7 @@ static void test_decided_runs_then_fails(void) {
 static void test_mismatch_across_hosts(void) {
   struct fx f;
   setup(&f);
-  struct hd_comm *c = f.d.comms[0];
+  struct hd_comm *c = f.job.comms[0];
   struct hp_sqe e[2];
 
   for (int r = 0; r < 2; r++) {
@@ -370,7 +370,7 @@ static void test_mismatch_across_hosts(void) {
   EXPECT_DONE(&f, 0, b0.id, 0);
   EXPECT_DONE(&f, 1, b1.id, 0);
   CHECK_EQ_INT(c->ntensors, 0);
-  CHECK_EQ_INT(fx_pending(&f.d, 0) + fx_pending(&f.d, 1), 0);
+  CHECK_EQ_INT(fx_pending(&f.job, 0) + fx_pending(&f.job, 1), 0);
   fx_free(&f);
 }
 
@@ -380,7 +380,7 @@ static void test_mismatch_across_hosts(void) {
 static void test_join_across_hosts(void) {
   struct fx f;
   setup(&f);
-  struct hd_comm *c = f.d.comms[0];
+  struct hd_comm *c = f.job.comms[0];
   /* waiting for host 1 only: runs when its ranks have all joined */
   struct hp_sqe b0 = barrier("jb0"), b1 = barrier("jb0");
   fx_submit(&f, 0, &b0);
@@ -449,7 +449,7 @@ static void test_join_across_hosts(void) {
 static void test_joined_host_every_collective(void) {
   struct fx f;
   setup(&f);
-  struct hd_comm *c = f.d.comms[0];
+  struct hd_comm *c = f.job.comms[0];
   ready(&f, 1, join_rdy(3)); /* host 1's ranks have joined */
   struct hp_sqe g[2];
   for (int r = 0; r < 2; r++) {
@@ -467,9 +467,9 @@ static void test_joined_host_every_collective(void) {
   ready(&f, 2, gm);
   CHECK(tg && tg->queued && !tg->awaiting); /* decided: it runs */
   none(&f);
-  f.d.gone_rank = 4;
-  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "rank 4 exited");
-  hd_fail_all(&f.d);
+  f.job.gone_rank = 4;
+  hc_fmt(f.job.gone_msg, sizeof f.job.gone_msg, "rank 4 exited");
+  hd_fail_all(&f.job);
   EXPECT_MSG(&f, 0, g[0].id, HORA_EPEERGONE, "rank 4 exited");
   EXPECT_MSG(&f, 1, g[1].id, HORA_EPEERGONE, "rank 4 exited");
   fx_free(&f);
@@ -477,7 +477,7 @@ static void test_joined_host_every_collective(void) {
   /* this host's ranks joined: the others' alltoall and reducescatter run
    * here without a local submission */
   setup(&f);
-  c = f.d.comms[0];
+  c = f.job.comms[0];
   struct hp_sqe j0 = join(), j1 = join();
   fx_submit(&f, 0, &j0);
   fx_submit(&f, 1, &j1);
@@ -487,9 +487,9 @@ static void test_joined_host_every_collective(void) {
   CHECK(t && t->queued && !t->awaiting && t->part[0].joined &&
         t->part[1].joined);
   none(&f);
-  f.d.gone_rank = 4;
-  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "rank 4 exited");
-  hd_fail_all(&f.d);
+  f.job.gone_rank = 4;
+  hc_fmt(f.job.gone_msg, sizeof f.job.gone_msg, "rank 4 exited");
+  hd_fail_all(&f.job);
   EXPECT_MSG(&f, 0, j0.id, HORA_EPEERGONE, "rank 4 exited");
   EXPECT_MSG(&f, 1, j1.id, HORA_EPEERGONE, "rank 4 exited");
   fx_free(&f);
@@ -500,7 +500,7 @@ static void test_joined_host_every_collective(void) {
 static void test_joined_host_runs_neutral(void) {
   struct fx f;
   setup(&f);
-  struct hd_comm *c = f.d.comms[0];
+  struct hd_comm *c = f.job.comms[0];
   struct hp_sqe j0 = join(), j1 = join();
   fx_submit(&f, 0, &j0);
   fx_submit(&f, 1, &j1);
@@ -530,9 +530,9 @@ static void test_joined_host_runs_neutral(void) {
   none(&f);
   struct hd_tensor *tj = fx_find(c, "hora.join");
   CHECK(tj && tj->queued);
-  f.d.gone_rank = 4;
-  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "rank 4 exited");
-  hd_fail_all(&f.d);
+  f.job.gone_rank = 4;
+  hc_fmt(f.job.gone_msg, sizeof f.job.gone_msg, "rank 4 exited");
+  hd_fail_all(&f.job);
   EXPECT_MSG(&f, 0, j0.id, HORA_EPEERGONE, "join 'hora.join' cannot complete");
   EXPECT_MSG(&f, 1, j1.id, HORA_EPEERGONE, "rank 4 exited");
   none(&f);
@@ -546,7 +546,7 @@ static void test_sets(void) {
   setup(&f);
   /* {0, 1, 4, 5}: hosts 0 and 2, at positions 0 and 1 */
   const int32_t m[4] = {0, 1, 4, 5}, mine[2] = {0, 1}, other[4] = {2, 3, 4, 5};
-  struct hd_comm *s = hd_comm_new(&f.d, m, 4);
+  struct hd_comm *s = hd_comm_new(&f.job, m, 4);
   CHECK(s != NULL);
   if (!s) return;
   CHECK_EQ_INT(s->nhosts, 2);
@@ -573,7 +573,7 @@ static void test_sets(void) {
   EXPECT_DONE(&f, 0, b0.id, 0);
   EXPECT_DONE(&f, 1, b1.id, 0);
   /* a set of this host only needs no coordinator */
-  struct hd_comm *l = hd_comm_new(&f.d, mine, 2);
+  struct hd_comm *l = hd_comm_new(&f.job, mine, 2);
   CHECK(l && l->nhosts == 1);
   b0 = barrier("lb");
   b1 = barrier("lb");
@@ -583,7 +583,7 @@ static void test_sets(void) {
   EXPECT_DONE(&f, 0, b0.id, 0);
   EXPECT_DONE(&f, 1, b1.id, 0);
   /* a set without this host */
-  struct hd_comm *o = hd_comm_new(&f.d, other, 4);
+  struct hd_comm *o = hd_comm_new(&f.job, other, 4);
   CHECK(o && o->me == -1 && o->nlocal == 0);
   b0 = barrier("ob");
   b0.comm = o ? o->id : 0;
@@ -599,16 +599,16 @@ static void test_stall_across_hosts(void) {
   fx_submit(&f, 0, &b0);
   fx_submit(&f, 1, &b1);
   ready(&f, 2, barrier_rdy("st", 4));
-  f.d.stall_warn_ns = 1;
-  hd_check_stalls(&f.d);
+  f.job.stall_warn_ns = 1;
+  hd_check_stalls(&f.job);
   none(&f);
-  f.d.stall_fail_ns = 1;
-  hd_check_stalls(&f.d);
+  f.job.stall_fail_ns = 1;
+  hd_check_stalls(&f.job);
   EXPECT_MSG(&f, 0, b0.id, HORA_ESTALL, "barrier 'st' stalled",
              "the ranks of host h1 (ranks 2-3) never submitted it");
   EXPECT_MSG(&f, 1, b1.id, HORA_ESTALL, "host h1 (ranks 2-3)");
-  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
-  CHECK_EQ_INT(fx_pending(&f.d, 0) + fx_pending(&f.d, 1), 0);
+  CHECK_EQ_INT(f.job.comms[0]->ntensors, 0);
+  CHECK_EQ_INT(fx_pending(&f.job, 0) + fx_pending(&f.job, 1), 0);
   fx_free(&f);
 }
 
@@ -623,23 +623,24 @@ static void test_held_limit(void) {
   /* a set far beyond the ones added here */
   struct hp_nego_ready m = barrier_rdy("far", 2);
   m.comm = 5000;
-  CHECK(hd_coord_hold(&f.d, 1, &m, why, sizeof why) < 0);
+  CHECK(hd_coord_hold(&f.job, 1, &m, why, sizeof why) < 0);
   tl_checks++;
   if (!strstr(why, "barrier 'far' of process set 5000") ||
       !strstr(why, "host h0 has added only 0 process sets"))
     TL_FAIL("why: %s", why);
-  CHECK_EQ_INT(f.d.nheld, 0);
+  CHECK_EQ_INT(f.job.nheld, 0);
   /* many for the next set: held up to the limit */
   m.comm = 1;
   size_t held = 0;
   for (unsigned k = 0; k < HD_HELD_MAX + 10; k++) {
     snprintf(m.name, sizeof m.name, "h.%u", k);
-    if (hd_coord_hold(&f.d, 1, &m, why, sizeof why) < 0) break;
+    if (hd_coord_hold(&f.job, 1, &m, why, sizeof why) < 0) break;
     held++;
   }
   CHECK_EQ_INT(held, HD_HELD_MAX);
-  CHECK_EQ_INT(f.d.nheld, HD_HELD_MAX);
-  CHECK(f.d.capheld >= f.d.nheld && f.d.capheld <= 2 * (size_t)HD_HELD_MAX);
+  CHECK_EQ_INT(f.job.nheld, HD_HELD_MAX);
+  CHECK(f.job.capheld >= f.job.nheld &&
+        f.job.capheld <= 2 * (size_t)HD_HELD_MAX);
   tl_checks++;
   if (!strstr(why, "more than 65536 operations of process sets host h0 has "
                    "not added") || !strstr(why, "barrier 'h.65536' of process "
@@ -647,12 +648,12 @@ static void test_held_limit(void) {
     TL_FAIL("why: %s", why);
   /* once the set is added, what was held is handed to its coordinator */
   const int32_t all[6] = {0, 1, 2, 3, 4, 5};
-  struct hd_comm *s = hd_comm_new(&f.d, all, 6);
+  struct hd_comm *s = hd_comm_new(&f.job, all, 6);
   CHECK(s && s->id == 1);
   if (s) hd_coord_replay(s);
-  CHECK_EQ_INT(f.d.nheld, 0);
-  CHECK(hd_coord_hold(&f.d, 2, &m, why, sizeof why) == 0); /* room again */
-  hd_coord_held_free(&f.d);
+  CHECK_EQ_INT(f.job.nheld, 0);
+  CHECK(hd_coord_hold(&f.job, 2, &m, why, sizeof why) == 0); /* room again */
+  hd_coord_held_free(&f.job);
   fx_free(&f);
 }
 
@@ -663,13 +664,14 @@ static void test_held_limit(void) {
 static void test_ready_before_start(void) {
   struct fx f;
   setup(&f);
-  hd_comms_free(&f.d); /* as before hd_job_go() */
+  hd_comms_free(&f.job); /* as before hd_job_go() */
   char why[256];
-  struct hp_nego_ready m1 = barrier_rdy("first", 2), m2 = barrier_rdy("first", 4);
-  CHECK(hd_coord_hold(&f.d, 1, &m1, why, sizeof why) == 0);
-  CHECK(hd_coord_hold(&f.d, 2, &m2, why, sizeof why) == 0);
-  CHECK(hd_comms_init(&f.d) == 0);
-  CHECK_EQ_INT(f.d.nheld, 0);
+  struct hp_nego_ready m1 = barrier_rdy("first", 2),
+                       m2 = barrier_rdy("first", 4);
+  CHECK(hd_coord_hold(&f.job, 1, &m1, why, sizeof why) == 0);
+  CHECK(hd_coord_hold(&f.job, 2, &m2, why, sizeof why) == 0);
+  CHECK(hd_comms_init(&f.job) == 0);
+  CHECK_EQ_INT(f.job.nheld, 0);
   struct hp_sqe b0 = barrier("first"), b1 = barrier("first");
   fx_submit(&f, 0, &b0);
   fx_submit(&f, 1, &b1);
@@ -699,7 +701,7 @@ static const char *logged(void (*fn)(struct fx *), struct fx *f) {
   return buf;
 }
 
-static void check_stalls(struct fx *f) { hd_check_stalls(&f->d); }
+static void check_stalls(struct fx *f) { hd_check_stalls(&f->job); }
 
 /* A stall that only some ranks of the coordinator's own host caused: what
  * the other hosts' ranks are told names those ranks, not the whole host
@@ -713,7 +715,7 @@ static void test_stall_names_missing_ranks(void) {
   fx_submit(&f, 0, &b0);
   ready(&f, 1, barrier_rdy("sp", 2));
   ready(&f, 2, barrier_rdy("sp", 4));
-  f.d.stall_fail_ns = 1;
+  f.job.stall_fail_ns = 1;
   const char *log = logged(check_stalls, &f);
   EXPECT_MSG(&f, 0, b0.id, HORA_ESTALL, "barrier 'sp' stalled",
              "rank(s) 1 never submitted it");
@@ -721,17 +723,17 @@ static void test_stall_names_missing_ranks(void) {
   if (!strstr(log, "barrier 'sp' stalled for 0 s: rank 1 of host h0 never "
                    "submitted it") || strstr(log, "ranks 0-1"))
     TL_FAIL("the coordinator's verdict does not name rank 1 alone: %s", log);
-  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  CHECK_EQ_INT(f.job.comms[0]->ntensors, 0);
   none(&f);
 
   /* the coordinator's entry times out first: the local operation waits on */
-  f.d.stall_fail_ns = 50000000; /* 50 ms */
+  f.job.stall_fail_ns = 50000000; /* 50 ms */
   struct hp_sqe b1 = barrier("sq");
   fx_submit(&f, 1, &b1);
   ready(&f, 1, barrier_rdy("sq", 2));
   ready(&f, 2, barrier_rdy("sq", 4));
   usleep(100000);
-  struct hd_tensor *t = fx_find(f.d.comms[0], "sq");
+  struct hd_tensor *t = fx_find(f.job.comms[0], "sq");
   CHECK(t != NULL);
   if (t) t->t_first = hc_now_ns();
   log = logged(check_stalls, &f);
@@ -740,9 +742,9 @@ static void test_stall_names_missing_ranks(void) {
                    "submitted it"))
     TL_FAIL("the coordinator's verdict does not name rank 0 alone: %s", log);
   none(&f);
-  CHECK(fx_find(f.d.comms[0], "sq") != NULL);
-  f.d.stall_fail_ns = 1;
-  hd_check_stalls(&f.d);
+  CHECK(fx_find(f.job.comms[0], "sq") != NULL);
+  f.job.stall_fail_ns = 1;
+  hd_check_stalls(&f.job);
   EXPECT_MSG(&f, 1, b1.id, HORA_ESTALL, "rank(s) 0 never submitted it");
 
   /* no rank of this host submitted it: the host is named as a whole */
@@ -827,7 +829,7 @@ static void test_bug_join_before_ready(void) {
   tl_checks++;
   CHECK_EQ_INT(other, 0);
   EXPECT_NONE(&f, 1); /* the join waits for hosts 1 and 2 */
-  struct hd_tensor *t = fx_find(f.d.comms[0], "pb2");
+  struct hd_tensor *t = fx_find(f.job.comms[0], "pb2");
   if (t)
     TL_FAIL("'pb2' is still in the table (awaiting %d): it will wait for a "
             "second decision",
@@ -857,14 +859,14 @@ static void test_bug_broadcast_root_on_joined_host(void) {
       rdy(0, "bj", HORA_COLL_BROADCAST, HORA_FLOAT32, 0, 4, 4);
   m.root = 2;
   ready(&f, 2, m);
-  struct hd_tensor *t = fx_find(f.d.comms[0], "bj");
+  struct hd_tensor *t = fx_find(f.job.comms[0], "bj");
   if (t && t->queued)
     TL_FAIL("broadcast 'bj' from joined rank 2 was decided to run");
   tl_checks++;
   for (int r = 0; r < 2; r++)
     EXPECT_MSG(&f, r, e[r].id, HORA_EINVAL, "'bj'", "root rank 2");
-  f.d.gone_rank = 0;
-  hd_fail_all(&f.d);
+  f.job.gone_rank = 0;
+  hd_fail_all(&f.job);
   fx_free(&f);
 }
 
@@ -889,8 +891,8 @@ static void test_bug_local_problem_status(void) {
   m.rank = 4;
   ready(&f, 2, m);
   EXPECT_MSG(&f, 0, b0.id, HORA_EINVAL, "its root rank 1 has joined");
-  f.d.gone_rank = 0;
-  hd_fail_all(&f.d);
+  f.job.gone_rank = 0;
+  hd_fail_all(&f.job);
   fx_free(&f);
 }
 
@@ -918,7 +920,7 @@ static struct hp_nego_ready grp_rdy(struct hp_nego_ready m, uint64_t key,
 static void test_group_one_plan(void) {
   struct fx f;
   setup(&f);
-  struct hd_comm *c = f.d.comms[0];
+  struct hd_comm *c = f.job.comms[0];
   const char *nm[2] = {"ga", "gb"};
   struct hp_sqe g[2][2];
   for (int r = 0; r < 2; r++)
@@ -949,7 +951,7 @@ static void test_group_one_plan(void) {
   CHECK(p && p->n == 2 && p->t[0] == ta && p->t[1] == tb && !p->next);
   if (ta && tb) CHECK_EQ_INT(tb->seq, ta->seq + 1);
   none(&f);
-  hd_fail_all(&f.d);
+  hd_fail_all(&f.job);
   fx_free(&f);
 }
 
@@ -979,7 +981,7 @@ static void test_group_mismatch_across_hosts(void) {
       EXPECT_MSG(&f, r, g[r][k].id, HORA_EMISMATCH,
                  "Mismatched grouping of tensor 'mb'", "rank 5 alone",
                  "the whole group of 2 tensors fails");
-  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  CHECK_EQ_INT(f.job.comms[0]->ntensors, 0);
   fx_free(&f);
 }
 
@@ -1001,29 +1003,29 @@ static void test_group_stall_across_hosts(void) {
                              HORA_SUM, 4, 2 * h), 13, 2, 0));
   ready(&f, 2, grp_rdy(rdy(0, "sb", HORA_COLL_ALLREDUCE, HORA_FLOAT32,
                            HORA_SUM, 4, 4), 13, 2, 1));
-  f.d.stall_fail_ns = 1;
-  hd_check_stalls(&f.d);
+  f.job.stall_fail_ns = 1;
+  hd_check_stalls(&f.job);
   for (int r = 0; r < 2; r++) {
     EXPECT_MSG(&f, r, g[r][1].id, HORA_ESTALL, "allreduce 'sb' stalled",
                "host h1 (ranks 2-3)");
     EXPECT_MSG(&f, r, g[r][0].id, HORA_ESTALL, "grouped with tensor 'sb'");
   }
-  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  CHECK_EQ_INT(f.job.comms[0]->ntensors, 0);
   fx_free(&f);
 }
 
 /* A host's rank gone before this host spawned its ranks (its links came
  * up last): the new session is cancelled with no ranks to look at; horad
- * crashed there (d->ranks NULL, nlocal set). */
+ * crashed there (job->ranks NULL, nlocal set). */
 static void test_gone_before_spawn(void) {
   struct fx f;
   setup(&f);
-  struct hd_rank *ranks = f.d.ranks;
-  f.d.ranks = NULL;
-  hd_job_upcalls.session_cancel(&f.d);
-  CHECK_EQ_INT(hd_local_all_back(&f.d), 0);
-  hd_flush_wakeups(&f.d);
-  f.d.ranks = ranks;
+  struct hd_rank *ranks = f.job.ranks;
+  f.job.ranks = NULL;
+  hd_job_upcalls.session_cancel(&f.job);
+  CHECK_EQ_INT(hd_local_all_back(&f.job), 0);
+  hd_flush_wakeups(&f.job);
+  f.job.ranks = ranks;
   fx_free(&f);
 }
 

@@ -232,8 +232,8 @@ static void drive_stream(struct fx *f, int n, const uint64_t *ids,
           ev.kind = HP_SQ_CHUNK_DONE;
         }
         hd_chunk_event(rk, &ev);
-        hd_run_ready(&f->d);
-        hd_flush_wakeups(&f->d);
+        hd_run_ready(&f->job);
+        hd_flush_wakeups(&f->job);
       }
     }
     if (!moved) return;
@@ -276,7 +276,7 @@ static void test_allreduce_streamed(void) {
   CHECK_EQ_INT(bad, 0);
   for (int r = 0; r < 3; r++)
     CHECK(f.ranks[r].staging_owner == NULL);
-  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  CHECK_EQ_INT(f.job.comms[0]->ntensors, 0);
 
   /* a streamed broadcast: the root's data in its arena, rank 2's output
    * through staging */
@@ -662,7 +662,7 @@ static void test_join(void) {
   CHECK_EQ_INT(AT(&f, 0, int32_t, 0)[0], 9);
   EXPECT_DONE(&f, 1, j[1].id, 1);
   EXPECT_DONE(&f, 2, j[2].id, 1);
-  CHECK_EQ_INT(f.d.comms[0]->njoined, 0);
+  CHECK_EQ_INT(f.job.comms[0]->njoined, 0);
 
   /* afterwards every rank counts again */
   for (int r = 0; r < 3; r++) {
@@ -675,13 +675,13 @@ static void test_join(void) {
 
   /* join on a process set is refused */
   const int32_t m01[2] = {0, 1};
-  CHECK(hd_comm_new(&f.d, m01, 2) != NULL);
+  CHECK(hd_comm_new(&f.job, m01, 2) != NULL);
   join_sqe(&j[0]);
   j[0].comm = 1;
   fx_submit(&f, 0, &j[0]);
   EXPECT_MSG(&f, 0, j[0].id, HORA_EINVAL,
              "join runs on the global process set only");
-  CHECK_EQ_INT(f.d.comms[1]->njoined, 0);
+  CHECK_EQ_INT(f.job.comms[1]->njoined, 0);
   fx_free(&f);
 }
 
@@ -716,9 +716,9 @@ static void test_process_sets(void) {
   for (int r = 0; r < 3; r++)
     ps_add(&f, &e[r], r, "ps.1", s02, 2);
   ALL(&f, e, 3, 1, "");
-  CHECK_EQ_INT(f.d.ncomms, 2);
-  CHECK_EQ_INT(f.d.comms[1]->size, 2);
-  CHECK_EQ_INT(f.d.comms[1]->members[1], 2);
+  CHECK_EQ_INT(f.job.ncomms, 2);
+  CHECK_EQ_INT(f.job.comms[1]->size, 2);
+  CHECK_EQ_INT(f.job.comms[1]->members[1], 2);
   for (int r = 0; r < 3; r++)
     ps_add(&f, &e[r], r, "ps.2", s02, 2);
   ALL(&f, e, 3, HORA_EEXIST, "Attempted to add a duplicate process set",
@@ -733,7 +733,7 @@ static void test_process_sets(void) {
   for (int r = 0; r < 3; r++)
     ps_add(&f, &e[r], r, "ps.5", s12, 2);
   ALL(&f, e, 3, 2, "");
-  CHECK_EQ_INT(f.d.ncomms, 3);
+  CHECK_EQ_INT(f.job.ncomms, 3);
 
   /* set 1 = {0, 2} */
   struct hp_sqe a[3];
@@ -761,7 +761,7 @@ static void test_process_sets(void) {
   fx_in(&f, 1, &a[1], 0);
   fx_submit(&f, 1, &a[1]);
   EXPECT_NONE(&f, 1);
-  CHECK_EQ_INT(fx_pending(&f.d, 1), 1);
+  CHECK_EQ_INT(fx_pending(&f.job, 1), 1);
   for (int r = 0; r < 3; r++)
     ps_remove(&e[r], "rm.2", 2);
   fx_submit(&f, 0, &e[0]);
@@ -771,9 +771,9 @@ static void test_process_sets(void) {
   EXPECT_MSG(&f, 1, a[1].id, HORA_ENOSET, "process set 2 was removed");
   for (int r = 0; r < 3; r++)
     EXPECT_DONE(&f, r, e[r].id, 0);
-  CHECK(f.d.comms[2]->removed);
-  CHECK_EQ_INT(f.d.comms[2]->ntensors, 0);
-  CHECK_EQ_INT(fx_pending(&f.d, 1), 0);
+  CHECK(f.job.comms[2]->removed);
+  CHECK_EQ_INT(f.job.comms[2]->ntensors, 0);
+  CHECK_EQ_INT(fx_pending(&f.job, 1), 0);
   a[2] = op_sqe(HORA_COLL_ALLREDUCE, HORA_INT64, HORA_SUM, 1, "later");
   a[2].comm = 2;
   fx_in(&f, 2, &a[2], 0);
@@ -795,7 +795,7 @@ static void test_process_sets(void) {
   ALL(&f, e, 3, HORA_EMISMATCH,
       "rank 0 removes process set 1, but rank 1 "
       "removes process set 3");
-  CHECK(!f.d.comms[1]->removed);
+  CHECK(!f.job.comms[1]->removed);
 
   /* ids are not reused; the removed set's ranks may come back */
   for (int r = 0; r < 3; r++)
@@ -826,7 +826,7 @@ static void test_process_sets(void) {
     ps_remove(&e[r], "rm.3", 3);
   ALL(&f, e, 2, HORA_EINVAL,
       "process_set_remove cannot run while rank 2 has joined");
-  CHECK(!f.d.comms[3]->removed);
+  CHECK(!f.job.comms[3]->removed);
   for (int r = 0; r < 2; r++) {
     join_sqe(&j[r]);
     fx_submit(&f, r, &j[r]);
@@ -847,7 +847,7 @@ static void test_bug_staging_handover(void) {
   struct fx f;
   fx_init1(&f, 3);
   const int32_t m01[2] = {0, 1};
-  struct hd_comm *s = hd_comm_new(&f.d, m01, 2);
+  struct hd_comm *s = hd_comm_new(&f.job, m01, 2);
   CHECK(s != NULL);
   if (!s) return;
   const uint64_t n = 1500; /* 2 chunks */
@@ -897,8 +897,8 @@ static void test_bug_staging_handover(void) {
       }
       /* as rings.c: the entry, then what is ready */
       hd_chunk_event(&f.ranks[1], &ev);
-      hd_run_ready(&f.d);
-      hd_flush_wakeups(&f.d);
+      hd_run_ready(&f.job);
+      hd_flush_wakeups(&f.job);
     }
     if (!moved) break;
   }

@@ -26,8 +26,8 @@ static struct hp_sqe ar(struct fx *f, int i, const char *name, uint64_t off,
 
 static int total_pending(struct fx *f) {
   int n = 0;
-  for (int i = 0; i < f->d.nlocal; i++)
-    n += (int)fx_pending(&f->d, i);
+  for (int i = 0; i < f->job.nlocal; i++)
+    n += (int)fx_pending(&f->job, i);
   return n;
 }
 
@@ -53,7 +53,7 @@ static void test_orders(void) {
       if (++nsub[k] < 3) {
         for (int q = 0; q < 3; q++)
           EXPECT_NONE(&f, q);
-        struct hd_tensor *t = fx_find(f.d.comms[0], names[k]);
+        struct hd_tensor *t = fx_find(f.job.comms[0], names[k]);
         CHECK(t != NULL);
         if (t) CHECK_EQ_INT(t->nsubmitted, nsub[k]);
         continue;
@@ -66,7 +66,7 @@ static void test_orders(void) {
       }
     }
   CHECK_EQ_INT(ran, 3);
-  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  CHECK_EQ_INT(f.job.comms[0]->ntensors, 0);
   CHECK_EQ_INT(total_pending(&f), 0);
   fx_free(&f);
 }
@@ -83,7 +83,7 @@ static void test_dupname(void) {
   EXPECT_MSG(&f, 0, again.id, HORA_EDUPNAME, "rank 0", "'w'",
              "names of pending operations must be unique");
   EXPECT_NONE(&f, 1);
-  CHECK_EQ_INT(fx_pending(&f.d, 0), 1);
+  CHECK_EQ_INT(fx_pending(&f.job, 0), 1);
   struct hp_sqe b = ar(&f, 1, "w", 0, 2, 10);
   fx_submit(&f, 1, &b);
   EXPECT_DONE(&f, 0, a.id, 0);
@@ -95,10 +95,10 @@ static void test_dupname(void) {
   struct hp_sqe c = ar(&f, 0, "w", 0, 2, 0);
   fx_submit(&f, 0, &c);
   EXPECT_NONE(&f, 0);
-  struct hp_sqe d = ar(&f, 1, "w", 0, 2, 0);
-  fx_submit(&f, 1, &d);
+  struct hp_sqe job = ar(&f, 1, "w", 0, 2, 0);
+  fx_submit(&f, 1, &job);
   EXPECT_DONE(&f, 0, c.id, 0);
-  EXPECT_DONE(&f, 1, d.id, 0);
+  EXPECT_DONE(&f, 1, job.id, 0);
   CHECK_EQ_INT(total_pending(&f), 0);
   fx_free(&f);
 }
@@ -114,7 +114,7 @@ static void test_dupname(void) {
     fx_submit(f, 1, &(e1));                                                    \
     EXPECT_MSG(f, 0, (e0).id, HORA_EMISMATCH, __VA_ARGS__);                    \
     EXPECT_MSG(f, 1, (e1).id, HORA_EMISMATCH, __VA_ARGS__);                    \
-    CHECK_EQ_INT((f)->d.comms[0]->ntensors, 0);                                \
+    CHECK_EQ_INT((f)->job.comms[0]->ntensors, 0);                              \
     CHECK_EQ_INT(total_pending(f), 0);                                         \
   } while (0)
 
@@ -339,7 +339,7 @@ static void test_bug_allgather_implied_counts(void) {
   do {                                                                         \
     fx_submit(f, 0, &(e));                                                     \
     EXPECT_MSG(f, 0, (e).id, HORA_EINVAL, "rank 0: bad", __VA_ARGS__);         \
-    CHECK_EQ_INT((f)->d.comms[0]->ntensors, 0);                                \
+    CHECK_EQ_INT((f)->job.comms[0]->ntensors, 0);                              \
     CHECK_EQ_INT(total_pending(f), 0);                                         \
   } while (0)
 
@@ -527,7 +527,7 @@ static void test_sets_and_members(void) {
   struct fx f;
   fx_init1(&f, 3);
   const int32_t m01[2] = {0, 1};
-  struct hd_comm *s = hd_comm_new(&f.d, m01, 2);
+  struct hd_comm *s = hd_comm_new(&f.job, m01, 2);
   CHECK(s != NULL);
   if (!s) return;
   CHECK_EQ_INT(s->id, 1);
@@ -558,7 +558,7 @@ static void test_sets_and_members(void) {
   fx_submit(&f, 0, &a);
   fx_submit(&f, 0, &g);
   EXPECT_NONE(&f, 0);
-  CHECK(fx_find(f.d.comms[0], "s") != NULL);
+  CHECK(fx_find(f.job.comms[0], "s") != NULL);
   CHECK(fx_find(s, "s") != NULL);
   /* a removed set refuses new operations */
   s->removed = 1;
@@ -578,19 +578,19 @@ static void test_stall(void) {
   struct hp_sqe a = ar(&f, 0, "late", 0, 1, 1), b = ar(&f, 2, "late", 0, 1, 1);
   fx_submit(&f, 0, &a);
   fx_submit(&f, 2, &b);
-  f.d.stall_warn_ns = 1;
-  hd_check_stalls(&f.d); /* warns only */
+  f.job.stall_warn_ns = 1;
+  hd_check_stalls(&f.job); /* warns only */
   for (int r = 0; r < 3; r++)
     EXPECT_NONE(&f, r);
-  struct hd_tensor *t = fx_find(f.d.comms[0], "late");
+  struct hd_tensor *t = fx_find(f.job.comms[0], "late");
   CHECK(t && t->stall_warned);
-  f.d.stall_fail_ns = 1;
-  hd_check_stalls(&f.d);
+  f.job.stall_fail_ns = 1;
+  hd_check_stalls(&f.job);
   EXPECT_MSG(&f, 0, a.id, HORA_ESTALL, "allreduce 'late' stalled",
              "rank(s) 1 never submitted it");
   EXPECT_MSG(&f, 2, b.id, HORA_ESTALL, "rank(s) 1 never submitted it");
   EXPECT_NONE(&f, 1);
-  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  CHECK_EQ_INT(f.job.comms[0]->ntensors, 0);
   CHECK_EQ_INT(total_pending(&f), 0);
   fx_free(&f);
 }
@@ -611,12 +611,12 @@ static void test_ring_path(void) {
     memcpy(slot, &e, sizeof e);
     hp_ring_commit(&f.sq[r]);
   }
-  CHECK_EQ_INT(hd_poll_rings(&f.d), 2);
+  CHECK_EQ_INT(hd_poll_rings(&f.job), 2);
   EXPECT_DONE(&f, 0, 500, 0);
   EXPECT_DONE(&f, 1, 501, 0);
   CHECK_EQ_INT(i32(&f, 0, 0)[2], 14);
   CHECK_EQ_INT(i32(&f, 1, 0)[0], 10);
-  CHECK_EQ_INT(hd_poll_rings(&f.d), 0);
+  CHECK_EQ_INT(hd_poll_rings(&f.job), 0);
   fx_free(&f);
 }
 
@@ -628,7 +628,7 @@ static void test_fail_all(void) {
   struct fx f;
   fx_init1(&f, 3);
   const int32_t m12[2] = {1, 2};
-  struct hd_comm *s = hd_comm_new(&f.d, m12, 2);
+  struct hd_comm *s = hd_comm_new(&f.job, m12, 2);
   CHECK(s != NULL);
   if (!s) return;
   struct hp_sqe x0 = ar(&f, 0, "x", 0, 4, 1), x1 = ar(&f, 1, "x", 0, 4, 1);
@@ -654,14 +654,15 @@ static void test_fail_all(void) {
   }
   CHECK(copies >= 1);
   CHECK_EQ_INT(strays, 0);
-  CHECK(f.d.comms[0]->plan_head != NULL);
+  CHECK(f.job.comms[0]->plan_head != NULL);
   CHECK(f.ranks[1].staging_owner != NULL);
   for (int r = 0; r < 3; r++)
     EXPECT_NONE(&f, r);
 
-  f.d.gone_rank = 2;
-  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "rank 2 on h0 exited with code 3");
-  hd_fail_all(&f.d);
+  f.job.gone_rank = 2;
+  hc_fmt(f.job.gone_msg, sizeof f.job.gone_msg,
+         "rank 2 on h0 exited with code 3");
+  hd_fail_all(&f.job);
   /* in any order: each submitted operation once, nothing else */
   struct {
     int rank;
@@ -693,9 +694,9 @@ static void test_fail_all(void) {
   for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
     CHECK_EQ_INT(want[k].got, 1);
   CHECK_EQ_INT(other, 0);
-  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
+  CHECK_EQ_INT(f.job.comms[0]->ntensors, 0);
   CHECK_EQ_INT(s->ntensors, 0);
-  CHECK(f.d.comms[0]->plan_head == NULL);
+  CHECK(f.job.comms[0]->plan_head == NULL);
   CHECK(f.ranks[1].staging_owner == NULL);
   CHECK_EQ_INT(total_pending(&f), 0);
   /* a late chunk event for the failed operation is ignored */
@@ -703,7 +704,7 @@ static void test_fail_all(void) {
   ev.kind = HP_SQ_CHUNK_READY;
   ev.chunk = 0;
   hd_chunk_event(&f.ranks[1], &ev);
-  hd_run_ready(&f.d);
+  hd_run_ready(&f.job);
   EXPECT_NONE(&f, 1);
   /* later submissions fail at once, on any set */
   struct hp_sqe late = ar(&f, 0, "late", 0, 4, 1);
@@ -716,7 +717,7 @@ static void test_fail_all(void) {
   EXPECT_MSG(&f, 2, late.id, HORA_EPEERGONE, "cannot run");
   CHECK_EQ_INT(total_pending(&f), 0);
   /* a job being stopped says so */
-  f.d.gone_rank = -2;
+  f.job.gone_rank = -2;
   late = ar(&f, 1, "stop", 0, 4, 1);
   fx_submit(&f, 1, &late);
   EXPECT_DONE(&f, 1, late.id, HORA_ESHUTDOWN);
@@ -728,9 +729,9 @@ static void test_shutdown_status(void) {
   fx_init1(&f, 2);
   struct hp_sqe a = ar(&f, 0, "a", 0, 1, 1);
   fx_submit(&f, 0, &a);
-  f.d.gone_rank = -2;
-  hc_fmt(f.d.gone_msg, sizeof f.d.gone_msg, "the job is stopping: ctrl-c");
-  hd_fail_all(&f.d);
+  f.job.gone_rank = -2;
+  hc_fmt(f.job.gone_msg, sizeof f.job.gone_msg, "the job is stopping: ctrl-c");
+  hd_fail_all(&f.job);
   EXPECT_MSG(&f, 0, a.id, HORA_ESHUTDOWN, "'a' cannot complete",
              "the job is stopping: ctrl-c");
   EXPECT_NONE(&f, 1);
@@ -753,7 +754,7 @@ static struct hp_sqe in_group(struct hp_sqe e, uint64_t key, uint32_t n,
 static void test_group_runs_whole(void) {
   struct fx f;
   fx_init1(&f, 2);
-  struct hd_comm *c = f.d.comms[0];
+  struct hd_comm *c = f.job.comms[0];
   const char *names[3] = {"g.0", "g.1", "g.2"};
   struct hp_sqe e[2][3];
   for (int r = 0; r < 2; r++)
@@ -799,7 +800,7 @@ static void test_group_runs_whole(void) {
 static void test_group_mismatch(void) {
   struct fx f;
   fx_init1(&f, 2);
-  struct hd_comm *c = f.d.comms[0];
+  struct hd_comm *c = f.job.comms[0];
   struct hp_sqe a0 = in_group(ar(&f, 0, "m.a", 0, 2, 1), 5, 2, 0);
   struct hp_sqe b0 = in_group(ar(&f, 0, "m.b", 64, 2, 1), 5, 2, 1);
   struct hp_sqe a1 = ar(&f, 1, "m.a", 0, 2, 1);
@@ -850,7 +851,7 @@ static void test_group_mismatch(void) {
 static void test_group_cancel(void) {
   struct fx f;
   fx_init1(&f, 2);
-  struct hd_comm *c = f.d.comms[0];
+  struct hd_comm *c = f.job.comms[0];
   struct hp_sqe a0 = in_group(ar(&f, 0, "k.a", 0, 2, 1), 9, 3, 0);
   struct hp_sqe b0 = in_group(ar(&f, 0, "k.b", 64, 2, 1), 9, 3, 1);
   struct hp_sqe a1 = in_group(ar(&f, 1, "k.a", 0, 2, 1), 9, 3, 0);
@@ -905,7 +906,7 @@ static void test_group_cancel(void) {
 static void test_group_cancel_race(void) {
   struct fx f;
   fx_init1(&f, 2);
-  struct hd_comm *c = f.d.comms[0];
+  struct hd_comm *c = f.job.comms[0];
   struct hp_sqe g0 = in_group(ar(&f, 0, "r", 0, 2, 1), 21, 2, 0);
   struct hp_sqe g1 = in_group(ar(&f, 1, "r", 0, 2, 1), 21, 2, 0);
   struct hp_sqe x;
@@ -953,8 +954,8 @@ static void test_group_bad(void) {
   EXPECT_MSG(&f, 0, q.id, HORA_EINVAL, "has that place");
   EXPECT_MSG(&f, 0, r.id, HORA_EINVAL, "a group of another size");
   EXPECT_NONE(&f, 0);
-  CHECK_EQ_INT(f.d.comms[0]->ntensors, 1);
-  hd_fail_all(&f.d); /* the failure path frees a group being assembled */
+  CHECK_EQ_INT(f.job.comms[0]->ntensors, 1);
+  hd_fail_all(&f.job); /* the failure path frees a group being assembled */
   fx_free(&f);
 }
 
@@ -963,20 +964,20 @@ static void test_group_bad(void) {
 static void test_group_stall(void) {
   struct fx f;
   fx_init1(&f, 2);
-  f.d.stall_fail_ns = 1;
+  f.job.stall_fail_ns = 1;
   struct hp_sqe a0 = in_group(ar(&f, 0, "s.a", 0, 2, 1), 4, 2, 0);
   struct hp_sqe b0 = in_group(ar(&f, 0, "s.b", 64, 2, 1), 4, 2, 1);
   struct hp_sqe a1 = in_group(ar(&f, 1, "s.a", 0, 2, 1), 4, 2, 0);
   fx_submit(&f, 0, &a0);
   fx_submit(&f, 0, &b0);
   fx_submit(&f, 1, &a1);
-  hd_check_stalls(&f.d);
+  hd_check_stalls(&f.job);
   EXPECT_MSG(&f, 0, a0.id, HORA_ESTALL, "grouped with tensor 's.b'",
              "'s.b' stalled", "rank(s) 1 never submitted it");
   EXPECT_MSG(&f, 0, b0.id, HORA_ESTALL, "'s.b' stalled", "rank(s) 1");
   EXPECT_MSG(&f, 1, a1.id, HORA_ESTALL, "grouped with tensor 's.b'");
-  CHECK_EQ_INT(f.d.comms[0]->ntensors, 0);
-  CHECK(f.d.comms[0]->groups == NULL);
+  CHECK_EQ_INT(f.job.comms[0]->ntensors, 0);
+  CHECK(f.job.comms[0]->groups == NULL);
   fx_free(&f);
 }
 

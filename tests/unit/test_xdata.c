@@ -34,8 +34,8 @@ static int feed(struct fx *f, int from, unsigned char *p, size_t n,
                 char *why, size_t whylen) {
   int keep = 0;
   why[0] = '\0';
-  int rc = hd_xcoll_data(&f->d, from, p, HP_XDATA_HDR_LEN + n, NULL, &keep, why,
-                         whylen);
+  int rc = hd_xcoll_data(&f->job, from, p, HP_XDATA_HDR_LEN + n, NULL, &keep,
+                         why, whylen);
   if (!keep) free(p);
   return rc;
 }
@@ -51,7 +51,8 @@ static void expect_refused(struct fx *f, int from, unsigned char *p, size_t n,
             __FILE__, line, want, rc, why);
   }
 }
-#define REFUSED(f, from, p, n, want) expect_refused(f, from, p, n, want, __LINE__)
+#define REFUSED(f, from, p, n, want)                                           \
+  expect_refused(f, from, p, n, want, __LINE__)
 
 /* Ranks 0 and 1 submit an allgather of 2 int32 each (4 ranks, 8 in all)
  * and host 1 says ready: it is decided and runs, waiting for host 1's 16
@@ -70,16 +71,16 @@ static void start_allgather(struct fx *f, const char *name,
       AT(f, r, int32_t, 64)[k] = -1; /* the output, and a guard past it */
     fx_submit(f, r, &e[r]);
   }
-  struct hd_tensor *t = fx_find(f->d.comms[0], name);
+  struct hd_tensor *t = fx_find(f->job.comms[0], name);
   CHECK(t && t->awaiting);
   struct hp_nego_ready m;
   memset(&m, 0, sizeof m);
   if (t) hd_meta_to_ready(&t->meta, &m);
   snprintf(m.name, sizeof m.name, "%s", name);
   m.rank = 2;
-  hd_coord_ready(f->d.comms[0], 1, &m);
-  hd_run_ready(&f->d);
-  hd_flush_wakeups(&f->d);
+  hd_coord_ready(f->job.comms[0], 1, &m);
+  hd_run_ready(&f->job);
+  hd_flush_wakeups(&f->job);
 }
 
 static void test_bad_frames(void) {
@@ -88,7 +89,7 @@ static void test_bad_frames(void) {
   fx_init(&f, 2, per, 0);
   struct hp_sqe e[2];
   start_allgather(&f, "ag", e);
-  struct hd_tensor *t = fx_find(f.d.comms[0], "ag");
+  struct hd_tensor *t = fx_find(f.job.comms[0], "ag");
   CHECK(t && t->queued); /* running, waiting for host 1 */
   char why[512];
 
@@ -96,12 +97,12 @@ static void test_bad_frames(void) {
   unsigned char *p = xdata(0, 0, 0, 0, 0);
   int keep = 0;
   tl_checks++;
-  if (hd_xcoll_data(&f.d, 1, p, 10, NULL, &keep, why, sizeof why) >= 0 ||
+  if (hd_xcoll_data(&f.job, 1, p, 10, NULL, &keep, why, sizeof why) >= 0 ||
       !strstr(why, "malformed XDATA frame: 10 bytes"))
     TL_FAIL("a 10-byte XDATA: %s", why);
   free(p);
   tl_checks++;
-  if (hd_xcoll_data(&f.d, 1, NULL, 0, NULL, &keep, why, sizeof why) >= 0)
+  if (hd_xcoll_data(&f.job, 1, NULL, 0, NULL, &keep, why, sizeof why) >= 0)
     TL_FAIL("an empty XDATA was taken");
   CHECK(!keep);
 
@@ -110,7 +111,7 @@ static void test_bad_frames(void) {
           "XDATA for process set 9, which does not exist here");
   REFUSED(&f, 0, xdata(0, 0, 0, 4, 1), 4, "as if from this host itself");
   const int32_t mine[2] = {0, 1};
-  struct hd_comm *s = hd_comm_new(&f.d, mine, 2);
+  struct hd_comm *s = hd_comm_new(&f.job, mine, 2);
   CHECK(s && s->nhosts == 1);
   REFUSED(&f, 1, xdata(s ? s->id : 1, 0, 0, 4, 1), 4,
           "of which it is not a member");
@@ -148,8 +149,9 @@ static void test_bad_frames(void) {
    * starts, on every local rank, saying what and from where */
   p = xdata(0, 1, 4, 4, 1);
   keep = 0;
-  CHECK_EQ_INT(hd_xcoll_data(&f.d, 1, p, HP_XDATA_HDR_LEN + 4, NULL, &keep, why,
-                             sizeof why), 0);
+  CHECK_EQ_INT(hd_xcoll_data(&f.job, 1, p, HP_XDATA_HDR_LEN + 4, NULL, &keep,
+                             why, sizeof why),
+               0);
   CHECK(keep); /* the daemon frees it */
   if (!keep) free(p);
   start_allgather(&f, "ag2", e);
@@ -176,13 +178,13 @@ static void test_reducescatter_elements(void) {
       AT(&f, r, int32_t, 0)[k] = k;
     fx_submit(&f, r, &e[r]);
   }
-  struct hd_tensor *t = fx_find(f.d.comms[0], "rs");
+  struct hd_tensor *t = fx_find(f.job.comms[0], "rs");
   struct hp_nego_ready m;
   memset(&m, 0, sizeof m);
   if (t) hd_meta_to_ready(&t->meta, &m);
   snprintf(m.name, sizeof m.name, "rs");
   m.rank = 2;
-  hd_coord_ready(f.d.comms[0], 1, &m);
+  hd_coord_ready(f.job.comms[0], 1, &m);
   REFUSED(&f, 1, xdata(0, 0, 0, 3, 1), 3,
           "reducescatter 'rs' (decision 0): data not in whole elements of 4 "
           "bytes (3 bytes at offset 0)");

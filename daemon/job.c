@@ -1,0 +1,48 @@
+/* job.c -- a job's life in its daemon: made when horarun's connection
+ * arrives, freed once its handles are closed. */
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+struct hd_job *hd_job_new(struct hd_daemon *dm) {
+  struct hd_job *job = calloc(1, sizeof *job);
+  if (!job) return NULL;
+  job->daemon = dm;
+  job->loop = dm->loop;
+  job->up = &hd_job_upcalls;
+  job->engines = hd_engines;
+  hc_knobs_init(&job->knobs);
+  job->efd = -1;
+  job->gone_rank = -1;
+  job->next = dm->jobs;
+  dm->jobs = job;
+  return job;
+}
+
+void hd_job_free(struct hd_job *job) {
+  if (!job) return;
+  for (struct hd_job **p = &job->daemon->jobs; *p; p = &(*p)->next)
+    if (*p == job) {
+      *p = job->next;
+      break;
+    }
+  for (int i = 0; job->ranks && i < job->nlocal; i++) {
+    struct hd_rank *r = &job->ranks[i];
+    free(r->backlog);
+    free(r->spawn_msg);
+    if (r->shm) munmap(r->shm, r->shm_size);
+    if (r->memfd >= 0) close(r->memfd);
+  }
+  free(job->ranks);
+  free(job->peers);
+  free(job->early);
+  free(job->early_hello);
+  hd_comms_free(job);
+  hd_session_free(job);
+  if (job->efd >= 0) close(job->efd);
+  hp_job_free(&job->desc);
+  hc_knobs_free(&job->knobs);
+  free(job);
+}
