@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "half.h"
 #include "reduce.h"
 
 /* ---- where the data are ------------------------------------------------- */
@@ -63,7 +64,7 @@ void *hd_neutral(struct hd_tensor *t, uint64_t count) {
 void hd_scale_buf(const struct hd_tensor *t, void *p, uint64_t count,
                   int pre) {
   double f = pre ? t->meta.prescale : t->meta.postscale;
-  if (f != 1.0) hd_scale(p, count, t->meta.dtype, f);
+  if (f != 1.0) hc_scale(p, count, t->meta.dtype, f);
 }
 
 uint64_t hd_chunk_count(struct hd_tensor *t, uint64_t k) {

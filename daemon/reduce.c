@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "reduce.h"
+#include "half.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -82,61 +83,9 @@ void hd_copy_nt(void *dst, const void *src, size_t n) {
     }                                                                          \
   } while (0)
 
-/* ---- scalar conversions -------------------------------------------------- */
+/* ---- scalar conversions (common/half.h), as the reductions store them -- */
 
-static inline uint32_t f_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-static inline float f_from(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* c ? a : b for c in {0, 1}, with masks: a conditional expression would
- * become a branch around the float operation (which may trap, so cannot be
- * executed speculatively), and a branch stops vectorization. */
-static inline uint32_t sel(uint32_t c, uint32_t a, uint32_t b) {
-  uint32_t m = 0u - c;
-  return (a & m) | (b & ~m);
-}
-
-/* Exact; branch-free so that loops over it vectorize. Subnormal halfs are
- * normalized by an exact float subtraction (no subnormal float operand). */
-static inline float h2f(uint16_t h) {
-  uint32_t a = (uint32_t)(h & 0x7fffu) << 13; /* exponent and mantissa */
-  uint32_t e = a & 0x0f800000u;
-  uint32_t norm = a + 0x38000000u;    /* rebias exponent: +(127 - 15) << 23 */
-  uint32_t special = a + 0x70000000u; /* inf/NaN: exponent 31 -> 255 */
-  /* 2^-14 * (1 + m/1024) - 2^-14 = m * 2^-24 */
-  uint32_t sub = f_bits(f_from(a + 0x38800000u) - f_from(0x38800000u));
-  uint32_t r = sel(e == 0x0f800000u, special, sel(e == 0, sub, norm));
-  return f_from(r | (uint32_t)(h & 0x8000u) << 16);
-}
-
-/* Round to nearest, ties to even. Overflow gives inf; NaN stays NaN (quiet,
- * with the top bits of its payload and its sign). */
-static inline uint16_t f2h(float f) {
-  uint32_t x = f_bits(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t a = x & 0x7fffffffu;
-  /* Normal half: rebias the exponent, then round the 13 dropped bits to
-   * nearest even (0xfff plus the lowest kept bit); a carry out of the
-   * mantissa bumps the exponent, up to inf. */
-  uint32_t norm = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
-  /* Subnormal half (|f| < 2^-14): adding 0.5 makes the float's ulp 2^-24,
-   * the half's subnormal step, so the FPU rounds to nearest even for us. */
-  uint32_t sub = f_bits(f_from(a) + 0.5f) - 0x3f000000u;
-  uint32_t special =
-      sel(a > 0x7f800000u, 0x7e00u | ((a >> 13) & 0x3ffu), 0x7c00u);
-  uint32_t r = sel(a >= 0x47800000u, special, sel(a < 0x38800000u, sub, norm));
-  return (uint16_t)(r | sign);
-}
-
-/* The reductions' own stores: f2h/f2b, except that a NaN becomes the
+/* The reductions' own stores: hc_f2h/hc_f2b, except that a NaN becomes the
  * canonical quiet NaN (0x7e00, 0x7fc0). SUM/PRODUCT/AVERAGE round through
  * these: which operand's payload and sign a NaN + NaN keeps depends on the
  * order in which the compiler puts the operands (x86 keeps the first, and
@@ -146,39 +95,16 @@ static inline uint16_t f2h(float f) {
  * keep the first NaN in source order (quieted, with the top of its payload
  * and its sign): the same in every kernel. */
 static inline uint16_t f2h_c(float f) {
-  return (uint16_t)sel((f_bits(f) & 0x7fffffffu) > 0x7f800000u, 0x7e00u,
-                       f2h(f));
-}
-
-static inline float b2f(uint16_t b) {
-  return f_from((uint32_t)b << 16);
-}
-
-static inline uint16_t f2b(float f) {
-  uint32_t x = f_bits(f);
-  uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  uint32_t nan = (x >> 16) | 0x40u;
-  return (uint16_t)sel((x & 0x7fffffffu) > 0x7f800000u, nan, r);
+  return (uint16_t)hc_sel((hc_fbits(f) & 0x7fffffffu) > 0x7f800000u, 0x7e00u,
+                       hc_f2h(f));
 }
 
 static inline uint16_t f2b_c(float f) {
-  uint32_t x = f_bits(f);
+  uint32_t x = hc_fbits(f);
   uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  return (uint16_t)sel((x & 0x7fffffffu) > 0x7f800000u, 0x7fc0u, r);
+  return (uint16_t)hc_sel((x & 0x7fffffffu) > 0x7f800000u, 0x7fc0u, r);
 }
 
-float hd_half_to_float(unsigned short h) {
-  return h2f((uint16_t)h);
-}
-unsigned short hd_float_to_half(float f) {
-  return f2h(f);
-}
-float hd_bf16_to_float(unsigned short b) {
-  return b2f((uint16_t)b);
-}
-unsigned short hd_float_to_bf16(float f) {
-  return f2b(f);
-}
 
 /* ---- kernels ------------------------------------------------------------- */
 
@@ -287,8 +213,8 @@ struct kernel {
     VLOOP(n, out[i] = CSTORE(acc[i] / div));                                   \
   }
 
-DEF_FLOAT(f16, uint16_t, float, h2f, f2h, f2h_c, f32)
-DEF_FLOAT(bf16, uint16_t, float, b2f, f2b, f2b_c, f32)
+DEF_FLOAT(f16, uint16_t, float, hc_h2f, hc_f2h, f2h_c, f32)
+DEF_FLOAT(bf16, uint16_t, float, hc_b2f, hc_f2b, f2b_c, f32)
 DEF_FLOAT(f32, float, float, ID, ID, ID, f32)
 DEF_FLOAT(f64, double, double, ID, ID, ID, f64)
 
@@ -427,10 +353,10 @@ static void copy_all(void *const *dsts, int ndst, const unsigned char *src,
  *
  * Baseline x86-64 (SSE2) cannot convert half precision, so the portable
  * kernels above spend most of their time in the bit manipulations of
- * h2f/f2h. Where the CPU has AVX2 and F16C (checked once, at the first
+ * hc_h2f/hc_f2h. Where the CPU has AVX2 and F16C (checked once, at the first
  * reduction of either type), the kernels below take over float16
  * (VCVTPH2PS/VCVTPS2PH, rounding to nearest even) and bfloat16 (AVX2
- * integer shifts, and f2b's rounding). gcc compiles them for AVX2 through
+ * integer shifts, and hc_f2b's rounding). gcc compiles them for AVX2 through
  * function attributes, whatever -march the rest of the file gets.
  *
  * Same blocks as hd_reduce: every source of a block is read before the
@@ -443,13 +369,13 @@ static void copy_all(void *const *dsts, int ndst, const unsigned char *src,
  *
  * The results are bit-identical to the portable kernels' for every input,
  * NaN included: the same float32 operations in the same order, then:
- *  - widening is exact; VCVTPH2PS quiets a signalling NaN where h2f does
+ *  - widening is exact; VCVTPH2PS quiets a signalling NaN where hc_h2f does
  *    not, but no result depends on that: arithmetic quiets it in both, and
  *    narrowing a MIN/MAX result sets the quiet bit in both;
  *  - MIN/MAX select as FMIN/FMAX do: VMINPS(x, y) is x < y ? x : y, and y
  *    when either is NaN, so x is blended back in where x is NaN;
  *  - NaN results of SUM/PRODUCT/AVERAGE become the canonical quiet NaN, as
- *    in f2h_c/f2b_c; VCVTPS2PH narrows any other NaN as f2h does (sign, top
+ *    in f2h_c/f2b_c; VCVTPS2PH narrows any other NaN as hc_f2h does (sign, top
  *    of the payload, quiet bit set).
  * test_reduce compares the two on random data with special values.
  * HORA_REDUCE_PORTABLE=1 in the environment (read once) disables these. */
@@ -466,7 +392,7 @@ static void copy_all(void *const *dsts, int ndst, const unsigned char *src,
 #define FAST_TARGET __attribute__((target("avx2,f16c")))
 #define FAST_INLINE static inline __attribute__((always_inline)) FAST_TARGET
 
-/* 8 elements at p, widened to float32 (exactly: h2f/b2f). bfloat16: the 16
+/* 8 elements at p, widened to float32 (exactly: hc_h2f/hc_b2f). bfloat16: the 16
  * bytes in both halves of a ymm register, then VPSHUFB puts elements 0-3
  * (low half) and 4-7 (high half) in the top 16 bits of the 32-bit lanes
  * and zeroes the bottom ones: one shuffle. Loads and stores are 16 bytes
@@ -482,10 +408,10 @@ FAST_INLINE __m256 ld8(int bf, const uint16_t *p) {
   return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
 }
 
-/* f2b on 8 floats. The rounding adds 0x7fff plus the lowest bit kept to the
+/* hc_f2b on 8 floats. The rounding adds 0x7fff plus the lowest bit kept to the
  * 32-bit pattern; the result is its top 16 bits, which VPSHUFB gathers
  * into the low 8 bytes of each half and VPERMQ puts side by side. With
- * `nan` (MIN/MAX results) a NaN gives f2b's (x >> 16) | 0x40; without it
+ * `nan` (MIN/MAX results) a NaN gives hc_f2b's (x >> 16) | 0x40; without it
  * NaNs must be the canonical 0x7fc00000 already, which rounds to 0x7fc0
  * like any other value. */
 FAST_INLINE __m128i f2b8(int nan, __m256 f) {
@@ -509,7 +435,7 @@ FAST_INLINE __m128i f2b8(int nan, __m256 f) {
 }
 
 /* 8 floats rounded to nearest even and stored at p. VCVTPS2PH also
- * overflows to inf and narrows NaNs as f2h does. */
+ * overflows to inf and narrows NaNs as hc_f2h does. */
 FAST_INLINE void st8(int bf, int nan, uint16_t *p, __m256 v) {
   __m128i h = bf ? f2b8(nan, v) : _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
   _mm_storeu_si128((__m128i *)(void *)p, h);
@@ -744,48 +670,3 @@ void hd_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
   }
 }
 
-/* Integers are scaled in float64 and truncated toward zero (C's
- * conversion; out-of-range results saturate); float16/bfloat16 in float32
- * and rounded to nearest even; float32/float64 in their own type. */
-#define SCALE_INT(T, lo, hi)                                                   \
-  do {                                                                         \
-    T *v = p;                                                                  \
-    for (size_t i = 0; i < n; i++) {                                           \
-      double x = (double)v[i] * f;                                             \
-      v[i] = x != x ? 0 : x <= (double)(lo) ? (lo) : x >= (double)(hi) ? (hi)  \
-                                                                    : (T)x;    \
-    }                                                                          \
-  } while (0)
-
-void hd_scale(void *p, size_t n, hora_dtype_t dtype, double f) {
-  if (f == 1.0) return;
-  switch (dtype) {
-  case HORA_UINT8: SCALE_INT(uint8_t, 0, UINT8_MAX); break;
-  case HORA_INT8: SCALE_INT(int8_t, INT8_MIN, INT8_MAX); break;
-  case HORA_INT16: SCALE_INT(int16_t, INT16_MIN, INT16_MAX); break;
-  case HORA_INT32: SCALE_INT(int32_t, INT32_MIN, INT32_MAX); break;
-  case HORA_INT64: SCALE_INT(int64_t, INT64_MIN, INT64_MAX); break;
-  case HORA_FLOAT16: {
-    uint16_t *v = p;
-    for (size_t i = 0; i < n; i++) v[i] = f2h(h2f(v[i]) * (float)f);
-    break;
-  }
-  case HORA_BFLOAT16: {
-    uint16_t *v = p;
-    for (size_t i = 0; i < n; i++) v[i] = f2b(b2f(v[i]) * (float)f);
-    break;
-  }
-  case HORA_FLOAT32: {
-    float *v = p;
-    float g = (float)f;
-    for (size_t i = 0; i < n; i++) v[i] *= g;
-    break;
-  }
-  case HORA_FLOAT64: {
-    double *v = p;
-    for (size_t i = 0; i < n; i++) v[i] *= f;
-    break;
-  }
-  default: break;
-  }
-}

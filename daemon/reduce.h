@@ -34,21 +34,10 @@ void hd_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
 #define HD_COPY_NT_MIN ((size_t)32 << 20)
 void hd_copy_nt(void *dst, const void *src, size_t n);
 
-/* Multiplies count elements at p by f in place (prescale / postscale).
- * Integers: in float64, truncated toward zero, saturating; float16 and
- * bfloat16: in float32, rounded to nearest even. */
-void hd_scale(void *p, size_t count, hora_dtype_t dtype, double f);
-
 /* Selects the float16/bfloat16 kernels: 0 portable, 1 vector (x86-64 with
  * AVX2 and F16C, when the CPU has them), -1 only asks. Returns the one in
  * use. HORA_REDUCE_PORTABLE=1 in the environment forces the portable one.
  * Both give the same bits. */
 int hd_reduce_fast(int want);
-
-/* Scalar conversions, exposed for tests and the client library. */
-float hd_half_to_float(unsigned short h);
-unsigned short hd_float_to_half(float f); /* round to nearest even */
-float hd_bf16_to_float(unsigned short b);
-unsigned short hd_float_to_bf16(float f); /* round to nearest even */
 
 #endif

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "half.h"
 
 #define SLOT_BITS 24u
 #define SLOT_MASK ((1u << SLOT_BITS) - 1)
@@ -404,77 +405,6 @@ void hl_psets_fini(void) {
   pthread_mutex_unlock(&hl.ps_lock);
 }
 
-/* ---- scaling for a job of one (horad does it otherwise) ------------------ */
-
-static float h2f(uint16_t h) {
-  uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  float f;
-  if (e == 0) f = (float)m / 16777216.0f;
-  else if (e == 31) f = m ? __builtin_nanf("") : __builtin_inff();
-  else {
-    uint32_t u = ((e + 112) << 23) | (m << 13);
-    memcpy(&f, &u, 4);
-  }
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u |= s;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static uint16_t f2h(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);
-  if (a >= 0x47800000u) return (uint16_t)(sign | 0x7c00u);
-  if (a < 0x38800000u) {
-    float g;
-    memcpy(&g, &a, 4);
-    g += 0.5f;
-    uint32_t u;
-    memcpy(&u, &g, 4);
-    return (uint16_t)(sign | (u - 0x3f000000u));
-  }
-  return (uint16_t)(sign | ((a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13));
-}
-
-static void scale_local(void *p, size_t n, int dtype, double f) {
-  if (f == 1.0 || f == 0.0) return;
-  for (size_t i = 0; i < n; i++) {
-    switch (dtype) {
-#define SC(T, lo, hi)                                                          \
-  {                                                                            \
-    double x = (double)((T *)p)[i] * f;                                        \
-    ((T *)p)[i] = x != x ? 0 : x <= (double)(lo) ? (lo) : x >= (double)(hi)    \
-                                                      ? (hi) : (T)x;           \
-  }                                                                            \
-  break;
-    case HORA_UINT8: SC(uint8_t, 0, UINT8_MAX)
-    case HORA_INT8: SC(int8_t, INT8_MIN, INT8_MAX)
-    case HORA_INT16: SC(int16_t, INT16_MIN, INT16_MAX)
-    case HORA_INT32: SC(int32_t, INT32_MIN, INT32_MAX)
-    case HORA_INT64: SC(int64_t, INT64_MIN, INT64_MAX)
-#undef SC
-    case HORA_FLOAT16:
-      ((uint16_t *)p)[i] = f2h(h2f(((uint16_t *)p)[i]) * (float)f);
-      break;
-    case HORA_BFLOAT16: {
-      uint32_t u = (uint32_t)((uint16_t *)p)[i] << 16;
-      float g;
-      memcpy(&g, &u, 4);
-      g *= (float)f;
-      memcpy(&u, &g, 4);
-      ((uint16_t *)p)[i] = (u & 0x7fffffffu) > 0x7f800000u
-                               ? (uint16_t)((u >> 16) | 0x40u)
-                               : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-      break;
-    }
-    case HORA_FLOAT32: ((float *)p)[i] *= (float)f; break;
-    default: ((double *)p)[i] *= f; break;
-    }
-  }
-}
 
 /* ---- submitting ------------------------------------------------------------ */
 
@@ -639,14 +569,14 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
       uint64_t n = coll == HORA_COLL_REDUCESCATTER ? rbytes : bytes;
       if (n && recv != q->sendbuf) memmove(recv, q->sendbuf, n);
       if (coll == HORA_COLL_REDUCESCATTER) {
-        scale_local(recv, recv_count, q->dtype, pre);
-        scale_local(recv, recv_count, q->dtype, post);
+        hc_scale(recv, recv_count, q->dtype, pre);
+        hc_scale(recv, recv_count, q->dtype, post);
       }
     } else if (coll == HORA_COLL_ALLREDUCE || coll == HORA_COLL_BROADCAST) {
       if (bytes && recv != q->sendbuf) memmove(recv, q->sendbuf, bytes);
       if (coll == HORA_COLL_ALLREDUCE) {
-        scale_local(recv, count, q->dtype, pre);
-        scale_local(recv, count, q->dtype, post);
+        hc_scale(recv, count, q->dtype, pre);
+        hc_scale(recv, count, q->dtype, post);
       }
     } else if (coll == HORA_COLL_PS_ADD) {
       value = 1; /* hora_process_set_add records it */

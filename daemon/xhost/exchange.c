@@ -47,6 +47,7 @@
 
 #include "../daemon.h"
 #include "../reduce.h"
+#include "half.h"
 
 #define XC_FRAME (4u << 20)
 #define XC_EARLY_MAX (256ull << 20)
@@ -286,7 +287,7 @@ static void widen(void *dst, int wdt, const void *src, int dt, uint64_t n) {
     const uint16_t *s = src;
     for (uint64_t i = 0; i < n; i++)
       o[i] =
-          dt == HORA_FLOAT16 ? hd_half_to_float(s[i]) : hd_bf16_to_float(s[i]);
+          dt == HORA_FLOAT16 ? hc_h2f(s[i]) : hc_b2f(s[i]);
     return;
   }
   int64_t *o = dst;
@@ -317,8 +318,8 @@ static void narrow(const struct hd_tensor *t, void *out, const void *w,
     for (uint64_t i = 0; i < n; i++) {
       float f = op == HORA_AVERAGE ? s[i] / (float)size : s[i];
       o[i] = f != f ? (dt == HORA_FLOAT16 ? 0x7e00 : 0x7fc0)
-                    : dt == HORA_FLOAT16 ? hd_float_to_half(f)
-                                         : hd_float_to_bf16(f);
+                    : dt == HORA_FLOAT16 ? hc_f2h(f)
+                                         : hc_f2b(f);
     }
     return;
   }

@@ -25,6 +25,7 @@
 
 #include "../daemon.h"
 #include "../reduce.h"
+#include "half.h"
 
 #define XH_WINDOW 8
 #define XH_PIECE_MAX (1u << 20)
@@ -172,7 +173,7 @@ enum { WIDE_NONE, WIDE_INT, WIDE_FLOAT };
 
 static float load_f(const void *p, uint64_t i, int dtype) {
   uint16_t h = ((const uint16_t *)p)[i];
-  return dtype == HORA_FLOAT16 ? hd_half_to_float(h) : hd_bf16_to_float(h);
+  return dtype == HORA_FLOAT16 ? hc_h2f(h) : hc_b2f(h);
 }
 
 static void widen_float(float *w, const void *const *src, int ns,
@@ -195,7 +196,7 @@ static void narrow_float(void *const *dst, int nd, const float *w,
     if (f != f)
       h = dtype == HORA_FLOAT16 ? 0x7e00 : 0x7fc0;
     else
-      h = dtype == HORA_FLOAT16 ? hd_float_to_half(f) : hd_float_to_bf16(f);
+      h = dtype == HORA_FLOAT16 ? hc_f2h(f) : hc_f2b(f);
     for (int k = 0; k < nd; k++) ((uint16_t *)dst[k])[i] = h;
   }
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "half.h"
 #include "reduce.h"
 #include "testlib.h"
 
@@ -119,7 +120,7 @@ static int b_isnan(uint16_t b) {
 static void test_half_all(void) {
   int bad = 0;
   for (uint32_t h = 0; h < 65536; h++) {
-    float f = hd_half_to_float((unsigned short)h), r = ref_h2f((uint16_t)h);
+    float f = hc_h2f((unsigned short)h), r = ref_h2f((uint16_t)h);
     uint32_t want = fbits(r);
     if (h_isnan((uint16_t)h)) /* payload and sign kept */
       want = (h & 0x8000u) << 16 | 0x7f800000u | (h & 0x3ffu) << 13;
@@ -133,7 +134,7 @@ static void test_half_all(void) {
 #endif
     if (fbits(f) != want && bad++ < 5)
       TL_FAIL("half 0x%04x -> %08x, want %08x", h, fbits(f), want);
-    unsigned short back = hd_float_to_half(f);
+    unsigned short back = hc_f2h(f);
     unsigned short wantb =
         h_isnan((uint16_t)h) ? (unsigned short)(h | 0x200) : (unsigned short)h;
     if (back != wantb && bad++ < 5)
@@ -145,13 +146,13 @@ static void test_half_all(void) {
 static void test_bf16_all(void) {
   int bad = 0;
   for (uint32_t b = 0; b < 65536; b++) {
-    float f = hd_bf16_to_float((unsigned short)b);
+    float f = hc_b2f((unsigned short)b);
     if (fbits(f) != b << 16 && bad++ < 5)
       TL_FAIL("bf16 0x%04x -> %08x", b, fbits(f));
     if (!b_isnan((uint16_t)b) && fbits(f) != fbits(ref_b2f((uint16_t)b)) &&
         bad++ < 5)
       TL_FAIL("bf16 0x%04x -> %g, ref %g", b, f, ref_b2f((uint16_t)b));
-    unsigned short back = hd_float_to_bf16(f);
+    unsigned short back = hc_f2b(f);
     unsigned short wantb =
         b_isnan((uint16_t)b) ? (unsigned short)(b | 0x40) : (unsigned short)b;
     if (back != wantb && bad++ < 5)
@@ -162,7 +163,7 @@ static void test_bf16_all(void) {
 
 /* Compares one float's conversion with the references; returns 1 if bad. */
 static int check_f2h(float f) {
-  uint16_t got = hd_float_to_half(f), want = ref_f2h(f);
+  uint16_t got = hc_f2h(f), want = ref_f2h(f);
   int bad = h_isnan(want) ? !h_isnan(got) || (got & 0x8000) != (want & 0x8000)
                           : got != want;
 #ifdef __FLT16_MAX__
@@ -178,7 +179,7 @@ static int check_f2h(float f) {
 }
 
 static int check_f2b(float f) {
-  uint16_t got = hd_float_to_bf16(f), want = ref_f2b(f);
+  uint16_t got = hc_f2b(f), want = ref_f2b(f);
   int bad = b_isnan(want) ? !b_isnan(got) || (got & 0x8000) != (want & 0x8000)
                           : got != want;
   if (bad)
@@ -225,33 +226,33 @@ static void test_f2b_rounding(void) {
 
 /* Hand-picked cases: ties to even, overflow, subnormals, NaN. */
 static void test_f2h_cases(void) {
-  CHECK_EQ_INT(hd_float_to_half(1.0f), 0x3c00);
-  CHECK_EQ_INT(hd_float_to_half(1.0f + 0x1p-11f), 0x3c00); /* tie, even */
-  CHECK_EQ_INT(hd_float_to_half(1.0f + 0x1p-10f + 0x1p-11f), 0x3c02);
-  CHECK_EQ_INT(hd_float_to_half(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
-  CHECK_EQ_INT(hd_float_to_half(65504.0f), 0x7bff);
-  CHECK_EQ_INT(hd_float_to_half(65519.0f), 0x7bff);
-  CHECK_EQ_INT(hd_float_to_half(65520.0f), 0x7c00); /* tie to even: inf */
-  CHECK_EQ_INT(hd_float_to_half(1e10f), 0x7c00);
-  CHECK_EQ_INT(hd_float_to_half(-1e10f), 0xfc00);
-  CHECK_EQ_INT(hd_float_to_half(0x1p-24f), 0x0001);
-  CHECK_EQ_INT(hd_float_to_half(0x1p-25f), 0x0000); /* tie to even: 0 */
-  CHECK_EQ_INT(hd_float_to_half(0x1.8p-24f), 0x0002);
-  CHECK_EQ_INT(hd_float_to_half(0x1p-25f + 0x1p-40f), 0x0001);
-  CHECK_EQ_INT(hd_float_to_half(-0x1p-26f), 0x8000);
-  CHECK_EQ_INT(hd_float_to_half(0x1.ffcp-15f), 0x0400); /* tie: up to normal */
-  CHECK_EQ_INT(hd_float_to_half(-0.0f), 0x8000);
-  CHECK(h_isnan(hd_float_to_half(NAN)));
-  CHECK(h_isnan(hd_float_to_half(ffrom(0x7f800001u)))); /* payload low bits */
-  CHECK_EQ_INT(hd_float_to_half(ffrom(0xff800001u)) & 0x8000, 0x8000);
-  CHECK_EQ_INT(hd_float_to_bf16(1.0f + 0x1p-8f), 0x3f80);
-  CHECK_EQ_INT(hd_float_to_bf16(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82);
-  CHECK_EQ_INT(hd_float_to_bf16(3.4028235e38f), 0x7f80); /* rounds to inf */
-  CHECK_EQ_INT(hd_float_to_bf16(ffrom(0x7f7f7fffu)), 0x7f7f);
-  CHECK_EQ_INT(hd_float_to_bf16(ffrom(0x00008000u)), 0x0000); /* tie, even */
-  CHECK_EQ_INT(hd_float_to_bf16(ffrom(0x00018000u)), 0x0002);
-  CHECK(b_isnan(hd_float_to_bf16(ffrom(0x7f800001u)))); /* not inf */
-  CHECK(b_isnan(hd_float_to_bf16(ffrom(0xffffffffu))));
+  CHECK_EQ_INT(hc_f2h(1.0f), 0x3c00);
+  CHECK_EQ_INT(hc_f2h(1.0f + 0x1p-11f), 0x3c00); /* tie, even */
+  CHECK_EQ_INT(hc_f2h(1.0f + 0x1p-10f + 0x1p-11f), 0x3c02);
+  CHECK_EQ_INT(hc_f2h(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
+  CHECK_EQ_INT(hc_f2h(65504.0f), 0x7bff);
+  CHECK_EQ_INT(hc_f2h(65519.0f), 0x7bff);
+  CHECK_EQ_INT(hc_f2h(65520.0f), 0x7c00); /* tie to even: inf */
+  CHECK_EQ_INT(hc_f2h(1e10f), 0x7c00);
+  CHECK_EQ_INT(hc_f2h(-1e10f), 0xfc00);
+  CHECK_EQ_INT(hc_f2h(0x1p-24f), 0x0001);
+  CHECK_EQ_INT(hc_f2h(0x1p-25f), 0x0000); /* tie to even: 0 */
+  CHECK_EQ_INT(hc_f2h(0x1.8p-24f), 0x0002);
+  CHECK_EQ_INT(hc_f2h(0x1p-25f + 0x1p-40f), 0x0001);
+  CHECK_EQ_INT(hc_f2h(-0x1p-26f), 0x8000);
+  CHECK_EQ_INT(hc_f2h(0x1.ffcp-15f), 0x0400); /* tie: up to normal */
+  CHECK_EQ_INT(hc_f2h(-0.0f), 0x8000);
+  CHECK(h_isnan(hc_f2h(NAN)));
+  CHECK(h_isnan(hc_f2h(ffrom(0x7f800001u)))); /* payload low bits */
+  CHECK_EQ_INT(hc_f2h(ffrom(0xff800001u)) & 0x8000, 0x8000);
+  CHECK_EQ_INT(hc_f2b(1.0f + 0x1p-8f), 0x3f80);
+  CHECK_EQ_INT(hc_f2b(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82);
+  CHECK_EQ_INT(hc_f2b(3.4028235e38f), 0x7f80); /* rounds to inf */
+  CHECK_EQ_INT(hc_f2b(ffrom(0x7f7f7fffu)), 0x7f7f);
+  CHECK_EQ_INT(hc_f2b(ffrom(0x00008000u)), 0x0000); /* tie, even */
+  CHECK_EQ_INT(hc_f2b(ffrom(0x00018000u)), 0x0002);
+  CHECK(b_isnan(hc_f2b(ffrom(0x7f800001u)))); /* not inf */
+  CHECK(b_isnan(hc_f2b(ffrom(0xffffffffu))));
 }
 
 /* ---- reference reduction ------------------------------------------------- */
