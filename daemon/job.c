@@ -28,6 +28,10 @@ void hd_job_free(struct hd_job *job) {
       *p = job->next;
       break;
     }
+  /* the communicators first: their engines' state still reaches the
+   * ranks and the peers */
+  hd_comms_free(job);
+  hd_session_free(job);
   for (int i = 0; job->ranks && i < job->nlocal; i++) {
     struct hd_rank *r = &job->ranks[i];
     free(r->backlog);
@@ -39,8 +43,6 @@ void hd_job_free(struct hd_job *job) {
   free(job->peers);
   free(job->early);
   free(job->early_hello);
-  hd_comms_free(job);
-  hd_session_free(job);
   if (job->efd >= 0) close(job->efd);
   hp_job_free(&job->desc);
   hc_knobs_free(&job->knobs);
