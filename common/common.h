@@ -186,7 +186,7 @@ const char *hc_knob_lookup(const struct hc_param *p, char *const envv[],
 
 /* The value of every knob, one typed slot each, parsed once: a job's knobs
  * in horad. Read with the bare name, so a misspelt one does not compile:
- * hk_int(&d->knobs, spin_us). */
+ * hk_int(&job->knobs, spin_us). */
 struct hc_knob_value {
   const char *str; /* as text: the default, or own */
   char *own;       /* a copy of the value given, or NULL */

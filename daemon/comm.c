@@ -42,6 +42,12 @@ void hd_comm_free(struct hd_comm *c) {
       free(t->neutral);
       free(t);
     }
+  while (c->spare) {
+    struct hd_tensor *t = c->spare;
+    c->spare = t->next_hash;
+    free(t);
+  }
+  free(c->spare_plan);
   free(c->table);
   free(c->members);
   free(c->local);
@@ -129,14 +135,6 @@ int hd_comm_host_of(const struct hd_comm *c, int member) {
     if (member >= c->host_first[k] && member < c->host_first[k] + c->host_n[k])
       return k;
   return -1;
-}
-
-int32_t hd_comm_rank(const struct hd_comm *c, int i) {
-  return c->members[c->local_member[i]];
-}
-
-struct hd_rank *hd_comm_local(const struct hd_comm *c, int i) {
-  return &c->job->ranks[c->local[i]];
 }
 
 void hd_host_name(struct hd_job *job, int host, char *buf, size_t len) {

@@ -116,6 +116,7 @@ struct hd_tensor {
   struct hd_tensor *next_hash;
   struct hd_comm *comm;
   char name[HP_NAME_MAX + 1];
+  uint64_t hash; /* hd_name_hash(name): its place in the name table */
   struct hd_meta meta; /* the first submitter's: the reference */
   int first;    /* local member index of the first submitter */
   int awaiting; /* multi-host: told the coordinator, waits for its decision */
@@ -180,6 +181,9 @@ struct hd_comm {
   struct hd_tensor **table;
   size_t table_size, ntensors;
   struct hd_plan *plan_head, *plan_tail; /* the ready queue */
+  struct hd_tensor *spare; /* freed ones kept for reuse (negotiate.c) */
+  int nspare;
+  struct hd_plan *spare_plan;
   struct hd_group *groups;
   /* join (global set only) */
   int njoined;       /* local members that have joined */
@@ -437,6 +441,8 @@ void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg);
 void hd_flush_wakeups(struct hd_job *job);
 
 /* negotiate.c: submissions, readiness, decisions, the run queues */
+/* e is horad's own copy of the rank's entry, its name terminated within
+ * HP_NAME_MAX + 1 bytes (rings.c copies it so). */
 void hd_submit(struct hd_rank *r, const struct hp_sqe *e);
 void hd_chunk_event(struct hd_rank *r, const struct hp_sqe *e);
 void hd_run_ready(struct hd_job *job);
@@ -467,9 +473,13 @@ struct hd_comm *hd_comm_get(struct hd_job *job, uint32_t id);
 int hd_comm_member(const struct hd_comm *c, int32_t rank);
 /* The position in c->hosts of the host of member m. */
 int hd_comm_host_of(const struct hd_comm *c, int member);
-/* The global rank of local member i. */
-int32_t hd_comm_rank(const struct hd_comm *c, int i);
-struct hd_rank *hd_comm_local(const struct hd_comm *c, int i);
+/* The global rank of local member i, and its struct hd_rank. */
+static inline int32_t hd_comm_rank(const struct hd_comm *c, int i) {
+  return c->members[c->local_member[i]];
+}
+static inline struct hd_rank *hd_comm_local(const struct hd_comm *c, int i) {
+  return &c->job->ranks[c->local[i]];
+}
 /* "host h1 (ranks 2-3)" */
 void hd_host_name(struct hd_job *job, int host, char *buf, size_t len);
 /* 1 when a host of c has left. */

@@ -18,8 +18,9 @@
 
 _Static_assert(HP_PLAN_MAX == HP_GROUP_MAX, "one bound for a group");
 
-static struct hd_tensor **slot_of(struct hd_comm *c, const char *name) {
-  struct hd_tensor **pp = &c->table[hd_name_hash(name) & (c->table_size - 1)];
+static struct hd_tensor **slot_of(struct hd_comm *c, const char *name,
+                                   uint64_t hash) {
+  struct hd_tensor **pp = &c->table[hash & (c->table_size - 1)];
   while (*pp && strcmp((*pp)->name, name)) pp = &(*pp)->next_hash;
   return pp;
 }
@@ -32,7 +33,7 @@ static int grow_table(struct hd_comm *c) {
     struct hd_tensor *e = c->table[i];
     while (e) {
       struct hd_tensor *next = e->next_hash;
-      struct hd_tensor **pp = &t[hd_name_hash(e->name) & (n - 1)];
+      struct hd_tensor **pp = &t[e->hash & (n - 1)];
       e->next_hash = *pp;
       *pp = e;
       e = next;
@@ -127,11 +128,64 @@ static int group_attach(struct hd_comm *c, struct hd_tensor *t, char *why,
   return 0;
 }
 
+/* Tensors and one-tensor plans of a communicator are all of one size:
+ * the last few freed are kept for the next (an operation in steady state
+ * costs no malloc). */
+#ifdef __SANITIZE_ADDRESS__
+#define SPARE_MAX 0 /* every use after free stays visible */
+#else
+#define SPARE_MAX 16
+#endif
+
+static struct hd_tensor *tensor_new(struct hd_comm *c) {
+  size_t n = (size_t)c->nlocal;
+  size_t size = sizeof(struct hd_tensor) +
+                n * (sizeof(struct hd_part) + sizeof(struct hd_meta));
+  struct hd_tensor *t = c->spare;
+  if (t) {
+    c->spare = t->next_hash;
+    c->nspare--;
+    memset(t, 0, size);
+  } else if (!(t = calloc(1, size))) {
+    return NULL;
+  }
+  t->comm = c;
+  t->metas = (struct hd_meta *)(t->part + n);
+  return t;
+}
+
+static void tensor_release(struct hd_comm *c, struct hd_tensor *t) {
+  if (c->nspare < SPARE_MAX) {
+    t->next_hash = c->spare;
+    c->spare = t;
+    c->nspare++;
+  } else {
+    free(t);
+  }
+}
+
+static struct hd_plan *plan_new(struct hd_comm *c, int n) {
+  struct hd_plan *p = NULL;
+  if (n == 1 && c->spare_plan) {
+    p = c->spare_plan;
+    c->spare_plan = NULL;
+    memset(p, 0, sizeof *p + sizeof p->t[0]);
+  } else {
+    p = calloc(1, sizeof *p + (size_t)n * sizeof p->t[0]);
+  }
+  return p;
+}
+
+static void plan_release(struct hd_comm *c, struct hd_plan *p) {
+  if (p->n == 1 && !c->spare_plan) c->spare_plan = p;
+  else free(p);
+}
+
 static void free_plans(struct hd_comm *c) {
   while (c->plan_head) {
     struct hd_plan *p = c->plan_head;
     c->plan_head = p->next;
-    free(p);
+    plan_release(c, p);
   }
   c->plan_tail = NULL;
 }
@@ -147,11 +201,11 @@ static void free_tensor(struct hd_comm *c, struct hd_tensor *t) {
     free(t->part[i].aux);
   }
   free(t->neutral);
-  free(t);
+  tensor_release(c, t);
 }
 
 static void remove_tensor(struct hd_comm *c, struct hd_tensor *t) {
-  struct hd_tensor **pp = slot_of(c, t->name);
+  struct hd_tensor **pp = slot_of(c, t->name, t->hash);
   if (*pp == t) *pp = t->next_hash;
   c->ntensors--;
   free_tensor(c, t);
@@ -364,7 +418,7 @@ bad:
 /* Queues the plan of tensors v[0..n) (decided, in this order); their
  * engine is the first that can run every one. 0, or HORA_ENOMEM. */
 static int queue_plan(struct hd_comm *c, struct hd_tensor *const *v, int n) {
-  struct hd_plan *p = calloc(1, sizeof *p + (size_t)n * sizeof p->t[0]);
+  struct hd_plan *p = plan_new(c, n);
   if (!p) return HORA_ENOMEM;
   p->comm = c;
   p->n = n;
@@ -402,7 +456,7 @@ static int describe_problem(struct hd_comm *c, struct hd_tensor *t, char *msg,
   /* against the first submitter's own (t->meta may have taken a later
    * one's group) */
   for (int i = 0; i < c->nlocal; i++)
-    if (t->part[i].submitted &&
+    if (i != t->first && t->part[i].submitted &&
         hd_meta_mismatch(t->name, &t->metas[t->first], ra, &t->metas[i],
                          hd_comm_rank(c, i), msg, len))
       return HORA_EMISMATCH;
@@ -594,16 +648,14 @@ static struct hd_tensor *materialize(struct hd_comm *c,
                                      const struct hp_nego_decide *m) {
   if (c->ntensors >= c->table_size / 2 && grow_table(c) < 0) return NULL;
   size_t n = (size_t)c->nlocal;
-  struct hd_tensor *t = calloc(
-      1, sizeof *t + n * (sizeof(struct hd_part) + sizeof(struct hd_meta)));
+  struct hd_tensor *t = tensor_new(c);
   if (!t) return NULL;
-  t->comm = c;
-  t->metas = (struct hd_meta *)(t->part + n);
   hc_fmt(t->name, sizeof t->name, "%s", m->name);
+  t->hash = hd_name_hash(t->name);
   hd_meta_from_ready(&m->meta, &t->meta);
   t->t_first = hc_now_ns();
   for (size_t i = 0; i < n; i++) t->part[i].joined = 1;
-  struct hd_tensor **pp = slot_of(c, t->name);
+  struct hd_tensor **pp = slot_of(c, t->name, t->hash);
   t->next_hash = *pp;
   *pp = t;
   c->ntensors++;
@@ -615,7 +667,7 @@ static struct hd_tensor *materialize(struct hd_comm *c,
  * (completed here) or is not waiting. */
 static struct hd_tensor *take_decision(struct hd_job *job, struct hd_comm *c,
                                        const struct hp_nego_decide *m) {
-  struct hd_tensor *t = c && c->table_size ? *slot_of(c, m->name) : NULL;
+  struct hd_tensor *t = c && c->table_size ? *slot_of(c, m->name, hd_name_hash(m->name)) : NULL;
   if (!t && c && m->status >= 0 && c->nlocal && c->njoined == c->nlocal &&
       m->meta.coll != HORA_COLL_JOIN && !(t = materialize(c, m))) {
     hc_error("out of memory: the job cannot go on");
@@ -719,7 +771,8 @@ static void fill_meta(struct hd_meta *m, const struct hp_sqe *e,
    * when it is ready, remote ones by the sizes that arrive */
   if (aux && e->coll != HORA_COLL_ALLTOALL)
     m->aux_hash = hd_aux_hash(aux, naux);
-  if (!hd_coll(e->coll) || !(hd_coll(e->coll)->traits & HORA_CF_OP)) {
+  const struct hd_coll *k = hd_coll(e->coll);
+  if (!k || !(k->traits & HORA_CF_OP)) {
     m->prescale = m->postscale = 1.0;
     if (e->coll != HORA_COLL_REDUCESCATTER) m->op = 0;
   }
@@ -753,73 +806,70 @@ static void refuse(struct hd_rank *r, const struct hp_sqe *e, int rc,
   hd_complete(r, e->id, rc, msg);
 }
 
-void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
+void hd_submit(struct hd_rank *r, const struct hp_sqe *e) {
   struct hd_job *job = r->job;
-  struct hp_sqe e = *in;
-  e.name[HP_NAME_MAX] = '\0';
   char why[HP_MSG_MAX + 1];
   if (r->gone) return;
-  struct hd_comm *c = hd_comm_get(job, e.comm);
+  struct hd_comm *c = hd_comm_get(job, e->comm);
   if (!c || c->removed) {
-    hc_fmt(why, sizeof why, "process set %u does not exist%s", e.comm,
+    hc_fmt(why, sizeof why, "process set %u does not exist%s", e->comm,
            c ? " any more (it was removed)" : "");
-    refuse(r, &e, HORA_ENOSET, "rank %d: %s '%s': %s", why);
+    refuse(r, e, HORA_ENOSET, "rank %d: %s '%s': %s", why);
     return;
   }
   int idx = c->part_of[r->idx];
   if (idx < 0) {
     hc_fmt(why, sizeof why, "rank %d is not a member of process set %u",
            r->info.rank, c->id);
-    refuse(r, &e, HORA_ENOTMEMBER, "rank %d: %s '%s': %s", why);
+    refuse(r, e, HORA_ENOTMEMBER, "rank %d: %s '%s': %s", why);
     return;
   }
   int64_t *aux = NULL;
-  int rc = check_entry(c, r, &e, &aux, why, sizeof why);
+  int rc = check_entry(c, r, e, &aux, why, sizeof why);
   if (rc < 0) {
-    refuse(r, &e, rc, "rank %d: bad %s request for tensor '%s': %s", why);
+    refuse(r, e, rc, "rank %d: bad %s request for tensor '%s': %s", why);
     return;
   }
   if (job->gone_rank != -1) {
     char msg[HP_MSG_MAX + 1];
-    hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", hd_coll_name(e.coll),
-           e.name, job->gone_msg);
-    hd_complete(r, e.id, job->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE,
+    hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", hd_coll_name(e->coll),
+           e->name, job->gone_msg);
+    hd_complete(r, e->id, job->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE,
                 msg);
     free(aux);
     return;
   }
-  if ((e.coll == HORA_COLL_ALLGATHER || e.coll == HORA_COLL_ALLTOALL) &&
-      !aux && !(aux = implied_aux(c, &e))) {
-    hd_complete(r, e.id, HORA_ENOMEM, "horad is out of memory");
+  if ((e->coll == HORA_COLL_ALLGATHER || e->coll == HORA_COLL_ALLTOALL) &&
+      !aux && !(aux = implied_aux(c, e))) {
+    hd_complete(r, e->id, HORA_ENOMEM, "horad is out of memory");
     return;
   }
   if (c->ntensors >= c->table_size / 2 && grow_table(c) < 0) {
-    hd_complete(r, e.id, HORA_ENOMEM, "horad is out of memory");
+    hd_complete(r, e->id, HORA_ENOMEM, "horad is out of memory");
     free(aux);
     return;
   }
   uint64_t naux = !aux ? 0
-                 : e.coll == HORA_COLL_ALLTOALL ? 2u * (uint64_t)c->size
-                 : e.aux_count ? e.aux_count : (uint64_t)c->size;
-  struct hd_tensor **pp = slot_of(c, e.name), *t = *pp;
+                 : e->coll == HORA_COLL_ALLTOALL ? 2u * (uint64_t)c->size
+                 : e->aux_count ? e->aux_count : (uint64_t)c->size;
+  uint64_t hash = hd_name_hash(e->name);
+  struct hd_tensor **pp = slot_of(c, e->name, hash), *t = *pp;
+  int fresh = !t;
   if (!t) {
-    size_t n = (size_t)c->nlocal;
-    t = calloc(1, sizeof *t + n * (sizeof(struct hd_part) +
-                                   sizeof(struct hd_meta)));
+    t = tensor_new(c);
     if (!t) {
-      hd_complete(r, e.id, HORA_ENOMEM, "horad is out of memory");
+      hd_complete(r, e->id, HORA_ENOMEM, "horad is out of memory");
       free(aux);
       return;
     }
-    t->comm = c;
-    t->metas = (struct hd_meta *)(t->part + n);
-    memcpy(t->name, e.name, sizeof t->name);
-    fill_meta(&t->meta, &e, aux, naux);
+    memcpy(t->name, e->name, strnlen(e->name, HP_NAME_MAX));
+    t->hash = hash;
+    fill_meta(&t->meta, e, aux, naux);
     t->first = idx;
     t->t_first = hc_now_ns();
     if (t->meta.group_n && (rc = group_attach(c, t, why, sizeof why)) < 0) {
-      free(t);
-      refuse(r, &e, rc, "rank %d: bad %s request for tensor '%s': %s", why);
+      tensor_release(c, t);
+      refuse(r, e, rc, "rank %d: bad %s request for tensor '%s': %s", why);
       free(aux);
       return;
     }
@@ -831,48 +881,49 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *in) {
            "rank %d submitted tensor '%s' while an operation of the same name "
            "is still in flight on that rank; names of pending operations must "
            "be unique",
-           r->info.rank, e.name);
-    hd_complete(r, e.id, HORA_EDUPNAME, msg);
+           r->info.rank, e->name);
+    hd_complete(r, e->id, HORA_EDUPNAME, msg);
     free(aux);
     return;
   } else if (t->queued || t->awaiting) {
     char msg[HP_MSG_MAX + 1];
     hc_fmt(msg, sizeof msg, "rank %d submitted tensor '%s' after it ran "
-           "without it (the rank had joined)", r->info.rank, e.name);
-    hd_complete(r, e.id, HORA_EINVAL, msg);
+           "without it (the rank had joined)", r->info.rank, e->name);
+    hd_complete(r, e->id, HORA_EINVAL, msg);
     free(aux);
     return;
   }
-  if (!t->group && e.group_n > 1) {
+  if (!t->group && e->group_n > 1) {
     /* a rank that submitted it alone came first: the group is still
      * assembled (and fails as a whole on the mismatch), so that none of
      * its other tensors waits for this one */
-    t->meta.group = e.group;
-    t->meta.group_n = e.group_n;
-    t->meta.group_idx = e.group_idx;
+    t->meta.group = e->group;
+    t->meta.group_n = e->group_n;
+    t->meta.group_idx = e->group_idx;
     if (group_attach(c, t, why, sizeof why) < 0)
       t->meta.group = t->meta.group_n = t->meta.group_idx = 0;
   }
   struct hd_part *p = &t->part[idx];
-  p->id = e.id;
+  p->id = e->id;
   p->submitted = 1;
-  p->resident = (e.flags & HP_F_RESIDENT) != 0;
-  p->offset = e.offset;
-  p->count = e.count;
-  p->recv_offset = e.recv_offset;
-  p->recv_count = e.recv_count;
+  p->resident = (e->flags & HP_F_RESIDENT) != 0;
+  p->offset = e->offset;
+  p->count = e->count;
+  p->recv_offset = e->recv_offset;
+  p->recv_count = e->recv_count;
   p->aux = aux;
   p->naux = naux;
-  fill_meta(&t->metas[idx], &e, aux, naux);
+  if (fresh) t->metas[idx] = t->meta; /* what fill_meta gave it above */
+  else fill_meta(&t->metas[idx], e, aux, naux);
   t->nsubmitted++;
-  if (e.coll == HORA_COLL_JOIN) {
+  if (e->coll == HORA_COLL_JOIN) {
     c->joined[idx] = 1;
     c->njoined++;
     c->last_joined = r->info.rank;
   }
   /* what waited only for this member goes first: the join must not reach
    * the coordinator before them */
-  if (e.coll == HORA_COLL_JOIN) recheck(c);
+  if (e->coll == HORA_COLL_JOIN) recheck(c);
   if (is_ready(c, t)) make_ready(c, t);
 }
 
@@ -896,7 +947,7 @@ void hd_cancel(struct hd_rank *r, const struct hp_sqe *in) {
   e.name[HP_NAME_MAX] = '\0';
   struct hd_comm *c = hd_comm_get(r->job, e.comm);
   int idx = c ? c->part_of[r->idx] : -1;
-  struct hd_tensor *t = idx >= 0 && c->table_size ? *slot_of(c, e.name) : NULL;
+  struct hd_tensor *t = idx >= 0 && c->table_size ? *slot_of(c, e.name, hd_name_hash(e.name)) : NULL;
   if (!t || !t->part[idx].submitted || t->part[idx].id != e.id ||
       t->queued || t->awaiting || !t->group) {
     hc_warn_rl("rank %d: cancel of '%s', which is not a waiting part of a "
@@ -988,7 +1039,7 @@ void hd_comm_progress(struct hd_comm *c) {
     }
     c->plan_head = p->next;
     if (!c->plan_head) c->plan_tail = NULL;
-    free(p);
+    plan_release(c, p);
   }
 wait:
   if (c->job->staging_freed) hd_run_ready(c->job); /* another set may go on */

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -195,8 +196,15 @@ int hd_poll_rings(struct hd_job *job) {
     unsigned budget = r->layout.sq_slots;
     while (budget-- && !r->broken && may_take(r) &&
            (slot = hp_ring_peek(&r->sq))) {
-      struct hp_sqe e; /* copied first: the rank may scribble on its slot */
-      memcpy(&e, slot, sizeof e);
+      /* copied first: the rank may scribble on its slot; the header and
+       * as much of the name as it says it wrote (the rest of the 512
+       * bytes are unused), terminated */
+      struct hp_sqe e;
+      const struct hp_sqe *in = slot;
+      memcpy(&e, in, offsetof(struct hp_sqe, name));
+      size_t nl = e.name_len < HP_NAME_MAX ? e.name_len : HP_NAME_MAX;
+      memcpy(e.name, in->name, nl);
+      e.name[nl] = '\0';
       hp_ring_release(&r->sq);
       n++;
       if (e.kind == HP_SQ_SUBMIT) r->held++; /* until its DONE is in cq */

@@ -149,7 +149,9 @@ static int sq_push(const struct hp_sqe *e) {
     if (++spins > 16) sched_yield();
     else cpu_relax();
   }
-  memcpy(slot, e, sizeof *e);
+  /* the header and the name: horad reads no more */
+  size_t n = offsetof(struct hp_sqe, name) + e->name_len + 1;
+  memcpy(slot, e, n < sizeof *e ? n : sizeof *e);
   hp_ring_commit(&hl.sq);
   pthread_mutex_unlock(&hl.sq_lock);
   wake_daemon();
@@ -383,6 +385,11 @@ static struct hl_pset *pset_locked(int id) {
 
 /* Copies the set's size and this rank's index in it; HORA_ENOSET. */
 static int pset_info(const char *fn, int id, int *size, int *rank) {
+  if (id == 0) { /* the global set: no lock on the common path */
+    *size = hl.size;
+    *rank = hl.rank;
+    return 0;
+  }
   pthread_mutex_lock(&hl.ps_lock);
   struct hl_pset *p = pset_locked(id);
   if (p) {

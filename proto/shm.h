@@ -86,7 +86,7 @@ struct hp_sqe {
   uint8_t op;
   int32_t root; /* broadcast: global root rank; process_set_remove: id */
   uint32_t flags;
-  uint16_t name_len;
+  uint16_t name_len; /* bytes of name before its NUL (horad reads no more) */
   uint8_t ndims; /* 0: 1-D of count */
   uint8_t reserved0;
   uint32_t comm; /* process set id; 0 is the global set */
