@@ -21,6 +21,13 @@
 # then "N passed, N failed, N skipped, N hung of M". Exit status 0 when
 # nothing failed or hung.
 #
+# A test whose ranks part ways (some fail an assertion and go to tearDown's
+# barrier while the others go on to their next collective) would wait
+# forever under Horovod; here hora's stall inspector ends it: it warns
+# after STALL_WARN seconds (default 10) and fails the stalled operations,
+# naming the missing ranks, after STALL seconds (default 30; 0: never, as
+# Horovod's default, and the test then hangs until TIMEOUT).
+#
 # Environment: TIMEOUT (seconds per test, default 120), TESTS (an extended
 # regular expression: only the tests whose name matches), BUILD (hora's
 # build directory, default build), PYTHON (default /usr/bin/python3), LOGS
@@ -36,6 +43,8 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$top/build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 TIMEOUT=${TIMEOUT:-120}
+export HORA_STALL_CHECK_TIME_SECONDS=${STALL_WARN:-10}
+export HORA_STALL_SHUTDOWN_TIME_SECONDS=${STALL:-30}
 if [ -x "$BUILD/bin/horarun" ]; then
   horarun=$BUILD/bin/horarun
 else
