@@ -29,6 +29,18 @@
 #include <emmintrin.h>
 #endif
 
+/* Through a small buffer, with plain copies: the blocks of a swap are
+ * read and written at once, the lines being in the cache anyway. */
+void hd_swap_bytes(void *a, void *b, size_t n) {
+  unsigned char tmp[16u << 10], *pa = a, *pb = b;
+  for (size_t off = 0; off < n; off += sizeof tmp) {
+    size_t k = n - off < sizeof tmp ? n - off : sizeof tmp;
+    memcpy(tmp, pa + off, k);
+    memcpy(pa + off, pb + off, k);
+    memcpy(pb + off, tmp, k);
+  }
+}
+
 void hd_copy_nt(void *dst, const void *src, size_t n) {
 #if defined(__SSE2__)
   if (n >= 256) {

@@ -34,6 +34,9 @@ void hd_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
 #define HD_COPY_NT_MIN ((size_t)32 << 20)
 void hd_copy_nt(void *dst, const void *src, size_t n);
 
+/* Exchanges n bytes at a and b (which do not overlap). */
+void hd_swap_bytes(void *a, void *b, size_t n);
+
 /* Selects the float16/bfloat16 kernels: 0 portable, 1 vector (x86-64 with
  * AVX2 and F16C, when the CPU has them), -1 only asks. Returns the one in
  * use. HORA_REDUCE_PORTABLE=1 in the environment forces the portable one.

@@ -251,7 +251,6 @@ struct copies {
 };
 
 #define COPY_PIECE (128u << 10) /* read once, written to every destination */
-#define SWAP_PIECE (16u << 10)
 
 static uint64_t weight(const struct copy *c) {
   return c->swap ? 2 : (uint64_t)c->nd;
@@ -314,18 +313,6 @@ static void copy(void *dst, const void *src, uint64_t n, int nt) {
   else memcpy(dst, src, n);
 }
 
-/* (through a small buffer, with plain copies: the blocks of a swap are
- * read and written at once, the lines being in the cache anyway) */
-static void swap_bytes(unsigned char *a, unsigned char *b, uint64_t n) {
-  unsigned char tmp[SWAP_PIECE];
-  for (uint64_t off = 0; off < n; off += SWAP_PIECE) {
-    size_t k = (size_t)HC_MIN((uint64_t)SWAP_PIECE, n - off);
-    memcpy(tmp, a + off, k);
-    memcpy(a + off, b + off, k);
-    memcpy(b + off, tmp, k);
-  }
-}
-
 /* Where work position p (0 .. n * w) of an entry falls in its source:
  * 64-byte aligned, so that two threads never share a cache line. */
 static uint64_t cut(uint64_t p, uint64_t n, uint64_t w) {
@@ -349,7 +336,7 @@ static void run_copy_share(void *arg, int i, int n) {
     if (s0 >= s1) continue;
     unsigned char *const *dst = l->dst + c->first;
     if (c->swap) {
-      swap_bytes((unsigned char *)c->src + s0, dst[0] + s0, s1 - s0);
+      hd_swap_bytes((unsigned char *)c->src + s0, dst[0] + s0, s1 - s0);
     } else if (c->nd == 1) {
       copy(dst[0] + s0, c->src + s0, s1 - s0, nt);
     } else {

@@ -53,7 +53,6 @@
 #define XC_EARLY_MAX (256ull << 20)
 #define XC_KEEP (256ull << 20) /* a W up to this size is kept for the next */
 #define XC_PIECE (128u << 10)  /* read once, written to several outputs */
-#define XC_SWAP (16u << 10)
 #define HD_XC_LOCAL_MAX 64 /* outputs written from one read (more: again) */
 #define XC_LAST 1u            /* XDATA step: the last frame of a message */
 #define XC_UNKNOWN UINT64_MAX /* want[k]: known at the last frame / header */
@@ -252,16 +251,6 @@ static void copy_to(unsigned char *const *dst, int nd, const unsigned char *src,
     uint64_t m = HC_MIN((uint64_t)XC_PIECE, n - o);
     for (int k = 0; k < nd; k++)
       if (dst[k] != src) memcpy(dst[k] + o, src + o, m);
-  }
-}
-
-static void swap_bytes(unsigned char *a, unsigned char *b, uint64_t n) {
-  unsigned char tmp[XC_SWAP];
-  for (uint64_t off = 0; off < n; off += XC_SWAP) {
-    size_t k = (size_t)HC_MIN((uint64_t)XC_SWAP, n - off);
-    memcpy(tmp, a + off, k);
-    memcpy(a + off, b + off, k);
-    memcpy(b + off, tmp, k);
   }
 }
 
@@ -563,7 +552,7 @@ static int a2a_local(struct hd_xcoll *x, int *any_in_place) {
         unsigned char *dst =
             hd_out_ptr(t, j) + split_off(pj->aux + size, mi) * es;
         if (ip[i] && ip[j])
-          swap_bytes(src, dst, n);
+          hd_swap_bytes(src, dst, n);
         else if (dst != src)
           memcpy(dst, src, n);
       }
