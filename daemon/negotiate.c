@@ -667,7 +667,8 @@ static struct hd_tensor *materialize(struct hd_comm *c,
  * (completed here) or is not waiting. */
 static struct hd_tensor *take_decision(struct hd_job *job, struct hd_comm *c,
                                        const struct hp_nego_decide *m) {
-  struct hd_tensor *t = c && c->table_size ? *slot_of(c, m->name, hd_name_hash(m->name)) : NULL;
+  struct hd_tensor *t =
+      c && c->table_size ? *slot_of(c, m->name, hd_name_hash(m->name)) : NULL;
   if (!t && c && m->status >= 0 && c->nlocal && c->njoined == c->nlocal &&
       m->meta.coll != HORA_COLL_JOIN && !(t = materialize(c, m))) {
     hc_error("out of memory: the job cannot go on");
@@ -834,8 +835,8 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *e) {
     char msg[HP_MSG_MAX + 1];
     hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", hd_coll_name(e->coll),
            e->name, job->gone_msg);
-    hd_complete(r, e->id, job->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE,
-                msg);
+    hd_complete(r, e->id,
+                job->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE, msg);
     free(aux);
     return;
   }
@@ -947,7 +948,9 @@ void hd_cancel(struct hd_rank *r, const struct hp_sqe *in) {
   e.name[HP_NAME_MAX] = '\0';
   struct hd_comm *c = hd_comm_get(r->job, e.comm);
   int idx = c ? c->part_of[r->idx] : -1;
-  struct hd_tensor *t = idx >= 0 && c->table_size ? *slot_of(c, e.name, hd_name_hash(e.name)) : NULL;
+  struct hd_tensor *t = idx >= 0 && c->table_size
+                            ? *slot_of(c, e.name, hd_name_hash(e.name))
+                            : NULL;
   if (!t || !t->part[idx].submitted || t->part[idx].id != e.id ||
       t->queued || t->awaiting || !t->group) {
     hc_warn_rl("rank %d: cancel of '%s', which is not a waiting part of a "

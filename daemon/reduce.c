@@ -404,8 +404,8 @@ static void copy_all(void *const *dsts, int ndst, const unsigned char *src,
 #define FAST_TARGET __attribute__((target("avx2,f16c")))
 #define FAST_INLINE static inline __attribute__((always_inline)) FAST_TARGET
 
-/* 8 elements at p, widened to float32 (exactly: hc_h2f/hc_b2f). bfloat16: the 16
- * bytes in both halves of a ymm register, then VPSHUFB puts elements 0-3
+/* 8 elements at p, widened to float32 (exactly: hc_h2f/hc_b2f).
+ * bfloat16: the 16 bytes in both halves of a ymm register, then VPSHUFB puts elements 0-3
  * (low half) and 4-7 (high half) in the top 16 bits of the 32-bit lanes
  * and zeroes the bottom ones: one shuffle. Loads and stores are 16 bytes
  * wide, which measured as fast as 32 bytes or faster. */
