@@ -4,6 +4,7 @@
  * complete operations through it; rings.c (polling the submissions, the
  * loop's wake-ups) sits above. */
 #include <limits.h>
+#include <stddef.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,13 @@ static void futex_wake_all(_Atomic uint32_t *w) {
  * rank that keeps sending those without reading its cq is dropped once
  * MAX_COPY_BACKLOG copy requests wait. */
 #define MAX_COPY_BACKLOG 4096u
+
+/* What of a completion goes into the ring: its header and its message
+ * (the rest of the 512 bytes the rank never reads). */
+static size_t cqe_bytes(const struct hp_cqe *e) {
+  size_t n = e->msg_len < HP_MSG_MAX ? e->msg_len : HP_MSG_MAX;
+  return offsetof(struct hp_cqe, msg) + n + 1;
+}
 
 static struct hp_cqe *backlog_at(struct hd_rank *r, size_t i) {
   return &r->backlog[(r->backlog_head + i) & (r->capbacklog - 1)];
@@ -65,7 +73,7 @@ void hd_cq_flush(struct hd_rank *r) {
     void *slot = hp_ring_reserve(&r->cq);
     if (!slot) break;
     struct hp_cqe *e = backlog_at(r, i);
-    memcpy(slot, e, sizeof *e);
+    memcpy(slot, e, cqe_bytes(e));
     hp_ring_commit(&r->cq);
     if (e->kind != HP_CQ_DONE) r->backlog_copies--;
     delivered(r, e);
@@ -101,7 +109,7 @@ void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e) {
   r->wake_rank = 1;
   void *slot = r->nbacklog ? NULL : hp_ring_reserve(&r->cq);
   if (slot) {
-    memcpy(slot, e, sizeof *e);
+    memcpy(slot, e, cqe_bytes(e));
     hp_ring_commit(&r->cq);
     delivered(r, e);
     return;

@@ -19,7 +19,7 @@
 #include "ring.h"
 
 #define HP_SHM_MAGIC 0x4d454d5341524f48ull /* "HORASMEM" */
-#define HP_SHM_VERSION 2u
+#define HP_SHM_VERSION 3u
 #define HP_SQ_SLOTS 256u
 #define HP_CQ_SLOTS 256u
 #define HP_NAME_MAX 191u /* longer names are shortened with a hash suffix */
@@ -102,8 +102,9 @@ struct hp_sqe {
    * the same group key run as one unit, in group_idx order */
   uint64_t group;
   uint32_t group_n, group_idx;
+  char name[HP_NAME_MAX + 1]; /* before the spare room: an entry is
+                                 written and read only as far as its name */
   unsigned char reserved[136];
-  char name[HP_NAME_MAX + 1];
 };
 
 enum hp_cq_kind {
