@@ -93,7 +93,7 @@ static void on_efd(uv_poll_t *p, int status, int events) {
   hd_poll_rings(job);
 }
 
-/* The daemon's periodic timer: the stall inspector, and the counts of
+/* The job's periodic timer: the stall inspector, and the counts of
  * rate-limited log messages. */
 static void on_stall_timer(uv_timer_t *t) {
   struct hd_job *job = t->data;
