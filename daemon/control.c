@@ -182,8 +182,8 @@ static const struct hp_conn_cb ctl_cb = {
 int hd_control_open(struct hd_job *job, int fd) {
   char peer[32];
   hc_fmt(peer, sizeof peer, "control fd %d", fd);
-  int rc =
-      hp_conn_open_local(job->loop, fd, peer, &ctl_cb, job, &job->ctl_conn);
+  int rc = hp_conn_open_local(job->daemon->loop, fd, peer, &ctl_cb, job,
+                              &job->ctl_conn);
   if (rc < 0) {
     hc_error("cannot use control fd %d: %s", fd, uv_strerror(rc));
     return HORA_EINVAL;
@@ -199,8 +199,9 @@ int hd_control_connect(struct hd_job *job, const char *addr, int port) {
     hc_error("bad address of horarun: '%s'", addr);
     return HORA_EINVAL;
   }
-  int rc = hp_conn_connect(job->loop, (struct sockaddr *)&ss, job->secret,
-                           HP_AUTH_CONTROL, &ctl_cb, job, &job->ctl_conn);
+  int rc =
+      hp_conn_connect(job->daemon->loop, (struct sockaddr *)&ss, job->secret,
+                      HP_AUTH_CONTROL, &ctl_cb, job, &job->ctl_conn);
   if (rc < 0) {
     hc_error("cannot connect to horarun at %s port %d: %s", addr, port,
              uv_strerror(rc));

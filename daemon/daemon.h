@@ -283,7 +283,6 @@ struct hd_daemon {
 struct hd_job {
   struct hd_daemon *daemon; /* its owner */
   struct hd_job *next;      /* in daemon->jobs */
-  uv_loop_t *loop;          /* daemon->loop */
   const struct hd_upcalls *up;
   const struct hd_engine *const *engines; /* NULL-terminated */
   struct hp_job desc; /* as horarun described it */
@@ -574,6 +573,10 @@ unsigned char *hd_in_ptr(struct hd_tensor *t, int i);
 unsigned char *hd_out_ptr(struct hd_tensor *t, int i);
 /* The neutral input of a joined member (count elements), or NULL. */
 void *hd_neutral(struct hd_tensor *t, uint64_t count);
+/* Whether local member i's alltoall runs in place: its output is its
+ * input, and it receives from each member what it sends to it, so each
+ * block it receives goes where the block it sends lay. */
+int hd_a2a_in_place(const struct hd_tensor *t, int i);
 /* Applies prescale (pre = 1) or postscale to count elements at p. */
 void hd_scale_buf(const struct hd_tensor *t, void *p, uint64_t count, int pre);
 

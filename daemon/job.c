@@ -10,7 +10,6 @@ struct hd_job *hd_job_new(struct hd_daemon *dm) {
   struct hd_job *job = calloc(1, sizeof *job);
   if (!job) return NULL;
   job->daemon = dm;
-  job->loop = dm->loop;
   job->up = &hd_job_upcalls;
   job->engines = hd_engines;
   hc_knobs_init(&job->knobs);

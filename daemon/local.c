@@ -92,7 +92,7 @@ int hd_local_listen(struct hd_job *job) {
     job->sock_path[0] = '\0';
     return HORA_EIO;
   }
-  int rc = uv_pipe_init(job->loop, &job->listener, 0);
+  int rc = uv_pipe_init(job->daemon->loop, &job->listener, 0);
   if (rc == 0) {
     rc = uv_pipe_open(&job->listener, fd);
     if (rc < 0) close(fd);
@@ -410,7 +410,7 @@ static void on_conn_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
      * rank, so the connection's end alone declares it gone soon after. */
     struct hd_rank *r = c->rank;
     if (r && !r->said_bye && !r->gone) {
-      uv_update_time(c->job->loop); /* 250 ms from now (see spawn.c) */
+      uv_update_time(c->job->daemon->loop); /* 250 ms from now (see spawn.c) */
       uv_timer_start(&r->lost_timer, hd_on_lost_timer, 250, 0);
     }
     drop_conn(c);
@@ -450,7 +450,7 @@ void hd_on_connection(uv_stream_t *server, int status) {
   if (status < 0) return;
   struct hd_conn *c = calloc(1, sizeof *c);
   if (!c) return;
-  uv_pipe_init(job->loop, &c->pipe, 0);
+  uv_pipe_init(job->daemon->loop, &c->pipe, 0);
   c->job = job;
   hp_decoder_init(&c->dec);
   c->next = job->conns;

@@ -90,3 +90,12 @@ void hd_copy_req(struct hd_rank *r, struct hd_tensor *t, int kind,
   hd_push_cqe(r, &e);
 }
 
+
+int hd_a2a_in_place(const struct hd_tensor *t, int i) {
+  const struct hd_part *p = &t->part[i];
+  int size = t->comm->size;
+  if (p->joined || p->offset != p->recv_offset) return 0;
+  for (int m = 0; m < size; m++)
+    if (p->aux[m] != p->aux[size + m]) return 0;
+  return 1;
+}

@@ -109,10 +109,10 @@ int hd_rings_init(struct hd_job *job) {
   job->max_pending = (uint64_t)HC_MAX(1, hk_int(k, max_pending));
   job->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (job->efd < 0) return -errno;
-  uv_poll_init(job->loop, &job->efd_poll, job->efd);
+  uv_poll_init(job->daemon->loop, &job->efd_poll, job->efd);
   job->efd_poll.data = job;
   uv_poll_start(&job->efd_poll, UV_READABLE, on_efd);
-  uv_idle_init(job->loop, &job->spin);
+  uv_idle_init(job->daemon->loop, &job->spin);
   job->spin.data = job;
   job->stall_warn_ns = (uint64_t)HC_MAX(0, hk_int(k, stall_check_time)) *
                      1000000000u;
@@ -120,7 +120,7 @@ int hd_rings_init(struct hd_job *job) {
                      1000000000u;
   if (hk_int(k, stall_check_disable))
     job->stall_warn_ns = job->stall_fail_ns = 0; /* --no-stall-check */
-  uv_timer_init(job->loop, &job->stall_timer);
+  uv_timer_init(job->daemon->loop, &job->stall_timer);
   job->stall_timer.data = job;
   uv_timer_start(&job->stall_timer, on_stall_timer, 500, 500);
   long threads = (long)hk_int(k, threads);

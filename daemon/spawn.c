@@ -253,7 +253,7 @@ static int spawn_one(struct hd_job *job, struct hd_rank *r, const char *path) {
   close(ep[0]);
   int fds[2] = {out[0], err[0]};
   for (int s = 0; s < 2; s++) {
-    uv_pipe_init(job->loop, &r->out[s], 0);
+    uv_pipe_init(job->daemon->loop, &r->out[s], 0);
     uv_pipe_open(&r->out[s], fds[s]);
     r->out[s].data = r;
     r->out_open[s] = 1;
@@ -274,8 +274,8 @@ static int spawn_one(struct hd_job *job, struct hd_rank *r, const char *path) {
 int hd_spawn_all(struct hd_job *job) {
   job->ranks = calloc((size_t)job->nlocal, sizeof *job->ranks);
   if (!job->ranks) return HORA_ENOMEM;
-  uv_timer_init(job->loop, &job->term_timer);
-  uv_timer_init(job->loop, &job->kill_timer);
+  uv_timer_init(job->daemon->loop, &job->term_timer);
+  uv_timer_init(job->daemon->loop, &job->kill_timer);
   job->term_timer.data = job->kill_timer.data = job;
   for (int i = 0; i < job->nlocal; i++) {
     struct hd_rank *r = &job->ranks[i];
@@ -284,9 +284,9 @@ int hd_spawn_all(struct hd_job *job) {
     r->info = job->desc.ranks[i];
     r->memfd = -1;
     fill_random_hex(r->token, HP_TOKEN_LEN);
-    uv_timer_init(job->loop, &r->report_timer);
+    uv_timer_init(job->daemon->loop, &r->report_timer);
     r->report_timer.data = r;
-    uv_timer_init(job->loop, &r->lost_timer);
+    uv_timer_init(job->daemon->loop, &r->lost_timer);
     r->lost_timer.data = r;
   }
   errno = 0;
@@ -362,7 +362,7 @@ int hd_spawn_reaped(struct hd_job *job, pid_t pid, int status) {
      * operations): the output's grace counts from now, not from when
      * this loop iteration began, or it would end before the pipes were
      * read and the rank's last words would be lost. */
-    uv_update_time(job->loop);
+    uv_update_time(job->daemon->loop);
     uv_timer_start(&r->report_timer, on_report_timer, 200, 0);
     maybe_report(r);
     return 1;

@@ -417,18 +417,6 @@ static void zero_joined_parts(struct hd_tensor *t) {
   }
 }
 
-/* Whether member i's alltoall runs in place: its output is its input, and
- * it receives from each member what it sends to it, so each block it
- * receives goes where the block it sends lay. */
-static int a2a_in_place(const struct hd_tensor *t, int i) {
-  const struct hd_part *p = &t->part[i];
-  int size = t->comm->size;
-  if (p->joined || p->offset != p->recv_offset) return 0;
-  for (int m = 0; m < size; m++)
-    if (p->aux[m] != p->aux[size + m]) return 0;
-  return 1;
-}
-
 /* In place, a pair of members in place trade their blocks (one swap); a
  * member in place receives from one that is not only once every block
  * its own input holds for others has been read: the copies into the
@@ -441,7 +429,7 @@ static int run_alltoall(struct hd_job *job, struct hd_tensor *t) {
   struct copies then = {0}, later = {0};
   int *ip = calloc((size_t)nl, sizeof *ip);
   if (!ip) goto oom;
-  for (int i = 0; i < nl; i++) ip[i] = a2a_in_place(t, i);
+  for (int i = 0; i < nl; i++) ip[i] = hd_a2a_in_place(t, i);
   for (int i = 0; i < nl; i++) {
     const struct hd_part *pi = &t->part[i];
     if (pi->joined) continue;

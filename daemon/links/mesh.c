@@ -521,7 +521,7 @@ int hd_mesh_listen(struct hd_job *job) {
   } else {
     hp_addr_parse("::", 0, &ss);
   }
-  uv_tcp_init(job->loop, &job->mesh_listener);
+  uv_tcp_init(job->daemon->loop, &job->mesh_listener);
   job->mesh_listener.data = job;
   job->mesh_listener.data = job;
   job->mesh_listening = 1;
@@ -546,12 +546,12 @@ int hd_mesh_listen(struct hd_job *job) {
   job->hb_timeout_ns =
       (uint64_t)(HC_MAX(0.2, hk_double(&job->knobs, heartbeat_timeout)) * 1e9);
   uint64_t every = HC_MAX((uint64_t)HB_MIN_MS, job->hb_timeout_ns / 6000000u);
-  uv_timer_init(job->loop, &job->hb_timer);
+  uv_timer_init(job->daemon->loop, &job->hb_timer);
   job->hb_timer.data = job;
-  uv_timer_init(job->loop, &job->victim_timer);
+  uv_timer_init(job->daemon->loop, &job->victim_timer);
   job->victim_timer.data = job;
   uv_timer_start(&job->hb_timer, on_hb_timer, every, every);
-  uv_timer_init(job->loop, &job->close_timer);
+  uv_timer_init(job->daemon->loop, &job->close_timer);
   job->close_timer.data = job;
   return 0;
 }
@@ -589,8 +589,9 @@ int hd_mesh_start(struct hd_job *job) {
       hd_control_fault(job, why);
       return HORA_EINVAL;
     }
-    int rc = hp_conn_connect(job->loop, (struct sockaddr *)&ss, job->secret,
-                             HP_AUTH_MESH, &connect_cb, job, &job->peers[i].c);
+    int rc =
+        hp_conn_connect(job->daemon->loop, (struct sockaddr *)&ss, job->secret,
+                        HP_AUTH_MESH, &connect_cb, job, &job->peers[i].c);
     if (rc == 0) {
       hp_conn_track(job->peers[i].c, &job->mesh_conns);
       set_place(job->peers[i].c);

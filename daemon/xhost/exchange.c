@@ -517,18 +517,6 @@ static uint64_t split_off(const int64_t *v, int upto) {
   return s;
 }
 
-/* Whether member i's alltoall runs in place: its output is its input, and
- * it receives from each member what it sends to it (so each block it
- * receives goes where the block it sends lay). */
-static int a2a_in_place(const struct hd_tensor *t, int i) {
-  const struct hd_part *p = &t->part[i];
-  int size = t->comm->size;
-  if (p->joined || p->offset != p->recv_offset) return 0;
-  for (int m = 0; m < size; m++)
-    if (p->aux[m] != p->aux[size + m]) return 0;
-  return 1;
-}
-
 /* Local pairs: two members in place trade their blocks; the copies into
  * outputs that are not inputs go first, since they may read blocks of an
  * input in place that a copy of the second round overwrites. */
@@ -539,7 +527,7 @@ static int a2a_local(struct hd_xcoll *x, int *any_in_place) {
   int size = c->size, nl = c->nlocal;
   int *ip = calloc((size_t)nl, sizeof *ip);
   if (!ip) return -1;
-  for (int i = 0; i < nl; i++) *any_in_place |= ip[i] = a2a_in_place(t, i);
+  for (int i = 0; i < nl; i++) *any_in_place |= ip[i] = hd_a2a_in_place(t, i);
   for (int round = 0; round < 2; round++)
     for (int i = 0; i < nl; i++)
       for (int j = 0; j < nl; j++) {

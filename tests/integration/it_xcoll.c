@@ -200,6 +200,22 @@ static int64_t a2a_n(int s, int d, int uneven) {
 }
 static double a2a_v(int s, int d, int k) { return (double)((s * 17 + d * 5 + k) % 100); }
 
+/* What an alltoall delivered: rp[s] elements from each rank s, in rank
+ * order, element k of them a2a_v(s, rank, k). */
+static void check_a2a(const char *name, int dt, const void *out,
+                      const int64_t *rp) {
+  size_t o = 0;
+  for (int s = 0; s < size; s++)
+    for (int k = 0; k < rp[s]; k++, o++) {
+      checks++;
+      if (get(dt, out, o) != a2a_v(s, rank, k)) {
+        FAIL("%s from rank %d element %d: expected %g, got %g", name, s, k,
+             a2a_v(s, rank, k), get(dt, out, o));
+        return;
+      }
+    }
+}
+
 static void test_alltoall(int dt, int uneven) {
   size_t es = hora_dtype_size(dt);
   int64_t *sp = malloc((size_t)size * 8), *rp = malloc((size_t)size * 8);
@@ -219,17 +235,7 @@ static void test_alltoall(int dt, int uneven) {
   int rc = uneven ? hora_alltoallv(name, in, sp, out, rp, dt)
                   : hora_alltoall(name, in, sn, out, dt);
   OK(rc, name);
-  o = 0;
-  for (int s = 0; rc >= 0 && s < size; s++)
-    for (int k = 0; k < rp[s]; k++, o++) {
-      checks++;
-      if (get(dt, out, o) != a2a_v(s, rank, k)) {
-        FAIL("%s from rank %d element %d: expected %g, got %g", name, s, k,
-             a2a_v(s, rank, k), get(dt, out, o));
-        s = size;
-        break;
-      }
-    }
+  if (rc >= 0) check_a2a(name, dt, out, rp);
   free(in);
   hora_free(out);
   free(sp);
@@ -264,17 +270,7 @@ static void test_alltoall_inplace(int dt, int kind, int mixed) {
   int rc = kind ? hora_alltoallv(name, buf, sp, out, sp, dt)
                 : hora_alltoall(name, buf, sn, out, dt);
   OK(rc, name);
-  o = 0;
-  for (int s = 0; rc >= 0 && s < size; s++)
-    for (int k = 0; k < sp[s]; k++, o++) {
-      checks++;
-      if (get(dt, out, o) != a2a_v(s, rank, k)) {
-        FAIL("%s from rank %d element %d: expected %g, got %g", name, s, k,
-             a2a_v(s, rank, k), get(dt, out, o));
-        s = size;
-        break;
-      }
-    }
+  if (rc >= 0) check_a2a(name, dt, out, sp);
   if (out != buf) hora_free(out);
   hora_free(buf);
   free(sp);

@@ -1029,6 +1029,59 @@ static void test_gone_before_spawn(void) {
   fx_free(&f);
 }
 
+/* SESSION frames a host refuses (the mesh then drops the sender), and
+ * those it ignores: a BACK on a host that is not host 0, a START from a
+ * host that is not host 0, a malformed one; a BACK or START for a session
+ * other than the next. */
+static int session_frame(struct fx *f, int from, uint32_t number,
+                         uint32_t phase, size_t cut, char *why, size_t len) {
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  struct hp_session m = {.number = number, .phase = phase};
+  hp_enc_session(&w, &m);
+  why[0] = '\0';
+  int rc = hd_job_upcalls.session_frame(&f->job, from, w.data + HP_FRAME_HDR,
+                                        w.len - HP_FRAME_HDR - cut, why, len);
+  hp_wbuf_free(&w);
+  return rc;
+}
+
+static void test_session_frames(void) {
+  const int per[3] = {2, 2, 2};
+  char why[HP_MSG_MAX + 1];
+  struct fx f;
+  fx_init(&f, 3, per, 1); /* host 1 */
+  CHECK_EQ_INT(session_frame(&f, 0, 1, HP_SESSION_BACK, 0, why, sizeof why),
+               -1);
+  CHECK(strstr(why, "SESSION BACK to a host that is not host 0") != NULL);
+  CHECK_EQ_INT(session_frame(&f, 2, 1, HP_SESSION_START, 0, why, sizeof why),
+               -1);
+  CHECK(strstr(why, "SESSION START from host 2, not host 0") != NULL);
+  CHECK_EQ_INT(session_frame(&f, 0, 1, HP_SESSION_START, 1, why, sizeof why),
+               -1);
+  CHECK(strstr(why, "bad SESSION message") != NULL);
+  /* host 0's START while this host's ranks are not all back: ignored */
+  CHECK_EQ_INT(session_frame(&f, 0, 1, HP_SESSION_START, 0, why, sizeof why),
+               0);
+  CHECK_EQ_INT(f.job.session, 0);
+  fx_free(&f);
+
+  fx_init(&f, 3, per, 0); /* host 0 */
+  /* a BACK for a session other than the next: not counted */
+  CHECK_EQ_INT(session_frame(&f, 1, 5, HP_SESSION_BACK, 0, why, sizeof why),
+               0);
+  CHECK_EQ_INT(f.job.sess_nback, 0);
+  /* the next one is; twice from one host counts once */
+  CHECK_EQ_INT(session_frame(&f, 1, 1, HP_SESSION_BACK, 0, why, sizeof why),
+               0);
+  CHECK_EQ_INT(session_frame(&f, 1, 1, HP_SESSION_BACK, 0, why, sizeof why),
+               0);
+  CHECK_EQ_INT(f.job.sess_nback, 1);
+  CHECK_EQ_INT(f.job.session, 0);
+  hd_session_free(&f.job);
+  fx_free(&f);
+}
+
 int main(void) {
   hc_log_init("test_coord", HC_FATAL);
   RUN(test_every_host);
@@ -1038,6 +1091,7 @@ int main(void) {
   RUN(test_joined_host_runs_neutral);
   RUN(test_joined_host_every_collective);
   RUN(test_gone_before_spawn);
+  RUN(test_session_frames);
   RUN(test_sets);
   RUN(test_stall_across_hosts);
   RUN(test_group_one_plan);
