@@ -117,6 +117,7 @@ const struct hc_param *hc_param_find(const char *name);
   X(log_level) \
   X(stall_check_time) \
   X(stall_shutdown_time) \
+  X(deadlock_action) \
   X(heartbeat_timeout) \
   X(max_pending) \
   X(kill_grace) \

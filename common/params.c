@@ -39,10 +39,17 @@ const struct hc_param hc_params[] = {
      "seconds", 0},
     {"stall_shutdown_time", "HORA_STALL_SHUTDOWN_TIME_SECONDS",
      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
-     "--stall-check-shutdown-time-seconds", HC_P_INT, "0",
+     "--stall-check-shutdown-time-seconds", HC_P_INT, "600",
      "seconds after which such a stalled operation fails with HORA_ESTALL "
-     "on the ranks that wait (0: never)",
+     "on the ranks that wait (0: never; Horovod's default is never)",
      "seconds", 0},
+    {"deadlock_action", "HORA_DEADLOCK_ACTION", NULL, "--deadlock-action",
+     HC_P_STRING, "fail",
+     "when every rank an operation needs waits in hora on an operation that "
+     "cannot complete: fail (every wait fails with HORA_EDEADLOCK within a "
+     "second, naming each rank's wait, and the job ends), warn (say so once "
+     "and go on waiting), or off",
+     NULL, 0},
     {"heartbeat_timeout", "HORA_HEARTBEAT_TIMEOUT", NULL, "--heartbeat-timeout",
      HC_P_DOUBLE, "3",
      "seconds of silence after which a host of a multi-host job is declared "
@@ -271,6 +278,12 @@ int hc_param_check(const struct hc_param *p, const char *v, char *why,
     return -1;
   }
   case HC_P_STRING:
+    if (!strcmp(p->name, "deadlock_action")) {
+      if (!strcmp(v, "fail") || !strcmp(v, "warn") || !strcmp(v, "off"))
+        return 0;
+      hc_fmt(why, whylen, "expected fail, warn or off");
+      return -1;
+    }
     if (!strcmp(p->name, "log_level")) {
       if (hc_parse_level(v) >= 0) return 0;
       hc_fmt(why, whylen, "expected trace, debug, info, warning, error or "

@@ -219,4 +219,5 @@ const struct hd_upcalls hd_job_upcalls = {
     .session_back = hd_session_back,
     .session_frame = hd_session_frame,
     .session_cancel = hd_session_cancel,
+    .deadlock_frame = hd_deadlock_frame,
 };

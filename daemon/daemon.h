@@ -27,6 +27,7 @@ struct hd_daemon;
 struct hd_job;
 struct hd_tensor;
 struct hd_conn;
+struct hd_dl;
 
 /* One local rank: its process, its output pipes, its connection and its
  * shared-memory segment. */
@@ -239,6 +240,9 @@ struct hd_upcalls {
   int (*session_frame)(struct hd_job *job, int from, const unsigned char *p,
                        size_t len, char *why, size_t whylen);
   void (*session_cancel)(struct hd_job *job);
+  /* a DEADLOCK frame from host `from` (deadlock.c); < 0 (why): a bad one */
+  int (*deadlock_frame)(struct hd_job *job, int from, const unsigned char *p,
+                        size_t len, char *why, size_t whylen);
 };
 extern const struct hd_upcalls hd_job_upcalls;
 
@@ -319,6 +323,8 @@ struct hd_job {
 
   uv_timer_t stall_timer;
   uint64_t stall_warn_ns, stall_fail_ns;
+  struct hd_dl *dl; /* deadlock.c: the detector (NULL: off) */
+  char *late_fault; /* a FAULT for horarun, sent in a while or before DONE */
 
   uv_timer_t term_timer, kill_timer;
   int aborting, term_sent, kill_sent, done_sent;
@@ -334,7 +340,8 @@ struct hd_job {
   int staging_freed; /* a streamed operation let go of a rank's staging */
   int in_run_ready;
 
-  /* first rank that left the job, and why: later operations fail with it */
+  /* first rank that left the job, and why: later operations fail with it
+   * (-1: none; HD_GONE_SHUTDOWN: torn down; HD_GONE_DEADLOCK: a deadlock) */
   int gone_rank;
   char gone_msg[HP_MSG_MAX + 1];
   /* sessions: hora_init() after hora_shutdown() on every rank */
@@ -368,6 +375,15 @@ struct hd_job {
    * new can be */
   char left_msg[HP_MSG_MAX + 1];
 };
+
+#define HD_GONE_SHUTDOWN (-2)
+#define HD_GONE_DEADLOCK (-3)
+/* What operations fail with once the job is failing. */
+static inline int hd_gone_status(const struct hd_job *job) {
+  return job->gone_rank == HD_GONE_SHUTDOWN   ? HORA_ESHUTDOWN
+         : job->gone_rank == HD_GONE_DEADLOCK ? HORA_EDEADLOCK
+                                              : HORA_EPEERGONE;
+}
 
 /* The name of this host in the job's messages: as horarun calls it, or
  * its own. */
@@ -424,6 +440,14 @@ int hd_rings_init(struct hd_job *job);
 void hd_rings_close(struct hd_job *job);
 int hd_poll_rings(struct hd_job *job);
 void hd_kick(struct hd_job *job);
+
+/* deadlock.c: deadlock detection */
+enum { HD_DL_OFF, HD_DL_WARN, HD_DL_FAIL }; /* --deadlock-action */
+int hd_deadlock_init(struct hd_job *job);
+void hd_deadlock_close(struct hd_job *job);
+/* A DEADLOCK frame from host `from`; < 0 (why) for a bad one. */
+int hd_deadlock_frame(struct hd_job *job, int from, const unsigned char *p,
+                      size_t len, char *why, size_t whylen);
 
 /* cq.c: completions to the ranks */
 /* Queues a completion for r (never re-enters negotiation: a rank found

@@ -42,6 +42,7 @@ void hd_job_free(struct hd_job *job) {
   free(job->peers);
   free(job->early);
   free(job->early_hello);
+  free(job->late_fault);
   if (job->efd >= 0) close(job->efd);
   hp_job_free(&job->desc);
   hc_knobs_free(&job->knobs);

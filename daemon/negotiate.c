@@ -721,6 +721,10 @@ void hd_decide_plan(struct hd_job *job, const struct hp_nego_decide *v,
 
 void hd_fail_undecided(struct hd_job *job, int from, int left,
                        const char *why) {
+  if (job->gone_rank == HD_GONE_DEADLOCK) { /* it fails as the deadlock */
+    hd_fail_all(job);
+    return;
+  }
   for (uint32_t k = 0; k < job->ncomms; k++) {
     struct hd_comm *c = job->comms[k];
     if (!c || c->removed || c->nhosts < 2) continue;
@@ -836,7 +840,7 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *e) {
     hc_fmt(msg, sizeof msg, "%s '%s' cannot run: %s", hd_coll_name(e->coll),
            e->name, job->gone_msg);
     hd_complete(r, e->id,
-                job->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE, msg);
+                hd_gone_status(job), msg);
     free(aux);
     return;
   }
@@ -1137,7 +1141,7 @@ static void run_ctrl(struct hd_comm *c, struct hd_tensor *t) {
 }
 
 void hd_fail_all(struct hd_job *job) {
-  int status = job->gone_rank == -2 ? HORA_ESHUTDOWN : HORA_EPEERGONE;
+  int status = hd_gone_status(job);
   for (uint32_t k = 0; k < job->ncomms; k++) {
     struct hd_comm *c = job->comms[k];
     if (!c) continue;

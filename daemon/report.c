@@ -72,6 +72,11 @@ void hd_send_exit(struct hd_job *job, struct hd_rank *r) {
 void hd_maybe_done(struct hd_job *job) {
   if (job->done_sent || !job->have_job || job->nexited < job->nlocal) return;
   job->done_sent = 1;
+  if (job->late_fault) { /* before the end: horarun must hear it */
+    hd_control_fault(job, job->late_fault);
+    free(job->late_fault);
+    job->late_fault = NULL;
+  }
   hc_debug("every local rank has ended; closing");
   struct hp_wbuf w;
   hp_wbuf_init(&w);

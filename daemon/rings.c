@@ -123,6 +123,7 @@ int hd_rings_init(struct hd_job *job) {
   uv_timer_init(job->daemon->loop, &job->stall_timer);
   job->stall_timer.data = job;
   uv_timer_start(&job->stall_timer, on_stall_timer, 500, 500);
+  if (hd_deadlock_init(job) < 0) return -1;
   long threads = (long)hk_int(k, threads);
   if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
   hd_pool_init((int)HC_MAX(1, HC_MIN(threads, 64)));
@@ -139,6 +140,7 @@ void hd_rings_close(struct hd_job *job) {
     uv_close((uv_handle_t *)&job->spin, on_closed);
     uv_close((uv_handle_t *)&job->stall_timer, on_closed);
   }
+  hd_deadlock_close(job);
 }
 
 static void dispatch(struct hd_rank *r, const struct hp_sqe *e) {

@@ -388,6 +388,7 @@ static void on_term_timer(uv_timer_t *t) {
   struct hd_job *job = t->data;
   job->term_sent = 1;
   signal_all(job, SIGTERM);
+  signal_all(job, SIGCONT); /* a stopped rank too gets it now */
   double grace = hk_double(&job->knobs, kill_grace);
   if (grace < 0) grace = 0;
   uv_timer_start(&job->kill_timer, on_kill_timer, (uint64_t)(grace * 1000), 0);
@@ -399,8 +400,8 @@ void hd_spawn_teardown(struct hd_job *job, const char *reason,
   if (job->aborting) return;
   job->aborting = 1;
   hc_info("stopping the job: %s", reason);
-  if (job->gone_rank < 0) {
-    job->gone_rank = -2;
+  if (job->gone_rank == -1) {
+    job->gone_rank = HD_GONE_SHUTDOWN;
     hc_fmt(job->gone_msg, sizeof job->gone_msg, "the job is stopping: %s",
            reason);
   }

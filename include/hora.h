@@ -44,7 +44,9 @@ extern "C" {
   X(ENOSET, -2010, "unknown or removed process set")                         \
   X(ENOTMEMBER, -2011, "this rank is not a member of the process set")       \
   X(EVERSION, -2012, "libhora and horad speak different protocol versions")  \
-  X(ELIMIT, -2013, "a limit of hora was reached")
+  X(ELIMIT, -2013, "a limit of hora was reached")                             \
+  X(EDEADLOCK, -2014, "deadlock: ranks wait on operations that cannot "        \
+                      "complete")
 
 typedef enum {
   HORA_OK = 0,
@@ -161,6 +163,17 @@ int hora_wait(int64_t handle);
 /* Sets *done to 1 when the operation has finished (its result is then
  * returned and the handle released), 0 otherwise. */
 int hora_test(int64_t handle, int *done);
+/* Deadlock detection: a thread blocked in hora_wait() tells horad, through
+ * shared memory, what it waits for; when every rank that an operation
+ * needs waits on one that cannot complete, horad fails their waits with
+ * HORA_EDEADLOCK, naming each rank's wait. Before that it sends the ranks
+ * that asked for it this signal (0: none, the default), on which they
+ * print where they are stuck (hora.torch uses Python's faulthandler). */
+int hora_set_stack_signal(int signum);
+/* A rank is blocked when every thread of it that submits or waits is
+ * waiting. A thread that submits only on behalf of threads that wait for
+ * the result elsewhere (hora.torch's helper) says so, and is not counted. */
+int hora_thread_helper(void);
 
 /* Every collective, in one request. Fields a collective does not use are
  * ignored (zero them: hora_request_t r = {0}). Counts are in elements.

@@ -223,6 +223,11 @@ int hora_init(void) {
     rc = connect_daemon(path);
     if (rc == 0) rc = hl_arena_init();
   }
+  if (rc == 0 && !hl.local_only) {
+    hl.session++; /* the threads' wait registrations are of the last one */
+    atomic_store(&hl.hdr->stack_signal,
+                 (uint32_t)atomic_load(&hl.stack_signal));
+  }
   if (rc == 0) rc = hl_ops_init();
   if (rc == 0 && !hl.local_only) {
     atomic_store(&hl.stop, 0);
@@ -277,6 +282,19 @@ int hora_shutdown(void) {
 }
 
 int hora_is_initialized(void) { return atomic_load(&hl.initialized); }
+
+int hora_set_stack_signal(int signum) {
+  hl_clear_error();
+  if (signum < 0 || signum >= 65)
+    return hl_error(HORA_EINVAL, "hora_set_stack_signal: %d is not a signal "
+                    "number", signum);
+  pthread_mutex_lock(&init_lock);
+  atomic_store(&hl.stack_signal, signum);
+  if (atomic_load(&hl.initialized) && hl.hdr)
+    atomic_store(&hl.hdr->stack_signal, (uint32_t)signum);
+  pthread_mutex_unlock(&init_lock);
+  return 0;
+}
 
 #define QUERY(fn, field)                                                       \
   int fn(void) {                                                               \

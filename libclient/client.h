@@ -63,6 +63,9 @@ struct hl_state {
   struct hl_pset *psets; /* by id; 0 is the global set */
   int npsets;
 
+  uint32_t session; /* hora_init() calls that reached a daemon */
+  _Atomic int stack_signal; /* hora_set_stack_signal() */
+
   pthread_t progress;
   int have_progress;
   _Atomic int stop;

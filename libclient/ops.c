@@ -293,9 +293,80 @@ static int daemon_gone(void) {
   return recv(hl.sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+/* ---- what horad's deadlock detection sees --------------------------------
+ * Each thread that submits or waits counts itself once per session among
+ * the rank's threads (wait_threads, until it exits), unless it is a helper
+ * (hora_thread_helper()); a wait longer than a moment counts in waiting,
+ * with its operation in a slot of wait_ids. The rank is blocked when every
+ * such thread waits. Atomics in shared memory, no system call; a wait that
+ * ends within the spin marks nothing. */
+#define MARK_NS 1000000u /* a wait this long is marked even while spinning */
+
+static pthread_key_t waiter_key;
+static int waiter_key_ok;
+static pthread_once_t waiter_once = PTHREAD_ONCE_INIT;
+static _Thread_local uint32_t waiter_session; /* registered in (0: none) */
+static _Thread_local int waiter_helper; /* hora_thread_helper() */
+
+static void waiter_exit(void *v) {
+  /* the thread ends: it waits no more (only in the session it counted in) */
+  uint32_t s = (uint32_t)(uintptr_t)v;
+  if (s && s == hl.session && atomic_load(&hl.initialized) && hl.hdr)
+    atomic_fetch_sub(&hl.hdr->wait_threads, 1);
+}
+
+static void waiter_key_make(void) {
+  waiter_key_ok = pthread_key_create(&waiter_key, waiter_exit) == 0;
+}
+
+/* Counts this thread among the rank's (once per session). */
+static inline void thread_register(void) {
+  if (waiter_session == hl.session || waiter_helper) return;
+  pthread_once(&waiter_once, waiter_key_make);
+  waiter_session = hl.session;
+  atomic_fetch_add(&hl.hdr->wait_threads, 1);
+  if (waiter_key_ok)
+    pthread_setspecific(waiter_key, (void *)(uintptr_t)hl.session);
+}
+
+int hora_thread_helper(void) {
+  hl_clear_error();
+  if (!waiter_helper && waiter_session && waiter_session == hl.session &&
+      atomic_load(&hl.initialized) && hl.hdr)
+    atomic_fetch_sub(&hl.hdr->wait_threads, 1);
+  waiter_helper = 1;
+  waiter_session = 0;
+  if (waiter_key_ok) pthread_setspecific(waiter_key, NULL);
+  return 0;
+}
+
+/* Marks this thread as waiting on id; returns its slot (-1: none free). */
+static int wait_mark(uint64_t id) {
+  struct hp_shm_hdr *h = hl.hdr;
+  thread_register();
+  int slot = -1;
+  for (unsigned i = 0; i < HP_WAIT_SLOTS && slot < 0; i++) {
+    uint64_t free_id = 0;
+    if (atomic_compare_exchange_strong(&h->wait_ids[i], &free_id, id))
+      slot = (int)i;
+  }
+  atomic_fetch_add(&h->waiting, 1);
+  atomic_fetch_add(&h->wait_gen, 1);
+  return slot;
+}
+
+static void wait_unmark(int slot) {
+  struct hp_shm_hdr *h = hl.hdr;
+  if (slot >= 0) atomic_store(&h->wait_ids[slot], 0);
+  atomic_fetch_sub(&h->waiting, 1);
+  atomic_fetch_add(&h->wait_gen, 1);
+}
+
 static void wait_done(struct hl_op *op) {
   uint64_t t0 = 0;
   unsigned spins = 0;
+  int marked = 0, slot = -1;
+  uint64_t mark_ns = HC_MIN(hl.spin_ns, (uint64_t)MARK_NS);
   while (!atomic_load_explicit(&op->done, memory_order_acquire)) {
     if (pthread_mutex_trylock(&hl.cq_lock) == 0) {
       hl_drain_locked();
@@ -307,7 +378,12 @@ static void wait_done(struct hl_op *op) {
       cpu_relax();
       continue;
     }
-    if (hc_now_ns() - t0 < hl.spin_ns) {
+    uint64_t waited = hc_now_ns() - t0;
+    if (!marked && waited >= mark_ns) {
+      slot = wait_mark(op->id);
+      marked = 1;
+    }
+    if (waited < hl.spin_ns) {
       sched_yield();
       continue;
     }
@@ -324,6 +400,7 @@ static void wait_done(struct hl_op *op) {
       hl_fail_pending(HORA_EPEERGONE, msg);
     }
   }
+  if (marked) wait_unmark(slot);
 }
 
 /* ---- the public calls --------------------------------------------------- */
@@ -595,6 +672,7 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
     *handle = (int64_t)op->id;
     return 0;
   }
+  thread_register();
   struct hp_sqe e;
   memset(&e, 0, offsetof(struct hp_sqe, name));
   e.id = op->id;

@@ -66,6 +66,11 @@ void hp_put_bytes(struct hp_wbuf *w, const void *src, size_t n) {
   if (p && n) memcpy(p, src, n);
 }
 
+void hp_put_raw(struct hp_wbuf *w, const void *src, size_t n) {
+  unsigned char *p = wbuf_grow(w, n);
+  if (p && n) memcpy(p, src, n);
+}
+
 void hp_put_str(struct hp_wbuf *w, const char *s) {
   hp_put_bytes(w, s ? s : "", s ? strlen(s) : 0);
 }

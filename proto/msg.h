@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 3u
+#define HP_PROTO_VERSION 4u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -60,7 +60,9 @@ enum hp_msg_type {
                               tensors, run as one unit (a group) */
   HP_MSG_SESSION = 47,     /* hora_init() again: a host's ranks are back,
                               or host 0 starts the new session */
-  HP_MSG_TYPE_MAX = 47
+  HP_MSG_DEADLOCK = 48,    /* deadlock detection: a host's report to host
+                              0, host 0's probe and verdict (deadlock.c) */
+  HP_MSG_TYPE_MAX = 48
 };
 
 struct hp_frame_hdr {
@@ -88,6 +90,8 @@ void hp_put_u32(struct hp_wbuf *w, uint32_t v);
 void hp_put_u64(struct hp_wbuf *w, uint64_t v);
 void hp_put_bytes(struct hp_wbuf *w, const void *p, size_t n);
 void hp_put_str(struct hp_wbuf *w, const char *s); /* NULL as "" */
+/* n bytes as they are, with no length before them */
+void hp_put_raw(struct hp_wbuf *w, const void *src, size_t n);
 /* Starts a frame at the end of the buffer; hp_frame_end() fills in its
  * length. Returns 0, or HORA_ENOMEM / HORA_EINVAL (payload too large: the
  * frame is removed and w->err set). */

@@ -19,11 +19,12 @@
 #include "ring.h"
 
 #define HP_SHM_MAGIC 0x4d454d5341524f48ull /* "HORASMEM" */
-#define HP_SHM_VERSION 3u
+#define HP_SHM_VERSION 4u
 #define HP_SQ_SLOTS 256u
 #define HP_CQ_SLOTS 256u
 #define HP_NAME_MAX 191u /* longer names are shortened with a hash suffix */
 #define HP_MSG_MAX 459u
+#define HP_WAIT_SLOTS 8u /* threads of a rank whose waits horad can see */
 
 /* Wake-up words. Each waiting side announces that it sleeps, re-checks,
  * then sleeps; the other side wakes it only when the announcement is
@@ -57,6 +58,19 @@ struct hp_shm_hdr {
   /* the daemon holds completions that did not fit in cq: a rank that makes
    * room wakes it */
   _Atomic uint32_t cq_backlog;
+  /* Deadlock detection: the rank says when it is blocked in hora, and on
+   * what, with no system call. wait_threads: its live threads that have
+   * ever waited in hora_wait(); waiting: how many of them wait now (past
+   * a moment's spin), each on the operation in one slot of wait_ids (0:
+   * free; a thread that finds none counts in waiting only); wait_gen
+   * changes whenever a wait starts or ends. horad reads them. */
+  _Alignas(64) _Atomic uint32_t wait_threads;
+  _Atomic uint32_t waiting;
+  _Atomic uint32_t wait_gen;
+  /* a signal on which the rank prints its stacks (hora.torch: its
+   * faulthandler), 0: none; horad sends it to the ranks of a deadlock */
+  _Atomic uint32_t stack_signal;
+  _Atomic uint64_t wait_ids[HP_WAIT_SLOTS];
 };
 
 /* Collective ids are hora.h's HORA_COLL_* (HORA_COLL_MAP). */

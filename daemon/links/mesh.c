@@ -223,6 +223,9 @@ static int peer_frame(struct hd_job *job, int from, struct hp_conn *c,
     return 0;
   case HP_MSG_SESSION:
     return job->up->session_frame(job, from, p, h->len, c->why, sizeof c->why);
+  case HP_MSG_DEADLOCK:
+    return job->up->deadlock_frame(job, from, p, h->len, c->why,
+                                   sizeof c->why);
   case HP_MSG_RANK_GONE: {
     struct hp_rank_gone m;
     if (hp_dec_rank_gone(p, h->len, &m) < 0) break;

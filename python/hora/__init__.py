@@ -26,10 +26,12 @@ a job of one rank whose collectives are local copies.
 import atexit
 import ctypes
 import ctypes.util
+import faulthandler
 import hashlib
 import itertools
 import os
 import pickle
+import signal
 import sys
 import threading
 import time
@@ -182,6 +184,8 @@ def _declare(lib):
         "hora_err_name": ([c_int], c_char_p),
         "hora_last_error": ([], c_char_p),
         "hora_version": ([], c_char_p),
+        "hora_set_stack_signal": ([c_int], c_int),
+        "hora_thread_helper": ([], c_int),
     }
     for fn, (args, res) in sigs.items():
         f = getattr(lib, fn)
@@ -397,6 +401,28 @@ def _hash63(obj):
     return int.from_bytes(d, "little") & ((1 << 62) - 1)
 
 
+_stacks = {"on": False}
+
+
+def _stack_dumps(lib):
+    """On SIGUSR2 (unless the program handles it itself), every thread's
+    Python stack goes to stderr: horad sends it to the ranks of a deadlock
+    before their waits fail, so that each shows the line where it is
+    stuck."""
+    sig = getattr(signal, "SIGUSR2", None)
+    if _stacks["on"] or sig is None:
+        return
+    try:
+        if signal.getsignal(sig) not in (signal.SIG_DFL, None):
+            return
+        faulthandler.register(sig, file=sys.__stderr__ or 2,
+                              all_threads=True, chain=False)
+    except (ValueError, RuntimeError, OSError, AttributeError):
+        return
+    _stacks["on"] = True
+    lib.hora_set_stack_signal(int(sig))
+
+
 def init(comm=None, process_sets=None):
     """Starts hora: connects this process to its node's daemon (or makes it a
     job of one rank when it was not started by horarun). Every rank of the
@@ -433,6 +459,7 @@ def init(comm=None, process_sets=None):
                     raise ValueError("hora.init: process_sets entries must be "
                                      "ProcessSet objects, got %r" % (ps,))
         _reap_orphans()
+        _stack_dumps(lib)
         if not lib.hora_is_initialized():
             rc = lib.hora_init()
             if rc < 0:
@@ -1004,6 +1031,10 @@ class _Chainer:
         return True
 
     def run(self):
+        # it submits for threads that wait elsewhere: not a thread that
+        # could go on when they all wait (deadlock detection)
+        if _state.lib is not None:
+            _state.lib.hora_thread_helper()
         delay = 0.0
         while True:
             with self.cv:

@@ -293,3 +293,29 @@ def test_broadcast_helpers_alone(initialized):
     assert hvd.broadcast_object({"k": 1}) == {"k": 1}
     with pytest.raises(ValueError, match="root rank"):
         hvd.broadcast_object(1, root_rank=1)
+
+
+def test_deadlock_names_ranks_and_shows_stacks(hora_job):
+    """Ranks that allreduce in different orders: each rank's stack shows
+    the line of the script where it waits, every wait fails with
+    HORA_EDEADLOCK within a second or two, and horarun names each rank's
+    wait."""
+    res = hora_job(3, "deadlock.py", timeout=60)
+    assert res.rc not in (None, 0), str(res)
+    for r in range(3):
+        got = [l for l in res.lines(r) if l.startswith("rank %d: deadlock: "
+                                                        % r)]
+        assert got, str(res)
+        m = re.match(r"rank %d: deadlock: HORA_EDEADLOCK after ([0-9.]+) s: "
+                     % r, got[0])
+        assert m and float(m.group(1)) < 2, str(res)
+        # its stack, printed by faulthandler before the wait failed
+        stack = re.compile(r"^\[%d\]<stderr>:.*deadlock\.py\", line \d+ in "
+                           r"stuck_in_allreduce" % r, re.M)
+        assert stack.search(res.out + res.err), str(res)
+    assert re.search(r"horarun: error: deadlock: rank 0 waits on allreduce "
+                     r"'allreduce\.loss' \(16 B float32\), submitted by rank "
+                     r"0; rank 1 waits on allreduce 'allreduce\.grad' \(16 B "
+                     r"float32\), submitted by ranks 1-2; rank 2 waits on "
+                     r"allreduce 'allreduce\.grad'",
+                     res.err), str(res)
