@@ -39,6 +39,9 @@
  *
  * Its listener serves other probes' tests meanwhile: a connection must
  * begin with the token, or it is closed; bytes it cannot parse close it.
+ * It holds MAX_CONNS connections; past that, a new one takes the place of
+ * the oldest that has not sent the token, so silent strangers cannot keep
+ * a test out.
  * Nothing is written anywhere: the probe leaves no trace on the host. */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -671,11 +674,20 @@ int hd_probe_main(const char *iface, const char *launcher) {
     }
     if (lfd >= 0 && (pf[1].revents & POLLIN)) {
       int cfd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      int slot = -1;
-      for (int i = 0; i < MAX_CONNS && slot < 0 && cfd >= 0; i++)
-        if (conns[i].fd < 0) slot = i;
+      int slot = -1, old = -1;
+      for (int i = 0; i < MAX_CONNS && slot < 0 && cfd >= 0; i++) {
+        if (conns[i].fd < 0)
+          slot = i;
+        else if (conns[i].state == 0 &&
+                 (old < 0 || conns[i].last < conns[old].last))
+          old = i;
+      }
+      if (slot < 0 && old >= 0) { /* full: the oldest without the token */
+        sconn_close(&conns[old]);
+        slot = old;
+      }
       if (slot < 0 && cfd >= 0) {
-        close(cfd); /* too many at once: strangers */
+        close(cfd); /* all of them hold the token */
       } else if (cfd >= 0) {
         int one = 1;
         setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
