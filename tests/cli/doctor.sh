@@ -1,0 +1,168 @@
+#!/bin/sh
+# doctor.sh -- horarun --doctor without sshd: its arguments, this machine
+# alone, "remote" hosts through the fake ssh (use_fake_ssh in lib.sh), and
+# horad --probe itself (its first line, strangers on its test port).
+# tests/multihost/doctor.sh plants each problem on real ssh hosts.
+. "$(dirname "$0")/lib.sh"
+[ -x "$BUILD/bin/horad" ] || { echo "no $BUILD/bin/horad: run make first"; exit 77; }
+unset HORA_HORAD HORA_ARENA_SIZE HORA_CHUNK_SIZE
+
+# expect_row HOST CHECK RESULT WHAT: the table has that row
+expect_row() {
+  grep -Eq -- "^$1 +$2 +$3" "$TMP/out" || fail "$4: no row /$1 $2 $3/"
+}
+
+# ---- arguments ---------------------------------------------------------------
+run_hr --doctor true
+expect_rc 2 "--doctor with a program"
+expect_in err "horarun: error: --doctor runs no program, but 'true' was given" \
+  "the program is named"
+run_hr --doctor -np 0
+expect_rc 2 "--doctor -np 0"
+expect_in err "invalid -np value '0'" "a bad -np is still an error"
+run_hr --doctor=1
+expect_rc 2 "--doctor=1"
+expect_in err "option '--doctor' takes no value" "--doctor takes no value"
+run_hr --doctor -H 'bad host:1'
+expect_rc 2 "--doctor with a bad host"
+run_hr --help
+expect_in out "--doctor" "--help lists --doctor"
+expect_in out "horarun --doctor [options]" "--help shows its usage"
+note "--doctor: a program, a bad -np, a value, a bad host are usage errors"
+
+# ---- this machine -------------------------------------------------------------
+run_hr --doctor
+expect_rc 0 "--doctor alone"
+expect_in out "no problem" "the verdict"
+for c in horad memory shm memlock gpu nccl; do
+  expect_row localhost $c ok "--doctor alone: $c"
+done
+expect_not_in out "localhost  ssh" "no ssh to this machine"
+expect_row localhost memory 'ok +.*its 1 rank can' "one rank by default"
+run_hr --doctor -np 3
+expect_rc 0 "--doctor -np 3"
+expect_row localhost memory 'ok +.*its 3 ranks can' "-np 3: three ranks"
+note "--doctor alone: this machine, one rank (or -np), exit 0"
+
+run_hr --doctor --network-interface nosuch0
+expect_rc 1 "an interface this machine lacks"
+expect_row localhost iface "FAIL +no interface of 'nosuch0'" "the interface"
+grep -A1 -E '^localhost +iface +FAIL' "$TMP/out" | grep -q 'fix: ' ||
+  fail "no fix under the iface problem"
+expect_in out "a job on these hosts would fail" "the verdict"
+run_hr --doctor --network-interface lo
+expect_rc 0 "--network-interface lo"
+expect_row localhost iface 'ok +lo 127\.0\.0\.1' "lo's address"
+note "--network-interface: one this machine lacks fails, lo does not"
+
+run_hr --doctor --arena-size 1000000G -np 2
+expect_rc 1 "arenas larger than memory"
+expect_row localhost memory FAIL "arenas larger than memory"
+expect_row localhost shm FAIL "arenas larger than /dev/shm"
+expect_in out "fix: a smaller --arena-size (now 976.6 TiB per rank)" \
+  "the memory fix names the arena size"
+HORA_ARENA_SIZE=1000000G run_hr --doctor
+expect_rc 1 "HORA_ARENA_SIZE counts too"
+printf 'env:\n  HORA_ARENA_SIZE: "1000000G"\n' >"$TMP/arena.yaml"
+run_hr --doctor --config-file "$TMP/arena.yaml"
+expect_rc 1 "a config file's env counts too"
+expect_row localhost memory FAIL "config env: memory"
+note "--arena-size (flag, environment, config env) is checked against memory and /dev/shm"
+
+# ---- hosts through the fake ssh ----------------------------------------------------
+use_fake_ssh
+run_hr --doctor -H localhost:1,fakehost:2
+expect_rc 0 "two hosts"
+expect_row fakehost ssh ok "fakehost reached"
+expect_row fakehost horad ok "fakehost's horad"
+expect_row fakehost memory 'ok +.*its 2 ranks can' "fakehost's two ranks"
+expect_row 'localhost->fakehost' link 'ok +round trip' "localhost->fakehost"
+expect_row 'fakehost->localhost' link 'ok +round trip' "fakehost->localhost"
+note "a local and a remote host: both links measured"
+
+FAKE_SSH_FAIL=badhost run_hr --doctor -H localhost:1,fakehost:1,badhost:1
+expect_rc 1 "a failed ssh"
+expect_row badhost ssh "FAIL +ssh failed: .*Could not resolve hostname badhost" \
+  "ssh's words"
+expect_row fakehost ssh ok "the other host"
+expect_not_in out "badhost->" "no link from a host not reached"
+note "a host ssh cannot reach: FAIL on its row only"
+
+printf 'horad_path: /nonexistent/horad\n' >"$TMP/nohorad.yaml"
+run_hr --doctor -H localhost:1,fakehost:1 --config-file "$TMP/nohorad.yaml"
+expect_rc 1 "no horad on fakehost"
+expect_row fakehost horad "FAIL +/nonexistent/horad is not there" "no horad"
+expect_in out "fix: install hora" "the fix"
+expect_row localhost horad ok "horad here"
+note "horad_path to nothing: the remote horad FAILs"
+
+# ---- horad --probe --------------------------------------------------------------------
+HORAD=$BUILD/bin/horad
+echo garbage | timeout 10 "$HORAD" --probe >"$TMP/out" 2>"$TMP/err"
+rc=$?
+expect_rc 2 "a probe without its first line"
+expect_in err "--probe expects the line 'HORA-DOCTOR 1 <token>'" "the error"
+timeout 10 "$HORAD" --probe --rendezvous </dev/null >"$TMP/out" 2>"$TMP/err"
+rc=$?
+expect_rc 2 "--probe with --rendezvous"
+note "horad --probe: a bad first line, a mode beside it"
+
+# Two probes; strangers on B's port (wrong token, garbage after the right
+# token, a chunk longer than allowed, and 20 silent ones, more than it
+# holds, kept open): A's test of B still works.
+command -v python3 >/dev/null || { echo "doctor: skipped the probe fuzz: no python3"; exit 0; }
+timeout 60 python3 - "$HORAD" >"$TMP/out" 2>"$TMP/err" <<'PY'
+import socket, subprocess, sys, time
+horad = sys.argv[1]
+tok = "0123456789abcdef0123456789abcdef"
+def probe():
+    p = subprocess.Popen([horad, "--probe", "--launcher", "127.0.0.1"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True, bufsize=1)
+    p.stdin.write("HORA-DOCTOR 1 %s\n" % tok)
+    p.stdin.flush()
+    port = None
+    for line in p.stdout:
+        if line.startswith("listen "):
+            port = int(line.split()[1])
+        if line.strip() == "ready":
+            return p, port
+    sys.exit("probe ended before ready")
+a, _ = probe()
+b, bport = probe()
+def stranger(data, keep=False):
+    s = socket.create_connection(("127.0.0.1", bport))
+    if data:
+        s.sendall(data)
+    if keep:
+        return s
+    time.sleep(0.05)
+    s.close()
+held = [stranger(b"", keep=True) for _ in range(20)]  # more than it serves
+stranger(b"x" * 40)
+stranger(tok.encode() + b"zzz")
+stranger(tok.encode() + b"b\xff\xff\xff\xff")
+stranger(tok.encode() + b"b\x00\x00\x00\x10" + b"\x00" * 3)
+time.sleep(0.2)
+a.stdin.write("test 127.0.0.1 %d\n" % bport)  # the silent ones still held
+a.stdin.flush()
+print(a.stdout.readline().strip())
+for s in held:
+    s.close()
+a.stdin.write("test 127.0.0.1 1\n")  # nothing listens there
+a.stdin.flush()
+print(a.stdout.readline().strip())
+a.stdin.write("nonsense\n")
+a.stdin.flush()
+print(a.stdout.readline().strip())
+for p in (a, b):
+    p.stdin.close()
+    print("exit", p.wait(timeout=10))
+PY
+rc=$?
+expect_rc 0 "the probe fuzz"
+expect_in out "result ok " "A's test of B after the strangers"
+expect_in out "result fail connect: Connection refused" "a port nobody holds"
+expect_in out "error unknown command" "an unknown command"
+[ "$(grep -c '^exit 0$' "$TMP/out")" -eq 2 ] || fail "both probes exit 0"
+note "horad --probe: strangers on its port do not stop a test"
