@@ -1,10 +1,12 @@
 #!/bin/sh
 # doctor.sh -- horarun --doctor without sshd: its arguments, this machine
-# alone, "remote" hosts through the fake ssh (use_fake_ssh in lib.sh), and
-# horad --probe itself (its first line, strangers on its test port).
+# alone, "remote" hosts through the fake ssh (use_fake_ssh in lib.sh), among
+# them horads of another release and of another build, and horad --probe
+# itself (its first line, strangers on its test port).
 # tests/multihost/doctor.sh plants each problem on real ssh hosts.
 . "$(dirname "$0")/lib.sh"
-[ -x "$BUILD/bin/horad" ] || { echo "no $BUILD/bin/horad: run make first"; exit 77; }
+[ -x "$BUILD/bin/horad" ] ||
+  { echo "no $BUILD/bin/horad: run make first"; exit 77; }
 unset HORA_HORAD HORA_ARENA_SIZE HORA_CHUNK_SIZE
 
 # expect_row HOST CHECK RESULT WHAT: the table has that row
@@ -12,7 +14,7 @@ expect_row() {
   grep -Eq -- "^$1 +$2 +$3" "$TMP/out" || fail "$4: no row /$1 $2 $3/"
 }
 
-# ---- arguments ---------------------------------------------------------------
+# ---- arguments --------------------------------------------------------------
 run_hr --doctor true
 expect_rc 2 "--doctor with a program"
 expect_in err "horarun: error: --doctor runs no program, but 'true' was given" \
@@ -30,7 +32,7 @@ expect_in out "--doctor" "--help lists --doctor"
 expect_in out "horarun --doctor [options]" "--help shows its usage"
 note "--doctor: a program, a bad -np, a value, a bad host are usage errors"
 
-# ---- this machine -------------------------------------------------------------
+# ---- this machine -----------------------------------------------------------
 run_hr --doctor
 expect_rc 0 "--doctor alone"
 expect_in out "no problem" "the verdict"
@@ -67,9 +69,9 @@ printf 'env:\n  HORA_ARENA_SIZE: "1000000G"\n' >"$TMP/arena.yaml"
 run_hr --doctor --config-file "$TMP/arena.yaml"
 expect_rc 1 "a config file's env counts too"
 expect_row localhost memory FAIL "config env: memory"
-note "--arena-size (flag, environment, config env) is checked against memory and /dev/shm"
+note "--arena-size (flag, environment, config env) against memory, /dev/shm"
 
-# ---- hosts through the fake ssh ----------------------------------------------------
+# ---- hosts through the fake ssh ---------------------------------------------
 use_fake_ssh
 run_hr --doctor -H localhost:1,fakehost:2
 expect_rc 0 "two hosts"
@@ -82,7 +84,8 @@ note "a local and a remote host: both links measured"
 
 FAKE_SSH_FAIL=badhost run_hr --doctor -H localhost:1,fakehost:1,badhost:1
 expect_rc 1 "a failed ssh"
-expect_row badhost ssh "FAIL +ssh failed: .*Could not resolve hostname badhost" \
+expect_row badhost ssh \
+  "FAIL +ssh failed: .*Could not resolve hostname badhost" \
   "ssh's words"
 expect_row fakehost ssh ok "the other host"
 expect_not_in out "badhost->" "no link from a host not reached"
@@ -96,7 +99,32 @@ expect_in out "fix: install hora" "the fix"
 expect_row localhost horad ok "horad here"
 note "horad_path to nothing: the remote horad FAILs"
 
-# ---- horad --probe --------------------------------------------------------------------
+# another release, and another build of this one, on the "remote" host
+other_horad() { # NAME MAKE-VARS...: a horad built apart, in $BUILD/tests
+  _d=$BUILD/tests/doctor-$1
+  shift
+  make -s -C "$HORA_TOP" BUILD="$_d" OPT=-O0 "$@" "$_d/bin/horad" \
+    >"$TMP/make.log" 2>&1 || { cat "$TMP/make.log"; fail "cannot build it"; }
+  echo "$_d/bin/horad"
+}
+rel=$(sed -n 's/^VERSION *:= *//p' "$HORA_TOP/Makefile")
+old=$(other_horad v009 VERSION=0.0.9) || exit 1
+printf 'horad_path: %s\n' "$old" >"$TMP/old.yaml"
+run_hr --doctor -H localhost:1,fakehost:1 --config-file "$TMP/old.yaml"
+expect_rc 1 "another release on fakehost"
+expect_row fakehost horad "FAIL +horad 0\.0\.9 .* there, horarun $rel" \
+  "both versions named"
+expect_in out "fix: install the same hora on every host" "the fix"
+build=$(other_horad build VERSION="$rel" GIT_SHA=0000000) || exit 1
+printf 'horad_path: %s\n' "$build" >"$TMP/build.yaml"
+run_hr --doctor -H localhost:1,fakehost:1 --config-file "$TMP/build.yaml"
+expect_rc 0 "another build of the release"
+expect_row fakehost horad "WARN +horad $rel \(0000000\) there" \
+  "another build: a warning"
+expect_in out "another build of the release" "the warning says why"
+note "horad of another release FAILs, of another build WARNs"
+
+# ---- horad --probe ----------------------------------------------------------
 HORAD=$BUILD/bin/horad
 echo garbage | timeout 10 "$HORAD" --probe >"$TMP/out" 2>"$TMP/err"
 rc=$?
@@ -110,7 +138,8 @@ note "horad --probe: a bad first line, a mode beside it"
 # Two probes; strangers on B's port (wrong token, garbage after the right
 # token, a chunk longer than allowed, and 20 silent ones, more than it
 # holds, kept open): A's test of B still works.
-command -v python3 >/dev/null || { echo "doctor: skipped the probe fuzz: no python3"; exit 0; }
+command -v python3 >/dev/null ||
+  { echo "doctor: skipped the probe fuzz: no python3"; exit 0; }
 timeout 60 python3 - "$HORAD" >"$TMP/out" 2>"$TMP/err" <<'PY'
 import socket, subprocess, sys, time
 horad = sys.argv[1]
