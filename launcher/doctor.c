@@ -39,6 +39,7 @@ struct probe {
   char buf[4096];
   size_t have;
   int ready, ended, reaped, status;
+  int late; /* not ready within the start timeout: killed */
   int remote;
   /* what it said */
   char version[128], hostname[128], ifaces[512], iface[64], iface_addr[128];
@@ -61,6 +62,7 @@ struct doc {
   char **rows; /* "host\tcheck\tresult\tdetail\tfix" */
   size_t nrows;
   int fails, warns;
+  double start_timeout; /* seconds */
 };
 
 /* ---- the table ---------------------------------------------------------- */
@@ -435,6 +437,15 @@ static void judge_host(struct doc *d, struct probe *p) {
   int st = p->reaped && WIFEXITED(p->status) ? WEXITSTATUS(p->status) : -1;
   const char *path =
       p->remote && d->o->horad_path ? d->o->horad_path : "horad";
+  if (p->late) {
+    hc_fmt(fix, sizeof fix, "check that `ssh %s` and horad there do not "
+           "wait for input; a slow host needs a larger --start-timeout",
+           h);
+    row(d, h, p->remote ? "ssh" : "horad", D_FAIL, fix,
+        "no answer within the start timeout (%g s)%s%s",
+        d->start_timeout, *t ? ": " : "", t);
+    return;
+  }
   if (!p->ready) {
     if (p->remote && st == 255) {
       hc_fmt(fix, sizeof fix, "make `ssh -o BatchMode=yes %s true` work "
@@ -444,24 +455,18 @@ static void judge_host(struct doc *d, struct probe *p) {
           *t ? t : "no message");
       return;
     }
-    if (p->remote && p->ended) row(d, h, "ssh", D_OK, NULL, "reached");
+    if (p->remote) row(d, h, "ssh", D_OK, NULL, "reached");
     if (st == 127) {
       hc_fmt(fix, sizeof fix, "install hora %.*s on %s, or name where its "
              "horad is (horad_path in the config file)",
              (int)release_len(mine), mine, h);
       row(d, h, "horad", D_FAIL, fix, "%s is not there: %s", path,
           *t ? t : "not found");
-    } else if (p->ended) {
+    } else {
       hc_fmt(fix, sizeof fix, "install hora %.*s on %s (a horad without "
              "--probe is older)", (int)release_len(mine), mine, h);
       row(d, h, "horad", D_FAIL, fix, "horad --probe failed: %s",
           *t ? t : "no message");
-    } else {
-      hc_fmt(fix, sizeof fix, "check that `ssh %s` and horad there do not "
-             "wait for input; a slow host needs a larger --start-timeout",
-             h);
-      row(d, h, p->remote ? "ssh" : "horad", D_FAIL, fix,
-          "no answer within the start timeout%s%s", *t ? ": " : "", t);
     }
     return;
   }
@@ -672,7 +677,8 @@ int hr_doctor_run(const struct hr_opts *o, const struct hr_layout *l,
   }
   if (rc) goto out;
   double st = hr_opts_knob_num(o, "start_timeout");
-  wait_ready(&d, st > 0 ? (int)(st * 1000) : 30000);
+  d.start_timeout = st > 0 ? st : 30;
+  wait_ready(&d, (int)(d.start_timeout * 1000));
   /* a probe on this machine: the others reach it where they reach us */
   const char *seen = NULL;
   for (size_t i = 0; i < d.np && !seen; i++)
@@ -703,12 +709,19 @@ int hr_doctor_run(const struct hr_opts *o, const struct hr_layout *l,
     d.p[i].in = -1;
   }
   for (size_t i = 0; i < d.np; i++) {
-    while (d.p[i].out >= 0) { /* what it says until it ends */
-      struct pollfd pf = {.fd = d.p[i].out, .events = POLLIN};
-      if (poll(&pf, 1, QUIT_MS) <= 0) break;
-      drain(&d.p[i]);
+    struct probe *p = &d.p[i];
+    /* one that did not answer in time had its time: it ends now */
+    if (!p->ready && !p->ended && p->pid > 0) {
+      p->late = 1;
+      kill(-p->pid, SIGKILL);
+      kill(p->pid, SIGKILL);
     }
-    reap(&d.p[i], QUIT_MS);
+    while (p->out >= 0) { /* what it says until it ends */
+      struct pollfd pf = {.fd = p->out, .events = POLLIN};
+      if (poll(&pf, 1, QUIT_MS) <= 0) break;
+      drain(p);
+    }
+    reap(p, QUIT_MS);
   }
   for (size_t i = 0; i < d.np; i++) judge_host(&d, &d.p[i]);
   judge_nccl(&d);

@@ -99,6 +99,27 @@ expect_in out "fix: install hora" "the fix"
 expect_row localhost horad ok "horad here"
 note "horad_path to nothing: the remote horad FAILs"
 
+# a horad that never answers: the start timeout, then it is ended
+cat >"$TMP/slow-horad" <<EOF
+#!/bin/sh
+echo \$\$ >"$TMP/slow.pid"
+echo "stand-in horad: still starting" >&2
+exec sleep 60
+EOF
+chmod +x "$TMP/slow-horad"
+printf 'horad_path: %s\n' "$TMP/slow-horad" >"$TMP/slow.yaml"
+t0=$(date +%s)
+run_hr --doctor -H localhost:1,fakehost:1 --config-file "$TMP/slow.yaml" \
+  --start-timeout 2
+expect_rc 1 "a horad that never answers"
+[ $(($(date +%s) - t0)) -le 8 ] || fail "the start timeout of 2 s took longer"
+expect_row fakehost ssh \
+  "FAIL +no answer within the start timeout \(2 s\): stand-in horad" \
+  "the timeout, and what it said"
+! kill -0 "$(cat "$TMP/slow.pid")" 2>/dev/null ||
+  fail "the stand-in horad is still running"
+note "a horad that never answers: FAIL after --start-timeout, and ended"
+
 # another release, and another build of this one, on the "remote" host
 other_horad() { # NAME MAKE-VARS...: a horad built apart, in $BUILD/tests
   _d=$BUILD/tests/doctor-$1
