@@ -31,13 +31,16 @@
  *
  * and then takes commands, one per line:
  *
- *   test ADDR PORT   connect to another host's probe there and measure:
- *                    "result ok RTT_NS BYTES NS" (median round trip of
- *                    small messages; bytes sent in NS nanoseconds, until
- *                    the other end confirmed them) or "result fail WHY"
+ *   test ADDR PORT [rtt|bw]   connect to another host's probe there and
+ *                    measure: "result ok RTT_NS BYTES NS" (median round
+ *                    trip of small messages; bytes sent in NS nanoseconds,
+ *                    until the other end confirmed them; 0 for what was
+ *                    not asked: rtt, bw, or without either both) or
+ *                    "result fail WHY"
  *   quit             (or end of input) end
  *
- * Its listener serves other probes' tests meanwhile: a connection must
+ * Its listener, on a thread of its own, serves other probes' tests
+ * meanwhile (also while this one runs a test): a connection must
  * begin with the token, or it is closed; bytes it cannot parse close it.
  * It holds MAX_CONNS connections; past that, a new one takes the place of
  * the oldest that has not sent the token, so silent strangers cannot keep
@@ -53,6 +56,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -483,7 +487,8 @@ static int cmp_u64(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static void run_test(const char *addr, const char *port) {
+/* mode: 1 the round trips, 2 the bandwidth, 3 both */
+static void run_test(const char *addr, const char *port, int mode) {
   char why[256];
   struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
                            .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV},
@@ -525,10 +530,11 @@ static void run_test(const char *addr, const char *port) {
   }
   uint64_t dl = hc_now_ns() + REPLY_MS * 1000000ull;
   if (send_all(fd, token, TOKEN_LEN, dl, why, sizeof why) < 0) goto fail;
-  uint64_t rtt[PINGS];
+  uint64_t rtt[PINGS] = {0};
   int np = 0;
   uint64_t pstart = hc_now_ns();
-  while (np < PINGS && (np < 3 || hc_now_ns() - pstart < PING_BUDGET_NS)) {
+  while ((mode & 1) && np < PINGS &&
+         (np < 3 || hc_now_ns() - pstart < PING_BUDGET_NS)) {
     uint64_t s = hc_now_ns();
     dl = s + REPLY_MS * 1000000ull;
     if (send_all(fd, "p", 1, dl, why, sizeof why) < 0 ||
@@ -545,7 +551,7 @@ static void run_test(const char *addr, const char *port) {
   chunk[4] = (unsigned char)BULK_CHUNK;
   uint64_t bytes = 0, b0 = hc_now_ns();
   dl = b0 + REPLY_MS * 1000000ull;
-  while (hc_now_ns() - b0 < BULK_NS && bytes < BULK_MAX) {
+  while ((mode & 2) && hc_now_ns() - b0 < BULK_NS && bytes < BULK_MAX) {
     if (send_all(fd, chunk, sizeof chunk, dl, why, sizeof why) < 0)
       goto fail;
     bytes += BULK_CHUNK;
@@ -555,7 +561,8 @@ static void run_test(const char *addr, const char *port) {
       recv_byte(fd, 'd', dl, why, sizeof why) < 0)
     goto fail;
   printf("result ok %llu %llu %llu\n", (unsigned long long)rtt[np / 2],
-         (unsigned long long)bytes, (unsigned long long)(hc_now_ns() - b0));
+         (unsigned long long)bytes,
+         (unsigned long long)(mode & 2 ? hc_now_ns() - b0 : 0));
   goto out;
 fail:
   printf("result fail %s\n", why);
@@ -617,6 +624,62 @@ static int open_listener(const char *addr, int *port) {
   return fd;
 }
 
+/* The listener and its connections, on a thread of their own, so that
+ * this probe serves another's test while it runs one of its own. Ends
+ * when `stop` becomes readable. */
+struct server {
+  int lfd, stop;
+};
+
+static void *serve(void *arg) {
+  const struct server *sv = arg;
+  struct sconn conns[MAX_CONNS];
+  for (int i = 0; i < MAX_CONNS; i++) conns[i].fd = -1;
+  for (;;) {
+    struct pollfd pf[2 + MAX_CONNS];
+    int n = 0;
+    pf[n++] = (struct pollfd){.fd = sv->stop, .events = POLLIN};
+    pf[n++] = (struct pollfd){.fd = sv->lfd, .events = POLLIN};
+    for (int i = 0; i < MAX_CONNS; i++)
+      if (conns[i].fd >= 0)
+        pf[n++] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+    if (poll(pf, (nfds_t)n, 1000) < 0 && errno != EINTR) break;
+    if (pf[0].revents) break;
+    if (pf[1].revents & POLLIN) {
+      int cfd = accept4(sv->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      int slot = -1, old = -1;
+      for (int i = 0; i < MAX_CONNS && slot < 0 && cfd >= 0; i++) {
+        if (conns[i].fd < 0)
+          slot = i;
+        else if (conns[i].state == 0 &&
+                 (old < 0 || conns[i].last < conns[old].last))
+          old = i;
+      }
+      if (slot < 0 && old >= 0) { /* full: the oldest without the token */
+        sconn_close(&conns[old]);
+        slot = old;
+      }
+      if (slot < 0 && cfd >= 0) {
+        close(cfd); /* all of them hold the token */
+      } else if (cfd >= 0) {
+        int one = 1;
+        setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        conns[slot] = (struct sconn){.fd = cfd, .last = hc_now_ns()};
+      }
+    }
+    for (int k = 2; k < n; k++)
+      for (int i = 0; i < MAX_CONNS; i++)
+        if (conns[i].fd == pf[k].fd && pf[k].revents) sconn_read(&conns[i]);
+    uint64_t now = hc_now_ns();
+    for (int i = 0; i < MAX_CONNS; i++)
+      if (conns[i].fd >= 0 && now - conns[i].last > IDLE_NS)
+        sconn_close(&conns[i]);
+  }
+  for (int i = 0; i < MAX_CONNS; i++)
+    if (conns[i].fd >= 0) sconn_close(&conns[i]);
+  return NULL;
+}
+
 int hd_probe_main(const char *iface, const char *launcher) {
   char buf[1024], line[1024], addr[128];
   size_t have = 0;
@@ -639,75 +702,48 @@ int hd_probe_main(const char *iface, const char *launcher) {
     return 2;
   }
   say_facts(iface, launcher, addr, sizeof addr);
-  int port = 0, lfd = -1;
+  int port = 0, stop[2] = {-1, -1};
+  struct server sv = {.lfd = -1};
+  pthread_t th;
+  int threaded = 0;
   if (!iface || addr[0]) {
-    lfd = open_listener(iface ? addr : "", &port);
-    if (lfd < 0)
+    sv.lfd = open_listener(iface ? addr : "", &port);
+    if (sv.lfd < 0) {
       printf("listen-failed %s\n", strerror(errno));
-    else
+    } else if (pipe2(stop, O_CLOEXEC) < 0 ||
+               ((sv.stop = stop[0]),
+                (errno = pthread_create(&th, NULL, serve, &sv)) != 0)) {
+      printf("listen-failed cannot serve it: %s\n", strerror(errno));
+    } else {
+      threaded = 1;
       printf("listen %d\n", port);
+    }
   }
   printf("ready\n");
-  struct sconn conns[MAX_CONNS];
-  for (int i = 0; i < MAX_CONNS; i++) conns[i].fd = -1;
-  int rc = 0;
   for (;;) {
     while (take_line(line, sizeof line, buf, &have)) {
-      char a[128], p[16];
+      char a[128], p[16], m[8] = "";
+      int k = 0;
       if (!strcmp(line, "quit")) goto done;
-      if (sscanf(line, "test %127s %15s", a, p) == 2)
-        run_test(a, p);
+      if (sscanf(line, "test %127s %15s%n %7s%n", a, p, &k, m, &k) >= 2 &&
+          !line[k] && (!m[0] || !strcmp(m, "rtt") || !strcmp(m, "bw")))
+        run_test(a, p, !m[0] ? 3 : m[0] == 'r' ? 1 : 2);
       else
         printf("error unknown command\n");
     }
-    struct pollfd pf[2 + MAX_CONNS];
-    int n = 0;
-    pf[n++] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
-    if (lfd >= 0) pf[n++] = (struct pollfd){.fd = lfd, .events = POLLIN};
-    int first = n;
-    for (int i = 0; i < MAX_CONNS; i++)
-      if (conns[i].fd >= 0)
-        pf[n++] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
-    if (poll(pf, (nfds_t)n, 1000) < 0 && errno != EINTR) {
-      rc = 1;
-      goto done;
-    }
-    if (lfd >= 0 && (pf[1].revents & POLLIN)) {
-      int cfd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      int slot = -1, old = -1;
-      for (int i = 0; i < MAX_CONNS && slot < 0 && cfd >= 0; i++) {
-        if (conns[i].fd < 0)
-          slot = i;
-        else if (conns[i].state == 0 &&
-                 (old < 0 || conns[i].last < conns[old].last))
-          old = i;
-      }
-      if (slot < 0 && old >= 0) { /* full: the oldest without the token */
-        sconn_close(&conns[old]);
-        slot = old;
-      }
-      if (slot < 0 && cfd >= 0) {
-        close(cfd); /* all of them hold the token */
-      } else if (cfd >= 0) {
-        int one = 1;
-        setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        conns[slot] = (struct sconn){.fd = cfd, .last = hc_now_ns()};
-      }
-    }
-    for (int k = first; k < n; k++)
-      for (int i = 0; i < MAX_CONNS; i++)
-        if (conns[i].fd == pf[k].fd && pf[k].revents) sconn_read(&conns[i]);
-    uint64_t now = hc_now_ns();
-    for (int i = 0; i < MAX_CONNS; i++)
-      if (conns[i].fd >= 0 && now - conns[i].last > IDLE_NS)
-        sconn_close(&conns[i]);
-    if ((pf[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
-        !fill(buf, sizeof buf, &have))
-      goto done;
+    struct pollfd in = {.fd = STDIN_FILENO, .events = POLLIN};
+    if (poll(&in, 1, -1) < 0 && errno != EINTR) break;
+    if (in.revents && !fill(buf, sizeof buf, &have)) break;
   }
 done:
-  for (int i = 0; i < MAX_CONNS; i++)
-    if (conns[i].fd >= 0) sconn_close(&conns[i]);
-  if (lfd >= 0) close(lfd);
-  return rc;
+  if (threaded) {
+    ssize_t w;
+    do w = write(stop[1], "x", 1);
+    while (w < 0 && errno == EINTR);
+    pthread_join(th, NULL);
+  }
+  for (int i = 0; i < 2; i++)
+    if (stop[i] >= 0) close(stop[i]);
+  if (sv.lfd >= 0) close(sv.lfd);
+  return 0;
 }

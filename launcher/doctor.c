@@ -175,6 +175,8 @@ static long long knob_size(const struct hr_opts *o, const char *name) {
 
 /* ---- the probes --------------------------------------------------------- */
 
+static const char *label(const struct probe *p) { return p->h->name; }
+
 static void keep_tail(struct probe *p, const char *line) {
   if (!*line) return;
   if (p->ntail == TAIL) {
@@ -379,28 +381,44 @@ static void wait_ready(struct doc *d, int ms) {
   }
 }
 
-/* Probe a tests the path to b; fills a->result, or a failure. */
-static void link_test(struct probe *a, const struct probe *b) {
-  char cmd[256];
-  hc_fmt(cmd, sizeof cmd, "test %s %d\n", b->addr, b->port);
-  a->result[0] = '\0';
-  if (write(a->in, cmd, strlen(cmd)) != (ssize_t)strlen(cmd)) {
-    hc_fmt(a->result, sizeof a->result, "fail the probe on %s is gone",
-           a->h->name);
-    return;
+/* Runs one round of link tests of `mode` (rtt, bw): each probe i with
+ * to[i] >= 0 tests the path to probe to[i], all at once (each probe sends
+ * to one and serves one); fills each tester's result, or a failure. */
+static void link_round(struct doc *d, const int *to, const char *mode) {
+  size_t n = 0;
+  for (size_t i = 0; i < d->np; i++) {
+    struct probe *a = &d->p[i];
+    a->result[0] = '\0';
+    if (to[i] < 0) continue;
+    const struct probe *b = &d->p[to[i]];
+    char cmd[256];
+    hc_fmt(cmd, sizeof cmd, "test %s %d %s\n", b->addr, b->port, mode);
+    if (write(a->in, cmd, strlen(cmd)) != (ssize_t)strlen(cmd))
+      hc_fmt(a->result, sizeof a->result, "fail the probe on %s is gone",
+             label(a));
+    else
+      n++;
   }
   uint64_t until = hc_now_ns() + TEST_MS * 1000000ull;
-  while (!a->result[0] && a->out >= 0) {
+  while (n) {
+    struct pollfd pf[d->np];
+    size_t idx[d->np], k = 0;
+    for (size_t i = 0; i < d->np; i++) {
+      if (to[i] < 0 || d->p[i].result[0] || d->p[i].out < 0) continue;
+      pf[k] = (struct pollfd){.fd = d->p[i].out, .events = POLLIN};
+      idx[k++] = i;
+    }
     uint64_t now = hc_now_ns();
-    if (now >= until) break;
-    struct pollfd pf = {.fd = a->out, .events = POLLIN};
-    int r = poll(&pf, 1, (int)((until - now) / 1000000u) + 1);
+    if (!k || now >= until) break;
+    int r = poll(pf, k, (int)((until - now) / 1000000u) + 1);
     if (r < 0 && errno != EINTR) break;
-    if (r > 0) drain(a);
+    for (size_t j = 0; r > 0 && j < k; j++)
+      if (pf[j].revents) drain(&d->p[idx[j]]);
   }
-  if (!a->result[0])
-    hc_fmt(a->result, sizeof a->result, "fail no answer from the probe on "
-           "%s within %d s", a->h->name, TEST_MS / 1000);
+  for (size_t i = 0; i < d->np; i++)
+    if (to[i] >= 0 && !d->p[i].result[0])
+      hc_fmt(d->p[i].result, sizeof d->p[i].result, "fail no answer from "
+             "the probe on %s within %d s", label(&d->p[i]), TEST_MS / 1000);
 }
 
 static void reap(struct probe *p, int ms) {
@@ -423,8 +441,6 @@ static void reap(struct probe *p, int ms) {
 }
 
 /* ---- the verdicts ------------------------------------------------------- */
-
-static const char *label(const struct probe *p) { return p->h->name; }
 
 /* The version without its build ("0.1.0 (abc123)" -> "0.1.0"). */
 static size_t release_len(const char *v) { return strcspn(v, " "); }
@@ -604,13 +620,17 @@ static void judge_nccl(struct doc *d) {
   }
 }
 
-static void judge_link(struct doc *d, struct probe *a, struct probe *b) {
+/* The link a->b from its two results, "ok RTT BYTES NS" or "fail WHY":
+ * rt (round trips) and bw (bandwidth). */
+static void judge_link(struct doc *d, struct probe *a, struct probe *b,
+                       const char *rt, const char *bw) {
   char name[600], fix[768];
   hc_fmt(name, sizeof name, "%s->%s", label(a), label(b));
-  unsigned long long rtt, bytes, ns;
-  if (!strncmp(a->result, "ok ", 3) &&
-      sscanf(a->result + 3, "%llu %llu %llu", &rtt, &bytes, &ns) == 3 &&
-      ns > 0) {
+  unsigned long long rtt, z1, z2, bytes, ns, z3;
+  const char *bad = strncmp(rt, "ok ", 3) ? rt : strncmp(bw, "ok ", 3) ? bw
+                                                                     : NULL;
+  if (!bad && sscanf(rt + 3, "%llu %llu %llu", &rtt, &z1, &z2) == 3 &&
+      sscanf(bw + 3, "%llu %llu %llu", &z3, &bytes, &ns) == 3 && ns > 0) {
     double gbps = (double)bytes * 8 / (double)ns;
     long long sp = a->speed > 0 && b->speed > 0 ? HC_MIN(a->speed, b->speed)
                    : a->speed > 0                ? a->speed
@@ -635,8 +655,8 @@ static void judge_link(struct doc *d, struct probe *a, struct probe *b) {
     }
     return;
   }
-  const char *why = !strncmp(a->result, "fail ", 5) ? a->result + 5
-                                                   : a->result;
+  if (!bad) bad = "fail the probe's answer made no sense";
+  const char *why = !strncmp(bad, "fail ", 5) ? bad + 5 : bad;
   hc_fmt(fix, sizeof fix, "let TCP from %s reach %s at %s (a firewall? a "
          "route?), or choose interfaces that reach each other: "
          "--network-interface, or each host's network_interface in the "
@@ -687,23 +707,42 @@ int hr_doctor_run(const struct hr_opts *o, const struct hr_layout *l,
   for (size_t i = 0; i < d.np; i++)
     if (d.p[i].ready && !d.p[i].addr[0] && !d.p[i].iface_missing[0] && seen)
       hc_fmt(d.p[i].addr, sizeof d.p[i].addr, "%s", seen);
-  /* the links, one direction at a time */
-  char (*res)[512] = calloc(d.np * d.np + 1, sizeof *res);
-  if (!res) {
+  /* the links, each direction on its own, in rounds: in round r probe i
+   * tests probe i+r (mod n), so that each sends to one and serves one,
+   * and n-1 rounds cover every ordered pair; the round trips first, on
+   * quiet links, then the bandwidth */
+  char (*res)[512] = calloc(2 * d.np * d.np + 1, sizeof *res);
+  int *to = calloc(d.np + 1, sizeof *to);
+  if (!res || !to) {
+    free(res);
+    free(to);
     fprintf(stderr, "horarun: error: out of memory\n");
     rc = HR_EXIT_LAUNCHER;
     goto out;
   }
-  for (size_t i = 0; i < d.np; i++) {
-    for (size_t j = 0; j < d.np; j++) {
-      struct probe *a = &d.p[i], *b = &d.p[j];
-      if (i == j || !a->ready || !b->ready || !b->addr[0] || !b->port ||
-          !a->port || a->out < 0)
-        continue;
-      link_test(a, b);
-      hc_fmt(res[i * d.np + j], sizeof res[0], "%s", a->result);
+  for (int phase = 0; phase < 2; phase++) {
+    for (size_t r = 1; r < d.np; r++) {
+      int any = 0;
+      for (size_t i = 0; i < d.np; i++) {
+        size_t j = (i + r) % d.np;
+        const struct probe *a = &d.p[i], *b = &d.p[j];
+        to[i] = a->ready && b->ready && b->addr[0] && b->port && a->port &&
+                        a->out >= 0
+                    ? (int)j
+                    : -1;
+        /* no bandwidth where not even the round trips went through */
+        if (phase && !strncmp(res[i * d.np + j], "fail", 4)) to[i] = -1;
+        any |= to[i] >= 0;
+      }
+      if (!any) continue;
+      link_round(&d, to, phase ? "bw" : "rtt");
+      for (size_t i = 0; i < d.np; i++)
+        if (to[i] >= 0)
+          hc_fmt(res[((size_t)phase * d.np + i) * d.np + (size_t)to[i]],
+                 sizeof res[0], "%s", d.p[i].result);
     }
   }
+  free(to);
   for (size_t i = 0; i < d.np; i++) {
     if (d.p[i].in >= 0) close(d.p[i].in);
     d.p[i].in = -1;
@@ -727,9 +766,8 @@ int hr_doctor_run(const struct hr_opts *o, const struct hr_layout *l,
   judge_nccl(&d);
   for (size_t i = 0; i < d.np; i++) {
     for (size_t j = 0; j < d.np; j++) {
-      if (!res[i * d.np + j][0]) continue;
-      hc_fmt(d.p[i].result, sizeof d.p[i].result, "%s", res[i * d.np + j]);
-      judge_link(&d, &d.p[i], &d.p[j]);
+      const char *rt = res[i * d.np + j], *bw = res[(d.np + i) * d.np + j];
+      if (rt[0] || bw[0]) judge_link(&d, &d.p[i], &d.p[j], rt, bw);
     }
   }
   free(res);
