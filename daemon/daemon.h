@@ -517,6 +517,11 @@ int hd_control_connect(struct hd_job *job, const char *addr, int port);
 
 /* links/mesh.c: connections between the daemons of a multi-host job */
 int hd_mesh_listen(struct hd_job *job);
+/* The IPv4 (else IPv6, a link-local one with its %zone) address of
+ * interface `name` into buf; 0, or -1 when it has none. */
+int hd_iface_addr(const char *name, char *buf, size_t len);
+/* horad --probe (probe.c): what horarun --doctor asks a host. */
+int hd_probe_main(const char *iface, const char *launcher);
 int hd_mesh_start(struct hd_job *job);
 void hd_mesh_close(struct hd_job *job, int graceful);
 int hd_mesh_send(struct hd_job *job, int host, struct hp_wbuf *w);

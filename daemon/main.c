@@ -15,6 +15,7 @@ static void usage(FILE *f) {
   fprintf(
       f, "usage: horad --control-fd FD [--bootstrap] [--iface IF]\n"
          "       horad --rendezvous [--iface IF] [--launcher ADDR]\n"
+         "       horad --probe [--iface IF] [--launcher ADDR]\n"
          "\n"
          "horad is hora's per-node daemon. horarun starts it for each job:\n"
          "on its own machine with a connected socket on FD, on other hosts\n"
@@ -30,6 +31,9 @@ static void usage(FILE *f) {
          "  --rendezvous      started over ssh: read the bootstrap line, then\n"
          "                    connect to horarun (the client address of\n"
          "                    $SSH_CONNECTION, or --launcher)\n"
+         "  --probe           for horarun --doctor: report this host's\n"
+         "                    version, interfaces, /dev/shm, memory, GPUs,\n"
+         "                    and test the links to the other hosts\n"
          "  --launcher ADDR   horarun's address, instead of $SSH_CONNECTION\n"
          "  --iface IF        use this network interface's address for\n"
          "                    hora's TCP\n"
@@ -123,7 +127,7 @@ static void job_ended(struct hd_daemon *dm, struct hd_job *job) {
 }
 
 int main(int argc, char **argv) {
-  int fd = -1, boot = 0, rendezvous = 0;
+  int fd = -1, boot = 0, rendezvous = 0, probe = 0;
   const char *iface = NULL, *launcher = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -144,6 +148,8 @@ int main(int argc, char **argv) {
       boot = 1;
     } else if (!strcmp(argv[i], "--rendezvous")) {
       rendezvous = boot = 1;
+    } else if (!strcmp(argv[i], "--probe")) {
+      probe = 1;
     } else if (!strcmp(argv[i], "--iface") && i + 1 < argc) {
       iface = argv[++i];
     } else if (!strcmp(argv[i], "--launcher") && i + 1 < argc) {
@@ -153,6 +159,17 @@ int main(int argc, char **argv) {
       usage(stderr);
       return 2;
     }
+  }
+  if (probe && (fd >= 0 || boot)) {
+    fprintf(stderr, "horad: error: --probe goes with --iface and "
+                    "--launcher only\n");
+    return 2;
+  }
+  if (probe) {
+    char addr[128];
+    if (!launcher && launcher_from_ssh(addr, sizeof addr) == 0)
+      launcher = addr;
+    return hd_probe_main(iface, launcher);
   }
   if (fd < 0 && !rendezvous) {
     fprintf(stderr, "horad: error: --control-fd or --rendezvous is "

@@ -35,6 +35,7 @@ enum opt_id {
   O_OUTPUT,
   O_PREFIX_TS,
   O_VERBOSE,
+  O_DOCTOR,
   O_VERSION,
   O_HELP,
   O_KNOB
@@ -80,6 +81,12 @@ static const struct opt builtin_opts[] = {
      "put the time in front of every output line"},
     {NULL, "--verbose", NULL, O_VERBOSE,
      "print what horarun does (horad command line, job layout) on stderr"},
+    {NULL, "--doctor", NULL, O_DOCTOR,
+     "run no program: check the hosts a job would run on (ssh, horad and "
+     "its version, the network interfaces, TCP between each pair of hosts "
+     "both ways with its round trip and bandwidth, /dev/shm, memory for "
+     "the arenas, locked memory, GPUs and NCCL), print one table with a "
+     "fix for each problem, and exit 1 when a job would fail"},
     {"-v", "--version", NULL, O_VERSION, "print the version and exit"},
     {"-h", "--help", NULL, O_HELP, "print this help and exit"},
 };
@@ -105,6 +112,7 @@ static const struct knob_alias {
 static const char usage_short[] =
     "usage: horarun [-h] [-v] [-np N] [-H HOST[:SLOTS],... | -hostfile FILE] "
     "[options] program [args...]\n"
+    "       horarun --doctor [-np N] [-H ... | -hostfile FILE] [options]\n"
     "Run 'horarun --help' for every option.\n";
 
 int hr_usage_error(const char *fmt, ...) {
@@ -184,7 +192,8 @@ static void print_knob(FILE *f, const struct hc_param *p) {
 }
 
 static void print_help(FILE *f) {
-  fprintf(f, "usage: horarun [options] program [args...]\n\n"
+  fprintf(f, "usage: horarun [options] program [args...]\n"
+             "       horarun --doctor [options]\n\n"
              "Runs `program` as a hora job: one horad per host starts the "
              "ranks, and every\nline they print comes back here as "
              "[<rank>]<stdout>:line or\n[<rank>]<stderr>:line.\n\n"
@@ -204,7 +213,8 @@ static void print_help(FILE *f) {
   fprintf(f, "\nOptions end at the first word that is not an option, or at "
              "'--'. Both\n'--opt value' and '--opt=value' work. Exit status: "
              "that of the first rank to\nfail, 128+N for signal N, 2 for a "
-             "usage error, 1 for a launcher error.\nSee horarun(1) and "
+             "usage error, 1 for a launcher error (with\n--doctor: 1 when "
+             "a job would fail).\nSee horarun(1) and "
              "hora.yaml(5).\n");
 }
 
@@ -322,6 +332,9 @@ static int apply(struct hr_opts *o, const struct match *m, const char *name,
   case O_VERBOSE:
     o->verbose = 1;
     return 0;
+  case O_DOCTOR:
+    o->doctor = 1;
+    return 0;
   case O_VERSION:
     printf("horarun %s\n", hora_version());
     *done = 1;
@@ -399,7 +412,11 @@ int hr_cli_parse(int argc, char **argv, struct hr_opts *o) {
   }
   o->prog = argv + i;
   o->nprog = argc - i;
-  if (o->nprog == 0) return hr_usage_error("no program to run was given");
+  if (o->doctor && o->nprog > 0)
+    return hr_usage_error("--doctor runs no program, but '%s' was given",
+                          o->prog[0]);
+  if (o->nprog == 0 && !o->doctor)
+    return hr_usage_error("no program to run was given");
   finish(o);
   return HR_CLI_RUN;
 }

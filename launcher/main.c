@@ -4,7 +4,7 @@
  *
  * Parses the command line (cli.c, config.c), lays the ranks out over the
  * hosts (hosts.c), builds the environment (spawn.c) and runs the job
- * (job.c). */
+ * (job.c); with --doctor, checks the hosts instead (doctor.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "common.h"
+#include "doctor.h"
 #include "hosts.h"
 #include "job.h"
 #include "output.h"
@@ -137,8 +138,19 @@ int main(int argc, char **argv) {
   if (lv && o.knob[lv - hc_params]) /* checked by the parser */
     hc_log_set_level((enum hc_level)hc_parse_level(o.knob[lv - hc_params]));
   struct hr_layout l;
+  /* the doctor of this machine alone: one rank's worth */
+  if (o.doctor && !o.np && o.host_source == HR_HOSTS_NONE) o.np = 1;
   rc = make_layout(&o, &l);
   if (rc != 0) {
+    hr_opts_free(&o);
+    return rc;
+  }
+  if (o.doctor) {
+    char *horad = hr_horad_path();
+    rc = horad ? hr_doctor_run(&o, &l, horad) : HR_EXIT_LAUNCHER;
+    if (!horad) hr_say(NULL, "error: out of memory");
+    free(horad);
+    hr_layout_free(&l);
     hr_opts_free(&o);
     return rc;
   }

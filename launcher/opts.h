@@ -40,6 +40,7 @@ struct hr_opts {
   int ifaces_replace;     /* the next --network-interface starts a new
                              list (the last one came from a config) */
   int verbose;            /* --verbose */
+  int doctor;             /* --doctor: check the hosts, run nothing */
   int prefix_timestamp;   /* --prefix-output-with-timestamp */
   const char *output_dir; /* --output-filename, or NULL */
   /* Values of the hc_params knobs given as flags or in a config file,

@@ -61,6 +61,11 @@ char *hr_iface_arg(const struct hr_opts *o, const struct hr_host *h) {
 
 char **hr_ssh_argv(const struct hr_opts *o, const struct hr_host *h,
                    const char *horad) {
+  return hr_ssh_argv_mode(o, h, horad, "--rendezvous");
+}
+
+char **hr_ssh_argv_mode(const struct hr_opts *o, const struct hr_host *h,
+                        const char *horad, const char *mode) {
   size_t cap = 16 + o->nssh_opts, n = 0;
   char **v = calloc(cap, sizeof *v);
   if (!v) return NULL;
@@ -98,10 +103,10 @@ char **hr_ssh_argv(const struct hr_opts *o, const struct hr_host *h,
       free(qi);
       goto oom;
     }
-    size_t len = strlen(q) + (qi ? strlen(qi) : 0) + 64;
+    size_t len = strlen(q) + strlen(mode) + (qi ? strlen(qi) : 0) + 64;
     char *cmd = malloc(len);
     if (cmd)
-      hc_fmt(cmd, len, "exec %s --rendezvous%s%s", q, qi ? " --iface " : "",
+      hc_fmt(cmd, len, "exec %s %s%s%s", q, mode, qi ? " --iface " : "",
              qi ? qi : "");
     free(q);
     free(qi);

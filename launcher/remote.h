@@ -28,6 +28,10 @@ char *hr_iface_arg(const struct hr_opts *o, const struct hr_host *h);
  * NULL-terminated malloc'd vector (free with hr_strv_free()), or NULL. */
 char **hr_ssh_argv(const struct hr_opts *o, const struct hr_host *h,
                    const char *horad);
+/* The same with another first argument than --rendezvous (a fixed word:
+ * it is not quoted), such as --probe. */
+char **hr_ssh_argv_mode(const struct hr_opts *o, const struct hr_host *h,
+                        const char *horad, const char *mode);
 
 /* Starts argv[0] (looked up on PATH) in a session of its own with `line`
  * written to its standard input (then closed), stdout and stderr on a new

@@ -478,8 +478,7 @@ static void on_hb_timer(uv_timer_t *t) {
 
 /* ---- setting up -------------------------------------------------------- */
 
-/* The IPv4 (else IPv6) address of interface `name`, or -1. */
-static int iface_addr(const char *name, char *buf, size_t len) {
+int hd_iface_addr(const char *name, char *buf, size_t len) {
   struct ifaddrs *ifs, *i;
   if (getifaddrs(&ifs) < 0) return -1;
   int found = -1;
@@ -514,7 +513,7 @@ int hd_mesh_listen(struct hd_job *job) {
     int found = 0;
     for (name = strtok_r(list, ",", &save); name && !found;
          name = strtok_r(NULL, ",", &save))
-      found = iface_addr(name, job->mesh_addr, sizeof job->mesh_addr) == 0;
+      found = hd_iface_addr(name, job->mesh_addr, sizeof job->mesh_addr) == 0;
     if (!found) {
       hc_error("no network interface of '%s' has an address on this host",
                job->daemon->iface);
