@@ -327,15 +327,19 @@ static int closed_set(struct hd_job *job, struct dl_view *v,
       for (int k = 0; k < r->nwait && in[r->rank]; k++) {
         const struct dl_tensor *t = &v->t[r->w[k].tensor];
         struct hd_comm *c = hd_comm_get(job, r->w[k].comm);
-        for (int m = 0; m < c->size; m++) {
+        int missing = 0, outside = 0;
+        for (int m = 0; m < c->size && !outside; m++) {
           int32_t g = c->members[m];
           int joined = c->id == 0 && v->joined[g];
-          if (!t->sub[g] && !joined && !in[g]) { /* it may yet submit */
-            in[r->rank] = 0;
-            n--;
-            changed = 1;
-            break;
-          }
+          if (t->sub[g] || joined) continue;
+          missing++;
+          outside = !in[g]; /* it may yet submit */
+        }
+        /* with nobody missing it is ready: a decision is on its way */
+        if (outside || !missing) {
+          in[r->rank] = 0;
+          n--;
+          changed = 1;
         }
       }
     }
@@ -399,12 +403,16 @@ static void describe(struct hd_job *job, const struct dl_view *v,
     put_text(w, b);
     for (int k = 0; k < r->nwait; k++) {
       const struct dl_wait *x = &r->w[k];
-      char sz[32], set[48] = "";
-      fmt_size(sz, sizeof sz, x->bytes);
+      char sz[32], what[64] = "", set[48] = "";
+      const struct hd_coll *hc = hd_coll(x->coll);
+      if (hc && !(hc->traits & HORA_CF_CTRL)) { /* barrier, join: no data */
+        fmt_size(sz, sizeof sz, x->bytes);
+        snprintf(what, sizeof what, " (%s %s)", sz,
+                 hora_dtype_name((hora_dtype_t)x->dtype));
+      }
       if (x->comm) snprintf(set, sizeof set, " of process set %u", x->comm);
-      snprintf(b, sizeof b, "%s%s '%s'%s (%s %s), submitted by ",
-               k ? " and on " : "", hd_coll_name(x->coll), x->name, set, sz,
-               hora_dtype_name((hora_dtype_t)x->dtype));
+      snprintf(b, sizeof b, "%s%s '%s'%s%s, submitted by ", k ? " and on " : "",
+               hd_coll_name(x->coll), x->name, set, what);
       put_text(w, b);
       size_t at = w->len;
       int cnt;

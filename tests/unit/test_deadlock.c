@@ -2,7 +2,9 @@
  * (daemon/deadlock.c), without processes or links: what host 0 makes of
  * the other hosts' REPORTs, and that no frame a peer sends (garbage,
  * truncated, out of range, from the wrong host) does more than drop it
- * with a reason. The verdicts themselves run in real jobs:
+ * with a reason; host 0's verdict from its ranks' waits and another
+ * host's report (a deadlock once confirmed; none when a rank that could
+ * submit is not waiting, or when a tensor lacks nobody). Real jobs:
  * tests/integration/deadlock.sh, tests/multihost/deadlock.sh. */
 #include "daemon_fixture.h"
 
@@ -173,9 +175,96 @@ static void test_found_only_from_host0(void) {
   uv_loop_close(&loop);
 }
 
+/* Local rank i submits allreduce `name` (4 floats, in its arena) as id
+ * and waits on it. */
+static void submit_and_wait(struct fx *f, int i, uint64_t id,
+                            const char *name) {
+  struct hp_sqe e = fx_sqe(id, HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4,
+                           name);
+  fx_in(f, i, &e, 0);
+  fx_submit(f, i, &e);
+  struct hp_shm_hdr *h = f->ranks[i].hdr;
+  atomic_store(&h->wait_threads, 1);
+  atomic_store(&h->wait_ids[0], id);
+  atomic_store(&h->waiting, 1);
+  atomic_fetch_add(&h->wait_gen, 1);
+}
+
+/* Runs the detector's timer for about ms milliseconds. */
+static void run_for(uv_loop_t *loop, int ms) {
+  uint64_t end = uv_now(loop) + (uint64_t)ms;
+  while (uv_now(loop) < end) {
+    uv_run(loop, UV_RUN_ONCE);
+    uv_update_time(loop);
+  }
+}
+
+/* Host 0's verdict from its own ranks and host 1's report: a deadlock
+ * once host 1 confirms (ACK); none when a tensor lacks only a rank that
+ * does not wait, or lacks nobody. */
+static void verdict_case(int kind) {
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  struct fx f;
+  setup(&f, &loop, 0);
+  char why[200];
+  submit_and_wait(&f, 0, 11, "a");
+  submit_and_wait(&f, 1, 12, "a");
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  const int32_t both[] = {2, 3}, two[] = {2};
+  const char *const bb[] = {"b", "b"}, *const aa[] = {"a", "a"};
+  const int32_t s23[] = {2, 3, -1}, s2[] = {2, -1};
+  const int32_t *const subs23[] = {s23}, *const subs2[] = {s2};
+  if (kind == 0) /* ranks 2-3 wait on 'b', which only they submitted */
+    report(&w, 1, 2, both, bb, 1, bb, subs23);
+  else if (kind == 1) /* rank 2 waits on 'b'; rank 3 is busy, not waiting */
+    report(&w, 1, 1, two, bb, 1, bb, subs2);
+  else /* ranks 2-3 submitted 'a' too: it is ready, not stuck */
+    report(&w, 1, 2, both, aa, 1, aa, subs23);
+  CHECK_EQ_INT(frame(&f, 1, &w, why), 0);
+  run_for(&loop, 350); /* the same set twice: a PROBE (dropped here) */
+  CHECK_EQ_INT(f.job.gone_rank, -1);
+  hp_wbuf_reset(&w);
+  hp_put_u8(&w, 3); /* DL_ACK: host 1 still finds what it reported */
+  hp_put_u32(&w, 1);
+  hp_put_u8(&w, 1);
+  CHECK_EQ_INT(frame(&f, 1, &w, why), 0);
+  if (kind == 0) {
+    CHECK_EQ_INT(f.job.gone_rank, HD_GONE_DEADLOCK);
+    CHECK(f.job.late_fault != NULL);
+    CHECK(f.job.late_fault &&
+          strstr(f.job.late_fault,
+                 "deadlock: rank 0 waits on allreduce 'a' (16 B float32), "
+                 "submitted by ranks 0-1; rank 1 waits on allreduce 'a' (16 B "
+                 "float32), submitted by ranks 0-1; rank 2 waits on allreduce "
+                 "'b' (16 B float32), submitted by ranks 2-3; rank 3 waits on "
+                 "allreduce 'b' (16 B float32), submitted by ranks 2-3.") ==
+              f.job.late_fault);
+    run_for(&loop, 400); /* the stacks' moment, then every wait fails */
+    EXPECT_MSG(&f, 0, 11, HORA_EDEADLOCK, "allreduce 'a' cannot complete: "
+               "deadlock: rank 0 waits on allreduce 'a'");
+    EXPECT_DONE(&f, 1, 12, HORA_EDEADLOCK);
+  } else {
+    CHECK_EQ_INT(f.job.gone_rank, -1);
+    CHECK(f.job.late_fault == NULL);
+    EXPECT_NONE(&f, 0);
+  }
+  hp_wbuf_free(&w);
+  teardown(&f, &loop);
+  uv_loop_close(&loop);
+}
+
+static void test_verdict_deadlock(void) { verdict_case(0); }
+static void test_verdict_rank_not_waiting(void) { verdict_case(1); }
+static void test_verdict_ready_tensor(void) { verdict_case(2); }
+
 int main(void) {
   hc_log_init("test_deadlock", HC_FATAL);
   RUN(test_reports_checked);
   RUN(test_found_only_from_host0);
+  RUN(test_verdict_deadlock);
+  RUN(test_verdict_rank_not_waiting);
+  RUN(test_verdict_ready_tensor);
   TL_EXIT();
 }
