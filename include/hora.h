@@ -163,6 +163,10 @@ int hora_wait(int64_t handle);
 /* Sets *done to 1 when the operation has finished (its result is then
  * returned and the handle released), 0 otherwise. */
 int hora_test(int64_t handle, int *done);
+/* Waits, as hora_wait() does, until the operation has finished, but
+ * leaves its result and handle to hora_test() / hora_wait() (another
+ * thread may take them meanwhile: this then returns too). */
+int hora_wait_ready(int64_t handle);
 /* Deadlock detection: a thread blocked in hora_wait() tells horad, through
  * shared memory, what it waits for; when every rank that an operation
  * needs waits on one that cannot complete, horad fails their waits with

@@ -362,12 +362,18 @@ static void wait_unmark(int slot) {
   atomic_fetch_add(&h->wait_gen, 1);
 }
 
-static void wait_done(struct hl_op *op) {
+/* Waits until op is done (or, with id, until it is released: another
+ * thread took its result). */
+static void wait_done_id(struct hl_op *op, uint64_t id);
+static void wait_done(struct hl_op *op) { wait_done_id(op, 0); }
+
+static void wait_done_id(struct hl_op *op, uint64_t id) {
   uint64_t t0 = 0;
   unsigned spins = 0;
   int marked = 0, slot = -1;
   uint64_t mark_ns = HC_MIN(hl.spin_ns, (uint64_t)MARK_NS);
-  while (!atomic_load_explicit(&op->done, memory_order_acquire)) {
+  while (!atomic_load_explicit(&op->done, memory_order_acquire) &&
+         (!id || __atomic_load_n(&op->id, __ATOMIC_ACQUIRE) == id)) {
     if (pthread_mutex_trylock(&hl.cq_lock) == 0) {
       hl_drain_locked();
       pthread_mutex_unlock(&hl.cq_lock);
@@ -885,6 +891,21 @@ int hora_wait(int64_t handle) {
                     "completed handle %lld", (long long)handle);
   if (!hl.local_only) wait_done(op);
   return take_result(op);
+}
+
+int hora_wait_ready(int64_t handle) {
+  hl_clear_error();
+  if (!atomic_load(&hl.initialized))
+    return hl_error(HORA_ENOTINIT, "hora_wait_ready: hora is not "
+                    "initialized");
+  pthread_mutex_lock(&hl.op_lock);
+  struct hl_op *op = op_find((uint64_t)handle);
+  pthread_mutex_unlock(&hl.op_lock);
+  if (!op)
+    return hl_error(HORA_EBADHANDLE, "hora_wait_ready: unknown or already "
+                    "completed handle %lld", (long long)handle);
+  if (!hl.local_only) wait_done_id(op, (uint64_t)handle);
+  return 0;
 }
 
 int hora_test(int64_t handle, int *done) {

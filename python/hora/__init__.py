@@ -186,6 +186,7 @@ def _declare(lib):
         "hora_version": ([], c_char_p),
         "hora_set_stack_signal": ([c_int], c_int),
         "hora_thread_helper": ([], c_int),
+        "hora_wait_ready": ([c_int64], c_int),
     }
     for fn, (args, res) in sigs.items():
         f = getattr(lib, fn)
@@ -1138,9 +1139,20 @@ def _wait_locked(op):
     if op.done:
         return
     if op.ready is not None:
-        while not op.ready.wait(0.5):
+        lib = _state.lib
+        while not op.ready.is_set():
             if not _sess.active and op.done:
                 return
+            # waits in hora for the first phase (the helper thread takes
+            # its result and starts the second), so that horad sees what
+            # this thread waits on
+            first = list(op.phase1 or ())
+            if first and lib is not None and lib.hora_is_initialized():
+                for c in first:
+                    lib.hora_wait_ready(c)
+                op.ready.wait(0.002)
+            else:
+                op.ready.wait(0.5)
     lib = _state.lib
     for c in op.cs:
         op.record(lib.hora_wait(c))

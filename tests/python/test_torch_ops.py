@@ -319,3 +319,19 @@ def test_deadlock_names_ranks_and_shows_stacks(hora_job):
                      r"float32\), submitted by ranks 1-2; rank 2 waits on "
                      r"allreduce 'allreduce\.grad'",
                      res.err), str(res)
+
+
+def test_deadlock_in_an_allgather(hora_job):
+    """Rank 0 allgathers while the others allreduce: the allgather's first
+    phase (its sizes) is what rank 0 waits on, and that is seen too."""
+    res = hora_job(2, "deadlock.py", "allgather", timeout=60)
+    assert res.rc not in (None, 0), str(res)
+    for r in range(2):
+        got = [l for l in res.lines(r) if l.startswith("rank %d: deadlock: "
+                                                        % r)]
+        assert got and "HORA_EDEADLOCK" in got[0], str(res)
+    assert re.search(r"^\[0\]<stderr>:.*line \d+ in stuck_in_allgather",
+                     res.out + res.err, re.M), str(res)
+    assert re.search(r"horarun: error: deadlock: rank 0 waits on "
+                     r"\w+ '[^']*metrics[^']*'.*; rank 1 waits on allreduce "
+                     r"'allreduce\.loss'", res.err), str(res)
