@@ -3,6 +3,7 @@
  * threads that sleep on them. Below negotiation and the engines, which
  * complete operations through it; rings.c (polling the submissions, the
  * loop's wake-ups) sits above. */
+#define HC_LOG_SUB HC_SUB_RINGS
 #include <limits.h>
 #include <stddef.h>
 #include <linux/futex.h>

@@ -7,6 +7,7 @@
  * a horad that is killed or crashes leaves nothing behind. Without file
  * permissions to keep strangers out, every connection is checked for the
  * daemon's uid (SO_PEERCRED), and a hello needs the rank's random token. */
+#define HC_LOG_SUB HC_SUB_LOCAL
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>

@@ -6,6 +6,7 @@
  * that it sleeps in every rank's header, checks once more, and lets libuv
  * block. A rank that then submits sees the announcement and writes the
  * daemon's eventfd, which the loop polls. */
+#define HC_LOG_SUB HC_SUB_RINGS
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>

@@ -5,6 +5,7 @@
  * Parses the command line (cli.c, config.c), lays the ranks out over the
  * hosts (hosts.c), builds the environment (spawn.c) and runs the job
  * (job.c). */
+#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -136,6 +137,11 @@ int main(int argc, char **argv) {
   const struct hc_param *lv = hc_param_find("log_level");
   if (lv && o.knob[lv - hc_params]) /* checked by the parser */
     hc_log_set_level((enum hc_level)hc_parse_level(o.knob[lv - hc_params]));
+  const struct hc_param *ls = hc_param_find("log");
+  const char *spec = ls && o.knob[ls - hc_params]
+                         ? o.knob[ls - hc_params]
+                         : hc_knob_lookup(ls, environ, SIZE_MAX);
+  if (spec) hc_log_apply_spec(spec); /* checked: it came through the knobs */
   struct hr_layout l;
   rc = make_layout(&o, &l);
   if (rc != 0) {

@@ -1,5 +1,6 @@
 /* remote.c -- the ssh command line that starts horad on another host, and
  * starting it. */
+#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -15,6 +15,7 @@
  * else looks lost from there. So each heartbeat to horarun also lists
  * the hosts whose links have been in trouble lately (retransmissions,
  * silences, a loss): the host in trouble with everyone is the culprit. */
+#define HC_LOG_SUB HC_SUB_MESH
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
