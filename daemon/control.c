@@ -167,7 +167,7 @@ static void on_ctl_close(struct hp_conn *c, const char *why) {
     close_everything(job);
     return;
   }
-  hc_error("connection to horarun (%s): %s", c->peer, why);
+  hc_error("connection to horarun (%s): %s [H4001]", c->peer, why);
   if (!job->have_job || !job->ranks) {
     close_everything(job);
     return;

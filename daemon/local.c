@@ -211,7 +211,7 @@ static void refuse(struct hd_conn *c, int status, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(m.msg, sizeof m.msg, fmt, ap);
   va_end(ap);
-  hc_warn_rl("%s; connection dropped", m.msg);
+  hc_warn_rl("%s; connection dropped [H3003]", m.msg);
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_refuse(&w, &m);

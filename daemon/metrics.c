@@ -18,9 +18,10 @@
  *
  * The server: GET (or HEAD) /metrics, 404 for other paths, 405 for other
  * methods, 400 for what is not HTTP; every answer closes the connection.
- * At most HD_METRICS_CONNS connections at once (more are closed at once),
- * each with 10 s for its request and the answer; a request's header may
- * take 4 KiB. Nothing here blocks the loop: sockets are libuv's. */
+ * At most HD_METRICS_CONNS connections at once (a new one closes the
+ * oldest, so that idle strangers cannot keep a scraper out), each with
+ * 10 s for its request and the answer; a request's header may take 4 KiB.
+ * Nothing here blocks the loop: sockets are libuv's. */
 #define HC_LOG_SUB HC_SUB_METRICS
 #include <stdio.h>
 #include <stdlib.h>
@@ -733,13 +734,20 @@ static void on_mconnection(uv_stream_t *server, int status) {
   uv_tcp_init(s->dm->loop, &c->tcp);
   uv_timer_init(s->dm->loop, &c->timer);
   c->tcp.data = c->timer.data = c;
-  if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 ||
-      s->nconns >= HD_METRICS_CONNS) {
-    if (s->nconns >= HD_METRICS_CONNS)
-      hc_warn_rl("metrics: more than %d connections at once on port %d; "
-                 "one closed [H5002]", HD_METRICS_CONNS, s->port);
+  if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
     mconn_close(c);
     return;
+  }
+  if (s->nconns >= HD_METRICS_CONNS) { /* the oldest makes room */
+    struct mconn *old = NULL, *any = s->conns; /* still reading, or any */
+    for (struct mconn *o = s->conns; o; o = o->next) {
+      any = o;
+      if (!o->answered) old = o;
+    }
+    if (!old) old = any;
+    hc_warn_rl("metrics: more than %d connections at once on port %d; the "
+               "oldest closed [H5002]", HD_METRICS_CONNS, s->port);
+    mconn_close(old);
   }
   c->next = s->conns;
   if (c->next) c->next->pprev = &c->next;

@@ -176,7 +176,7 @@ static int may_take(struct hd_rank *r) {
     r->throttled = 1;
     hc_warn_rl("rank %d has %llu operations pending in horad (the most "
                "HORA_MAX_PENDING allows); it waits to submit more until some "
-               "complete", r->info.rank, (unsigned long long)r->held);
+               "complete [H3001]", r->info.rank, (unsigned long long)r->held);
   }
   return 0;
 }

@@ -596,7 +596,8 @@ void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   hp_put_str(w, m->msg);
   uint32_t na = m->arrive ? m->narrive : 0;
   hp_put_u32(w, na);
-  if (na) hp_put_bytes(w, m->arrive, (size_t)na * 8);
+  for (uint32_t i = 0; i < na; i++)
+    hp_put_u64(w, le_load(m->arrive + (size_t)i * 8, 8));
   hp_frame_end(w);
 }
 

@@ -1,8 +1,8 @@
 /* it_late.c -- a job with a straggler: OPS allreduces of COUNT float32s
  * (checked) and one broadcast of 10 int32s, rank SLOW sleeping DELAY_MS
  * before each allreduce. With IT_LATE_HOLD=PATH, rank 0 then writes
- * PATH.done and waits (30 s at most) for PATH.go, so that a test can
- * scrape horad's metrics while the job is alive.
+ * PATH.done and every rank waits (30 s at most) for PATH.go, so that a
+ * test can scrape every horad's metrics while the job is alive.
  * Usage: it_late OPS SLOW DELAY_MS COUNT [ignored...] */
 #include <hora.h>
 #include <stdio.h>
@@ -46,10 +46,10 @@ int main(int argc, char **argv) {
     bad = 1;
   }
   const char *hold = getenv("IT_LATE_HOLD");
-  if (hold && r == 0) {
+  if (hold) {
     char path[4096];
     snprintf(path, sizeof path, "%s.done", hold);
-    FILE *f = fopen(path, "w");
+    FILE *f = r == 0 ? fopen(path, "w") : NULL;
     if (f) fclose(f);
     snprintf(path, sizeof path, "%s.go", hold);
     for (int t = 0; t < 3000 && access(path, F_OK) != 0; t++) sleep_ms(10);
