@@ -93,6 +93,8 @@ static void hist_add(struct mhist *h, uint64_t ns) {
   h->sum_ns += ns;
 }
 
+static int ctrl(int coll);
+
 static struct mseries *series(struct hd_metrics *mx, int coll, int dtype,
                               uint32_t comm) {
   for (size_t i = 0; i < mx->nseries; i++) {
@@ -230,9 +232,19 @@ void hd_metrics_done(struct hd_tensor *t, int status) {
     return;
   }
   s->ops++;
-  if (t->meta.dtype < HORA_DTYPE_COUNT)
+  if (t->meta.dtype < HORA_DTYPE_COUNT && !ctrl(t->meta.coll))
     s->bytes += t->meta.count * hora_dtype_size(t->meta.dtype);
   hist_add(&mx->lat[t->meta.coll], hc_now_ns() - t->t_first);
+}
+
+/* A control collective (barrier, join, process sets) moves no data. */
+static int ctrl(int coll) {
+  const struct hd_coll *c = hd_coll(coll);
+  return c && (c->traits & HORA_CF_CTRL);
+}
+
+static const char *dtype_label(int coll, int dtype) {
+  return ctrl(coll) ? "none" : hora_dtype_name(dtype);
 }
 
 static unsigned pend_slot(uint32_t comm, const char *name) {
@@ -428,7 +440,7 @@ static void render_job(struct sbuf *b, struct hd_job *job) {
     const struct mseries *s = &mx->series[i];
     sb_printf(b, "hora_operations_total{host=\"%s\",collective=\"%s\","
               "dtype=\"%s\",comm=\"%u\"} %llu\n", host, hd_coll_name(s->coll),
-              hora_dtype_name(s->dtype), s->comm, (unsigned long long)s->ops);
+              dtype_label(s->coll, s->dtype), s->comm, (unsigned long long)s->ops);
   }
   family(b, "hora_operation_bytes_total", "counter",
          "Bytes of the operations completed on this host: each operation's "
@@ -438,7 +450,7 @@ static void render_job(struct sbuf *b, struct hd_job *job) {
     const struct mseries *s = &mx->series[i];
     sb_printf(b, "hora_operation_bytes_total{host=\"%s\",collective=\"%s\","
               "dtype=\"%s\",comm=\"%u\"} %llu\n", host, hd_coll_name(s->coll),
-              hora_dtype_name(s->dtype), s->comm,
+              dtype_label(s->coll, s->dtype), s->comm,
               (unsigned long long)s->bytes);
   }
   family(b, "hora_operation_failures_total", "counter",
@@ -447,7 +459,7 @@ static void render_job(struct sbuf *b, struct hd_job *job) {
     const struct mseries *s = &mx->series[i];
     sb_printf(b, "hora_operation_failures_total{host=\"%s\",collective="
               "\"%s\",dtype=\"%s\",comm=\"%u\"} %llu\n", host,
-              hd_coll_name(s->coll), hora_dtype_name(s->dtype), s->comm,
+              hd_coll_name(s->coll), dtype_label(s->coll, s->dtype), s->comm,
               (unsigned long long)s->failed);
   }
   family(b, "hora_operation_latency_seconds", "histogram",

@@ -278,7 +278,7 @@ static void test_render_one_host(void) {
                               "collective=\"allreduce\",dtype=\"float32\","
                               "comm=\"0\"}"), 4 * 16 * 4);
   CHECK_EQ_INT(value_of(text, "hora_operations_total{host=\"h0\","
-                              "collective=\"barrier\",dtype=\"uint8\","
+                              "collective=\"barrier\",dtype=\"none\","
                               "comm=\"0\"}"), 1);
   CHECK_EQ_INT(value_of(text, "hora_operation_latency_seconds_count{host="
                               "\"h0\",collective=\"allreduce\"}"), 4);
