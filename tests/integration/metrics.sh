@@ -80,7 +80,32 @@ expect_rc badport nonzero
 expect_grep badport err "HORA_METRICS_PORT.*70000.*expected a whole number from 0 to 65535" \
   "horarun refuses a port past 65535"
 
-# horad's own flag
+# horad's own flag serves from the start (horarun runs a wrapper that
+# adds it)
+FPORT=$(free_port)
+cat >"$IT_TMP/horad-mp" <<EOT
+#!/bin/sh
+exec "$BUILD/bin/horad" --metrics-port $FPORT "\$@"
+EOT
+chmod +x "$IT_TMP/horad-mp"
+rm -f "$HOLD.done" "$HOLD.go"
+(hrun flag 120 HORA_HORAD="$IT_TMP/horad-mp" IT_LATE_HOLD="$HOLD" -np 2 \
+  "$T/it_late" 25 1 20 100) &
+job=$!
+i=0
+while [ ! -e "$HOLD.done" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+if ! $PY "$(dirname "$0")/metrics_check.py" 127.0.0.1 "$FPORT" 25 100 1 2 \
+  >"$IT_TMP/check.flag" 2>&1; then
+  fail "flag: /metrics of horad --metrics-port is not right:"
+  sed 's/^/    | /' "$IT_TMP/check.flag"
+fi
+: >"$HOLD.go"
+wait $job
+expect_rc flag 0
+expect_grep flag err '^horarun: rank 1 \(host [^)]+\) was last to submit' \
+  "horad --metrics-port: rank 1 named"
+
+# horad's own flag, refused values
 "$BUILD/bin/horad" --metrics-port 0 --control-fd 9 >"$IT_TMP/flag.out" 2>&1
 [ $? -eq 2 ] && grep -q "bad --metrics-port '0'" "$IT_TMP/flag.out" ||
   fail "horad --metrics-port 0: $(cat "$IT_TMP/flag.out")"
