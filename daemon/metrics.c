@@ -601,13 +601,12 @@ int hd_http_request(const char *buf, size_t len, size_t max, int *head) {
   while (t0 + plen < t1 && buf[t0 + plen] != '?') plen++;
   int ours = plen == 8 && !memcmp(buf + t0, "/metrics", 8);
   /* the answer waits for the end of the header: an empty line */
-  for (const char *p = nl; p; p = memchr(p + 1, '\n', len - (size_t)(p + 1 -
-                                                                      buf))) {
-    const char *q = p + 1;
-    if (q < buf + len && *q == '\n') return ours ? 200 : 404;
-    if (q + 1 < buf + len && q[0] == '\r' && q[1] == '\n')
-      return ours ? 200 : 404;
-    if (q >= buf + len) break;
+  const char *end = buf + len;
+  for (const char *p = nl; p;) {
+    const char *q = p + 1; /* a line starts here */
+    if (q < end && *q == '\n') return ours ? 200 : 404;
+    if (q + 1 < end && q[0] == '\r' && q[1] == '\n') return ours ? 200 : 404;
+    p = q < end ? memchr(q, '\n', (size_t)(end - q)) : NULL;
   }
   return len >= max ? 431 : 0;
 }
