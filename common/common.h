@@ -32,7 +32,6 @@ enum hc_level { HC_TRACE, HC_DEBUG, HC_INFO, HC_WARNING, HC_ERROR, HC_FATAL };
   X(LOCAL, "local")                                                            \
   X(SESSION, "session")                                                        \
   X(METRICS, "metrics")                                                        \
-  X(LAUNCHER, "launcher")                                                      \
   X(CLIENT, "client")
 enum hc_log_sub {
 #define HC_SUB_ENUM(id, name) HC_SUB_##id,

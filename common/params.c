@@ -163,7 +163,7 @@ const struct hc_param hc_params[] = {
      "levels by subsystem, over log_level: comma-separated SUBSYSTEM:LEVEL "
      "entries or a bare LEVEL for all, applied in order "
      "(mesh:debug,engine:info); subsystems: general, mesh, engine, nego, "
-     "coord, ctl, spawn, rings, local, session, metrics, launcher, client",
+     "coord, ctl, spawn, rings, local, session, metrics, client (libhora)",
      NULL, 0},
     {"metrics_port", "HORA_METRICS_PORT", NULL, "--metrics-port", HC_P_INT,
      "0",

@@ -440,7 +440,8 @@ static void render_job(struct sbuf *b, struct hd_job *job) {
     const struct mseries *s = &mx->series[i];
     sb_printf(b, "hora_operations_total{host=\"%s\",collective=\"%s\","
               "dtype=\"%s\",comm=\"%u\"} %llu\n", host, hd_coll_name(s->coll),
-              dtype_label(s->coll, s->dtype), s->comm, (unsigned long long)s->ops);
+              dtype_label(s->coll, s->dtype), s->comm,
+              (unsigned long long)s->ops);
   }
   family(b, "hora_operation_bytes_total", "counter",
          "Bytes of the operations completed on this host: each operation's "

@@ -1,5 +1,4 @@
 /* blame.c -- which host a lost link comes from (see blame.h). */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <stdlib.h>
 #include <string.h>
 

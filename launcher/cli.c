@@ -9,7 +9,6 @@
  * --config-file is applied where it stands (config.c), as horovodrun does:
  * its values override the flags before it, and the flags after it override
  * its values. */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>

@@ -10,7 +10,6 @@
  * Unlike horovodrun, which ignores keys it does not know, the file is read
  * strictly: a misspelt key would otherwise silently leave a setting at its
  * default. Every error names the file, the line and the key. */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>

@@ -8,7 +8,6 @@
  * Host lists come from -H ("a:4,b:4"), a host file (--hostfile) or a
  * config file's `hosts` (config.c); all of them end up as one array of
  * struct hr_host, with entries for the same machine merged. */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>

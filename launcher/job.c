@@ -6,7 +6,6 @@
  * ABORT and keep printing until horad says DONE and exits. A horad is
  * "finished" when it has been reaped and its socket is closed; the loop
  * ends when every horad is finished. Nothing here sleeps or polls. */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

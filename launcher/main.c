@@ -5,7 +5,6 @@
  * Parses the command line (cli.c, config.c), lays the ranks out over the
  * hosts (hosts.c), builds the environment (spawn.c) and runs the job
  * (job.c). */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,7 +1,6 @@
 /* opts.c -- struct hr_opts and the helpers that set it (see opts.h). The
  * command line (cli.c) and the config file (config.c) both call these; this
  * file calls neither. */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <errno.h>
 #include <limits.h>
 #include <math.h>

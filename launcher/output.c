@@ -19,7 +19,6 @@
  *     and garbled by the other line.
  * Lines longer than HR_LINE_MAX are printed in pieces of that size (cut at
  * a UTF-8 character boundary), each ended by '\n'. */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

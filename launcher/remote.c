@@ -1,6 +1,5 @@
 /* remote.c -- the ssh command line that starts horad on another host, and
  * starting it. */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

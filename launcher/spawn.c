@@ -1,6 +1,5 @@
 /* spawn.c -- finds and starts horad on this machine; builds the job's
  * environment. */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

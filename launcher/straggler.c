@@ -1,6 +1,5 @@
 /* straggler.c -- merging the daemons' lateness counts, and the rule that
  * names a straggler (straggler.h). */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include "straggler.h"
 
 #include "common.h"

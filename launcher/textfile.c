@@ -1,6 +1,5 @@
 /* textfile.c -- a host or config file read whole, within limits (see
  * textfile.h). */
-#define HC_LOG_SUB HC_SUB_LAUNCHER
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
