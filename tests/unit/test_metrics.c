@@ -342,6 +342,36 @@ static void test_render_one_host(void) {
   fx_free(&f);
 }
 
+/* The stall inspector's warnings and failures are counted. */
+static void test_stalls(void) {
+  struct fx f;
+  fx_init1(&f, 2);
+  f.daemon.jobs = &f.job;
+  CHECK_EQ_INT(hd_metrics_job(&f.job), 0);
+  f.job.stall_warn_ns = 1000000;  /* 1 ms */
+  f.job.stall_fail_ns = 20000000; /* 20 ms */
+  struct hp_sqe e = allreduce(&f, 0, "alone", 4);
+  fx_submit(&f, 0, &e);
+  sleep_ms(3);
+  hd_check_stalls(&f.job);
+  hd_check_stalls(&f.job); /* warned once */
+  size_t len;
+  char *text = hd_metrics_render(&f.daemon, &len);
+  CHECK(value_of(text, "hora_stall_warnings_total{host=\"h0\"}") == 1);
+  CHECK(value_of(text, "hora_stalled_operations_total{host=\"h0\"}") == 0);
+  free(text);
+  sleep_ms(20);
+  hd_check_stalls(&f.job);
+  text = hd_metrics_render(&f.daemon, &len);
+  CHECK(value_of(text, "hora_stalled_operations_total{host=\"h0\"}") == 1);
+  CHECK_EQ_INT(value_of(text, "hora_operation_failures_total{host=\"h0\","
+                              "collective=\"allreduce\",dtype=\"float32\","
+                              "comm=\"0\"}"), 1);
+  free(text);
+  hd_metrics_free(&f.job);
+  fx_free(&f);
+}
+
 /* The coordinator (host 0 of three, one rank each) places the other
  * hosts' ranks by their READY's offsets. */
 static void test_coord_arrivals(void) {
@@ -419,6 +449,7 @@ int main(void) {
   RUN(test_straggler);
   RUN(test_log_spec);
   RUN(test_render_one_host);
+  RUN(test_stalls);
   RUN(test_coord_arrivals);
   TL_EXIT();
 }
