@@ -742,9 +742,14 @@ static void straggler_summary(struct hr_job *j) {
   unsigned long long med;
   int r = j->late ? hr_straggler(j->late, j->l->np, &pct, &med) : -1;
   if (r < 0) return;
+  char behind[32];
+  double ms = (double)med / 1e6;
+  if (ms < 10) hc_fmt(behind, sizeof behind, "%.1f ms", ms);
+  else if (ms < 1000) hc_fmt(behind, sizeof behind, "%.0f ms", ms);
+  else hc_fmt(behind, sizeof behind, "%.1f s", ms / 1000);
   hr_say(j->out, "rank %d (host %s) was last to submit in %d %% of "
-         "operations, median %.3g ms behind the first", r,
-         host_display(j, j->l->ranks[r].host), pct, (double)med / 1e6);
+         "operations, median %s behind the first", r,
+         host_display(j, j->l->ranks[r].host), pct, behind);
 }
 
 static void dispatch(struct hr_daemon *d, const struct hp_frame_hdr *h,
