@@ -474,6 +474,7 @@ void hd_coord_free(struct hd_comm *cm) {
 struct hd_held_ready {
   int from;
   struct hp_nego_ready m;
+  unsigned char *arrive; /* its arrival offsets, kept (metrics.c) */
 };
 
 int hd_coord_hold(struct hd_job *job, int from,
@@ -509,8 +510,7 @@ int hd_coord_hold(struct hd_job *job, int from,
   }
   job->held[job->nheld].from = from;
   job->held[job->nheld].m = *m;
-  job->held[job->nheld].m.narrive = 0; /* points into the frame: gone */
-  job->held[job->nheld].m.arrive = NULL;
+  job->held[job->nheld].arrive = hd_metrics_hold(&job->held[job->nheld].m);
   job->nheld++;
   return 0;
 }
@@ -527,14 +527,17 @@ void hd_coord_replay(struct hd_comm *c) {
     int pos = -1;
     for (int j = 0; j < c->nhosts; j++)
       if (c->hosts[j] == h->from) pos = j;
+    hd_metrics_unhold(&h->m, h->arrive);
     if (c->me == 0 && pos > 0) hd_coord_ready(c, pos, &h->m);
     else hc_warn("readiness for process set %u from host %d, which has no "
                  "part in it; ignored", c->id, h->from);
+    free(h->arrive);
   }
   job->nheld = k;
 }
 
 void hd_coord_held_free(struct hd_job *job) {
+  for (size_t i = 0; i < job->nheld; i++) free(job->held[i].arrive);
   free(job->held);
   job->held = NULL;
   job->nheld = job->capheld = 0;

@@ -310,6 +310,34 @@ void hd_metrics_coord_forget(struct hd_comm *c) {
     }
 }
 
+unsigned char *hd_metrics_hold(struct hp_nego_ready *m) {
+  uint32_t n = m->arrive ? m->narrive : 0;
+  unsigned char *kept = n ? malloc((size_t)n * 8) : NULL;
+  uint64_t now = hc_now_ns();
+  for (uint32_t i = 0; kept && i < n; i++) {
+    uint64_t b = hp_nego_ready_before(m, i);
+    hp_arrive_store(kept, i, b == UINT64_MAX || b > now ? UINT64_MAX
+                                                        : now - b);
+  }
+  m->arrive = NULL;
+  m->narrive = kept ? n : 0;
+  return kept;
+}
+
+void hd_metrics_unhold(struct hp_nego_ready *m, unsigned char *kept) {
+  if (!kept) {
+    m->narrive = 0;
+    return;
+  }
+  uint64_t now = hc_now_ns();
+  m->arrive = kept;
+  for (uint32_t i = 0; i < m->narrive; i++) {
+    uint64_t at = hp_nego_ready_before(m, i); /* an arrival time, here */
+    hp_arrive_store(kept, i, at == UINT64_MAX || at > now ? UINT64_MAX
+                                                          : now - at);
+  }
+}
+
 void hd_metrics_stall(struct hd_job *job, int fail) {
   if (!job->metrics) return;
   if (fail) job->metrics->stall_fail++;

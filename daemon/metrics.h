@@ -38,6 +38,12 @@ void hd_metrics_coord_ready(struct hd_comm *c, int host,
                             const struct hp_nego_ready *m);
 void hd_metrics_coord_decided(struct hd_comm *c, const char *name, int ran);
 void hd_metrics_coord_forget(struct hd_comm *c);
+/* A READY held for a set not added yet (m: the held copy): its offsets
+ * are kept as arrival times (a buffer to free; m's own cleared, they
+ * point into the frame); hd_metrics_unhold() turns them back into
+ * offsets from now, for m to be replayed. */
+unsigned char *hd_metrics_hold(struct hp_nego_ready *m);
+void hd_metrics_unhold(struct hp_nego_ready *m, unsigned char *kept);
 
 /* A stall warning (fail 0) or a stalled operation failed (fail 1); a
  * deadlock found. */

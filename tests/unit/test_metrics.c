@@ -342,6 +342,34 @@ static void test_render_one_host(void) {
   fx_free(&f);
 }
 
+/* A READY held until its set is added keeps its ranks' arrival times:
+ * replayed later, its offsets have grown by the wait. */
+static void test_hold(void) {
+  struct hp_nego_ready m;
+  memset(&m, 0, sizeof m);
+  unsigned char b[16];
+  hp_arrive_store(b, 0, 1000000); /* 1 ms before */
+  hp_arrive_store(b, 1, UINT64_MAX);
+  m.narrive = 2;
+  m.arrive = b;
+  unsigned char *kept = hd_metrics_hold(&m);
+  CHECK(kept != NULL);
+  CHECK(m.arrive == NULL); /* the frame's bytes are not kept */
+  sleep_ms(5);
+  hd_metrics_unhold(&m, kept);
+  CHECK(m.arrive == kept);
+  CHECK_EQ_INT(m.narrive, 2);
+  uint64_t b0 = hp_nego_ready_before(&m, 0);
+  CHECK(b0 >= 6000000 && b0 < 1000000000);
+  CHECK(hp_nego_ready_before(&m, 1) == UINT64_MAX);
+  free(kept);
+  m.arrive = NULL; /* none to keep */
+  m.narrive = 0;
+  CHECK(hd_metrics_hold(&m) == NULL);
+  hd_metrics_unhold(&m, NULL);
+  CHECK_EQ_INT(m.narrive, 0);
+}
+
 /* The stall inspector's warnings and failures are counted. */
 static void test_stalls(void) {
   struct fx f;
@@ -449,6 +477,7 @@ int main(void) {
   RUN(test_straggler);
   RUN(test_log_spec);
   RUN(test_render_one_host);
+  RUN(test_hold);
   RUN(test_stalls);
   RUN(test_coord_arrivals);
   TL_EXIT();
