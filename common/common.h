@@ -17,21 +17,61 @@
 /* ---- logging ---------------------------------------------------------- */
 enum hc_level { HC_TRACE, HC_DEBUG, HC_INFO, HC_WARNING, HC_ERROR, HC_FATAL };
 
+/* Subsystems, each with its own level. A file says which it belongs to by
+ * defining HC_LOG_SUB before it includes this header (#define HC_LOG_SUB
+ * HC_SUB_MESH); the others log as "general". */
+#define HC_LOG_SUBS(X)                                                         \
+  X(GENERAL, "general")                                                        \
+  X(MESH, "mesh")                                                              \
+  X(ENGINE, "engine")                                                          \
+  X(NEGO, "nego")                                                              \
+  X(COORD, "coord")                                                            \
+  X(CTL, "ctl")                                                                \
+  X(SPAWN, "spawn")                                                            \
+  X(RINGS, "rings")                                                            \
+  X(LOCAL, "local")                                                            \
+  X(SESSION, "session")                                                        \
+  X(METRICS, "metrics")                                                        \
+  X(CLIENT, "client")
+enum hc_log_sub {
+#define HC_SUB_ENUM(id, name) HC_SUB_##id,
+  HC_LOG_SUBS(HC_SUB_ENUM)
+#undef HC_SUB_ENUM
+  HC_NSUBS
+};
+#ifndef HC_LOG_SUB
+#define HC_LOG_SUB HC_SUB_GENERAL
+#endif
+extern unsigned char hc_log_levels[HC_NSUBS]; /* read by HC_LOG */
+
 /* Sets the component name printed in front of each line ("horad") and the
- * level. */
+ * level of every subsystem. */
 void hc_log_start(const char *component, enum hc_level level);
 /* hc_log_start() with the level of the log_level knob in this process's
- * environment (HORA_LOG_LEVEL / HOROVOD_LOG_LEVEL), else `deflevel`. */
+ * environment (HORA_LOG_LEVEL / HOROVOD_LOG_LEVEL), else `deflevel`, then
+ * the subsystems' levels of HORA_LOG (hc_log_apply_spec). */
 void hc_log_init(const char *component, enum hc_level deflevel);
+/* Sets the level of every subsystem. */
 void hc_log_set_level(enum hc_level level);
+/* The general subsystem's level. */
 enum hc_level hc_log_level(void);
 /* Parses "trace".."fatal" (any case, also "warn"); -1 when unknown. */
 int hc_parse_level(const char *s);
+/* A HORA_LOG value: comma-separated entries, each SUBSYSTEM:LEVEL
+ * ("mesh:debug,engine:info") or a bare LEVEL for every subsystem, applied
+ * in order. hc_log_check_spec() returns 0, or -1 naming the bad entry in
+ * why; hc_log_apply_spec() sets the levels of a valid one (-1 and nothing
+ * changed for a bad one). */
+int hc_log_check_spec(const char *spec, char *why, size_t whylen);
+int hc_log_apply_spec(const char *spec);
+/* The name of subsystem s ("mesh"), or NULL. */
+const char *hc_log_sub_name(int s);
 void hc_log(enum hc_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+#define HC_LOG_ON(lvl) ((int)(lvl) >= (int)hc_log_levels[HC_LOG_SUB])
 #define HC_LOG(lvl, ...)                                                       \
   do {                                                                         \
-    if ((lvl) >= hc_log_level()) hc_log((lvl), __VA_ARGS__);                   \
+    if (HC_LOG_ON(lvl)) hc_log((lvl), __VA_ARGS__);                            \
   } while (0)
 #define hc_debug(...) HC_LOG(HC_DEBUG, __VA_ARGS__)
 #define hc_info(...) HC_LOG(HC_INFO, __VA_ARGS__)
@@ -64,7 +104,7 @@ void hc_log_flush_suppressed(int all);
 #define HC_LOG_RL(lvl, ...)                                                    \
   do {                                                                         \
     static struct hc_ratelimit hc_rl_;                                         \
-    if ((lvl) >= hc_log_level() &&                                             \
+    if (HC_LOG_ON(lvl) &&                                                      \
         hc_ratelimit_pass(&hc_rl_, (lvl), __FILE__ ":" HC_STR(__LINE__)))      \
       hc_log((lvl), __VA_ARGS__);                                              \
   } while (0)
@@ -140,7 +180,9 @@ const struct hc_param *hc_param_find(const char *name);
   X(num_nccl_streams) \
   X(thread_affinity) \
   X(gloo_timeout_seconds) \
-  X(log_hide_timestamp)
+  X(log_hide_timestamp) \
+  X(log) \
+  X(metrics_port)
 
 enum hc_knob {
 #define HC_KNOB_ENUM(n) HC_KNOB_##n,

@@ -13,7 +13,16 @@
 #include "common.h"
 
 static const char *log_component = "hora";
-static enum hc_level log_level = HC_WARNING;
+unsigned char hc_log_levels[HC_NSUBS] = {
+#define HC_SUB_INIT(id, name) HC_WARNING,
+    HC_LOG_SUBS(HC_SUB_INIT)
+#undef HC_SUB_INIT
+};
+static const char *const sub_names[] = {
+#define HC_SUB_NAME(id, name) name,
+    HC_LOG_SUBS(HC_SUB_NAME)
+#undef HC_SUB_NAME
+};
 
 int hc_parse_level(const char *s) {
   static const char *const names[] = {"trace", "debug", "info",
@@ -27,11 +36,78 @@ int hc_parse_level(const char *s) {
 
 void hc_log_start(const char *component, enum hc_level level) {
   log_component = component;
-  log_level = level;
+  hc_log_set_level(level);
 }
 
-void hc_log_set_level(enum hc_level level) { log_level = level; }
-enum hc_level hc_log_level(void) { return log_level; }
+void hc_log_set_level(enum hc_level level) {
+  for (size_t i = 0; i < HC_NSUBS; i++) hc_log_levels[i] = (unsigned char)level;
+}
+enum hc_level hc_log_level(void) {
+  return (enum hc_level)hc_log_levels[HC_SUB_GENERAL];
+}
+
+const char *hc_log_sub_name(int s) {
+  return s >= 0 && s < HC_NSUBS ? sub_names[s] : NULL;
+}
+
+/* Walks spec; with `set`, applies each entry. 0, or -1 (why). */
+static int walk_spec(const char *spec, int set, char *why, size_t whylen) {
+  const char *p = spec ? spec : "";
+  if (!*p) {
+    hc_fmt(why, whylen, "expected SUBSYSTEM:LEVEL or LEVEL entries, "
+           "comma-separated");
+    return -1;
+  }
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    char ent[64], *colon;
+    if (n == 0 || n >= sizeof ent) {
+      hc_fmt(why, whylen, "%s entry '%.*s': expected SUBSYSTEM:LEVEL or "
+             "LEVEL", n ? "overlong" : "empty", (int)HC_MIN(n, 40), p);
+      return -1;
+    }
+    memcpy(ent, p, n);
+    ent[n] = '\0';
+    int sub = -1; /* all */
+    const char *lv = ent;
+    if ((colon = strchr(ent, ':'))) {
+      *colon = '\0';
+      lv = colon + 1;
+      for (int i = 0; i < HC_NSUBS && sub < 0; i++)
+        if (!strcasecmp(ent, sub_names[i])) sub = i;
+      if (sub < 0) {
+        char list[256];
+        size_t k = 0;
+        for (int i = 0; i < HC_NSUBS && k + 16 < sizeof list; i++)
+          k += (size_t)snprintf(list + k, sizeof list - k, "%s%s",
+                                i ? ", " : "", sub_names[i]);
+        hc_fmt(why, whylen, "unknown subsystem '%s' (one of %s)", ent, list);
+        return -1;
+      }
+    }
+    int l = hc_parse_level(lv);
+    if (l < 0) {
+      hc_fmt(why, whylen, "unknown level '%s' in entry '%.*s' (trace, debug, "
+             "info, warning, error or fatal)", lv, (int)n, p);
+      return -1;
+    }
+    if (set && sub < 0) hc_log_set_level((enum hc_level)l);
+    else if (set) hc_log_levels[sub] = (unsigned char)l;
+    p += n;
+    if (*p == ',') p++;
+  }
+  return 0;
+}
+
+int hc_log_check_spec(const char *spec, char *why, size_t whylen) {
+  return walk_spec(spec, 0, why, whylen);
+}
+
+int hc_log_apply_spec(const char *spec) {
+  char why[8];
+  if (walk_spec(spec, 0, why, sizeof why) < 0) return -1;
+  return walk_spec(spec, 1, why, sizeof why);
+}
 
 void hc_log(enum hc_level level, const char *fmt, ...) {
   static const char *const tag[] = {"TRACE", "DEBUG", "INFO",

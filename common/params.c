@@ -166,6 +166,17 @@ const struct hc_param hc_params[] = {
      "drop the time from Horovod's log lines; hora's log lines carry none, "
      "so the ranks only see the value",
      NULL, 0},
+    {"log", "HORA_LOG", NULL, NULL, HC_P_STRING, "",
+     "levels by subsystem, over log_level: comma-separated SUBSYSTEM:LEVEL "
+     "entries or a bare LEVEL for all, applied in order "
+     "(mesh:debug,engine:info); subsystems: general, mesh, engine, nego, "
+     "coord, ctl, spawn, rings, local, session, metrics, client (libhora)",
+     NULL, 0},
+    {"metrics_port", "HORA_METRICS_PORT", NULL, "--metrics-port", HC_P_INT,
+     "0",
+     "TCP port on which each host's horad serves Prometheus metrics at "
+     "/metrics, on every address of the host (0: none)",
+     "port number", 65535},
 };
 const size_t hc_nparams = HC_ARRAY_SIZE(hc_params);
 _Static_assert(HC_ARRAY_SIZE(hc_params) == HC_NKNOBS,
@@ -290,6 +301,7 @@ int hc_param_check(const struct hc_param *p, const char *v, char *why,
              "fatal");
       return -1;
     }
+    if (!strcmp(p->name, "log")) return hc_log_check_spec(v, why, whylen);
     if (*v) return 0;
     hc_fmt(why, whylen, "expected a non-empty value");
     return -1;
@@ -398,10 +410,12 @@ int hc_knobs_parse_env(struct hc_knobs *k, char *const envv[], size_t n,
   return 0;
 }
 
-/* The log level knob (log_level) from the process environment; the log
- * itself (log.c) knows no knobs. */
+/* The log level knobs (log_level, then log) from the process environment;
+ * the log itself (log.c) knows no knobs. */
 void hc_log_init(const char *component, enum hc_level deflevel) {
   int l = hc_parse_level(
       hc_knob_lookup(hc_param_find("log_level"), environ, SIZE_MAX));
   hc_log_start(component, l >= 0 ? (enum hc_level)l : deflevel);
+  const char *spec = hc_knob_lookup(hc_param_find("log"), environ, SIZE_MAX);
+  if (spec) hc_log_apply_spec(spec); /* a bad one changes nothing */
 }

@@ -1,6 +1,7 @@
 /* coll.c -- the collectives, described once: name, traits (hora.h's
  * HORA_COLL_MAP), what a submission must satisfy, and how the metadata
  * of two ranks are compared. The engines hold how each one runs. */
+#define HC_LOG_SUB HC_SUB_NEGO
 #include <stdio.h>
 #include <string.h>
 

@@ -6,6 +6,7 @@
  * members). Its first host coordinates its negotiation. Every daemon
  * builds the same communicators in the same order (process sets are
  * added by a collective of the global set), so ids agree everywhere. */
+#define HC_LOG_SUB HC_SUB_NEGO
 #include <stdlib.h>
 #include <string.h>
 

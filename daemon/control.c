@@ -7,11 +7,13 @@
  * acted on. In a multi-host job horad first says REGISTER (its host index
  * and mesh port); horarun answers with the JOB once every host has
  * registered. */
+#define HC_LOG_SUB HC_SUB_CTL
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "daemon.h"
+#include "metrics.h"
 
 static void close_everything(struct hd_job *job);
 static void job_go(struct hd_job *job);
@@ -48,7 +50,8 @@ static int take_job_knobs(struct hd_job *job) {
   }
   int lvl = hc_parse_level(hk_str(&job->knobs, log_level));
   if (lvl >= 0) hc_log_set_level((enum hc_level)lvl);
-  return 0;
+  if (hk_given(&job->knobs, log)) hc_log_apply_spec(hk_str(&job->knobs, log));
+  return hd_metrics_job(job);
 }
 
 static void job_go(struct hd_job *job) {
@@ -164,7 +167,7 @@ static void on_ctl_close(struct hp_conn *c, const char *why) {
     close_everything(job);
     return;
   }
-  hc_error("connection to horarun (%s): %s", c->peer, why);
+  hc_error("connection to horarun (%s): %s [H4001]", c->peer, why);
   if (!job->have_job || !job->ranks) {
     close_everything(job);
     return;

@@ -9,10 +9,12 @@
  * Every daemon runs decisions in the order of their numbers, so all hosts
  * run the same collectives in the same order whatever order their ranks
  * submitted them in. */
+#define HC_LOG_SUB HC_SUB_COORD
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
+#include "metrics.h"
 
 struct centry {
   struct centry *next;
@@ -81,6 +83,7 @@ static void send_decision(struct hd_comm *c, struct centry *e, uint64_t seq,
                              .value = e->last_rank, .meta = e->first};
   memcpy(m.name, e->first.name, sizeof m.name);
   if (status) hc_fmt(m.msg, sizeof m.msg, "%s", e->msg);
+  hd_metrics_coord_decided(c, m.name, !status && seq != UINT64_MAX);
   unsigned char *joined = c->coord->joined;
   struct hp_wbuf w;
   hp_wbuf_init(&w);
@@ -121,6 +124,7 @@ static void send_plan(struct hd_comm *c, struct cgroup *g, int status,
     v[i].meta = e->first;
     memcpy(v[i].name, e->first.name, sizeof v[i].name);
     if (status) hc_fmt(v[i].msg, sizeof v[i].msg, "%s", msg);
+    hd_metrics_coord_decided(c, v[i].name, !status);
   }
   unsigned char *joined = c->coord->joined, *seen = g->e[0]->seen;
   struct hp_wbuf w;
@@ -292,6 +296,8 @@ void hd_coord_ready(struct hd_comm *cm, int host,
       return;
     }
     e->first = *m;
+    e->first.arrive = NULL; /* the caller's */
+    e->first.narrive = 0;
     e->t_first = hc_now_ns();
     if (m->msg[0]) {
       e->mismatch = m->status < 0 ? m->status : 1;
@@ -318,6 +324,7 @@ void hd_coord_ready(struct hd_comm *cm, int host,
     e->first.group_idx = m->group_idx;
   }
   e->seen[host] = 1;
+  hd_metrics_coord_ready(cm, host, m);
   e->last_rank = m->rank;
   e->nready++;
   if (hd_comm_host_left(cm)) { /* a host of the set has left: never now */
@@ -395,7 +402,8 @@ static void stall_fail(struct hd_comm *cm, struct centry *e, uint64_t age) {
   hc_fmt(e->msg, sizeof e->msg, "%s '%s' stalled for %llu s: %s never "
          "submitted it", hd_coll_name(e->first.coll), e->first.name,
          (unsigned long long)(age / 1000000000u), who);
-  hc_error("%s", e->msg);
+  hc_error("%s [H1004]", e->msg);
+  hd_metrics_stall(cm->job, 1);
   send_decision(cm, e, UINT64_MAX, HORA_ESTALL);
   if (e->first.group_n > 1) cgroup_fail(cm, e, HORA_ESTALL, e->msg);
   unlink_entry(cm->coord, e);
@@ -421,10 +429,12 @@ void hd_coord_check_stalls(struct hd_comm *cm) {
       }
       if (job->stall_warn_ns && age >= job->stall_warn_ns && !e->warned) {
         e->warned = 1;
+        hd_metrics_stall(job, 0);
         missing(cm, e, who, sizeof who);
         hc_warn_rl("stall: %s '%s' has waited %llu s for %s; the "
                 "other hosts' ranks submitted it. Ranks may be issuing "
-                "collectives in a different order or with different names.",
+                "collectives in a different order or with different names. "
+                "[H1003]",
                 hd_coll_name(e->first.coll), e->first.name,
                 (unsigned long long)(age / 1000000000u), who);
       }
@@ -442,6 +452,7 @@ void hd_coord_stall(struct hd_comm *cm, const char *name) {
 
 void hd_coord_free(struct hd_comm *cm) {
   struct hd_coord *c = cm->coord;
+  hd_metrics_coord_forget(cm);
   if (!c) return;
   for (size_t i = 0; i < c->size; i++)
     while (c->table[i]) {
@@ -463,6 +474,7 @@ void hd_coord_free(struct hd_comm *cm) {
 struct hd_held_ready {
   int from;
   struct hp_nego_ready m;
+  unsigned char *arrive; /* its arrival offsets, kept (metrics.c) */
 };
 
 int hd_coord_hold(struct hd_job *job, int from,
@@ -498,6 +510,7 @@ int hd_coord_hold(struct hd_job *job, int from,
   }
   job->held[job->nheld].from = from;
   job->held[job->nheld].m = *m;
+  job->held[job->nheld].arrive = hd_metrics_hold(&job->held[job->nheld].m);
   job->nheld++;
   return 0;
 }
@@ -514,14 +527,17 @@ void hd_coord_replay(struct hd_comm *c) {
     int pos = -1;
     for (int j = 0; j < c->nhosts; j++)
       if (c->hosts[j] == h->from) pos = j;
+    hd_metrics_unhold(&h->m, h->arrive);
     if (c->me == 0 && pos > 0) hd_coord_ready(c, pos, &h->m);
     else hc_warn("readiness for process set %u from host %d, which has no "
                  "part in it; ignored", c->id, h->from);
+    free(h->arrive);
   }
   job->nheld = k;
 }
 
 void hd_coord_held_free(struct hd_job *job) {
+  for (size_t i = 0; i < job->nheld; i++) free(job->held[i].arrive);
   free(job->held);
   job->held = NULL;
   job->nheld = job->capheld = 0;

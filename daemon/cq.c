@@ -3,6 +3,7 @@
  * threads that sleep on them. Below negotiation and the engines, which
  * complete operations through it; rings.c (polling the submissions, the
  * loop's wake-ups) sits above. */
+#define HC_LOG_SUB HC_SUB_RINGS
 #include <limits.h>
 #include <stddef.h>
 #include <linux/futex.h>
@@ -59,7 +60,7 @@ void hd_rank_broken(struct hd_rank *r, const char *what) {
   r->broken = 1;
   hc_fmt(r->broken_msg, sizeof r->broken_msg, "rank %d %s", r->info.rank,
          what);
-  hc_error("%s; dropping it from the job", r->broken_msg);
+  hc_error("%s; dropping it from the job [H3002]", r->broken_msg);
   hd_rings_forget(r);
   /* the loop polls the rings again (rings.c hears its eventfd) */
   uint64_t one = 1;

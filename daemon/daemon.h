@@ -109,6 +109,7 @@ struct hd_part {
   uint64_t ready;   /* chunks copied into staging (streamed) */
   uint64_t done;    /* chunks copied out of staging (streamed) */
   uint64_t issued;  /* chunks whose COPY_IN was sent */
+  uint64_t t_sub;   /* when it was submitted (hc_now_ns(), metrics.c) */
 };
 
 /* A named operation of a communicator, from the first submission until
@@ -276,6 +277,7 @@ struct hd_daemon {
                       interfaces (comma separated) this host has */
   uv_signal_t sigchld;
   struct hd_job *jobs;
+  struct hd_msrv *msrv; /* metrics.c: the /metrics listeners */
   /* a job has closed its handles (main.c: horad ends with its job) */
   void (*job_ended)(struct hd_daemon *dm, struct hd_job *job);
 };
@@ -374,6 +376,7 @@ struct hd_job {
   /* a host whose ranks all ended: what was decided still runs, nothing
    * new can be */
   char left_msg[HP_MSG_MAX + 1];
+  struct hd_metrics *metrics; /* metrics.c: what is counted of the job */
 };
 
 #define HD_GONE_SHUTDOWN (-2)

@@ -25,11 +25,13 @@
  * Hosts send reports only when they hold a candidate (a rank whose every
  * thread waits on an operation not decided yet): a job that makes progress
  * sends none. */
+#define HC_LOG_SUB HC_SUB_NEGO
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
+#include "metrics.h"
 
 #define DL_TICK_MS 100
 #define DL_STACK_MS 300   /* ranks print their stacks before waits fail */
@@ -512,17 +514,19 @@ static void carry_out(struct hd_job *job, const char *msg,
   struct hd_dl *d = job->dl;
   signal_stacks(job, in);
   if (!fail) {
+    hd_metrics_deadlock(job);
     hc_warn("%s The job goes on (--deadlock-action warn): the stall "
-            "inspector ends it after its shutdown time.", msg);
+            "inspector ends it after its shutdown time. [H1005]", msg);
     return;
   }
   if (d->found || job->gone_rank != -1) return;
   d->found = 1;
+  hd_metrics_deadlock(job);
   /* The job is failing from now on: what fails before the stacks are out
    * (a host whose ranks ended first) fails with this */
   job->gone_rank = HD_GONE_DEADLOCK;
   hc_fmt(job->gone_msg, sizeof job->gone_msg, "%s", msg);
-  hc_error("%s", msg);
+  hc_error("%s [H1006]", msg);
   uv_timer_start(&d->fail_timer, on_fail_timer, DL_STACK_MS, 0);
 }
 

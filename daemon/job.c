@@ -1,10 +1,12 @@
 /* job.c -- a job's life in its daemon: made when horarun's connection
  * arrives, freed once its handles are closed. */
+#define HC_LOG_SUB HC_SUB_CTL
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "daemon.h"
+#include "metrics.h"
 
 struct hd_job *hd_job_new(struct hd_daemon *dm) {
   struct hd_job *job = calloc(1, sizeof *job);
@@ -30,6 +32,7 @@ void hd_job_free(struct hd_job *job) {
   /* the communicators first: their engines' state still reaches the
    * ranks and the peers */
   hd_comms_free(job);
+  hd_metrics_free(job);
   hd_session_free(job);
   for (int i = 0; job->ranks && i < job->nlocal; i++) {
     struct hd_rank *r = &job->ranks[i];

@@ -7,6 +7,7 @@
  * a horad that is killed or crashes leaves nothing behind. Without file
  * permissions to keep strangers out, every connection is checked for the
  * daemon's uid (SO_PEERCRED), and a hello needs the rank's random token. */
+#define HC_LOG_SUB HC_SUB_LOCAL
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -210,7 +211,7 @@ static void refuse(struct hd_conn *c, int status, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(m.msg, sizeof m.msg, fmt, ap);
   va_end(ap);
-  hc_warn_rl("%s; connection dropped", m.msg);
+  hc_warn_rl("%s; connection dropped [H3003]", m.msg);
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_refuse(&w, &m);

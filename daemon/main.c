@@ -10,11 +10,14 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "metrics.h"
 
 static void usage(FILE *f) {
   fprintf(
       f, "usage: horad --control-fd FD [--bootstrap] [--iface IF]\n"
+         "                   [--metrics-port PORT]\n"
          "       horad --rendezvous [--iface IF] [--launcher ADDR]\n"
+         "                   [--metrics-port PORT]\n"
          "       horad --probe [--iface IF] [--launcher ADDR]\n"
          "\n"
          "horad is hora's per-node daemon. horarun starts it for each job:\n"
@@ -37,6 +40,8 @@ static void usage(FILE *f) {
          "  --launcher ADDR   horarun's address, instead of $SSH_CONNECTION\n"
          "  --iface IF        use this network interface's address for\n"
          "                    hora's TCP\n"
+         "  --metrics-port PORT  serve Prometheus metrics at\n"
+         "                    http://HOST:PORT/metrics (every address)\n"
          "  -h, --help        this text\n"
          "  -v, --version     print the version\n"
          "\n"
@@ -116,6 +121,7 @@ static void on_sigchld(uv_signal_t *h, int sig) {
 }
 
 static void close_daemon(struct hd_daemon *dm) {
+  hd_metrics_close(dm);
   if (dm->sigchld.loop && !uv_is_closing((uv_handle_t *)&dm->sigchld))
     uv_close((uv_handle_t *)&dm->sigchld, NULL);
 }
@@ -127,7 +133,7 @@ static void job_ended(struct hd_daemon *dm, struct hd_job *job) {
 }
 
 int main(int argc, char **argv) {
-  int fd = -1, boot = 0, rendezvous = 0, probe = 0;
+  int fd = -1, boot = 0, rendezvous = 0, probe = 0, mport = 0;
   const char *iface = NULL, *launcher = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -154,6 +160,15 @@ int main(int argc, char **argv) {
       iface = argv[++i];
     } else if (!strcmp(argv[i], "--launcher") && i + 1 < argc) {
       launcher = argv[++i];
+    } else if (!strcmp(argv[i], "--metrics-port") && i + 1 < argc) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end || end == argv[i] || v < 1 || v > 65535) {
+        fprintf(stderr, "horad: error: bad --metrics-port '%s': expected a "
+                        "port number from 1 to 65535\n", argv[i]);
+        return 2;
+      }
+      mport = (int)v;
     } else {
       fprintf(stderr, "horad: error: unknown argument '%s'\n", argv[i]);
       usage(stderr);
@@ -200,6 +215,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   if (boot && hd_mesh_listen(job) < 0) goto out;
+  if (mport && hd_metrics_listen(&dm, mport) < 0) goto out;
   if (rendezvous) {
     char addr[128];
     if (launcher) {

@@ -10,11 +10,13 @@
  * members on several hosts then asks its coordinator (coord.c), whose
  * decisions every host runs in the same order. Ready operations run in
  * order, one communicator independently of the others. */
+#define HC_LOG_SUB HC_SUB_NEGO
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
+#include "metrics.h"
 
 _Static_assert(HP_PLAN_MAX == HP_GROUP_MAX, "one bound for a group");
 
@@ -214,6 +216,7 @@ static void remove_tensor(struct hd_comm *c, struct hd_tensor *t) {
 /* Sends every participant that submitted t the same completion. */
 static void complete_all(struct hd_tensor *t, int status, const char *msg) {
   struct hd_comm *c = t->comm;
+  hd_metrics_done(t, status);
   for (int i = 0; i < c->nlocal; i++)
     if (t->part[i].submitted)
       hd_complete(hd_comm_local(c, i), t->part[i].id, status, msg);
@@ -425,6 +428,7 @@ static int queue_plan(struct hd_comm *c, struct hd_tensor *const *v, int n) {
   for (int i = 0; i < n; i++) {
     p->t[i] = v[i];
     v[i]->queued = 1;
+    hd_metrics_queued(c, v[i]);
     v[i]->held = 0;
   }
   const struct hd_engine *const *e = c->job->engines;
@@ -531,13 +535,16 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
     return;
   }
   t->awaiting = 1;
+  unsigned char *arrive = hd_metrics_arrivals(c, t, &m);
   if (c->me == 0) {
     hd_coord_ready(c, 0, &m);
+    free(arrive);
     return;
   }
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_nego_ready(&w, &m);
+  free(arrive);
   job->link->send_frames(job, c->hosts[0],
                          &w); /* a lost coordinator fails all anyway */
   hp_wbuf_free(&w);
@@ -589,6 +596,7 @@ static void group_ready(struct hd_comm *c, struct hd_group *g) {
 }
 
 static void make_ready(struct hd_comm *c, struct hd_tensor *t) {
+  hd_metrics_ready(c, t);
   if (t->group) { /* waits for the rest of its group */
     t->held = 1;
     if (++t->group->nheld == t->group->n) group_ready(c, t->group);
@@ -911,6 +919,7 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *e) {
   struct hd_part *p = &t->part[idx];
   p->id = e->id;
   p->submitted = 1;
+  hd_metrics_submit(t, idx);
   p->resident = (e->flags & HP_F_RESIDENT) != 0;
   p->offset = e->offset;
   p->count = e->count;
@@ -1203,7 +1212,8 @@ again:
         hc_fmt(msg, sizeof msg, "%s '%s' stalled for %llu s: rank(s) %s never "
                "submitted it", hd_coll_name(t->meta.coll), t->name,
                (unsigned long long)(age / 1000000000u), who);
-        hc_error("%s", msg);
+        hc_error("%s [H1002]", msg);
+        hd_metrics_stall(job, 1);
         if (c->nhosts > 1 && c->me == 0) hd_coord_stall(c, t->name);
         if (t->group) { /* the rest of its group waits here too */
           fail_group(c, t, HORA_ESTALL, msg);
@@ -1217,9 +1227,10 @@ again:
       }
       if (warn) {
         t->stall_warned = 1;
+        hd_metrics_stall(job, 0);
         hc_warn_rl("stall: %s '%s' has waited %llu s for rank(s) %s; the other "
                 "ranks submitted it. Ranks may be issuing collectives in a "
-                "different order or with different names.",
+                "different order or with different names. [H1001]",
                 hd_coll_name(t->meta.coll), t->name,
                 (unsigned long long)(age / 1000000000u), who);
       }

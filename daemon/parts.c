@@ -2,6 +2,7 @@
  * the CPU engine and the cross-host algorithms both need it: where each
  * member's input and output lie, who needs its data streamed, the neutral
  * input of a joined member, scale factors, and the staging chunks. */
+#define HC_LOG_SUB HC_SUB_ENGINE
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>

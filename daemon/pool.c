@@ -2,6 +2,7 @@
  * (slice 0 is its own), so a pool of one is just a function call. Workers
  * spin a little after each job, since jobs come in bursts (chunks of a
  * tensor), then sleep on a futex. */
+#define HC_LOG_SUB HC_SUB_ENGINE
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>

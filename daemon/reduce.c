@@ -18,6 +18,7 @@
  * without undefined behaviour), the element type for integer MIN/MAX, and for
  * integer AVERAGE an exact sum: in float64 when it provably stays below 2^53,
  * else in 64-bit unsigned arithmetic (int64 sums wrap). */
+#define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

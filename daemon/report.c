@@ -2,10 +2,12 @@
  * held back a moment so the culprit is named first), DONE, FAULT and the
  * frames of the layers above, over the one control connection. Below
  * spawning, the mesh and control.c, which all report through it. */
+#define HC_LOG_SUB HC_SUB_CTL
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
+#include "metrics.h"
 
 /* Takes the frames in w (the buffer is moved, w is left empty). With
  * `last`, the connection closes once they are sent, and horad ends. */
@@ -78,6 +80,7 @@ void hd_maybe_done(struct hd_job *job) {
     job->late_fault = NULL;
   }
   hc_debug("every local rank has ended; closing");
+  hd_metrics_report(job);
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_text(&w, HP_MSG_DONE, "");

@@ -6,6 +6,7 @@
  * that it sleeps in every rank's header, checks once more, and lets libuv
  * block. A rank that then submits sees the announcement and writes the
  * daemon's eventfd, which the loop polls. */
+#define HC_LOG_SUB HC_SUB_RINGS
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
@@ -177,7 +178,7 @@ static int may_take(struct hd_rank *r) {
     r->throttled = 1;
     hc_warn_rl("rank %d has %llu operations pending in horad (the most "
                "HORA_MAX_PENDING allows); it waits to submit more until some "
-               "complete", r->info.rank, (unsigned long long)r->held);
+               "complete [H3001]", r->info.rank, (unsigned long long)r->held);
   }
   return 0;
 }

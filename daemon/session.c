@@ -11,6 +11,7 @@
  * host before any decision of the new session, and no host exchanges data
  * for an operation before host 0 has decided it, which needs every host's
  * word of the new session. */
+#define HC_LOG_SUB HC_SUB_SESSION
 #include <stdlib.h>
 #include <string.h>
 

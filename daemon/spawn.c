@@ -1,6 +1,7 @@
 /* spawn.c -- starting the job's local ranks, forwarding their output,
  * reaping them and tearing the job down (SIGTERM, grace, SIGKILL, by
  * process group so nothing the ranks started is left behind). */
+#define HC_LOG_SUB HC_SUB_SPAWN
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -25,6 +25,7 @@
 #include "output.h"
 #include "remote.h"
 #include "spawn.h"
+#include "straggler.h"
 
 #define HR_MAX_ARGS ((int)HP_MAX_ARGS) /* strings per argv / envp */
 #define DRAIN_MS 1000      /* horad reaped: its socket has this long to close */
@@ -125,6 +126,7 @@ struct hr_job {
   char deferred_what[1024];
   struct hp_conn *conns; /* every rendezvous connection, also unproven */
   unsigned nrejected;    /* strangers turned away (logging is thinned) */
+  struct hp_late_rank *late; /* by rank: the daemons' LATENESS, merged */
 };
 
 static void check_daemon(struct hr_daemon *d);
@@ -713,6 +715,43 @@ static void on_fault(struct hr_daemon *d, const unsigned char *p, size_t n) {
   free(msg);
 }
 
+static void on_lateness(struct hr_daemon *d, const unsigned char *p,
+                        size_t n) {
+  struct hr_job *j = d->job;
+  struct hp_late_rank *v;
+  uint32_t k;
+  char why[160];
+  if (hp_dec_lateness(p, n, &v, &k) < 0) {
+    protocol_error(d, "bad LATENESS message");
+    return;
+  }
+  if (!j->late && !(j->late = calloc((size_t)j->l->np, sizeof *j->late))) {
+    free(v);
+    return; /* the summary is not worth failing the job */
+  }
+  if (hr_late_merge(j->late, j->l->np, v, k, why, sizeof why) < 0)
+    protocol_error(d, why);
+  free(v);
+}
+
+static const char *host_display(const struct hr_job *j, int h);
+
+/* The end of the job: names the rank that was late most of the time. */
+static void straggler_summary(struct hr_job *j) {
+  int pct;
+  unsigned long long med;
+  int r = j->late ? hr_straggler(j->late, j->l->np, &pct, &med) : -1;
+  if (r < 0) return;
+  char behind[32];
+  double ms = (double)med / 1e6;
+  if (ms < 10) hc_fmt(behind, sizeof behind, "%.1f ms", ms);
+  else if (ms < 1000) hc_fmt(behind, sizeof behind, "%.0f ms", ms);
+  else hc_fmt(behind, sizeof behind, "%.1f s", ms / 1000);
+  hr_say(j->out, "rank %d (host %s) was last to submit in %d %% of "
+         "operations, median %s behind the first", r,
+         host_display(j, j->l->ranks[r].host), pct, behind);
+}
+
 static void dispatch(struct hr_daemon *d, const struct hp_frame_hdr *h,
                      const unsigned char *p) {
   switch (h->type) {
@@ -736,6 +775,9 @@ static void dispatch(struct hr_daemon *d, const struct hp_frame_hdr *h,
     break;
   case HP_MSG_EXIT:
     on_rank_exit(d, p, h->len);
+    break;
+  case HP_MSG_LATENESS:
+    on_lateness(d, p, h->len);
     break;
   case HP_MSG_DONE:
     d->done = 1;
@@ -1399,9 +1441,11 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
       check_daemon(&j->d[i]);
     uv_run(&j->loop, UV_RUN_DEFAULT);
     uv_loop_close(&j->loop);
+    straggler_summary(j);
     rc = j->exit_code < 0 ? 0 : j->exit_code;
   }
   free(j->d);
+  free(j->late);
   hr_blame_free(&j->blame);
   hr_out_free(j->out);
   memset(j->secret, 0, sizeof j->secret);

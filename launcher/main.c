@@ -137,6 +137,11 @@ int main(int argc, char **argv) {
   const struct hc_param *lv = hc_param_find("log_level");
   if (lv && o.knob[lv - hc_params]) /* checked by the parser */
     hc_log_set_level((enum hc_level)hc_parse_level(o.knob[lv - hc_params]));
+  const struct hc_param *ls = hc_param_find("log");
+  const char *spec = ls && o.knob[ls - hc_params]
+                         ? o.knob[ls - hc_params]
+                         : hc_knob_lookup(ls, environ, SIZE_MAX);
+  if (spec) hc_log_apply_spec(spec); /* checked: it came through the knobs */
   struct hr_layout l;
   /* the doctor of this machine alone: one rank's worth */
   if (o.doctor && !o.np && o.host_source == HR_HOSTS_NONE) o.np = 1;

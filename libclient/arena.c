@@ -6,6 +6,7 @@
  * wraps around once. A free only marks its block (size 0); the array is
  * compacted once half of it is marks, so neither costs time in proportion
  * to the blocks in flight. */
+#define HC_LOG_SUB HC_SUB_CLIENT
 #include <stdlib.h>
 #include <string.h>
 

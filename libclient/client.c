@@ -5,6 +5,7 @@
  * job's unix socket, says hello with the rank's token, and receives its
  * shared-memory segment and the daemon's eventfd by fd passing. Without
  * that environment the process is a job of one. */
+#define HC_LOG_SUB HC_SUB_CLIENT
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>

@@ -11,6 +11,7 @@
  * A waiting thread polls shared memory for spin_us, yielding the core when
  * ranks outnumber cores, then sleeps on a futex that horad bumps only when
  * it sees a sleeper, so busy ranks make no system call per operation. */
+#define HC_LOG_SUB HC_SUB_CLIENT
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>

@@ -1,6 +1,7 @@
 /* state.c -- what every part of libhora shares: the process's one hora
  * state (struct hl_state) and the calling thread's last error. The bottom
  * of libhora: arena.c, ops.c and client.c call it; it calls none of them. */
+#define HC_LOG_SUB HC_SUB_CLIENT
 #include <stdarg.h>
 #include <stdio.h>
 

@@ -599,7 +599,20 @@ void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   hp_put_u32(w, (uint32_t)m->rank);
   hp_put_u32(w, (uint32_t)m->status);
   hp_put_str(w, m->msg);
+  uint32_t na = m->arrive ? m->narrive : 0;
+  hp_put_u32(w, na);
+  for (uint32_t i = 0; i < na; i++)
+    hp_put_u64(w, le_load(m->arrive + (size_t)i * 8, 8));
   hp_frame_end(w);
+}
+
+uint64_t hp_nego_ready_before(const struct hp_nego_ready *m, uint32_t i) {
+  return i < m->narrive && m->arrive ? le_load(m->arrive + (size_t)i * 8, 8)
+                                     : UINT64_MAX;
+}
+
+void hp_arrive_store(unsigned char *buf, uint32_t i, uint64_t v) {
+  le_store(buf + (size_t)i * 8, v, 8);
 }
 
 int hp_dec_nego_ready(const unsigned char *p, size_t n,
@@ -613,6 +626,14 @@ int hp_dec_nego_ready(const unsigned char *p, size_t n,
   m->rank = (int32_t)hp_get_u32(&r);
   m->status = (int32_t)hp_get_u32(&r);
   get_fixed_str(&r, m->msg, sizeof m->msg);
+  m->narrive = hp_get_u32(&r);
+  if (m->narrive > HP_ARRIVE_MAX || r.len - r.off < (size_t)m->narrive * 8) {
+    r.err = HORA_EPROTO;
+    m->narrive = 0;
+  } else {
+    m->arrive = m->narrive ? r.p + r.off : NULL;
+    r.off += (size_t)m->narrive * 8;
+  }
   int rc = finish(&r);
   if (rc == 0 && (m->ndims > 8 || m->status > 0 ||
                   (m->group_n && m->group_idx >= m->group_n)))
@@ -805,6 +826,68 @@ void hp_enc_session(struct hp_wbuf *w, const struct hp_session *m) {
   hp_put_u32(w, m->number);
   hp_put_u32(w, m->phase);
   hp_frame_end(w);
+}
+
+void hp_enc_lateness(struct hp_wbuf *w, const struct hp_late_rank *v,
+                     uint32_t n) {
+  hp_frame_begin(w, HP_MSG_LATENESS, 0);
+  hp_put_u32(w, n);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t nb = 0;
+    for (unsigned b = 0; b < 512; b++) nb += v[i].hist[b] != 0;
+    hp_put_u32(w, (uint32_t)v[i].rank);
+    hp_put_u64(w, v[i].ops);
+    hp_put_u64(w, v[i].last);
+    hp_put_u32(w, nb);
+    for (unsigned b = 0; b < 512; b++) {
+      if (!v[i].hist[b]) continue;
+      hp_put_u16(w, (uint16_t)b);
+      hp_put_u64(w, v[i].hist[b]);
+    }
+  }
+  hp_frame_end(w);
+}
+
+int hp_dec_lateness(const unsigned char *p, size_t n,
+                    struct hp_late_rank **out, uint32_t *count) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  *out = NULL;
+  *count = 0;
+  uint32_t k = hp_get_u32(&r);
+  /* every entry takes at least 24 bytes */
+  if (r.err || k > HP_LATE_MAX || k > n / 24) return HORA_EPROTO;
+  struct hp_late_rank *v = k ? calloc(k, sizeof *v) : NULL;
+  if (k && !v) return HORA_ENOMEM;
+  int bad = 0;
+  for (uint32_t i = 0; i < k && !r.err && !bad; i++) {
+    v[i].rank = (int32_t)hp_get_u32(&r);
+    v[i].ops = hp_get_u64(&r);
+    v[i].last = hp_get_u64(&r);
+    uint32_t nb = hp_get_u32(&r);
+    uint64_t sum = 0;
+    int prev = -1;
+    bad = v[i].rank < 0 || v[i].last > v[i].ops || nb > 512;
+    for (uint32_t j = 0; j < nb && !r.err && !bad; j++) {
+      int b = hp_get_u16(&r);
+      uint64_t c = hp_get_u64(&r);
+      bad = b <= prev || b >= 512 || !c || sum + c < sum;
+      if (bad) break;
+      v[i].hist[b] = c;
+      sum += c;
+      prev = b;
+    }
+    bad |= !r.err && sum != v[i].ops;
+  }
+  int rc = finish(&r);
+  if (rc == 0 && bad) rc = HORA_EPROTO;
+  if (rc < 0) {
+    free(v);
+    return rc;
+  }
+  *out = v;
+  *count = k;
+  return 0;
 }
 
 int hp_dec_session(const unsigned char *p, size_t n, struct hp_session *m) {

@@ -45,6 +45,9 @@ enum hp_msg_type {
                             A daemon's HEARTBEAT to the launcher lists the
                             hosts its links to have been in trouble with
                             lately (hp_enc_heartbeat) */
+  HP_MSG_LATENESS = 26,  /* daemon -> launcher, before DONE: how late each
+                            rank submitted its operations, for the
+                            communicators it coordinates (hp_lateness) */
   /* authentication, first on every TCP connection (auth.h) */
   HP_MSG_AUTH_HELLO = 32,     /* connector -> acceptor: purpose, nonce */
   HP_MSG_AUTH_CHALLENGE = 33, /* acceptor -> connector: nonce, MAC */
@@ -234,7 +237,19 @@ struct hp_nego_ready {
   int32_t status; /* with msg: the HORA_E* its ranks fail it with */
   char msg[460]; /* non-empty: the sender's own ranks disagree (this says
                     how); the operation fails everywhere */
+  /* how long before this READY each local member of the set submitted it
+   * (ns, on the sender's clock; UINT64_MAX: it did not, it has joined),
+   * in member order: narrive little-endian u64s at arrive (the encoder's
+   * buffer, or the decoded payload: valid only as long as that is; read
+   * with hp_nego_ready_before()). Not part of the metadata (NEGO_DECIDE
+   * does not carry it). */
+  uint32_t narrive;
+  const unsigned char *arrive;
 };
+#define HP_ARRIVE_MAX 65536u
+uint64_t hp_nego_ready_before(const struct hp_nego_ready *m, uint32_t i);
+/* Stores v as entry i of an arrive buffer. */
+void hp_arrive_store(unsigned char *buf, uint32_t i, uint64_t v);
 
 struct hp_nego_decide {
   uint32_t comm;
@@ -329,6 +344,22 @@ int hp_dec_heartbeat(const unsigned char *p, size_t n, uint32_t *hosts,
                      uint32_t max, uint32_t *count);
 void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m);
 int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m);
+/* LATENESS: per rank, the operations (of at least two submitting ranks)
+ * it took part in, those it submitted last, and a log-linear histogram
+ * (lhist.h) of how long after the first rank it submitted each. */
+struct hp_late_rank {
+  int32_t rank;
+  uint64_t ops, last;
+  uint64_t hist[512]; /* HC_LHIST_N */
+};
+/* At most HP_LATE_MAX ranks in one frame. */
+#define HP_LATE_MAX 65536u
+void hp_enc_lateness(struct hp_wbuf *w, const struct hp_late_rank *v,
+                     uint32_t n);
+/* Allocates *out (free it): *count entries, each checked (the histogram
+ * holds ops values, last <= ops, bucket indices in order). */
+int hp_dec_lateness(const unsigned char *p, size_t n,
+                    struct hp_late_rank **out, uint32_t *count);
 void hp_enc_session(struct hp_wbuf *w, const struct hp_session *m);
 int hp_dec_session(const unsigned char *p, size_t n, struct hp_session *m);
 

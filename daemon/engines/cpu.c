@@ -18,6 +18,7 @@
  * A communicator with members on several hosts runs the cross-host
  * algorithms (xhost/ring.c, xhost/exchange.c) over the links between the
  * daemons; both use what parts.c says of an operation's parts. */
+#define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdlib.h>
 #include <string.h>
 

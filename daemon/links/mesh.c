@@ -15,6 +15,7 @@
  * else looks lost from there. So each heartbeat to horarun also lists
  * the hosts whose links have been in trouble lately (retransmissions,
  * silences, a loss): the host in trouble with everyone is the culprit. */
+#define HC_LOG_SUB HC_SUB_MESH
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -112,7 +113,7 @@ static void host_lost(struct hd_job *job, int host, const char *why) {
   hd_host_name(job, host, name, sizeof name);
   hd_host_name(job, (int)job->desc.host_index, me, sizeof me);
   hc_fmt(msg, sizeof msg, "%s lost its link to %s: %s", me, name, why);
-  hc_error("%s", msg);
+  hc_error("%s [H2001]", msg);
   report_lost(job, host, why);
   set_gone(job, job->desc.hosts[host].first_rank, msg);
   hd_mesh_announce_gone(job, job->desc.hosts[host].first_rank, host, msg);
@@ -344,7 +345,7 @@ static void on_mesh_close(struct hp_conn *c, const char *why) {
     /* one line per stranger, thinned out when they come in floods */
     unsigned n = ++job->nrejected;
     if (n <= 20 || n % 100 == 0)
-      hc_warn("%s a connection from %s: %s%s",
+      hc_warn("%s a connection from %s: %s%s [H2002]",
               c->authed ? "dropped" : "rejected", c->peer, why,
               n == 20 ? " (from now on one line per 100)" : "");
     return;

@@ -42,6 +42,7 @@
  * communicator, decision and byte offset; the last one of a message is
  * marked (step XC_LAST). Frames for a decision this host has not started
  * yet wait (bounded) until it does. */
+#define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdlib.h>
 #include <string.h>
 

@@ -20,6 +20,7 @@
  * Sends go straight from W (no copy); a piece's buffer is reused only once
  * the socket has taken all of it. DATA that arrives for a piece (or an
  * operation) not started yet waits in a queue until it is. */
+#define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdlib.h>
 #include <string.h>
 

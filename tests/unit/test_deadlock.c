@@ -7,6 +7,7 @@
  * submit is not waiting, or when a tensor lacks nobody). Real jobs:
  * tests/integration/deadlock.sh, tests/multihost/deadlock.sh. */
 #include "daemon_fixture.h"
+#include "metrics.h"
 
 /* A REPORT of `host` whose ranks waits[i] wait on tensors[i] of the
  * global set, each submitted by the ranks listed (-1 ends a list). */
@@ -207,6 +208,8 @@ static void verdict_case(int kind) {
   uv_loop_init(&loop);
   struct fx f;
   setup(&f, &loop, 0);
+  f.daemon.jobs = &f.job; /* what the fixture leaves out */
+  CHECK_EQ_INT(hd_metrics_job(&f.job), 0);
   char why[200];
   submit_and_wait(&f, 0, 11, "a");
   submit_and_wait(&f, 1, 12, "a");
@@ -245,12 +248,17 @@ static void verdict_case(int kind) {
     EXPECT_MSG(&f, 0, 11, HORA_EDEADLOCK, "allreduce 'a' cannot complete: "
                "deadlock: rank 0 waits on allreduce 'a'");
     EXPECT_DONE(&f, 1, 12, HORA_EDEADLOCK);
+    size_t len;
+    char *text = hd_metrics_render(&f.daemon, &len);
+    CHECK(text && strstr(text, "hora_deadlocks_total{host=\"h0\"} 1\n"));
+    free(text);
   } else {
     CHECK_EQ_INT(f.job.gone_rank, -1);
     CHECK(f.job.late_fault == NULL);
     EXPECT_NONE(&f, 0);
   }
   hp_wbuf_free(&w);
+  hd_metrics_free(&f.job);
   teardown(&f, &loop);
   uv_loop_close(&loop);
 }
