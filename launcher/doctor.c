@@ -96,9 +96,7 @@ static void row(struct doc *d, const char *host, const char *check, int r,
 /* Prints `text` from column `col`, wrapped at 79 columns on a terminal
  * (elsewhere a row stays one line, for grep). */
 static void print_from(const char *text, int col, int start) {
-  static int wrap = -1;
-  if (wrap < 0) wrap = isatty(STDOUT_FILENO);
-  if (!wrap) {
+  if (!isatty(STDOUT_FILENO)) {
     printf("%s\n", text);
     return;
   }
