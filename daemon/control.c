@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "timeline.h"
 
 static void close_everything(struct hd_job *job);
 static void job_go(struct hd_job *job);
@@ -57,6 +58,7 @@ static void job_go(struct hd_job *job) {
     /* Report every rank as not started so horarun can name the cause. */
   }
   send_ready(job);
+  hd_tl_init(job);
   hd_spawn_all(job);
   if (job->ranks && hd_comms_init(job) < 0) {
     hc_error("out of memory setting up the job's communicators; stopping");

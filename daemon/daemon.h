@@ -27,6 +27,7 @@ struct hd_daemon;
 struct hd_job;
 struct hd_tensor;
 struct hd_conn;
+struct hd_timeline;
 
 /* One local rank: its process, its output pipes, its connection and its
  * shared-memory segment. */
@@ -128,6 +129,7 @@ struct hd_tensor {
   int stall_warned;
   int value;    /* a non-negative result (join: the last rank to join) */
   uint64_t t_first; /* when the first rank submitted it */
+  uint32_t tl;      /* timeline.c: where its row is */
   /* execution of a streamed operation */
   uint64_t nchunks, chunk_elems, reduced;
   void *neutral; /* a joined member's input */
@@ -367,6 +369,7 @@ struct hd_job {
   /* a host whose ranks all ended: what was decided still runs, nothing
    * new can be */
   char left_msg[HP_MSG_MAX + 1];
+  struct hd_timeline *tl; /* timeline.c: NULL until one is asked for */
 };
 
 /* The name of this host in the job's messages: as horarun calls it, or

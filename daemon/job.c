@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "timeline.h"
 
 struct hd_job *hd_job_new(struct hd_daemon *dm) {
   struct hd_job *job = calloc(1, sizeof *job);
@@ -31,6 +32,7 @@ void hd_job_free(struct hd_job *job) {
    * ranks and the peers */
   hd_comms_free(job);
   hd_session_free(job);
+  hd_tl_free(job);
   for (int i = 0; job->ranks && i < job->nlocal; i++) {
     struct hd_rank *r = &job->ranks[i];
     free(r->backlog);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "timeline.h"
 
 _Static_assert(HP_PLAN_MAX == HP_GROUP_MAX, "one bound for a group");
 
@@ -214,6 +215,7 @@ static void remove_tensor(struct hd_comm *c, struct hd_tensor *t) {
 /* Sends every participant that submitted t the same completion. */
 static void complete_all(struct hd_tensor *t, int status, const char *msg) {
   struct hd_comm *c = t->comm;
+  HD_TL_HOOK(c->job, hd_tl_end_(t, status, msg));
   for (int i = 0; i < c->nlocal; i++)
     if (t->part[i].submitted)
       hd_complete(hd_comm_local(c, i), t->part[i].id, status, msg);
@@ -426,6 +428,7 @@ static int queue_plan(struct hd_comm *c, struct hd_tensor *const *v, int n) {
     p->t[i] = v[i];
     v[i]->queued = 1;
     v[i]->held = 0;
+    HD_TL_HOOK(c->job, hd_tl_queued_(v[i]));
   }
   const struct hd_engine *const *e = c->job->engines;
   for (int i = 0; e && e[i] && !p->engine; i++) {
@@ -536,6 +539,7 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
     return;
   }
   struct hp_wbuf w;
+  HD_TL_HOOK(job, hd_tl_flush(job)); /* what came before, first */
   hp_wbuf_init(&w);
   hp_enc_nego_ready(&w, &m);
   job->link->send_frames(job, c->hosts[0],
@@ -917,6 +921,7 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *e) {
   if (fresh) t->metas[idx] = t->meta; /* what fill_meta gave it above */
   else fill_meta(&t->metas[idx], e, aux, naux);
   t->nsubmitted++;
+  HD_TL_HOOK(job, hd_tl_submitted_(t, r->info.rank));
   if (e->coll == HORA_COLL_JOIN) {
     c->joined[idx] = 1;
     c->njoined++;

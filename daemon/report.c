@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "timeline.h"
 
 /* Takes the frames in w (the buffer is moved, w is left empty). With
  * `last`, the connection closes once they are sent, and horad ends. */
@@ -73,6 +74,7 @@ void hd_maybe_done(struct hd_job *job) {
   if (job->done_sent || !job->have_job || job->nexited < job->nlocal) return;
   job->done_sent = 1;
   hc_debug("every local rank has ended; closing");
+  hd_tl_flush(job); /* this host's last events, before its goodbye */
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_text(&w, HP_MSG_DONE, "");

@@ -60,7 +60,9 @@ enum hp_msg_type {
                               tensors, run as one unit (a group) */
   HP_MSG_SESSION = 47,     /* hora_init() again: a host's ranks are back,
                               or host 0 starts the new session */
-  HP_MSG_TYPE_MAX = 47
+  HP_MSG_TIMELINE = 48,    /* the timeline: start, stop, clock pings, a
+                              host's events for host 0 (daemon/timeline.c) */
+  HP_MSG_TYPE_MAX = 48
 };
 
 struct hp_frame_hdr {

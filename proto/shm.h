@@ -19,7 +19,7 @@
 #include "ring.h"
 
 #define HP_SHM_MAGIC 0x4d454d5341524f48ull /* "HORASMEM" */
-#define HP_SHM_VERSION 3u
+#define HP_SHM_VERSION 4u
 #define HP_SQ_SLOTS 256u
 #define HP_CQ_SLOTS 256u
 #define HP_NAME_MAX 191u /* longer names are shortened with a hash suffix */
@@ -67,6 +67,10 @@ enum hp_sq_kind {
   HP_SQ_CANCEL = 4,      /* withdraws the submission `id` of a group whose
                             later members could not be submitted; horad
                             completes it with HORA_ECANCELED */
+  HP_SQ_TIMELINE = 5,    /* starts (flags & 1; 2: mark cycles) the
+                            timeline into the file named by the aux_count
+                            bytes at aux_offset, or stops it; completed
+                            once done (rank 0's; the others' at once) */
 };
 
 #define HP_GROUP_MAX 4096u /* submissions in one group */
