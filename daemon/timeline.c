@@ -97,7 +97,8 @@ size_t hd_tl_json_str(char *buf, size_t n, const char *s) {
   size_t k = 0;
 #define OUT(ch)                                                               \
   do {                                                                        \
-    if (k + 1 < n) buf[k] = (ch);                                             \
+    char c_ = (ch); /* evaluated once, whether it fits or not */              \
+    if (k + 1 < n) buf[k] = c_;                                               \
     k++;                                                                      \
   } while (0)
   OUT('"');
@@ -332,6 +333,7 @@ struct hd_timeline {
   uint64_t dropped;
   struct sample samples[NSAMPLES];
   int nsamples, next_sample;
+  int64_t last_sent; /* times sent never go back, whatever the offset */
 };
 
 static int is_host0(const struct hd_job *job) {
@@ -432,8 +434,11 @@ static void send_events(struct hd_timeline *tl, int force) {
       const unsigned char *na = hp_get_bytes(&r, &b);
       const unsigned char *ar = hp_get_bytes(&r, &c);
       if (r.err || !ta || !na || !ar) break;
+      int64_t t0 = (int64_t)ts + off;
+      if (t0 < tl->last_sent) t0 = tl->last_sent;
+      tl->last_sent = t0;
       hp_put_u8(&w, ph);
-      hp_put_u64(&w, (uint64_t)((int64_t)ts + off));
+      hp_put_u64(&w, (uint64_t)t0);
       hp_put_bytes(&w, ta, a);
       hp_put_bytes(&w, na, b);
       hp_put_bytes(&w, ar, c);
