@@ -72,9 +72,11 @@ void hd_send_exit(struct hd_job *job, struct hd_rank *r) {
 
 void hd_maybe_done(struct hd_job *job) {
   if (job->done_sent || !job->have_job || job->nexited < job->nlocal) return;
+  /* the timeline's last events reach host 0's file first (timeline.c
+   * calls this again once they have) */
+  if (hd_tl_hold_done(job)) return;
   job->done_sent = 1;
   hc_debug("every local rank has ended; closing");
-  hd_tl_flush(job); /* this host's last events, before its goodbye */
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_enc_text(&w, HP_MSG_DONE, "");

@@ -18,7 +18,10 @@
 #define BATCH_MAX (1u << 20)     /* bytes of events in one frame */
 #define TICK_MS 100              /* writes and batches at least this often */
 #define PING_EVERY 10            /* ticks between clock samples */
-#define NSAMPLES 8               /* clock samples kept: the best is used */
+#define NSAMPLES 16              /* clock samples kept: the best is used */
+#define BURST 8                  /* pings in a row when recording starts */
+#define FAST_TICKS 20            /* then one a tick for this many ticks */
+#define HOLD_MS 2000             /* host 0 waits for the others' last events */
 #define STOP_WAIT_MS 2000        /* a stop waits this long for the hosts */
 #define NAME_MAX_TL 64u          /* an event's name in a frame */
 #define ARGS_MAX 4096u           /* its arguments */
@@ -298,7 +301,11 @@ int hd_tlw_close(struct hd_tl_writer *w) {
 
 /* ---- the job's timeline ---------------------------------------------------- */
 
-enum { TL_START = 1, TL_STOP, TL_STOPPED, TL_PING, TL_PONG, TL_EVENTS };
+enum {
+  TL_START = 1, TL_STOP, TL_STOPPED, TL_PING, TL_PONG, TL_EVENTS,
+  TL_FINAL,    /* a host's ranks ended: its last events came before this */
+  TL_FINAL_OK, /* host 0 has them */
+};
 /* where a tensor's row is: negotiating, queued, running */
 enum { ST_NONE, ST_NEGO, ST_QUEUE, ST_RUN };
 
@@ -334,6 +341,13 @@ struct hd_timeline {
   struct sample samples[NSAMPLES];
   int nsamples, next_sample;
   int64_t last_sent; /* times sent never go back, whatever the offset */
+  int burst;         /* pings of the burst so far */
+  unsigned since;    /* ticks since recording started */
+  /* its ranks ended: DONE waits until host 0 has the last events (host
+   * 0: every other host's), or hold_deadline */
+  int hold, held;
+  uint64_t hold_deadline;
+  unsigned char *final; /* host 0: the hosts whose last events are in */
 };
 
 static int is_host0(const struct hd_job *job) {
@@ -412,7 +426,9 @@ static void send_events(struct hd_timeline *tl, int force) {
   struct hd_job *job = tl->job;
   int64_t off = 0;
   if (!tl->npend && !tl->dropped) return;
-  if (offset_of(tl, &off) < 0 && !force) return;
+  /* the first samples may have waited on a busy host 0: the events wait
+   * for the whole burst (unless they must go now) */
+  if ((offset_of(tl, &off) < 0 || tl->nsamples < BURST) && !force) return;
   struct hp_rbuf r;
   hp_rbuf_init(&r, tl->pend.data, tl->pend.len);
   while (!r.err && (r.off < r.len || tl->dropped)) {
@@ -496,6 +512,50 @@ static void stop_done(struct hd_timeline *tl) {
   }
 }
 
+/* Host 0: every other host's last events are in (or it is gone). */
+static int finals_in(struct hd_job *job) {
+  const struct hd_timeline *tl = job->tl;
+  if (!is_host0(job)) return !tl->hold;
+  /* (a host whose ranks have shut hora down is "left", but its last
+   * events come when they have ended) */
+  for (uint32_t h = 1; job->peers && h < job->desc.nhosts; h++)
+    if (!(tl->final && tl->final[h]) && hd_mesh_conn(job, (int)h))
+      return 0;
+  return 1;
+}
+
+int hd_tl_hold_done(struct hd_job *job) {
+  struct hd_timeline *tl = job->tl;
+  if (!tl || tl->held || tl->closed || !job->multi) return 0;
+  if (tl->hold) return 1;
+  if (is_host0(job)) {
+    if (!tl->writing || finals_in(job)) return 0;
+  } else {
+    if (!tl->active || !hd_mesh_conn(job, 0)) return 0;
+    send_events(tl, 1);
+    struct hp_wbuf w;
+    hp_wbuf_init(&w);
+    begin(&w, TL_FINAL);
+    hp_put_u32(&w, tl->epoch);
+    hp_frame_end(&w);
+    send_to(job, 0, &w);
+    hp_wbuf_free(&w);
+  }
+  hc_debug("timeline: DONE waits for the last events to reach host 0's "
+           "file");
+  tl->held = 1; /* once */
+  tl->hold = 1;
+  tl->hold_deadline = hc_now_ns() + (uint64_t)HOLD_MS * 1000000u;
+  timer_on(tl);
+  return 1;
+}
+
+static void final_ok(struct hd_timeline *tl) {
+  if (!tl->hold) return;
+  tl->hold = 0;
+  hd_maybe_done(tl->job);
+}
+
 static void on_tick(uv_timer_t *t) {
   struct hd_timeline *tl = t->data;
   struct hd_job *job = tl->job;
@@ -514,8 +574,13 @@ static void on_tick(uv_timer_t *t) {
       stop_done(tl);
     }
   } else if (tl->active) {
-    if (tl->ticks % PING_EVERY == 0) ping(job);
+    if (++tl->since <= FAST_TICKS || tl->ticks % PING_EVERY == 0) ping(job);
     send_events(tl, 0);
+  }
+  if (tl->hold && (finals_in(job) || hc_now_ns() > tl->hold_deadline)) {
+    tl->hold = 0;
+    hd_maybe_done(job); /* closes this timer too */
+    return;
   }
   if (!tl->active && !tl->stop_rank && !tl->writing) {
     tl->timer_on = 0;
@@ -570,6 +635,8 @@ static void start_here(struct hd_timeline *tl, uint32_t epoch) {
   tl->dropped = 0;
   tl->epoch = epoch;
   tl->active = 1;
+  tl->burst = 0;
+  tl->since = 0;
   timer_on(tl);
   if (tl->job->mesh_up) ping(tl->job);
 }
@@ -627,6 +694,7 @@ void hd_tl_free(struct hd_job *job) {
   free(tl->path);
   free(tl->peer_dropped);
   free(tl->stopped);
+  free(tl->final);
   free(tl);
   job->tl = NULL;
 }
@@ -775,7 +843,8 @@ int hd_tl_frame(struct hd_job *job, int from, const unsigned char *p,
   uint8_t kind = hp_get_u8(&r);
   if (r.err) return bad(why, whylen, "empty");
   int h0 = is_host0(job);
-  if (h0 == (kind == TL_START || kind == TL_STOP || kind == TL_PONG))
+  if (h0 == (kind == TL_START || kind == TL_STOP || kind == TL_PONG ||
+             kind == TL_FINAL_OK))
     return bad(why, whylen, h0 ? "for another host" : "for host 0");
   if (!h0 && from != 0) return bad(why, whylen, "not from host 0");
   struct hd_timeline *tl = tl_get(job);
@@ -802,6 +871,7 @@ int hd_tl_frame(struct hd_job *job, int from, const unsigned char *p,
     if (tl->nsamples < NSAMPLES) tl->nsamples++;
     s->rtt = t2 - t1;
     s->offset = (int64_t)t0 - (int64_t)(t1 + (t2 - t1) / 2);
+    if (tl->active && ++tl->burst < BURST) ping(job); /* the next at once */
     return 0;
   }
   case TL_START:
@@ -836,6 +906,26 @@ int hd_tl_frame(struct hd_job *job, int from, const unsigned char *p,
   }
   case TL_EVENTS:
     return take_events(tl, from, &r, why, whylen);
+  case TL_FINAL: {
+    hp_get_u32(&r);
+    if (r.err || r.off != len) return bad(why, whylen, "FINAL");
+    if (tl->writing) hd_tlw_flush(&tl->w);
+    if (!tl->final) tl->final = calloc(job->desc.nhosts, 1);
+    if (tl->final) tl->final[from] = 1;
+    hc_debug("timeline: host %d's last events are in", from);
+    struct hp_wbuf w;
+    hp_wbuf_init(&w);
+    begin(&w, TL_FINAL_OK);
+    hp_frame_end(&w);
+    send_to(job, from, &w);
+    hp_wbuf_free(&w);
+    if (tl->hold && finals_in(job)) final_ok(tl);
+    return 0;
+  }
+  case TL_FINAL_OK:
+    if (r.off != len) return bad(why, whylen, "FINAL_OK");
+    final_ok(tl);
+    return 0;
   default:
     return bad(why, whylen, "unknown kind");
   }

@@ -15,6 +15,9 @@
  * the last few) and sends the times corrected. A host's batch goes before
  * its next negotiation message to host 0, so whatever a host did before
  * an operation it is ready for is in the file before host 0 decides it.
+ * When its ranks have ended, a host's DONE to horarun waits until host 0
+ * has its last events, and host 0's until it has every host's (2 s at
+ * most): the file of a job that ends well holds everything.
  *
  * The file is a JSON array that parses after every write: each write
  * replaces the closing ']' with the new records and a new ']'. */
@@ -90,6 +93,11 @@ int hd_tl_frame(struct hd_job *job, int from, const unsigned char *p,
                 size_t len, char *why, size_t whylen);
 /* Sends this host's recorded events to host 0 now. */
 void hd_tl_flush(struct hd_job *job);
+/* Every local rank has ended: 1 when the DONE to horarun is to wait for
+ * the timeline's last events -- ours to reach host 0's file (host 0 says
+ * so), or, on host 0, every other host's (each says it sent its last).
+ * It calls hd_maybe_done() again when they have, or after 2 s. */
+int hd_tl_hold_done(struct hd_job *job);
 /* A pass of the loop took submissions (CYCLE_START). */
 void hd_tl_cycle_(struct hd_job *job);
 

@@ -81,6 +81,7 @@ static void dynamic(const char *dir) {
   CHECK(rc == 0, "start_timeline %s: rc %d", one, rc);
   hora_barrier(); /* not collective: the others wait for rank 0's */
   allreduce("in.one", 64);
+  hora_barrier(); /* every host is done with it: its row ends in the file */
   rc = hora_stop_timeline();
   CHECK(rc == 0, "stop_timeline: rc %d", rc);
   if (rank_ == 0) printf("stopped %s\n", one);
@@ -95,6 +96,7 @@ static void dynamic(const char *dir) {
   CHECK(rc == 0, "start_timeline %s again: rc %d", two, rc);
   hora_barrier();
   allreduce("in.two", 64);
+  hora_barrier();
   rc = hora_stop_timeline();
   CHECK(rc == 0, "stop_timeline: rc %d", rc);
   if (rank_ == 0) printf("stopped %s\n", two);

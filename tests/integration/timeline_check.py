@@ -19,8 +19,10 @@ ops gives its last allreduce (a quote, a backslash, control characters,
 UTF-8 and a byte that is none, which reads as U+00FF). --cycles: there
 are CYCLE_START markers; --no-cycles: there are none. --causal: for every
 operation of every row, its end on each host is not before its
-negotiation began on host 0, and its negotiation ends on each host not
-before the last arrival host 0 saw (the clocks corrected).
+negotiation began on host 0, its negotiation begins on each host not
+after host 0 completed it, and ends not before the last arrival host 0
+saw (what causality demands of the corrected clocks), each within
+--slack microseconds (default 0).
 Prints one line per problem and exits 1, or prints a summary and exits 0.
 """
 import argparse
@@ -42,6 +44,7 @@ def main():
     ap.add_argument("--no-cycles", dest="cycles", action="store_false")
     ap.add_argument("--partial", action="store_true")
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--slack", type=int, default=0)
     a = ap.parse_args()
     problems = []
 
@@ -197,13 +200,18 @@ def main():
                         break
                     b = base[k]
                     if "coll_e" in op and "nego_b" in b and \
-                            op["coll_e"] < b["nego_b"]:
+                            op["coll_e"] + a.slack < b["nego_b"]:
                         bad("row %r, operation %d: host %d completed it at "
                             "%d, before host 0 began negotiating it at %d"
                             % (names[pid], k, h, op["coll_e"], b["nego_b"]))
+                    if "nego_b" in op and "coll_e" in b and \
+                            op["nego_b"] > b["coll_e"] + a.slack:
+                        bad("row %r, operation %d: host %d began negotiating "
+                            "it at %d, after host 0 completed it at %d"
+                            % (names[pid], k, h, op["nego_b"], b["coll_e"]))
                     last0 = max([t for _, t in b["arrivals"]] or [None])
                     if "nego_e" in op and last0 is not None and \
-                            op["nego_e"] < last0:
+                            op["nego_e"] + a.slack < last0:
                         bad("row %r, operation %d: host %d had the decision "
                             "at %d, before host 0's last arrival at %d"
                             % (names[pid], k, h, op["nego_e"], last0))
