@@ -16,11 +16,11 @@
 #define FLUSH_BYTES (256u << 10) /* the writer writes when it holds this */
 #define PEND_MAX (4u << 20)      /* a host holds at most this for host 0 */
 #define BATCH_MAX (1u << 20)     /* bytes of events in one frame */
-#define TICK_MS 100              /* writes and batches at least this often */
-#define PING_EVERY 10            /* ticks between clock samples */
+#define TICK_MS 20               /* writes and batches at least this often */
+#define PING_EVERY 50            /* ticks between clock samples */
 #define NSAMPLES 16              /* clock samples kept: the best is used */
 #define BURST 8                  /* pings in a row when recording starts */
-#define FAST_TICKS 20            /* then one a tick for this many ticks */
+#define FAST_TICKS 20            /* then one every 5 ticks for 100 ticks */
 #define HOLD_MS 2000             /* host 0 waits for the others' last events */
 #define STOP_WAIT_MS 2000        /* a stop waits this long for the hosts */
 #define NAME_MAX_TL 64u          /* an event's name in a frame */
@@ -574,7 +574,9 @@ static void on_tick(uv_timer_t *t) {
       stop_done(tl);
     }
   } else if (tl->active) {
-    if (++tl->since <= FAST_TICKS || tl->ticks % PING_EVERY == 0) ping(job);
+    if ((++tl->since <= 5 * FAST_TICKS && tl->since % 5 == 0) ||
+        tl->ticks % PING_EVERY == 0)
+      ping(job);
     send_events(tl, 0);
   }
   if (tl->hold && (finals_in(job) || hc_now_ns() > tl->hold_deadline)) {
