@@ -27,7 +27,7 @@
 #define ARGS_MAX 4096u           /* its arguments */
 #define PATH_MAX_TL 4096u
 
-/* ---- the JSON writer ------------------------------------------------------ */
+/* ---- the JSON writer ---------------------------------------------------- */
 
 struct hd_tl_row {
   int pid;
@@ -299,7 +299,7 @@ int hd_tlw_close(struct hd_tl_writer *w) {
   return rc;
 }
 
-/* ---- the job's timeline ---------------------------------------------------- */
+/* ---- the job's timeline -------------------------------------------------- */
 
 enum {
   TL_START = 1, TL_STOP, TL_STOPPED, TL_PING, TL_PONG, TL_EVENTS,
@@ -701,7 +701,7 @@ void hd_tl_free(struct hd_job *job) {
   job->tl = NULL;
 }
 
-/* ---- starting and stopping from a rank ------------------------------------ */
+/* ---- starting and stopping from a rank ---------------------------------- */
 
 #define TL_F_START 1u
 #define TL_F_MARK 2u
@@ -796,7 +796,7 @@ void hd_tl_request(struct hd_rank *r, const struct hp_sqe *e) {
   hd_complete(r, e->id, 0, NULL);
 }
 
-/* ---- frames between the hosts ---------------------------------------------- */
+/* ---- frames between the hosts -------------------------------------------- */
 
 static int bad(char *why, size_t n, const char *what) {
   hc_fmt(why, n, "bad TIMELINE message (%s)", what);

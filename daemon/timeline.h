@@ -67,7 +67,7 @@ int hd_tlw_close(struct hd_tl_writer *w);
  * (without the NUL), as snprintf. */
 size_t hd_tl_json_str(char *buf, size_t n, const char *s);
 
-/* ---- the job's timeline ---------------------------------------------------- */
+/* ---- the job's timeline -------------------------------------------------- */
 
 struct hd_job;
 struct hd_comm;

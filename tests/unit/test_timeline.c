@@ -10,7 +10,7 @@
 #include "daemon_fixture.h"
 #include "timeline.h"
 
-/* ---- a strict JSON validator ----------------------------------------------- */
+/* ---- a strict JSON validator --------------------------------------------- */
 
 struct js {
   const char *p, *end;
@@ -160,7 +160,7 @@ static size_t count(const char *hay, const char *needle) {
 
 static char dir[] = "/tmp/hora-test-timeline-XXXXXX";
 
-/* ---- the writer ------------------------------------------------------------ */
+/* ---- the writer ---------------------------------------------------------- */
 
 static void test_json_str(void) {
   char b[128];
@@ -246,7 +246,7 @@ static void test_valid_after_each_flush(void) {
   CHECK(strstr(why, "no/such/t.json") != NULL);
 }
 
-/* ---- the job's timeline ----------------------------------------------------- */
+/* ---- the job's timeline ------------------------------------------------- */
 
 static struct hp_sqe tl_req(struct fx *f, int i, uint64_t id, int start,
                             const char *path) {
