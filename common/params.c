@@ -129,12 +129,14 @@ const struct hc_param hc_params[] = {
      NULL, 1},
     {"timeline_filename", "HORA_TIMELINE", "HOROVOD_TIMELINE",
      "--timeline-filename", HC_P_STRING, "",
-     "Horovod's timeline file (Chrome trace) on rank 0; passed to the "
-     "ranks, hora writes no timeline yet",
+     "Horovod's timeline: a Chrome trace of every operation of every host, "
+     "written by host 0's horad (relative to the job's directory; DYNAMIC: "
+     "none until start_timeline())",
      NULL, 0},
     {"timeline_mark_cycles", "HORA_TIMELINE_MARK_CYCLES",
      "HOROVOD_TIMELINE_MARK_CYCLES", "--timeline-mark-cycles", HC_P_BOOL, "0",
-     "mark negotiation cycles in the timeline; passed to the ranks",
+     "CYCLE_START markers in the timeline: host 0's passes that took new "
+     "submissions",
      NULL, 0},
     {"stall_check_disable", "HORA_STALL_CHECK_DISABLE",
      "HOROVOD_STALL_CHECK_DISABLE", "--no-stall-check", HC_P_BOOL, "0",

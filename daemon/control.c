@@ -14,6 +14,7 @@
 
 #include "daemon.h"
 #include "metrics.h"
+#include "timeline.h"
 
 static void close_everything(struct hd_job *job);
 static void job_go(struct hd_job *job);
@@ -60,6 +61,7 @@ static void job_go(struct hd_job *job) {
     /* Report every rank as not started so horarun can name the cause. */
   }
   send_ready(job);
+  hd_tl_init(job);
   hd_spawn_all(job);
   if (job->ranks && hd_comms_init(job) < 0) {
     hc_error("out of memory setting up the job's communicators; stopping");

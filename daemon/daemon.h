@@ -28,6 +28,7 @@ struct hd_job;
 struct hd_tensor;
 struct hd_conn;
 struct hd_dl;
+struct hd_timeline;
 
 /* One local rank: its process, its output pipes, its connection and its
  * shared-memory segment. */
@@ -130,6 +131,7 @@ struct hd_tensor {
   int stall_warned;
   int value;    /* a non-negative result (join: the last rank to join) */
   uint64_t t_first; /* when the first rank submitted it */
+  uint32_t tl;      /* timeline.c: where its row is */
   /* execution of a streamed operation */
   uint64_t nchunks, chunk_elems, reduced;
   void *neutral; /* a joined member's input */
@@ -377,6 +379,7 @@ struct hd_job {
    * new can be */
   char left_msg[HP_MSG_MAX + 1];
   struct hd_metrics *metrics; /* metrics.c: what is counted of the job */
+  struct hd_timeline *tl; /* timeline.c: NULL until one is asked for */
 };
 
 #define HD_GONE_SHUTDOWN (-2)

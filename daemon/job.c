@@ -7,6 +7,7 @@
 
 #include "daemon.h"
 #include "metrics.h"
+#include "timeline.h"
 
 struct hd_job *hd_job_new(struct hd_daemon *dm) {
   struct hd_job *job = calloc(1, sizeof *job);
@@ -34,6 +35,7 @@ void hd_job_free(struct hd_job *job) {
   hd_comms_free(job);
   hd_metrics_free(job);
   hd_session_free(job);
+  hd_tl_free(job);
   for (int i = 0; job->ranks && i < job->nlocal; i++) {
     struct hd_rank *r = &job->ranks[i];
     free(r->backlog);

@@ -17,6 +17,7 @@
 
 #include "daemon.h"
 #include "metrics.h"
+#include "timeline.h"
 
 _Static_assert(HP_PLAN_MAX == HP_GROUP_MAX, "one bound for a group");
 
@@ -217,6 +218,7 @@ static void remove_tensor(struct hd_comm *c, struct hd_tensor *t) {
 static void complete_all(struct hd_tensor *t, int status, const char *msg) {
   struct hd_comm *c = t->comm;
   hd_metrics_done(t, status);
+  HD_TL_HOOK(c->job, hd_tl_end_(t, status, msg));
   for (int i = 0; i < c->nlocal; i++)
     if (t->part[i].submitted)
       hd_complete(hd_comm_local(c, i), t->part[i].id, status, msg);
@@ -430,6 +432,7 @@ static int queue_plan(struct hd_comm *c, struct hd_tensor *const *v, int n) {
     v[i]->queued = 1;
     hd_metrics_queued(c, v[i]);
     v[i]->held = 0;
+    HD_TL_HOOK(c->job, hd_tl_queued_(v[i]));
   }
   const struct hd_engine *const *e = c->job->engines;
   for (int i = 0; e && e[i] && !p->engine; i++) {
@@ -542,6 +545,7 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
     return;
   }
   struct hp_wbuf w;
+  HD_TL_HOOK(job, hd_tl_flush(job)); /* what came before, first */
   hp_wbuf_init(&w);
   hp_enc_nego_ready(&w, &m);
   free(arrive);
@@ -930,6 +934,7 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *e) {
   if (fresh) t->metas[idx] = t->meta; /* what fill_meta gave it above */
   else fill_meta(&t->metas[idx], e, aux, naux);
   t->nsubmitted++;
+  HD_TL_HOOK(job, hd_tl_submitted_(t, r->info.rank));
   if (e->coll == HORA_COLL_JOIN) {
     c->joined[idx] = 1;
     c->njoined++;

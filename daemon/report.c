@@ -8,6 +8,7 @@
 
 #include "daemon.h"
 #include "metrics.h"
+#include "timeline.h"
 
 /* Takes the frames in w (the buffer is moved, w is left empty). With
  * `last`, the connection closes once they are sent, and horad ends. */
@@ -73,6 +74,9 @@ void hd_send_exit(struct hd_job *job, struct hd_rank *r) {
 
 void hd_maybe_done(struct hd_job *job) {
   if (job->done_sent || !job->have_job || job->nexited < job->nlocal) return;
+  /* the timeline's last events reach host 0's file first (timeline.c
+   * calls this again once they have) */
+  if (hd_tl_hold_done(job)) return;
   job->done_sent = 1;
   if (job->late_fault) { /* before the end: horarun must hear it */
     hd_control_fault(job, job->late_fault);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "timeline.h"
 
 #define SPIN_SLICE_NS 50000u /* back to libuv at least this often */
 
@@ -142,6 +143,7 @@ void hd_rings_close(struct hd_job *job) {
     uv_close((uv_handle_t *)&job->stall_timer, on_closed);
   }
   hd_deadlock_close(job);
+  hd_tl_close(job);
 }
 
 static void dispatch(struct hd_rank *r, const struct hp_sqe *e) {
@@ -155,6 +157,9 @@ static void dispatch(struct hd_rank *r, const struct hp_sqe *e) {
     break;
   case HP_SQ_CANCEL:
     hd_cancel(r, e);
+    break;
+  case HP_SQ_TIMELINE:
+    hd_tl_request(r, e);
     break;
   default:
     hc_warn_rl("rank %d sent an entry of unknown kind %u; ignored",
@@ -209,8 +214,9 @@ int hd_poll_rings(struct hd_job *job) {
       memcpy(e.name, in->name, nl);
       e.name[nl] = '\0';
       hp_ring_release(&r->sq);
-      n++;
-      if (e.kind == HP_SQ_SUBMIT) r->held++; /* until its DONE is in cq */
+      if (!n++) HD_TL_HOOK(job, hd_tl_cycle_(job)); /* CYCLE_START */
+      if (e.kind == HP_SQ_SUBMIT || e.kind == HP_SQ_TIMELINE)
+        r->held++; /* until its DONE is in cq */
       dispatch(r, &e);
     }
   }

@@ -281,6 +281,18 @@ int hora_process_set_ranks(int process_set, int *ranks, int cap);
 /* The ids of the sets that exist now, up to cap; returns how many. */
 int hora_process_set_ids(int *ids, int cap);
 
+/* Horovod's timeline at run time (its start_timeline / stop_timeline): a
+ * Chrome trace of every operation of every host, written by host 0's
+ * horad into `path` (created or truncated; a relative path is taken from
+ * the caller's working directory), with CYCLE_START markers when
+ * mark_cycles is non-zero. Rank 0's call counts; the others' return 0 at
+ * once. Starting it with another file ends the current one. Stopping it
+ * returns once the file is complete (the other hosts have sent their
+ * events). Not collective. A process that is a job of its own (no horad)
+ * gets HORA_ENOTSUP. */
+int hora_start_timeline(const char *path, int mark_cycles);
+int hora_stop_timeline(void);
+
 /* Every constant a binding needs, one per line: "kind name value"
  * (kind: dtype, op, err, coll, cf, limit). */
 const char *hora_describe(void);

@@ -203,6 +203,20 @@ static void release_daemon(void) {
   hl.efd = hl.sock = -1;
 }
 
+/* Horovod reads HOROVOD_TIMELINE when it initialises: a program that sets
+ * it in rank 0's environment before hora_init() gets its timeline (the
+ * file horarun gave horad, when it is the same, goes on). */
+static void env_timeline(void) {
+  const char *f = hc_param_str(timeline_filename);
+  if (hl.local_only || hl.rank != 0 || !f || !*f || !strcmp(f, "DYNAMIC"))
+    return;
+  int rc = hora_start_timeline(f, hc_param_int(timeline_mark_cycles) != 0);
+  if (rc < 0)
+    hc_warn("rank 0: no timeline (HORA_TIMELINE / HOROVOD_TIMELINE): %s",
+            hora_last_error());
+  hl_clear_error();
+}
+
 int hora_init(void) {
   hl_clear_error();
   pthread_mutex_lock(&init_lock);
@@ -245,6 +259,7 @@ int hora_init(void) {
     atomic_store(&hl.initialized, 1);
   }
   pthread_mutex_unlock(&init_lock);
+  if (rc == 0) env_timeline();
   return rc;
 }
 

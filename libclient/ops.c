@@ -1197,3 +1197,72 @@ const char *hora_describe(void) {
   pthread_once(&once, describe_fill);
   return describe_buf;
 }
+
+/* ---- the timeline ---------------------------------------------------------- */
+
+#define TIMELINE_PATH_MAX 4096u /* as horad takes (daemon/timeline.c) */
+
+static int timeline_req(const char *fn, int start, const char *path,
+                        int mark_cycles) {
+  hl_clear_error();
+  if (!atomic_load(&hl.initialized))
+    return hl_error(HORA_ENOTINIT, "%s: hora is not initialized; call "
+                                   "hora_init() first", fn);
+  if (hl.local_only)
+    return hl_error(HORA_ENOTSUP, "%s: this process is a job of its own "
+                    "(not started by horarun): a timeline is written by "
+                    "horad", fn);
+  char full[TIMELINE_PATH_MAX + 1];
+  size_t n = 0;
+  if (start) {
+    if (!path || !*path)
+      return hl_error(HORA_EINVAL, "%s: the file name is empty", fn);
+    if (path[0] == '/') {
+      hc_fmt(full, sizeof full, "%s", path);
+    } else {
+      char cwd[TIMELINE_PATH_MAX];
+      if (!getcwd(cwd, sizeof cwd))
+        return hl_error(HORA_EINVAL, "%s: cannot make '%s' absolute: %s", fn,
+                        path, strerror(errno));
+      hc_fmt(full, sizeof full, "%s/%s", cwd, path);
+    }
+    n = strlen(full);
+    if (n >= TIMELINE_PATH_MAX)
+      return hl_error(HORA_EINVAL, "%s: the file name '%.60s...' is longer "
+                      "than %u bytes", fn, full, TIMELINE_PATH_MAX - 1);
+  }
+  struct hl_op *op = op_new();
+  if (!op) return hl_error(HORA_ENOMEM, "%s: out of memory", fn);
+  struct hp_sqe e;
+  memset(&e, 0, offsetof(struct hp_sqe, name) + 1);
+  e.id = op->id;
+  e.kind = HP_SQ_TIMELINE;
+  e.flags = (start ? 1u : 0u) | (mark_cycles ? 2u : 0u);
+  if (start) {
+    op->aux_temp = arena_copy(full, n);
+    if (!op->aux_temp) {
+      op_release(op);
+      return hl_error(HORA_ENOMEM, "%s: no room in the arena for the file "
+                      "name", fn);
+    }
+    e.flags |= HP_F_AUX;
+    e.aux_offset = (uint64_t)((unsigned char *)op->aux_temp - hl.shm);
+    e.aux_count = n;
+  }
+  int rc = sq_push(&e);
+  if (rc < 0) {
+    if (op->aux_temp) hl_arena_free(op->aux_temp);
+    op_release(op);
+    return rc;
+  }
+  wait_done(op);
+  return take_result(op);
+}
+
+int hora_start_timeline(const char *path, int mark_cycles) {
+  return timeline_req("hora_start_timeline", 1, path, mark_cycles);
+}
+
+int hora_stop_timeline(void) {
+  return timeline_req("hora_stop_timeline", 0, NULL, 0);
+}

@@ -65,7 +65,9 @@ enum hp_msg_type {
                               or host 0 starts the new session */
   HP_MSG_DEADLOCK = 48,    /* deadlock detection: a host's report to host
                               0, host 0's probe and verdict (deadlock.c) */
-  HP_MSG_TYPE_MAX = 48
+  HP_MSG_TIMELINE = 49,    /* the timeline: start, stop, clock pings, a
+                              host's events for host 0 (daemon/timeline.c) */
+  HP_MSG_TYPE_MAX = 49
 };
 
 struct hp_frame_hdr {

@@ -81,6 +81,10 @@ enum hp_sq_kind {
   HP_SQ_CANCEL = 4,      /* withdraws the submission `id` of a group whose
                             later members could not be submitted; horad
                             completes it with HORA_ECANCELED */
+  HP_SQ_TIMELINE = 5,    /* starts (flags & 1; 2: mark cycles) the
+                            timeline into the file named by the aux_count
+                            bytes at aux_offset, or stops it; completed
+                            once done (rank 0's; the others' at once) */
 };
 
 #define HP_GROUP_MAX 4096u /* submissions in one group */

@@ -24,6 +24,7 @@
 
 #include "../daemon.h"
 #include "../reduce.h"
+#include "../timeline.h"
 
 #define PARALLEL_MIN_BYTES (256u << 10)
 #define SLICE_ALIGN 64u
@@ -562,6 +563,7 @@ static int cpu_step(struct hd_job *job, struct hd_tensor *t) {
 /* A plan's tensors run one after the other, each as its own collective. */
 static int cpu_progress(struct hd_job *job, struct hd_plan *p) {
   while (p->cur < p->n) {
+    HD_TL_HOOK(job, hd_tl_run_(p->t[p->cur])); /* the first step only */
     if (!cpu_step(job, p->t[p->cur])) return 0;
     hd_plan_next(p);
   }

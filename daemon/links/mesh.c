@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "../daemon.h"
+#include "../timeline.h"
 
 #define HB_MIN_MS 50
 #define CLOSE_GRACE_MS 2000 /* queued goodbyes have this long to go out */
@@ -227,6 +228,8 @@ static int peer_frame(struct hd_job *job, int from, struct hp_conn *c,
   case HP_MSG_DEADLOCK:
     return job->up->deadlock_frame(job, from, p, h->len, c->why,
                                    sizeof c->why);
+  case HP_MSG_TIMELINE:
+    return hd_tl_frame(job, from, p, h->len, c->why, sizeof c->why);
   case HP_MSG_RANK_GONE: {
     struct hp_rank_gone m;
     if (hp_dec_rank_gone(p, h->len, &m) < 0) break;

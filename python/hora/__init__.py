@@ -55,7 +55,8 @@ __all__ = [
     "reducescatter", "reducescatter_async", "grouped_reducescatter",
     "grouped_reducescatter_async",
     "broadcast_object", "allgather_object", "barrier", "join", "poll",
-    "synchronize", "library_path", "library_version",
+    "synchronize", "library_path", "library_version", "start_timeline",
+    "stop_timeline",
 ]
 
 
@@ -187,6 +188,8 @@ def _declare(lib):
         "hora_set_stack_signal": ([c_int], c_int),
         "hora_thread_helper": ([], c_int),
         "hora_wait_ready": ([c_int64], c_int),
+        "hora_start_timeline": ([c_char_p, c_int], c_int),
+        "hora_stop_timeline": ([], c_int),
     }
     for fn, (args, res) in sigs.items():
         f = getattr(lib, fn)
@@ -1626,6 +1629,30 @@ def _start_reducescatter(bufs, outs_alloc, op, pre, post, name, ps, keep,
         _release_names(names)
         raise
     return _register(cs, (keep, outs), lambda: finish(outs), names)
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Horovod's timeline, from now on: host 0's horad writes a Chrome
+    trace of every operation of every host into file_path (rank 0's
+    path counts; a relative one is taken from rank 0's working
+    directory), with CYCLE_START markers when mark_cycles. Starting it
+    with another file ends the current one. Not collective."""
+    lib = _require_init()
+    if not file_path:
+        raise ValueError("file_path must not be empty")
+    path = os.fsencode(os.path.abspath(os.fspath(file_path)))
+    rc = lib.hora_start_timeline(path, 1 if mark_cycles else 0)
+    if rc < 0:
+        _raise(rc, "start_timeline")
+
+
+def stop_timeline():
+    """Stops the timeline; on rank 0 it returns once the file is
+    complete. Without one running it does nothing."""
+    lib = _require_init()
+    rc = lib.hora_stop_timeline()
+    if rc < 0:
+        _raise(rc, "stop_timeline")
 
 
 def barrier(process_set=global_process_set):

@@ -96,15 +96,15 @@ def rocm_built():
 
 
 def start_timeline(file_path, mark_cycles=False):
-    """Horovod's dynamic timeline: hora's timeline is chosen when the job
-    starts (horarun --timeline-filename), so this only checks hora is
-    initialized."""
-    _core._require_init()
+    """Horovod's start_timeline (hora.start_timeline): host 0's horad
+    writes a Chrome trace of every operation into file_path from now on,
+    with CYCLE_START markers when mark_cycles."""
+    _core.start_timeline(file_path, mark_cycles)
 
 
 def stop_timeline():
-    """See start_timeline()."""
-    _core._require_init()
+    """Horovod's stop_timeline: returns once the file is complete."""
+    _core.stop_timeline()
 
 
 def _dtype_code(tensor, what):
