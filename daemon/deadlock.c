@@ -159,7 +159,8 @@ static int local_report(struct hd_job *job, struct hp_wbuf *w) {
   return candidate;
 }
 
-/* ---- host 0: the verdict --------------------------------------------------- */
+/* ---- host 0: the verdict ---------------------------------------------------
+ */
 
 struct dl_wait {
   uint32_t comm;
@@ -444,7 +445,8 @@ static void describe(struct hd_job *job, const struct dl_view *v,
   hp_put_u8(w, 0);
 }
 
-/* ---- the detector's state ------------------------------------------------- */
+/* ---- the detector's state -------------------------------------------------
+ */
 
 struct hd_dl {
   int action; /* HD_DL_WARN, HD_DL_FAIL */
@@ -624,7 +626,8 @@ static void host0_tick(struct hd_job *job, struct hp_wbuf *mine, int cand) {
     d->probe_ok = 1;
     memset(d->probe_host, 0, job->desc.nhosts);
     for (int i = 0; i < v.nrank; i++)
-      if (in[v.rank[i].rank] && v.rank[i].host) d->probe_host[v.rank[i].host] = 1;
+      if (in[v.rank[i].rank] && v.rank[i].host)
+        d->probe_host[v.rank[i].host] = 1;
     for (uint32_t h = 1; h < job->desc.nhosts; h++) {
       if (!d->probe_host[h]) continue;
       struct hp_wbuf b;
@@ -657,7 +660,8 @@ static void on_ack(struct hd_job *job, int from, uint32_t id, int same) {
   struct hp_wbuf mine;
   hp_wbuf_init(&mine);
   int cand = local_report(job, &mine);
-  if (!mine.err) store_report(d, 0, cand ? mine.data : NULL, cand ? mine.len : 0);
+  if (!mine.err)
+    store_report(d, 0, cand ? mine.data : NULL, cand ? mine.len : 0);
   hp_wbuf_free(&mine);
   struct dl_view v;
   unsigned char *in = calloc((size_t)job->desc.size, 1);
@@ -779,7 +783,7 @@ int hd_deadlock_frame(struct hd_job *job, int from, const unsigned char *p,
   return -1;
 }
 
-/* ---- start and end ---------------------------------------------------------- */
+/* ---- start and end ------------------------------------------------- */
 
 static void on_closed(uv_handle_t *h) {
   struct hd_job *job = h->data;

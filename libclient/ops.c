@@ -1198,7 +1198,7 @@ const char *hora_describe(void) {
   return describe_buf;
 }
 
-/* ---- the timeline ---------------------------------------------------------- */
+/* ---- the timeline -------------------------------------------------- */
 
 #define TIMELINE_PATH_MAX 4096u /* as horad takes (daemon/timeline.c) */
 

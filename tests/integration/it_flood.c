@@ -214,7 +214,8 @@ static int cmd_unknown(long n) {
   for (int round = 0; round < 2; round++) {
     if (round) usleep(1100000);
     for (long i = 0; i < n; i++) {
-      e.kind = (uint8_t)(5 + rnd() % 251); /* past HP_SQ_CANCEL */
+      /* past the last kind there is (HP_SQ_TIMELINE) */
+      e.kind = (uint8_t)(HP_SQ_TIMELINE + 1 + rnd() % (255 - HP_SQ_TIMELINE));
       e.id = (uint64_t)i + 1;
       if (raw_push(&e, 10) < 0) {
         printf("rank 1: FAIL: horad stopped reading unknown entries\n");
