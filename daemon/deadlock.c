@@ -365,10 +365,8 @@ static void fmt_size(char *buf, size_t len, uint64_t b) {
 }
 
 /* Appends "0-3,8" for the ranks set in sub[0..size). */
-static void fmt_ranks(struct hp_wbuf *w, const unsigned char *sub, int size,
-                      int *count) {
+static void fmt_ranks(struct hp_wbuf *w, const unsigned char *sub, int size) {
   int first = 1;
-  *count = 0;
   for (int g = 0; g < size; g++) {
     if (!sub[g]) continue;
     int e = g;
@@ -377,7 +375,6 @@ static void fmt_ranks(struct hp_wbuf *w, const unsigned char *sub, int size,
     int n = e == g ? snprintf(b, sizeof b, "%s%d", first ? "" : ",", g)
                    : snprintf(b, sizeof b, "%s%d-%d", first ? "" : ",", g, e);
     hp_put_raw(w, b, (size_t)n);
-    *count += e - g + 1;
     first = 0;
     g = e;
   }
@@ -417,20 +414,11 @@ static void describe(struct hd_job *job, const struct dl_view *v,
       snprintf(b, sizeof b, "%s%s '%s'%s%s, submitted by ", k ? " and on " : "",
                hd_coll_name(x->coll), x->name, set, what);
       put_text(w, b);
-      size_t at = w->len;
-      int cnt;
-      fmt_ranks(w, v->t[x->tensor].sub, job->desc.size, &cnt);
-      /* "rank 2" or "ranks 0,2" */
-      size_t n = w->len - at;
-      char *list = malloc(n + 1);
-      if (list) {
-        memcpy(list, w->data + at, n);
-        list[n] = '\0';
-        w->len = at;
-        put_text(w, cnt == 1 ? "rank " : "ranks ");
-        put_text(w, list);
-        free(list);
-      }
+      const unsigned char *sub = v->t[x->tensor].sub;
+      int cnt = 0;
+      for (int g2 = 0; g2 < job->desc.size; g2++) cnt += sub[g2] != 0;
+      put_text(w, cnt == 1 ? "rank " : "ranks "); /* "rank 2", "ranks 0,2" */
+      fmt_ranks(w, sub, job->desc.size);
     }
     named++;
   }
