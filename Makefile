@@ -59,7 +59,7 @@ UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 ITEST_SRC := $(wildcard tests/integration/*.c)
 ITEST_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(ITEST_SRC))
 EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
-BENCH     := $(BUILD)/benchmarks/allreduce_perf
+BENCH     := $(BUILD)/benchmarks/allreduce_perf $(BUILD)/benchmarks/fusion_perf
 
 .PHONY: all check asan bench install uninstall clean deps format
 all: $(HORARUN) $(HORAD) $(LIBSO) $(LIBA) $(PC) $(EXAMPLES) $(BENCH)
@@ -101,7 +101,7 @@ $(BUILD)/examples/%: examples/%.c $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_HORA)
 
-$(BENCH): benchmarks/allreduce_perf.c $(LIBSO)
+$(BUILD)/benchmarks/%_perf: benchmarks/%_perf.c $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_HORA)
 

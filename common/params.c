@@ -64,19 +64,23 @@ const struct hc_param hc_params[] = {
      "seconds between SIGTERM and SIGKILL when a job is torn down",
      "seconds", 0},
     /* Horovod's tuning parameters (horovodrun's flags and --config-file
-     * keys). hora's horad does not act on these yet; a flag sets them in
-     * the environment of every rank under both names, as horovodrun
-     * would, so that code reading them sees the value. */
+     * keys). A flag sets them in the environment of every rank under both
+     * names, as horovodrun would, so that code reading them sees the
+     * value; horad acts on those whose help says so. */
     {"fusion_threshold", "HORA_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD",
      "--fusion-threshold-mb", HC_P_SIZE, "128M",
-     "tensor fusion buffer; the flag takes MiB (0: no fusion), the variables "
-     "hold bytes, as with horovodrun. hora does not fuse yet: the ranks "
-     "only see the value",
+     "tensor fusion across hosts: allreduces decided together, alike in "
+     "dtype, op and scale factors and in the ranks' arenas, run as one "
+     "collective of at most this many bytes (and at most 256 KiB: larger "
+     "ones gain nothing). The flag takes MiB (0: no fusion), the variables "
+     "hold bytes, as with horovodrun",
      "bytes", 0},
     {"cycle_time", "HORA_CYCLE_TIME", "HOROVOD_CYCLE_TIME", "--cycle-time-ms",
      HC_P_DOUBLE, "1",
-     "milliseconds between Horovod's negotiation cycles; hora negotiates as "
-     "requests arrive, so the ranks only see the value",
+     "milliseconds a decision may wait at the coordinator for others to "
+     "fuse with, while its host has work of the set queued (0: none "
+     "waits, nothing is fused); hora negotiates as requests arrive, with "
+     "no fixed cycle",
      "milliseconds", 0},
     {"cache_capacity", "HORA_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY",
      "--cache-capacity", HC_P_INT, "1024",

@@ -50,6 +50,7 @@ void hd_comm_free(struct hd_comm *c) {
   }
   free(c->spare_plan);
   free(c->table);
+  hp_wbuf_free(&c->ready_out);
   free(c->members);
   free(c->local);
   free(c->local_member);

@@ -43,6 +43,11 @@ struct hd_coord {
   uint64_t seq;
   unsigned char *joined; /* hosts whose ranks have all joined */
   struct cgroup *groups;
+  /* decided, not sent yet: they go out together as one NEGO_PLAN, in
+   * order (batch[i] is decision batch_seq + i), fused where they can be */
+  struct centry **batch;
+  uint32_t nbatch, capbatch;
+  uint64_t batch_seq, batch_bytes, batch_t0;
 };
 
 static struct hd_coord *coord(struct hd_comm *c) {
@@ -73,12 +78,15 @@ static int mismatch(const struct hp_nego_ready *a,
   return hd_meta_mismatch(a->name, &ma, a->rank, &mb, b->rank, msg, len);
 }
 
+static void flush(struct hd_comm *c);
+
 /* Sends the decision on e (status 0: run it as decision number `seq`) to
  * every host that said ready for it: only those hold it (a stalled
  * operation fails only where it was submitted). */
 static void send_decision(struct hd_comm *c, struct centry *e, uint64_t seq,
                           int status) {
   struct hd_job *job = c->job;
+  if (seq != UINT64_MAX) flush(c); /* decisions go out in their order */
   struct hp_nego_decide m = {.comm = c->id, .seq = seq, .status = status,
                              .value = e->last_rank, .meta = e->first};
   memcpy(m.name, e->first.name, sizeof m.name);
@@ -102,6 +110,180 @@ static int entry_status(const struct centry *e) {
   return e->mismatch ? (e->mismatch < 0 ? e->mismatch : HORA_EMISMATCH) : 0;
 }
 
+/* ---- fusion ---------------------------------------------------------------
+ *
+ * Allreduces decided while this host still has work of the set queued
+ * wait in a batch (they could not start before that work ends anyway);
+ * when the queue drains, the batch reaches the fusion threshold, or it
+ * has waited cycle_time, it goes out as one NEGO_PLAN. There, a decision
+ * with `fuse` set runs as one collective with the one before it: one
+ * ring over their concatenation, so a hundred small tensors pay the
+ * latency of the ring's steps once. */
+
+/* A fused run holds at most this many bytes (fusion_threshold may say
+ * less): fusion amortizes the latency of the ring's steps, which a run of
+ * this size has amortized already; a larger one would only add the copies
+ * through W and lose the overlap between one operation and the next
+ * (measured: benchmarks/fusion.sh). A tensor this large runs alone, in
+ * place. */
+#define FUSE_RUN_MAX (256u << 10)
+
+static uint64_t entry_bytes(const struct hp_nego_ready *m) {
+  return m->count * hora_dtype_size(m->dtype);
+}
+
+/* Marks which of the n decisions v[] run fused with the one before them:
+ * allreduces alike in dtype, op and scaling, resident on every host, up
+ * to `threshold` (and FUSE_RUN_MAX) bytes together. */
+void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
+                          uint64_t threshold) {
+  uint64_t run = 0;
+  if (threshold > FUSE_RUN_MAX) threshold = FUSE_RUN_MAX;
+  for (uint32_t i = 0; i < n; i++) {
+    const struct hp_nego_ready *m = &v[i].meta, *p = &v[i > 0 ? i - 1 : 0].meta;
+    uint64_t b = entry_bytes(m);
+    int fusable = !v[i].status && m->coll == HORA_COLL_ALLREDUCE &&
+                  (m->flags & HP_NR_RESIDENT) && m->count > 0 &&
+                  b < FUSE_RUN_MAX && threshold > 0;
+    v[i].fuse = i > 0 && fusable && run > 0 &&
+                p->dtype == m->dtype && p->op == m->op &&
+                p->prescale == m->prescale && p->postscale == m->postscale &&
+                run + b <= threshold;
+    if (v[i].fuse) run += b;
+    else run = fusable ? b : 0;
+  }
+}
+
+static uint64_t fusion_threshold(const struct hd_job *job) {
+  return (uint64_t)HC_MAX(0, hk_int(&job->knobs, fusion_threshold));
+}
+
+/* The decision on e as entry i of a NEGO_PLAN. */
+static void fill_decide(struct hd_comm *c, struct hp_nego_decide *v,
+                        const struct centry *e, uint64_t seq, int status,
+                        const char *msg) {
+  v->comm = c->id;
+  v->seq = seq;
+  v->status = status;
+  v->value = e->last_rank;
+  v->meta = e->first;
+  memcpy(v->name, e->first.name, sizeof v->name);
+  if (status) hc_fmt(v->msg, sizeof v->msg, "%s", msg);
+  hd_metrics_coord_decided(c, v->name, !status);
+}
+
+/* Sends v[0..n) to every host that said ready for them (or whose ranks
+ * all joined, when they run), and to this one. */
+static void send_decides(struct hd_comm *c, const unsigned char *seen,
+                         struct hp_nego_decide *v, uint32_t n, int status) {
+  struct hd_job *job = c->job;
+  unsigned char *joined = c->coord->joined;
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  for (int i = 1; i < c->nhosts; i++) {
+    if (!seen[i] && (!joined[i] || status)) continue;
+    hp_enc_nego_plan(&w, v, n);
+    job->link->send_frames(job, c->hosts[i], &w);
+  }
+  hp_wbuf_free(&w);
+  if (seen[0] || (joined[0] && !status)) job->up->decide(job, v, n);
+}
+
+static void flush(struct hd_comm *c) {
+  struct hd_coord *co = c->coord;
+  if (!co || !co->nbatch) return;
+  uint32_t n = co->nbatch;
+  struct centry **b = co->batch;
+  co->batch = NULL;
+  co->nbatch = co->capbatch = 0;
+  co->batch_bytes = 0;
+  struct hp_nego_decide *v = calloc(n, sizeof *v);
+  if (!v) {
+    for (uint32_t i = 0; i < n; i++) free(b[i]);
+    free(b);
+    hc_error("coordinator out of memory: the job cannot go on");
+    hd_teardown(c->job, "horad is out of memory", 0);
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    fill_decide(c, &v[i], b[i], co->batch_seq + i, 0, "");
+  hd_coord_mark_fusion(v, n, fusion_threshold(c->job));
+  /* every host said ready for each (none is batched otherwise) */
+  send_decides(c, b[0]->seen, v, n, 0);
+  for (uint32_t i = 0; i < n; i++) free(b[i]);
+  free(b);
+  free(v);
+}
+
+void hd_coord_flush(struct hd_comm *c) { flush(c); }
+
+/* cycle_time in libuv's milliseconds (at least 1). */
+static uint64_t cycle_ms(const struct hd_job *job) {
+  double ms = hk_double(&job->knobs, cycle_time);
+  return ms < 1.0 ? 1 : (uint64_t)(ms + 0.5);
+}
+
+void hd_coord_on_fusion_timer(uv_timer_t *t) {
+  struct hd_job *job = t->data;
+  uint64_t now = hc_now_ns(), wait = cycle_ms(job) * 1000000u, next = 0;
+  for (uint32_t k = 0; k < job->ncomms; k++) {
+    struct hd_comm *c = job->comms[k];
+    if (!c || !c->coord || !c->coord->nbatch) continue;
+    uint64_t age = now - c->coord->batch_t0;
+    if (age + 500000u >= wait) flush(c);
+    else if (!next || wait - age < next) next = wait - age;
+  }
+  if (next) /* a younger batch: its own time */
+    uv_timer_start(t, hd_coord_on_fusion_timer, (next + 999999u) / 1000000u,
+                   0);
+}
+
+/* Whether the decision on e (every host ready, no problem) may wait in
+ * the batch: an allreduce, broadcast, allgather... (nothing of control:
+ * those change what follows), alone, seen by every host (one that has
+ * joined runs it with neutral inputs, unfused), while this host has
+ * two plans of the set queued or more: it could not start before those
+ * anyway, and the batch goes out when one is left (hd_comm_progress), so
+ * that it arrives everywhere while that one still runs. */
+static int may_batch(struct hd_comm *c, const struct centry *e) {
+  struct hd_job *job = c->job;
+  if (entry_status(e) || e->first.group_n > 1 ||
+      (hd_coll(e->first.coll)->traits & HORA_CF_CTRL))
+    return 0;
+  for (int i = 0; i < c->nhosts; i++)
+    if (!e->seen[i]) return 0;
+  if (hk_double(&job->knobs, cycle_time) <= 0 || !fusion_threshold(job))
+    return 0;
+  return c->plan_head && c->plan_head->next;
+}
+
+/* Adds e (detached) to the batch as the next decision; 0, or -1 when it
+ * cannot (out of memory: it is sent alone). */
+static int batch_add(struct hd_comm *c, struct centry *e) {
+  struct hd_coord *co = c->coord;
+  struct hd_job *job = c->job;
+  if (co->nbatch == co->capbatch) {
+    uint32_t cap = co->capbatch ? 2 * co->capbatch : 64;
+    struct centry **v = realloc(co->batch, cap * sizeof *v);
+    if (!v) return -1;
+    co->batch = v;
+    co->capbatch = cap;
+  }
+  if (!co->nbatch) {
+    co->batch_seq = co->seq;
+    co->batch_t0 = hc_now_ns();
+    uv_timer_t *tm = &job->fusion_timer;
+    if (tm->loop && !uv_is_active((uv_handle_t *)tm))
+      uv_timer_start(tm, hd_coord_on_fusion_timer, cycle_ms(job), 0);
+  }
+  co->batch[co->nbatch++] = e;
+  co->seq++;
+  co->batch_bytes += entry_bytes(&e->first);
+  if (co->batch_bytes >= fusion_threshold(job) || co->nbatch >= HP_PLAN_MAX)
+    flush(c);
+  return 0;
+}
+
 /* Sends one NEGO_PLAN with the decisions on a whole group (g->e in
  * order), as send_decision() does for one. A failure of one fails all:
  * the group runs as one unit or not at all. */
@@ -115,27 +297,16 @@ static void send_plan(struct hd_comm *c, struct cgroup *g, int status,
     hd_teardown(job, "horad is out of memory", 0);
     return;
   }
-  for (uint32_t i = 0; i < n; i++) {
-    struct centry *e = g->e[i];
-    v[i].comm = c->id;
-    v[i].seq = status ? UINT64_MAX : c->coord->seq++;
-    v[i].status = status;
-    v[i].value = e->last_rank;
-    v[i].meta = e->first;
-    memcpy(v[i].name, e->first.name, sizeof v[i].name);
-    if (status) hc_fmt(v[i].msg, sizeof v[i].msg, "%s", msg);
-    hd_metrics_coord_decided(c, v[i].name, !status);
+  if (!status) flush(c); /* decisions go out in their order */
+  for (uint32_t i = 0; i < n; i++)
+    fill_decide(c, &v[i], g->e[i], status ? UINT64_MAX : c->coord->seq++,
+                status, msg);
+  if (!status) {
+    int all = 1; /* fused only where every host holds the data */
+    for (int i = 0; i < c->nhosts; i++) all &= g->e[0]->seen[i];
+    if (all) hd_coord_mark_fusion(v, n, fusion_threshold(job));
   }
-  unsigned char *joined = c->coord->joined, *seen = g->e[0]->seen;
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  for (int i = 1; i < c->nhosts; i++) {
-    if (!seen[i] && (!joined[i] || status)) continue;
-    hp_enc_nego_plan(&w, v, n);
-    job->link->send_frames(job, c->hosts[i], &w);
-  }
-  hp_wbuf_free(&w);
-  if (seen[0] || (joined[0] && !status)) job->up->decide(job, v, n);
+  send_decides(c, g->e[0]->seen, v, n, status);
   free(v);
 }
 
@@ -274,6 +445,14 @@ static void decide(struct hd_comm *c, struct centry *e) {
     group_entry(c, e);
     return;
   }
+  if (may_batch(c, e)) {
+    detach_entry(c->coord, e);
+    if (batch_add(c, e) == 0) return;
+    flush(c); /* out of memory: it goes alone, after the batch */
+    send_decision(c, e, c->coord->seq++, 0);
+    free(e);
+    return;
+  }
   send_decision(c, e, c->coord->seq++, entry_status(e));
   if (e->first.coll == HORA_COLL_JOIN)
     memset(c->coord->joined, 0, (size_t)c->nhosts);
@@ -323,6 +502,7 @@ void hd_coord_ready(struct hd_comm *cm, int host,
     e->first.group_n = m->group_n;
     e->first.group_idx = m->group_idx;
   }
+  if (e->nready) e->first.flags &= m->flags; /* RESIDENT: on every host */
   e->seen[host] = 1;
   hd_metrics_coord_ready(cm, host, m);
   e->last_rank = m->rank;
@@ -461,6 +641,8 @@ void hd_coord_free(struct hd_comm *cm) {
       free(e);
     }
   while (c->groups) cgroup_free(c, c->groups);
+  for (uint32_t i = 0; i < c->nbatch; i++) free(c->batch[i]);
+  free(c->batch);
   free(c->table);
   free(c->joined);
   free(c);
@@ -546,6 +728,15 @@ void hd_coord_held_free(struct hd_job *job) {
 void hd_coord_fail(struct hd_comm *cm, const char *why) {
   struct hd_coord *c = cm->coord;
   if (!c) return;
+  /* decided but not sent: they fail like the rest (no host runs them) */
+  for (uint32_t i = 0; i < c->nbatch; i++) {
+    struct centry *e = c->batch[i];
+    hc_fmt(e->msg, sizeof e->msg, "%s '%s' cannot run: %s",
+           hd_coll_name(e->first.coll), e->first.name, why);
+    send_decision(cm, e, UINT64_MAX, HORA_EPEERGONE);
+    free(e);
+  }
+  c->nbatch = 0;
   for (size_t i = 0; i < c->size; i++)
     while (c->table[i]) {
       struct centry *e = c->table[i];

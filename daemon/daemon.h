@@ -124,6 +124,8 @@ struct hd_tensor {
   int first;    /* local member index of the first submitter */
   int awaiting; /* multi-host: told the coordinator, waits for its decision */
   uint64_t seq; /* multi-host: the coordinator's decision number */
+  int fuse;     /* multi-host: fused with the tensor before it in its plan
+                   (one collective over their concatenation) */
   int nsubmitted;
   int queued;   /* in a plan of the ready queue: decided, running or to run */
   struct hd_group *group; /* grouped: the group it is assembled in */
@@ -192,6 +194,9 @@ struct hd_comm {
   /* join (global set only) */
   int njoined;       /* local members that have joined */
   int32_t last_joined;
+  /* NEGO_READYs for the coordinator, held while the rings are polled and
+   * sent together after (one write for a burst of submissions) */
+  struct hp_wbuf ready_out;
   struct hd_coord *coord;  /* coord.c: when hosts[0] is this host */
   struct hd_xop *xop;      /* xhost/ring.c: its running cross-host operation */
   struct hd_xcoll *xc;     /* xhost/exchange.c: the same, for the others */
@@ -324,8 +329,11 @@ struct hd_job {
   uint64_t spin_ns;
   uint64_t chunk_size, arena_size;
   uint64_t max_pending; /* per rank: what it can make the daemon hold */
+  int corked; /* polling the rings: NEGO_READYs wait in comm->ready_out */
 
   uv_timer_t stall_timer;
+  uv_timer_t fusion_timer; /* coord.c: batches of decisions wait at most
+                              cycle_time for more to fuse with */
   uint64_t stall_warn_ns, stall_fail_ns;
   struct hd_dl *dl; /* deadlock.c: the detector (NULL: off) */
   char *late_fault; /* a FAULT for horarun, sent in a while or before DONE */
@@ -555,6 +563,17 @@ void hd_coord_check_stalls(struct hd_comm *c);
 /* This host's ranks let `name` stall: its entry, if any, fails now too,
  * naming those ranks (while this host still knows which they are). */
 void hd_coord_stall(struct hd_comm *c, const char *name);
+/* Sends c's batch of decisions now (this host has nothing of c queued
+ * any more, or the batch waited long enough). */
+void hd_coord_flush(struct hd_comm *c);
+/* fusion_timer's callback: flushes the batches that waited cycle_time. */
+void hd_coord_on_fusion_timer(uv_timer_t *t);
+/* Sets v[i].fuse where decision i runs fused with decision i - 1:
+ * allreduces alike in dtype, op and scaling, resident on every host
+ * (HP_NR_RESIDENT), up to `threshold` bytes together and at most 256
+ * KiB (0: none fused). */
+void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
+                          uint64_t threshold);
 
 /* coll.c: the collectives, described once */
 struct hd_coll {
@@ -582,6 +601,8 @@ uint64_t hd_row_elems(const struct hd_meta *m);
 
 /* negotiate.c, multi-host */
 void hd_decide(struct hd_job *job, const struct hp_nego_decide *m);
+/* Sends the NEGO_READYs held while job->corked. */
+void hd_send_readies(struct hd_job *job);
 /* The coordinator's decisions on the n tensors of a group (NEGO_PLAN). */
 void hd_decide_plan(struct hd_job *job, const struct hp_nego_decide *v,
                     uint32_t n);
@@ -631,6 +652,9 @@ void hd_xcoll_free(struct hd_comm *c);
 
 /* xhost/ring.c: allreduce and broadcast across hosts */
 int hd_xhost_step(struct hd_comm *c, struct hd_tensor *t);
+/* The same for n fused allreduces (ts[1..n) have fuse set): one ring over
+ * their concatenation; 1 once all completed. Their data are resident. */
+int hd_xhost_run(struct hd_comm *c, struct hd_tensor *const *ts, int n);
 /* A DATA frame from host `from`; sets *keep when it holds on to payload. */
 int hd_xhost_data(struct hd_job *job, int from, unsigned char *payload,
                   size_t len, unsigned char *placed, int *keep, char *why,

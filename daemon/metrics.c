@@ -82,6 +82,7 @@ struct hd_metrics {
   int nranks;
   uint64_t measured;
   uint64_t stall_warn, stall_fail, deadlocks;
+  uint64_t fused_ops, fused_tensors;
   struct mpend *pend[NPEND];
 };
 
@@ -344,6 +345,12 @@ void hd_metrics_stall(struct hd_job *job, int fail) {
   else job->metrics->stall_warn++;
 }
 
+void hd_metrics_fused(struct hd_job *job, int n) {
+  if (!job->metrics) return;
+  job->metrics->fused_ops++;
+  job->metrics->fused_tensors += (uint64_t)n;
+}
+
 void hd_metrics_deadlock(struct hd_job *job) {
   if (job->metrics) job->metrics->deadlocks++;
 }
@@ -529,6 +536,15 @@ static void render_job(struct sbuf *b, struct hd_job *job) {
          "nothing able to progress.");
   sb_printf(b, "hora_deadlocks_total{host=\"%s\"} %llu\n", host,
             (unsigned long long)mx->deadlocks);
+  family(b, "hora_fused_collectives_total", "counter",
+         "Collectives that ran several tensors fused into one (tensor "
+         "fusion across hosts).");
+  sb_printf(b, "hora_fused_collectives_total{host=\"%s\"} %llu\n", host,
+            (unsigned long long)mx->fused_ops);
+  family(b, "hora_fused_tensors_total", "counter",
+         "Tensors that ran in those fused collectives.");
+  sb_printf(b, "hora_fused_tensors_total{host=\"%s\"} %llu\n", host,
+            (unsigned long long)mx->fused_tensors);
 
   if (job->multi && job->peers) {
     family(b, "hora_link_up", "gauge",

@@ -49,6 +49,8 @@ void hd_metrics_unhold(struct hp_nego_ready *m, unsigned char *kept);
  * deadlock found. */
 void hd_metrics_stall(struct hd_job *job, int fail);
 void hd_metrics_deadlock(struct hd_job *job);
+/* The CPU engine ran n tensors fused as one collective. */
+void hd_metrics_fused(struct hd_job *job, int n);
 
 /* report.c, before DONE: the ranks' lateness, for horarun (LATENESS). */
 void hd_metrics_report(struct hd_job *job);

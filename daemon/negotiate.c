@@ -513,6 +513,18 @@ static int describe_problem(struct hd_comm *c, struct hd_tensor *t, char *msg,
   return 0;
 }
 
+/* Whether every local member submitted t with its data in the arena (an
+ * allreduce the coordinator may fuse with others: the ring then reads and
+ * writes those data in place, through no staging area). */
+static int resident_here(const struct hd_comm *c, const struct hd_tensor *t) {
+  if (t->meta.coll != HORA_COLL_ALLREDUCE) return 0;
+  for (int i = 0; i < c->nlocal; i++)
+    if (!t->part[i].submitted || !t->part[i].resident || t->part[i].joined ||
+        c->joined[i])
+      return 0;
+  return 1;
+}
+
 /* Multi-host: asks the coordinator; hd_decide() queues it. */
 static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
                              int status, const char *msg) {
@@ -528,6 +540,7 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
     hc_fmt(m.msg, sizeof m.msg, "%s", msg);
     m.status = status;
   }
+  if (!status && resident_here(c, t)) m.flags |= HP_NR_RESIDENT;
   if (hd_comm_host_left(c)) { /* a host has left: no decision can come */
     char why[HP_MSG_MAX + 1];
     hc_fmt(why, sizeof why, "%s '%s' cannot run: %s",
@@ -544,14 +557,20 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
     free(arrive);
     return;
   }
-  struct hp_wbuf w;
   HD_TL_HOOK(job, hd_tl_flush(job)); /* what came before, first */
-  hp_wbuf_init(&w);
-  hp_enc_nego_ready(&w, &m);
+  hp_enc_nego_ready(&c->ready_out, &m);
   free(arrive);
-  job->link->send_frames(job, c->hosts[0],
-                         &w); /* a lost coordinator fails all anyway */
-  hp_wbuf_free(&w);
+  if (!job->corked) hd_send_readies(job);
+}
+
+void hd_send_readies(struct hd_job *job) {
+  for (uint32_t k = 0; k < job->ncomms; k++) {
+    struct hd_comm *c = job->comms[k];
+    if (!c || !c->ready_out.len) continue;
+    /* a lost coordinator fails all anyway */
+    job->link->send_frames(job, c->hosts[0], &c->ready_out);
+    hp_wbuf_free(&c->ready_out);
+  }
 }
 
 static void fail_tensor(struct hd_comm *c, struct hd_tensor *t, int status,
@@ -700,6 +719,7 @@ static struct hd_tensor *take_decision(struct hd_job *job, struct hd_comm *c,
     return NULL;
   }
   t->seq = m->seq;
+  t->fuse = (int)m->fuse;
   if (t->meta.coll == HORA_COLL_JOIN) t->value = m->value;
   return t;
 }
@@ -717,10 +737,14 @@ void hd_decide_plan(struct hd_job *job, const struct hp_nego_decide *v,
     hd_teardown(job, "horad is out of memory", 0);
     return;
   }
-  int k = 0;
+  int k = 0, prev = 0; /* whether v[i - 1] was taken */
   for (uint32_t i = 0; i < n; i++) {
     struct hd_tensor *t = take_decision(job, c, &v[i]);
-    if (t) ts[k++] = t;
+    if (t) {
+      if (!prev) t->fuse = 0; /* what it was fused with is not here */
+      ts[k++] = t;
+    }
+    prev = t != NULL;
   }
   if (k && queue_plan(c, ts, k) < 0)
     for (int i = 0; i < k; i++)
@@ -1063,6 +1087,8 @@ void hd_comm_progress(struct hd_comm *c) {
     plan_release(c, p);
   }
 wait:
+  /* the coordinator's batch of decisions waited for this host's queue */
+  if (c->coord && (!c->plan_head || !c->plan_head->next)) hd_coord_flush(c);
   if (c->job->staging_freed) hd_run_ready(c->job); /* another set may go on */
 }
 

@@ -125,6 +125,8 @@ int hd_rings_init(struct hd_job *job) {
   uv_timer_init(job->daemon->loop, &job->stall_timer);
   job->stall_timer.data = job;
   uv_timer_start(&job->stall_timer, on_stall_timer, 500, 500);
+  uv_timer_init(job->daemon->loop, &job->fusion_timer);
+  job->fusion_timer.data = job;
   if (hd_deadlock_init(job) < 0) return -1;
   long threads = (long)hk_int(k, threads);
   if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
@@ -141,6 +143,7 @@ void hd_rings_close(struct hd_job *job) {
     uv_close((uv_handle_t *)&job->efd_poll, on_closed);
     uv_close((uv_handle_t *)&job->spin, on_closed);
     uv_close((uv_handle_t *)&job->stall_timer, on_closed);
+    uv_close((uv_handle_t *)&job->fusion_timer, on_closed);
   }
   hd_deadlock_close(job);
   hd_tl_close(job);
@@ -190,6 +193,7 @@ static int may_take(struct hd_rank *r) {
 
 int hd_poll_rings(struct hd_job *job) {
   int n = 0;
+  job->corked = 1; /* a burst of submissions: one write to the coordinator */
   for (int i = 0; i < job->nlocal; i++) {
     struct hd_rank *r = &job->ranks[i];
     if (!r->hdr || r->gone) continue;
@@ -220,6 +224,8 @@ int hd_poll_rings(struct hd_job *job) {
       dispatch(r, &e);
     }
   }
+  job->corked = 0;
+  hd_send_readies(job);
   if (n) hd_run_ready(job);
   hd_flush_wakeups(job);
   return n;

@@ -573,6 +573,7 @@ static void put_meta(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   hp_put_u64(w, m->group);
   hp_put_u32(w, m->group_n);
   hp_put_u32(w, m->group_idx);
+  hp_put_u32(w, m->flags);
 }
 
 static void get_meta(struct hp_rbuf *rb, struct hp_nego_ready *m) {
@@ -589,6 +590,7 @@ static void get_meta(struct hp_rbuf *rb, struct hp_nego_ready *m) {
   m->group = hp_get_u64(rb);
   m->group_n = hp_get_u32(rb);
   m->group_idx = hp_get_u32(rb);
+  m->flags = hp_get_u32(rb);
 }
 
 void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
@@ -646,6 +648,7 @@ static void put_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
   hp_put_str(w, m->name);
   hp_put_u32(w, (uint32_t)m->status);
   hp_put_u32(w, (uint32_t)m->value);
+  hp_put_u32(w, m->fuse);
   hp_put_str(w, m->msg);
   put_meta(w, &m->meta);
 }
@@ -655,9 +658,11 @@ static int get_decide(struct hp_rbuf *r, struct hp_nego_decide *m) {
   get_fixed_str(r, m->name, sizeof m->name);
   m->status = (int32_t)hp_get_u32(r);
   m->value = (int32_t)hp_get_u32(r);
+  m->fuse = hp_get_u32(r);
   get_fixed_str(r, m->msg, sizeof m->msg);
   get_meta(r, &m->meta);
-  if (m->status > 0 || m->meta.ndims > 8 ||
+  if (m->status > 0 || m->fuse > 1 || (m->fuse && m->status) ||
+      m->meta.ndims > 8 ||
       (m->meta.group_n && m->meta.group_idx >= m->meta.group_n))
     return HORA_EPROTO;
   return 0;
@@ -676,7 +681,7 @@ int hp_dec_nego_decide(const unsigned char *p, size_t n,
   hp_rbuf_init(&r, p, n);
   memset(m, 0, sizeof *m);
   m->comm = hp_get_u32(&r);
-  int bad = get_decide(&r, m);
+  int bad = get_decide(&r, m) || m->fuse; /* fused: only in a plan */
   int rc = finish(&r);
   return rc == 0 && bad ? HORA_EPROTO : rc;
 }
@@ -707,6 +712,7 @@ int hp_dec_nego_plan(const unsigned char *p, size_t n,
     v[i].comm = comm;
     bad |= get_decide(&r, &v[i]);
   }
+  bad |= v[0].fuse != 0; /* the first has nothing before it to join */
   int rc = finish(&r);
   if (rc == 0 && bad) rc = HORA_EPROTO;
   if (rc < 0) {

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 4u
+#define HP_PROTO_VERSION 5u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -239,6 +239,7 @@ struct hp_nego_ready {
   int32_t status; /* with msg: the HORA_E* its ranks fail it with */
   char msg[460]; /* non-empty: the sender's own ranks disagree (this says
                     how); the operation fails everywhere */
+  uint32_t flags; /* HP_NR_*: what the sender knows of its own ranks' data */
   /* how long before this READY each local member of the set submitted it
    * (ns, on the sender's clock; UINT64_MAX: it did not, it has joined),
    * in member order: narrive little-endian u64s at arrive (the encoder's
@@ -249,6 +250,9 @@ struct hp_nego_ready {
   const unsigned char *arrive;
 };
 #define HP_ARRIVE_MAX 65536u
+/* Every local member submitted it and its data lie in the arena (none is
+ * streamed through staging, none joined): it may be fused with others. */
+#define HP_NR_RESIDENT 1u
 uint64_t hp_nego_ready_before(const struct hp_nego_ready *m, uint32_t i);
 /* Stores v as entry i of an arrive buffer. */
 void hp_arrive_store(unsigned char *buf, uint32_t i, uint64_t v);
@@ -259,6 +263,8 @@ struct hp_nego_decide {
   char name[192];
   int32_t status;
   int32_t value; /* join: the last rank to join */
+  uint32_t fuse; /* 1: fused with the previous decision of its NEGO_PLAN
+                    (one collective over their concatenation) */
   char msg[460];
   /* the operation, for a host whose ranks have all joined (it runs it
    * with neutral contributions without having seen it): meta.name and

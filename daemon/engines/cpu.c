@@ -17,12 +17,16 @@
  *
  * A communicator with members on several hosts runs the cross-host
  * algorithms (xhost/ring.c, xhost/exchange.c) over the links between the
- * daemons; both use what parts.c says of an operation's parts. */
+ * daemons; both use what parts.c says of an operation's parts. There a
+ * run of allreduces the coordinator fused (hd_tensor.fuse) goes round the
+ * ring as one; on one host each tensor is reduced as soon as it is ready,
+ * and fusing would only make the first wait for the last. */
 #define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdlib.h>
 #include <string.h>
 
 #include "../daemon.h"
+#include "../metrics.h"
 #include "../reduce.h"
 #include "../timeline.h"
 
@@ -560,10 +564,30 @@ static int cpu_step(struct hd_job *job, struct hd_tensor *t) {
   return local_run[coll](job, t);
 }
 
-/* A plan's tensors run one after the other, each as its own collective. */
+/* The tensors from p->t[p->cur] on that the coordinator fused: they run
+ * as one allreduce over their concatenation (several hosts only: there
+ * the latency of the ring's steps is paid once for all of them). */
+static int fused_run(const struct hd_plan *p) {
+  int n = 1;
+  while (p->cur + n < p->n && p->t[p->cur + n]->fuse) n++;
+  return n;
+}
+
+/* A plan's tensors run one after the other, each as its own collective,
+ * or a run of them fused into one. */
 static int cpu_progress(struct hd_job *job, struct hd_plan *p) {
   while (p->cur < p->n) {
-    HD_TL_HOOK(job, hd_tl_run_(p->t[p->cur])); /* the first step only */
+    int n = p->comm->nhosts > 1 ? fused_run(p) : 1;
+    for (int k = 0; k < n; k++) /* the first step only */
+      HD_TL_HOOK(job, hd_tl_run_(p->t[p->cur + k]));
+    if (n > 1) {
+      if (!hd_xhost_run(p->comm, &p->t[p->cur], n)) return 0;
+      hc_debug("ran %d allreduces fused into one ('%s' to '%s')", n,
+               p->t[p->cur]->name, p->t[p->cur + n - 1]->name);
+      hd_metrics_fused(job, n);
+      for (int k = 0; k < n; k++) hd_plan_next(p);
+      continue;
+    }
     if (!cpu_step(job, p->t[p->cur])) return 0;
     hd_plan_next(p);
   }

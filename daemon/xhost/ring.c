@@ -58,7 +58,9 @@ struct hd_xop {
   struct hd_comm *c;
   int next_host, prev_host; /* global indices of next and prev */
   int ran;             /* some operation has run: seq means something */
-  struct hd_tensor *t; /* the running operation, or NULL */
+  struct hd_tensor *t; /* the running operation (its first tensor), or NULL */
+  int nt;              /* its tensors: tv[0..nt), fused when nt > 1 */
+  uint64_t count;      /* their elements, together */
   int active;
   int in_step;
   uint64_t seq; /* of the running (or last) operation */
@@ -76,12 +78,15 @@ struct hd_xop {
   unsigned char *scratch; /* a reduce-scatter step's data, read into it */
   struct early *early, *early_tail;
   uint64_t early_bytes;
+  struct hd_tensor **tv; /* the running operation's tensors, */
+  uint64_t *base;        /* where each starts in their concatenation */
+  int cap;
 };
 
 /* ---- geometry ------------------------------------------------------------ */
 
 static uint64_t pieces_in_chunk(const struct hd_xop *x, uint64_t k) {
-  uint64_t len = HC_MIN(x->chunk_elems, x->t->meta.count - k * x->chunk_elems);
+  uint64_t len = HC_MIN(x->chunk_elems, x->count - k * x->chunk_elems);
   return (len + x->piece_elems - 1) / x->piece_elems;
 }
 
@@ -90,7 +95,7 @@ static void piece_range(const struct hd_xop *x, uint64_t p, uint64_t *off,
   uint64_t k = p / x->ppc, j = p % x->ppc;
   uint64_t lo = k * x->chunk_elems + j * x->piece_elems;
   uint64_t hi = HC_MIN(lo + x->piece_elems,
-                       HC_MIN((k + 1) * x->chunk_elems, x->t->meta.count));
+                       HC_MIN((k + 1) * x->chunk_elems, x->count));
   *off = lo;
   *cnt = hi - lo;
 }
@@ -115,17 +120,54 @@ static int recv_seg(const struct hd_xop *x, int s) {
                       : mod(x->me - (s - (x->n - 1)), x->n);
 }
 
-/* Where local rank i's data for elements [off, ...) of chunk k are. */
-static unsigned char *part_ptr(struct hd_job *job, struct hd_xop *x, int i,
-                               uint64_t off) {
+/* Where local rank i's data for elements [off, ...) of tensor t are (of
+ * chunk off / chunk_elems, when streamed). */
+static unsigned char *part_of(struct hd_xop *x, struct hd_tensor *t, int i,
+                              uint64_t off) {
   struct hd_rank *r = hd_comm_local(x->c, i);
-  struct hd_part *p = &x->t->part[i];
+  struct hd_part *p = &t->part[i];
   if (p->joined) /* a neutral input; never an output */
-    return (unsigned char *)x->t->neutral + off * x->es;
+    return (unsigned char *)t->neutral + off * x->es;
   if (p->resident) return r->shm + p->offset + off * x->es;
   uint64_t k = off / x->chunk_elems;
   return r->shm + hd_staging_off(r, k) + (off - k * x->chunk_elems) * x->es;
 }
+
+static unsigned char *part_ptr(struct hd_job *job, struct hd_xop *x, int i,
+                               uint64_t off) {
+  (void)job;
+  return part_of(x, x->t, i, off);
+}
+
+/* The part of tensor j in elements [off, off + cnt) of the whole: its own
+ * elements [*toff, *toff + *n), at *woff in the piece's W. 0: none. */
+static int segment(const struct hd_xop *x, int j, uint64_t off, uint64_t cnt,
+                   uint64_t *toff, uint64_t *n, uint64_t *woff) {
+  uint64_t b = x->base[j], e = b + x->tv[j]->meta.count;
+  uint64_t lo = HC_MAX(off, b), hi = HC_MIN(off + cnt, e);
+  if (lo >= hi) return 0;
+  *toff = lo - b;
+  *n = hi - lo;
+  *woff = lo - off;
+  return 1;
+}
+
+/* The first tensor with elements at or past `off`. */
+static int first_tensor(const struct hd_xop *x, uint64_t off) {
+  int lo = 0, hi = x->nt - 1;
+  while (lo < hi) { /* the last j with base[j] <= off */
+    int mid = (lo + hi + 1) / 2;
+    if (x->base[mid] <= off) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+/* For each tensor j with elements in [off, off + cnt): its segment. */
+#define FOR_SEGMENTS(x, off, cnt, j, toff, n, woff)                        \
+  for (int j = first_tensor(x, off);                                       \
+       j < (x)->nt && (x)->base[j] < (off) + (cnt); j++)                   \
+    if (segment(x, j, off, cnt, &toff, &n, &woff))
 
 static hora_op_t ring_op(const struct hd_tensor *t) {
   return t->meta.op == HORA_AVERAGE ? HORA_SUM : (hora_op_t)t->meta.op;
@@ -243,35 +285,43 @@ static void send_step(struct hd_job *job, struct hd_xop *x,
 /* ---- the steps of a piece ---------------------------------------------------
  */
 
-static void finalize(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl) {
-  struct hd_tensor *t = x->t;
+/* Writes W into the outputs of the tensor segment [toff, toff + n) of t,
+ * which lies at w in W. */
+static void finalize_segment(struct hd_job *job, struct hd_xop *x,
+                             struct xh_slot *sl, struct hd_tensor *t,
+                             uint64_t toff, uint64_t n, unsigned char *w) {
   void *dst[256];
   int nd = 0;
+  (void)job;
   /* W itself is an output when it is a rank's memory: it needs writing
    * only to divide an AVERAGE, and not before the last send from it has
    * left (the next host must get the sum): see advance(). */
   for (int i = 0; i < x->c->nlocal && nd < 256; i++) {
     if (t->meta.coll != HORA_COLL_ALLREDUCE && hd_is_root(t, i)) continue;
     if (t->part[i].joined) continue;
-    unsigned char *p = part_ptr(job, x, i, sl->off);
-    if (p != sl->buf || x->wide) dst[nd++] = p;
+    unsigned char *p = part_of(x, t, i, toff);
+    if (p != w || x->wide) dst[nd++] = p;
     else if (t->meta.op == HORA_AVERAGE && t->meta.coll == HORA_COLL_ALLREDUCE)
       sl->divide_w = 1;
   }
   if (x->wide == WIDE_INT) {
-    narrow_avg(dst, nd, (const uint64_t *)sl->buf, sl->cnt, t->meta.dtype,
-               x->c->size);
+    narrow_avg(dst, nd, (const uint64_t *)w, n, t->meta.dtype, x->c->size);
   } else if (x->wide == WIDE_FLOAT) {
-    narrow_float(dst, nd, (const float *)sl->buf, sl->cnt, t->meta.dtype,
-                 t->meta.op, x->c->size);
+    narrow_float(dst, nd, (const float *)w, n, t->meta.dtype, t->meta.op,
+                 x->c->size);
   } else if (t->meta.coll == HORA_COLL_ALLREDUCE) {
-    const void *src[1] = {sl->buf};
+    const void *src[1] = {w};
     if (nd)
-      hd_reduce(dst, nd, src, 1, sl->cnt, t->meta.dtype, t->meta.op,
-                x->c->size);
+      hd_reduce(dst, nd, src, 1, n, t->meta.dtype, t->meta.op, x->c->size);
   } else {
-    for (int i = 0; i < nd; i++) memcpy(dst[i], sl->buf, sl->cnt * x->es);
+    for (int i = 0; i < nd; i++) memcpy(dst[i], w, n * x->es);
   }
+}
+
+static void finalize(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl) {
+  uint64_t toff, n, woff;
+  FOR_SEGMENTS(x, sl->off, sl->cnt, j, toff, n, woff)
+  finalize_segment(job, x, sl, x->tv[j], toff, n, sl->buf + woff * x->wes);
   sl->finalized = 1;
 }
 
@@ -382,24 +432,28 @@ static void start_piece(struct hd_job *job, struct hd_xop *x, uint64_t p) {
    * broadcast from here): reduced into in place, sent from, received into,
    * and copied to the other local ranks at the end. Only wide elements
    * need a buffer of the daemon's. */
+  /* Fused tensors' pieces span several of them: W is then the daemon's. */
   sl->buf = part_ptr(job, x, 0, sl->off);
   if (t->meta.coll == HORA_COLL_ALLREDUCE) {
-    const void *src[256];
-    int ns = 0;
-    for (int i = 0; i < x->c->nlocal && ns < 256; i++) {
-      if (!t->part[i].joined)
-        hd_scale_buf(t, part_ptr(job, x, i, sl->off), sl->cnt, 1);
-      src[ns++] = part_ptr(job, x, i, sl->off);
+    if (x->wide || x->nt > 1) sl->buf = sl->w;
+    uint64_t toff, n, woff;
+    FOR_SEGMENTS(x, sl->off, sl->cnt, j, toff, n, woff) {
+      struct hd_tensor *tj = x->tv[j];
+      const void *src[256];
+      int ns = 0;
+      for (int i = 0; i < x->c->nlocal && ns < 256; i++) {
+        if (!tj->part[i].joined)
+          hd_scale_buf(tj, part_of(x, tj, i, toff), n, 1);
+        src[ns++] = part_of(x, tj, i, toff);
+      }
+      void *dst[1] = {sl->buf + woff * x->wes};
+      if (x->wide == WIDE_INT)
+        widen_sum(dst[0], src, ns, n, tj->meta.dtype);
+      else if (x->wide == WIDE_FLOAT)
+        widen_float(dst[0], src, ns, n, tj->meta.dtype, tj->meta.op);
+      else if (ns > 1 || dst[0] != src[0])
+        hd_reduce(dst, 1, src, ns, n, tj->meta.dtype, ring_op(tj), 0);
     }
-    if (x->wide) sl->buf = sl->w;
-    void *dst[1] = {sl->buf};
-    if (x->wide == WIDE_INT)
-      widen_sum((uint64_t *)sl->buf, src, ns, sl->cnt, t->meta.dtype);
-    else if (x->wide == WIDE_FLOAT)
-      widen_float((float *)sl->buf, src, ns, sl->cnt, t->meta.dtype,
-                  t->meta.op);
-    else if (ns > 1)
-      hd_reduce(dst, 1, src, ns, sl->cnt, t->meta.dtype, ring_op(t), 0);
     send_step(job, x, sl, 0);
   } else if (x->root_host == x->me) {
     for (int i = 0; i < x->c->nlocal; i++)
@@ -436,9 +490,24 @@ static struct hd_xop *xop(struct hd_comm *c) {
 }
 
 static int start_op(struct hd_job *job, struct hd_xop *x,
-                    struct hd_tensor *t) {
+                    struct hd_tensor *const *ts, int nt) {
+  if (nt > x->cap) {
+    struct hd_tensor **tv = realloc(x->tv, (size_t)nt * sizeof *tv);
+    if (tv) x->tv = tv;
+    uint64_t *base = tv ? realloc(x->base, (size_t)nt * sizeof *base) : NULL;
+    if (base) x->base = base;
+    if (!tv || !base) return -1;
+    x->cap = nt;
+  }
+  struct hd_tensor *t = ts[0];
   memset(&x->t, 0, offsetof(struct hd_xop, slot) - offsetof(struct hd_xop, t));
   x->t = t;
+  x->nt = nt;
+  for (int j = 0; j < nt; j++) {
+    x->tv[j] = ts[j];
+    x->base[j] = x->count;
+    x->count += ts[j]->meta.count;
+  }
   x->active = 1;
   x->ran = 1;
   x->seq = t->seq;
@@ -463,11 +532,14 @@ static int start_op(struct hd_job *job, struct hd_xop *x,
        t->meta.op == HORA_PRODUCT))
     x->wide = WIDE_FLOAT;
   x->wes = x->wide == WIDE_INT ? 8 : x->wide == WIDE_FLOAT ? 4 : x->es;
-  x->chunk_elems = HC_MAX(1, hd_comm_local(c, 0)->layout.chunk_size / x->es);
+  /* fused tensors are resident: one chunk, the whole */
+  x->chunk_elems = nt > 1 ? HC_MAX(1, x->count)
+                          : HC_MAX(1, hd_comm_local(c, 0)->layout.chunk_size /
+                                          x->es);
   x->ppc = (x->chunk_elems * x->wes + XH_PIECE_MAX - 1) / XH_PIECE_MAX;
   x->piece_elems = (x->chunk_elems + x->ppc - 1) / x->ppc;
-  x->nchunks = (t->meta.count + x->chunk_elems - 1) / x->chunk_elems;
-  uint64_t last = t->meta.count - (x->nchunks - 1) * x->chunk_elems;
+  x->nchunks = (x->count + x->chunk_elems - 1) / x->chunk_elems;
+  uint64_t last = x->count - (x->nchunks - 1) * x->chunk_elems;
   x->npieces = (x->nchunks - 1) * x->ppc +
                (last + x->piece_elems - 1) / x->piece_elems;
   x->chunk_final = calloc(x->nchunks, sizeof *x->chunk_final);
@@ -526,10 +598,15 @@ static int advance(struct hd_job *job, struct hd_xop *x) {
                   x->c->size);
         sl->divide_w = 0;
       }
+      uint64_t toff, n, woff;
       if (t->meta.coll == HORA_COLL_ALLREDUCE && t->meta.postscale != 1.0)
-        for (int i = 0; i < c->nlocal; i++)
-          if (!t->part[i].joined)
-            hd_scale_buf(t, part_ptr(job, x, i, sl->off), sl->cnt, 0);
+        FOR_SEGMENTS(x, sl->off, sl->cnt, j, toff, n, woff) {
+          struct hd_tensor *tj = x->tv[j];
+          for (int i = 0; i < c->nlocal; i++)
+            if (!tj->part[i].joined)
+              hd_scale_buf(tj, part_of(x, tj, i, toff), n, 0);
+        }
+      (void)woff;
       /* a staging chunk is copied out once no send reads it any more */
       sl->busy = 0;
       x->nfinished++;
@@ -555,18 +632,24 @@ static void maybe_resume(struct hd_job *job, struct hd_xop *x) {
     job->link->resume(job, x->prev_host);
 }
 
+static int fail_all(struct hd_job *job, struct hd_tensor *const *ts, int n,
+                    const char *msg) {
+  for (int j = 0; j < n; j++) hd_tensor_fail(job, ts[j], HORA_ENOMEM, msg);
+  return 1;
+}
+
 int hd_xhost_step(struct hd_comm *cm, struct hd_tensor *t) {
+  return hd_xhost_run(cm, &t, 1);
+}
+
+int hd_xhost_run(struct hd_comm *cm, struct hd_tensor *const *ts, int nt) {
   struct hd_job *job = cm->job;
   struct hd_xop *x = xop(cm);
-  if (!x) {
-    hd_tensor_fail(job, t, HORA_ENOMEM, "horad is out of memory");
-    return 1;
-  }
+  struct hd_tensor *t = ts[0];
+  if (!x) return fail_all(job, ts, nt, "horad is out of memory");
   if (x->t != t) {
-    if (cm->nlocal > 256 || start_op(job, x, t) < 0) {
-      hd_tensor_fail(job, t, HORA_ENOMEM, "horad cannot run this operation");
-      return 1;
-    }
+    if (cm->nlocal > 256 || start_op(job, x, ts, nt) < 0)
+      return fail_all(job, ts, nt, "horad cannot run this operation");
   }
   x->in_step = 1;
   int rc;
@@ -583,7 +666,7 @@ int hd_xhost_step(struct hd_comm *cm, struct hd_tensor *t) {
   for (int i = 0; i < cm->nlocal; i++)
     if (hd_needs_out(t, i) && t->part[i].done < x->nchunks) return 0;
   end_op(x);
-  hd_tensor_finish(job, t);
+  for (int j = 0; j < nt; j++) hd_tensor_finish(job, ts[j]);
   return 1;
 }
 
@@ -714,6 +797,8 @@ void hd_xhost_free(struct hd_comm *c) {
   hd_xhost_abort(c);
   for (int i = 0; i < XH_WINDOW; i++) free(x->slot[i].w);
   free(x->scratch);
+  free(x->tv);
+  free(x->base);
   free(x);
   c->xop = NULL;
 }

@@ -972,7 +972,36 @@ static int cmd_async(int argc, char **argv) {
     printf("rank 0: %d unnamed + %d named: %.3f s\n", unnamed, named,
            now_s() - t2);
 
-  /* 4. awkward names: longer than a submission entry holds (they differ
+  /* 4. runs of allreduces alike in dtype and op, the same order on every
+   * rank (across hosts the coordinator fuses them: one collective over
+   * their concatenation, segments of odd sizes, the wide sums of integer
+   * averages and of float16/bfloat16), a broadcast between two runs */
+  double tf = now_s();
+  enum { RUN = 9 };
+  int nf = HORA_DTYPE_COUNT * HORA_OP_COUNT * RUN;
+  A = calloc((size_t)nf, sizeof *A);
+  for (int j = 0; j < nf; j++) {
+    struct aop *a = &A[j];
+    int r = j / RUN;
+    a->dt = r % HORA_DTYPE_COUNT;
+    a->op = r / HORA_DTYPE_COUNT;
+    a->coll = j % RUN == RUN - 1 && r % 4 == 1; /* a run cut by a broadcast */
+    a->root = r % g_size;
+    a->mode = j % 3 ? IP_ALLOC : OOP_ALLOC; /* resident: fusable */
+    a->count = sizes[1 + j % 5] + (uint64_t)(j % 3);
+    a->salt = 30000 + (uint64_t)j;
+    snprintf(a->name, sizeof a->name, "fuse.%d", j);
+    a->nm = a->name;
+    aop_prepare(a);
+  }
+  for (int j = 0; j < nf; j++) aop_submit(&A[j]);
+  for (int j = nf - 1; j >= 0; j--) aop_wait(&A[j]);
+  free(A);
+  if (!g_quiet && g_rank == 0)
+    printf("rank 0: %d allreduces in runs of %d alike: %.3f s\n", nf, RUN,
+           now_s() - tf);
+
+  /* 5. awkward names: longer than a submission entry holds (they differ
    * only after the 191st character), empty, with blanks, tabs, a newline
    * and UTF-8; rank-dependent order */
   double t3 = now_s();

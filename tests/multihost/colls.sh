@@ -13,6 +13,8 @@
 #           averages, products, broadcasts, 3 x 2;
 #   async   names submitted in rank-dependent orders, hundreds in flight,
 #           unnamed ones, awkward names: 3 x 2 (--config-file) and 2 x 1;
+#   fusion  the same, its runs of alike allreduces fused (every dtype and
+#           op), 2 x 2; and with HOROVOD_FUSION_THRESHOLD=0 none, 3 x 1;
 #   threads several threads per rank submitting at once, 2 x 2;
 # and allreduce_perf's checked sweep up to 16 MiB over 2 x 1.
 . "$(dirname "$0")/lib.sh"
@@ -67,6 +69,20 @@ hrun async.3x2 240 --config-file "$MH_TMP/3x2.yaml" "$T/it_coll" async -x 6
 ok async.3x2 6
 hrun async.2x1 240 -np 2 -H h1:1,h2:1 "$T/it_coll" async -x 2
 ok async.2x1 2
+
+# tensor fusion: the runs of alike allreduces go round the ring fused on
+# every host (each horad says so at debug level), results checked; with
+# HOROVOD_FUSION_THRESHOLD=0 nothing is fused
+hrun fusion.2x2 240 HORA_LOG=engine:debug -np 4 -H h1:2,h2:2 "$T/it_coll" async -x 4 -q
+ok fusion.2x2 4
+for h in h1 h2; do
+  expect_grep fusion.2x2 err "^horarun: host $h: horad\[[0-9]+\] DEBUG: ran [0-9]+ allreduces fused into one" \
+    "$h's horad ran fused allreduces"
+done
+hrun nofusion.3x1 240 HORA_LOG=engine:debug HOROVOD_FUSION_THRESHOLD=0 -np 3 \
+  -H h1:1,h2:1,h3:1 "$T/it_coll" async -x 3 -q
+ok nofusion.3x1 3
+expect_nogrep nofusion.3x1 err "fused into one" "HOROVOD_FUSION_THRESHOLD=0: nothing fused"
 
 hrun threads.2x2 240 -np 4 -H h1:2,h2:2 "$T/it_coll" threads -x 4
 ok threads.2x2 4

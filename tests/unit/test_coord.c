@@ -1082,6 +1082,196 @@ static void test_session_frames(void) {
   fx_free(&f);
 }
 
+/* ---- fusion ----------------------------------------------------------------
+ */
+
+static struct hp_nego_decide fdec(const char *name, int dtype, int op,
+                                  uint64_t count, uint32_t flags) {
+  struct hp_nego_decide d;
+  memset(&d, 0, sizeof d);
+  d.meta = rdy(0, name, HORA_COLL_ALLREDUCE, dtype, op, count, 0);
+  d.meta.flags = flags;
+  snprintf(d.name, sizeof d.name, "%s", name);
+  return d;
+}
+
+/* Which decisions fuse with the one before: allreduces alike in dtype,
+ * op and scaling, resident everywhere, up to the threshold (and 256 KiB)
+ * together; a run that would pass it starts anew. */
+static void test_mark_fusion(void) {
+  const uint32_t R = HP_NR_RESIDENT;
+  struct hp_nego_decide v[10];
+  v[0] = fdec("a", HORA_FLOAT32, HORA_SUM, 256, R);   /* 1 KiB */
+  v[1] = fdec("b", HORA_FLOAT32, HORA_SUM, 256, R);   /* fused */
+  v[2] = fdec("c", HORA_FLOAT64, HORA_SUM, 128, R);   /* another dtype */
+  v[3] = fdec("d", HORA_FLOAT64, HORA_MAX, 128, R);   /* another op */
+  v[4] = fdec("e", HORA_FLOAT64, HORA_MAX, 128, 0);   /* streamed somewhere */
+  v[5] = fdec("f", HORA_FLOAT64, HORA_MAX, 128, R);
+  v[6] = fdec("g", HORA_FLOAT64, HORA_MAX, 128, R);   /* fused with f */
+  v[6].meta.postscale = 0.5;                          /* ... not: scaled */
+  v[7] = fdec("h", HORA_FLOAT64, HORA_MAX, 128, R);
+  v[7].meta.postscale = 0.5;                          /* fused with g */
+  v[8] = fdec("i", HORA_FLOAT64, HORA_MAX, 0, R);     /* empty */
+  v[9] = fdec("j", HORA_FLOAT64, HORA_MAX, 1u << 15, R); /* 256 KiB: alone */
+  hd_coord_mark_fusion(v, 10, 128u << 20);
+  const uint32_t want[10] = {0, 1, 0, 0, 0, 0, 0, 1, 0, 0};
+  for (int i = 0; i < 10; i++) CHECK_EQ_INT(v[i].fuse, want[i]);
+
+  /* the threshold: 3 x 1 KiB in runs of at most 2 KiB; 0: none */
+  struct hp_nego_decide w[3];
+  for (int i = 0; i < 3; i++) w[i] = fdec("x", HORA_FLOAT32, HORA_SUM, 256, R);
+  hd_coord_mark_fusion(w, 3, 2048);
+  CHECK_EQ_INT(w[0].fuse, 0);
+  CHECK_EQ_INT(w[1].fuse, 1);
+  CHECK_EQ_INT(w[2].fuse, 0);
+  hd_coord_mark_fusion(w, 3, 0);
+  for (int i = 0; i < 3; i++) CHECK_EQ_INT(w[i].fuse, 0);
+  /* runs of at most 256 KiB, whatever the threshold: 3 x 100 KiB */
+  for (int i = 0; i < 3; i++)
+    w[i] = fdec("y", HORA_FLOAT32, HORA_SUM, 25600, R);
+  hd_coord_mark_fusion(w, 3, 128u << 20);
+  CHECK_EQ_INT(w[1].fuse, 1);
+  CHECK_EQ_INT(w[2].fuse, 0);
+  /* a broadcast or a failed decision is never fused */
+  w[1].meta.coll = HORA_COLL_BROADCAST;
+  w[2].status = HORA_EMISMATCH;
+  hd_coord_mark_fusion(w, 3, 1u << 20);
+  CHECK_EQ_INT(w[1].fuse, 0);
+  CHECK_EQ_INT(w[2].fuse, 0);
+}
+
+/* The coordinator batches what it decides while its own host has two
+ * plans of the set queued; the batch goes out as one plan, in order,
+ * with the fuse marks, when flushed; a decision that is not batched (a
+ * barrier) sends the batch first; a tensor streamed on one host is not
+ * fused; fusion_threshold 0 batches nothing. */
+static void test_batch_and_fuse(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.job.comms[0];
+  const char *nm[5] = {"fa", "fb", "fc", "fd", "fe"};
+  struct hp_sqe e[2][5];
+  for (int k = 0; k < 5; k++)
+    for (int r = 0; r < 2; r++) {
+      e[r][k] = allreduce(&f, r, nm[k], HORA_FLOAT32, 4, 64u * (uint64_t)k);
+      fx_submit(&f, r, &e[r][k]);
+    }
+  struct hd_tensor *t[5];
+  for (int k = 0; k < 5; k++) {
+    t[k] = fx_find(c, nm[k]);
+    CHECK(t[k] && t[k]->awaiting);
+  }
+  for (int k = 0; k < 5; k++)
+    for (int h = 1; h < 3; h++) {
+      struct hp_nego_ready m =
+          rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2 * h);
+      m.flags = k == 3 && h == 2 ? 0 : HP_NR_RESIDENT; /* fd: streamed */
+      ready(&f, h, m);
+    }
+  /* fa and fb go at once (fewer than two plans queued), the rest wait */
+  CHECK(t[0]->queued && t[1]->queued);
+  for (int k = 2; k < 5; k++) CHECK(t[k]->awaiting && !t[k]->queued);
+  CHECK(c->plan_head && c->plan_head->next && !c->plan_head->next->next);
+  /* a barrier sends the batch first */
+  struct hp_sqe u0 = barrier("fu"), u1 = barrier("fu");
+  fx_submit(&f, 0, &u0);
+  fx_submit(&f, 1, &u1);
+  ready(&f, 1, barrier_rdy("fu", 2));
+  ready(&f, 2, barrier_rdy("fu", 4));
+  for (int k = 2; k < 5; k++) CHECK(t[k]->queued && !t[k]->awaiting);
+  struct hd_plan *p = c->plan_head->next->next;
+  CHECK(p && p->n == 3 && p->t[0] == t[2] && p->t[1] == t[3] &&
+        p->t[2] == t[4]);
+  CHECK(p && p->next && p->next->n == 1); /* the barrier, after */
+  for (int k = 1; k < 5; k++) CHECK_EQ_INT(t[k]->seq, t[0]->seq + k);
+  /* fc alone, fd not resident on host 2, fe after it: none fused */
+  CHECK_EQ_INT(t[2]->fuse, 0);
+  CHECK_EQ_INT(t[3]->fuse, 0);
+  CHECK_EQ_INT(t[4]->fuse, 0);
+  none(&f);
+  hd_fail_all(&f.job);
+  fx_free(&f);
+
+  /* the same with three resident tensors batched: fused together */
+  setup(&f);
+  c = f.job.comms[0];
+  for (int k = 0; k < 5; k++)
+    for (int r = 0; r < 2; r++) {
+      e[r][k] = allreduce(&f, r, nm[k], HORA_FLOAT32, 4, 64u * (uint64_t)k);
+      fx_submit(&f, r, &e[r][k]);
+    }
+  for (int k = 0; k < 5; k++) {
+    t[k] = fx_find(c, nm[k]);
+    for (int h = 1; h < 3; h++) {
+      struct hp_nego_ready m =
+          rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2 * h);
+      m.flags = HP_NR_RESIDENT;
+      ready(&f, h, m);
+    }
+  }
+  for (int k = 2; k < 5; k++) CHECK(t[k] && t[k]->awaiting);
+  hd_coord_flush(c); /* as when the queue drains */
+  for (int k = 2; k < 5; k++) CHECK(t[k]->queued && !t[k]->awaiting);
+  CHECK_EQ_INT(t[2]->fuse, 0);
+  CHECK_EQ_INT(t[3]->fuse, 1);
+  CHECK_EQ_INT(t[4]->fuse, 1);
+  hd_coord_flush(c); /* nothing left: a no-op */
+  none(&f);
+  hd_fail_all(&f.job);
+  fx_free(&f);
+
+  /* fusion_threshold 0: every decision goes out at once, alone */
+  setup(&f);
+  c = f.job.comms[0];
+  hk_int(&f.job.knobs, fusion_threshold) = 0;
+  for (int k = 0; k < 3; k++)
+    for (int r = 0; r < 2; r++) {
+      e[r][k] = allreduce(&f, r, nm[k], HORA_FLOAT32, 4, 64u * (uint64_t)k);
+      fx_submit(&f, r, &e[r][k]);
+    }
+  for (int k = 0; k < 3; k++) {
+    t[k] = fx_find(c, nm[k]);
+    for (int h = 1; h < 3; h++) {
+      struct hp_nego_ready m =
+          rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2 * h);
+      m.flags = HP_NR_RESIDENT;
+      ready(&f, h, m);
+    }
+    CHECK(t[k] && t[k]->queued && !t[k]->fuse);
+  }
+  none(&f);
+  hd_fail_all(&f.job);
+  fx_free(&f);
+}
+
+/* A host of the set leaving fails what waits in the batch too. */
+static void test_batch_fails_with_host(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.job.comms[0];
+  const char *nm[3] = {"ha", "hb", "hc"};
+  struct hp_sqe e[2][3];
+  for (int k = 0; k < 3; k++) {
+    for (int r = 0; r < 2; r++) {
+      e[r][k] = allreduce(&f, r, nm[k], HORA_FLOAT32, 4, 64u * (uint64_t)k);
+      fx_submit(&f, r, &e[r][k]);
+    }
+    for (int h = 1; h < 3; h++) {
+      struct hp_nego_ready m =
+          rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2 * h);
+      m.flags = HP_NR_RESIDENT;
+      ready(&f, h, m);
+    }
+  }
+  struct hd_tensor *tc = fx_find(c, "hc");
+  CHECK(tc && tc->awaiting);
+  hd_coord_fail(c, "host h2 is lost");
+  for (int r = 0; r < 2; r++) EXPECT_DONE(&f, r, e[r][2].id, HORA_EPEERGONE);
+  CHECK(fx_find(c, "hc") == NULL);
+  hd_fail_all(&f.job);
+  fx_free(&f);
+}
+
 int main(void) {
   hc_log_init("test_coord", HC_FATAL);
   RUN(test_every_host);
@@ -1095,6 +1285,9 @@ int main(void) {
   RUN(test_sets);
   RUN(test_stall_across_hosts);
   RUN(test_group_one_plan);
+  RUN(test_mark_fusion);
+  RUN(test_batch_and_fuse);
+  RUN(test_batch_fails_with_host);
   RUN(test_group_mismatch_across_hosts);
   RUN(test_group_stall_across_hosts);
   RUN(test_stall_names_missing_ranks);

@@ -320,10 +320,15 @@ static void test_render_one_host(void) {
   CHECK_EQ_INT(value_of(text, "hora_rank_lateness_seconds_count{host=\"h0\","
                               "rank=\"2\",rank_host=\"h0\"}"), 5);
   CHECK(value_of(text, "hora_deadlocks_total{host=\"h0\"}") == 0);
+  CHECK(value_of(text, "hora_fused_collectives_total{host=\"h0\"}") == 0);
   hd_metrics_deadlock(&f.job);
   hd_metrics_stall(&f.job, 0);
+  hd_metrics_fused(&f.job, 7);
+  hd_metrics_fused(&f.job, 2);
   free(text);
   text = hd_metrics_render(&f.daemon, &len);
+  CHECK(value_of(text, "hora_fused_collectives_total{host=\"h0\"}") == 2);
+  CHECK(value_of(text, "hora_fused_tensors_total{host=\"h0\"}") == 9);
   CHECK(value_of(text, "hora_deadlocks_total{host=\"h0\"}") == 1);
   CHECK(value_of(text, "hora_stall_warnings_total{host=\"h0\"}") == 1);
   /* every line is a comment or NAME{labels} VALUE */

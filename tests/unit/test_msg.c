@@ -962,6 +962,71 @@ static void test_nego_plan(void) {
   hp_wbuf_free(&w);
 }
 
+/* Fusion marks: `fuse` and the readiness flags round-trip in a plan; a
+ * fused first decision, a fused lone NEGO_DECIDE, a mark other than 0 or
+ * 1 and a fused failure are refused. */
+static void test_nego_plan_fuse(void) {
+  struct hp_nego_decide v[3];
+  memset(v, 0, sizeof v);
+  for (int i = 0; i < 3; i++) {
+    v[i].comm = 0;
+    v[i].seq = 5 + (uint64_t)i;
+    snprintf(v[i].name, sizeof v[i].name, "grad.%d", i);
+    v[i].meta.coll = HORA_COLL_ALLREDUCE;
+    v[i].meta.dtype = HORA_FLOAT32;
+    v[i].meta.count = 4;
+    v[i].meta.prescale = v[i].meta.postscale = 1.0;
+    v[i].meta.flags = HP_NR_RESIDENT;
+    v[i].fuse = i > 0;
+  }
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_nego_plan(&w, v, 3);
+  size_t n;
+  const unsigned char *p = one_frame(&w, HP_MSG_NEGO_PLAN, &n);
+  struct hp_nego_decide *out = NULL;
+  uint32_t k = 0;
+  CHECK_EQ_INT(hp_dec_nego_plan(p, n, &out, &k), 0);
+  CHECK_EQ_INT(k, 3);
+  for (uint32_t i = 0; out && i < 3; i++) {
+    CHECK_EQ_INT(out[i].fuse, i > 0);
+    CHECK_EQ_INT(out[i].meta.flags, HP_NR_RESIDENT);
+  }
+  free(out);
+  struct { int at; uint32_t fuse; int32_t status; } bad[] = {
+      {0, 1, 0}, {1, 2, 0}, {2, 1, HORA_EMISMATCH}};
+  for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+    struct hp_nego_decide u[3];
+    memcpy(u, v, sizeof u);
+    u[bad[b].at].fuse = bad[b].fuse;
+    u[bad[b].at].status = bad[b].status;
+    hp_wbuf_reset(&w);
+    hp_enc_nego_plan(&w, u, 3);
+    p = one_frame(&w, HP_MSG_NEGO_PLAN, &n);
+    out = NULL;
+    CHECK(hp_dec_nego_plan(p, n, &out, &k) < 0 && out == NULL);
+  }
+  struct hp_nego_decide one;
+  hp_wbuf_reset(&w);
+  hp_enc_nego_decide(&w, &v[1]);
+  p = one_frame(&w, HP_MSG_NEGO_DECIDE, &n);
+  CHECK(hp_dec_nego_decide(p, n, &one) < 0);
+  hp_wbuf_reset(&w);
+  hp_enc_nego_decide(&w, &v[0]);
+  p = one_frame(&w, HP_MSG_NEGO_DECIDE, &n);
+  CHECK_EQ_INT(hp_dec_nego_decide(p, n, &one), 0);
+  CHECK_EQ_INT(one.meta.flags, HP_NR_RESIDENT);
+  /* NEGO_READY carries the flags too */
+  struct hp_nego_ready r = v[2].meta, r2;
+  snprintf(r.name, sizeof r.name, "grad.2");
+  hp_wbuf_reset(&w);
+  hp_enc_nego_ready(&w, &r);
+  p = one_frame(&w, HP_MSG_NEGO_READY, &n);
+  CHECK_EQ_INT(hp_dec_nego_ready(p, n, &r2), 0);
+  CHECK_EQ_INT(r2.flags, HP_NR_RESIDENT);
+  hp_wbuf_free(&w);
+}
+
 static void test_fuzz(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
@@ -1049,6 +1114,7 @@ int main(void) {
   RUN(test_decoder_bad);
   RUN(test_decoder_good_then_bad);
   RUN(test_nego_plan);
+  RUN(test_nego_plan_fuse);
   RUN(test_fuzz);
   /* Last: while msg.c passes a NULL buffer to memcpy/memcmp, UBSan aborts
    * here, after the other results are out. */
