@@ -71,6 +71,9 @@ def api(c, d):
         if hvd.rank() == 0:
             check_file(c, path, size, cycles=(i == 0),
                        absent=("allreduce.between",))
+        # only rank 0's stop ends the file: without this barrier the
+        # others' next submission may reach horad before that stop does
+        hvd.barrier()
         hvd.allreduce(t, name="between")
     hvd.stop_timeline()  # none running: nothing happens
     c.raises(ValueError, lambda: hvd.start_timeline(""), "an empty path",
