@@ -41,6 +41,7 @@ from hora.torch.mpi_ops import (
     HoraGroupedReducescatter,
 )
 from hora.torch.optimizer import DistributedOptimizer
+from hora.torch.ddp import DistributedDataParallel
 from hora.torch.functions import (broadcast_parameters,
                                   broadcast_optimizer_state, broadcast_object,
                                   allgather_object)
@@ -67,7 +68,7 @@ __all__ = [
     "HoraAllreduce", "HoraGroupedAllreduce", "HoraBroadcast",
     "HoraAllgather", "HoraGroupedAllgather", "HoraAlltoall",
     "HoraReducescatter", "HoraGroupedReducescatter",
-    "DistributedOptimizer", "broadcast_parameters",
+    "DistributedOptimizer", "DistributedDataParallel", "broadcast_parameters",
     "broadcast_optimizer_state", "broadcast_object", "allgather_object",
     "SyncBatchNorm",
 ]
