@@ -12,8 +12,18 @@ spend waiting on hora: optimizer.step() is split into
 optimizer.synchronize() (wait for the allreduces of the gradients) and
 `with optimizer.skip_synchronize(): optimizer.step()` (the update), and the
 time in synchronize() is summed over the timed steps, averaged over ranks.
+
+--ddp wraps the model in hvd.DistributedDataParallel instead (a plain
+optimizer; backward() returns with the gradients averaged, and the wait is
+the time backward() spends waiting for the buckets' allreduces). --torch-ddp
+runs torch.nn.parallel.DistributedDataParallel over gloo on the same ranks,
+for comparison: the gloo process group is made from hora's rank and size,
+at 127.0.0.1 (all ranks on one host) on a free port that rank 0 picks and
+broadcasts; its wait is not measured.
 """
 import argparse
+import os
+import socket
 import timeit
 
 import numpy as np
@@ -82,9 +92,25 @@ parser.add_argument('--no-cuda', action='store_true', default=False,
                     help='disables CUDA training')
 parser.add_argument('--use-adasum', action='store_true', default=False,
                     help='use adasum algorithm to do reduction')
+parser.add_argument('--ddp', action='store_true', default=False,
+                    help='wrap the model in hvd.DistributedDataParallel '
+                         'instead of using hvd.DistributedOptimizer')
+parser.add_argument('--torch-ddp', action='store_true', default=False,
+                    help='use torch.nn.parallel.DistributedDataParallel '
+                         'over gloo on the same ranks (one host), for '
+                         'comparison')
 
 args = parser.parse_args()
 args.cuda = not args.no_cuda and torch.cuda.is_available()
+if args.ddp and args.torch_ddp:
+    parser.error('--ddp and --torch-ddp exclude each other')
+if (args.ddp or args.torch_ddp) and (args.fp16_allreduce or args.use_adasum):
+    parser.error('--fp16-allreduce and --use-adasum apply to '
+                 'DistributedOptimizer only')
+if args.ddp and args.cuda:
+    parser.error('--ddp: hora.torch.DistributedDataParallel trains on the '
+                 'CPU only; add --no-cuda')
+mode = 'ddp' if args.ddp else 'torch-ddp' if args.torch_ddp else 'optimizer'
 
 if args.num_threads > 0:
     torch.set_num_threads(args.num_threads)
@@ -120,21 +146,47 @@ if args.cuda:
     if args.use_adasum and hvd.nccl_built():
         lr_scaler = hvd.local_size()
 
+
+
+def init_gloo():
+    """torch.distributed over gloo on hora's ranks: rank 0 picks a free
+    port on 127.0.0.1 and broadcasts it."""
+    import torch.distributed as dist
+    port = None
+    if hvd.rank() == 0:
+        with socket.socket() as s:
+            s.bind(('127.0.0.1', 0))
+            port = s.getsockname()[1]
+    port = hvd.broadcast_object(port, root_rank=0, name='benchmark.port')
+    os.environ['MASTER_ADDR'] = '127.0.0.1'
+    os.environ['MASTER_PORT'] = str(port)
+    dist.init_process_group('gloo', rank=hvd.rank(), world_size=hvd.size())
+
+
+if mode == 'ddp':
+    # broadcasts the parameters and buffers from rank 0
+    model = hvd.DistributedDataParallel(model)
+elif mode == 'torch-ddp':
+    init_gloo()
+    model = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[hvd.local_rank()] if args.cuda else None)
+
 optimizer = optim.SGD(model.parameters(), lr=0.01 * lr_scaler)
 
-# (optional) compression algorithm.
-compression = hvd.Compression.fp16 if args.fp16_allreduce \
-    else hvd.Compression.none
+if mode == 'optimizer':
+    # (optional) compression algorithm.
+    compression = hvd.Compression.fp16 if args.fp16_allreduce \
+        else hvd.Compression.none
 
-# wrap optimizer with DistributedOptimizer.
-optimizer = hvd.DistributedOptimizer(
-    optimizer, named_parameters=model.named_parameters(),
-    compression=compression,
-    op=hvd.Adasum if args.use_adasum else hvd.Average)
+    # wrap optimizer with DistributedOptimizer.
+    optimizer = hvd.DistributedOptimizer(
+        optimizer, named_parameters=model.named_parameters(),
+        compression=compression,
+        op=hvd.Adasum if args.use_adasum else hvd.Average)
 
-# broadcast parameters & optimizer state.
-hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    # broadcast parameters & optimizer state.
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
 # Set up fixed fake data
 data = torch.randn(args.batch_size, 3, args.image_size, args.image_size)
@@ -147,7 +199,23 @@ if args.cuda:
 clock = {'wait': 0.0, 'step': 0.0}
 
 
+def ddp_step():
+    t0 = timeit.default_timer()
+    waited = getattr(model, 'comm_wait_seconds', 0.0)
+    optimizer.zero_grad()
+    output = model(data)
+    loss = F.cross_entropy(output, target)
+    loss.backward()  # returns with the gradients averaged
+    optimizer.step()
+    if args.cuda:
+        torch.cuda.synchronize()
+    clock['wait'] += getattr(model, 'comm_wait_seconds', 0.0) - waited
+    clock['step'] += timeit.default_timer() - t0
+
+
 def benchmark_step():
+    if mode != 'optimizer':
+        return ddp_step()
     t0 = timeit.default_timer()
     optimizer.zero_grad()
     output = model(data)
@@ -174,6 +242,10 @@ def log(s, nl=True):
 
 
 log('Model: %s' % args.model)
+log('Data parallelism: %s' % {
+    'optimizer': 'hvd.DistributedOptimizer',
+    'ddp': 'hvd.DistributedDataParallel',
+    'torch-ddp': 'torch.nn.parallel.DistributedDataParallel (gloo)'}[mode])
 log('Batch size: %d' % args.batch_size)
 device = 'GPU' if args.cuda else 'CPU'
 log('Number of %ss: %d' % (device, hvd.size()))
@@ -208,7 +280,13 @@ shares[hvd.rank()] = mine
 shares = hvd.allreduce(shares, name='benchmark.wait_share', op=hvd.Sum)
 shares = shares.cpu().numpy()
 steps = args.num_iters * args.num_batches_per_iter
-log('Wait on hora: %.1f%% of step time (mean over %d rank(s); max %.1f%%; '
-    '%.1f ms of %.1f ms per step on rank 0)' %
-    (100 * shares.mean(), hvd.size(), 100 * shares.max(),
-     1000 * clock['wait'] / max(steps, 1), 1000 * clock['step'] / max(steps, 1)))
+if mode == 'torch-ddp':
+    log('Wait on gloo: not measured (inside torch\'s backward())')
+else:
+    log('Wait on hora: %.1f%% of step time (mean over %d rank(s); max '
+        '%.1f%%; %.1f ms of %.1f ms per step on rank 0)' %
+        (100 * shares.mean(), hvd.size(), 100 * shares.max(),
+         1000 * clock['wait'] / max(steps, 1),
+         1000 * clock['step'] / max(steps, 1)))
+if mode == 'torch-ddp':
+    torch.distributed.destroy_process_group()
