@@ -10,6 +10,8 @@ end with the parameters (float64, within 1e-10) and BatchNorm buffers that
 plain torch gets in one process on the whole batch, identical on every rank.
 See the worker for the scenarios.
 """
+import os
+
 import pytest
 
 NP2 = ["basic", "adam", "view", "tiny", "nobuffers", "nosync", "unused",
@@ -35,3 +37,28 @@ def test_ddp_alone(hora_job, hora_expect_ok):
     scenarios = sorted(set(NP2) | {"pset"})
     res = hora_job(None, "ddp.py", *scenarios, timeout=180)
     hora_expect_ok(res, "ddp " + " ".join(scenarios), None)
+
+
+@pytest.mark.parametrize("flag", ["--ddp", "--torch-ddp"])
+def test_synthetic_benchmark_ddp(hora_job, hora_paths, flag):
+    """The synthetic benchmark with hora's DistributedDataParallel, and with
+    torch's over gloo on hora's ranks, runs and reports."""
+    if flag == "--torch-ddp":
+        dist = pytest.importorskip("torch.distributed")
+        if not (dist.is_available() and dist.is_gloo_available()):
+            pytest.skip("this torch has no gloo")
+    # an absolute path: run_job's join with the workers' folder keeps it
+    script = os.path.join(hora_paths.root, "examples", "pytorch",
+                          "pytorch_synthetic_benchmark.py")
+    res = hora_job(2, script, "--model", "smallcnn", "--image-size", "32",
+                   "--batch-size", "4", "--num-warmup-batches", "1",
+                   "--num-batches-per-iter", "2", "--num-iters", "2",
+                   "--num-threads", "1", "--no-cuda", flag, timeout=180)
+    assert res.rc == 0, str(res)
+    mode = {"--ddp": "hvd.DistributedDataParallel",
+            "--torch-ddp": "torch.nn.parallel.DistributedDataParallel"}[flag]
+    wait = {"--ddp": "Wait on hora:", "--torch-ddp": "Wait on gloo:"}[flag]
+    for want in ["Data parallelism: " + mode, "Iter #1:",
+                 "Total img/sec on 2 CPU(s):", wait]:
+        assert any(l.startswith(want) for l in res.lines(0)), (want, str(res))
+    assert not res.lines(1), "only rank 0 prints\n%s" % res

@@ -18,6 +18,7 @@ before backward() returns, so the parameters' .grad hold the averages.
 
 import itertools
 import time
+import weakref
 from contextlib import contextmanager
 
 import torch
@@ -237,6 +238,7 @@ class DistributedDataParallel(torch.nn.Module):
                 self._hook_handles.append(acc.register_hook(
                     self._make_hook(p)))
                 self._grad_accs.append(acc)
+        weakref.finalize(self, _remove_hooks, self._hook_handles)
 
     # -- forward ------------------------------------------------------------
 
@@ -265,7 +267,8 @@ class DistributedDataParallel(torch.nn.Module):
         is_root = rank() == self._root
         work = []
         with torch.no_grad():
-            for dtype, bufs in sorted(by_dtype.items(), key=lambda x: str(x[0])):
+            for dtype, bufs in sorted(by_dtype.items(),
+                                      key=lambda kv: str(kv[0])):
                 flat = torch.cat([b.reshape(-1) for b in bufs])
                 name = "%s.buffers.%s" % (self._prefix,
                                           str(dtype).replace("torch.", ""))
@@ -285,8 +288,14 @@ class DistributedDataParallel(torch.nn.Module):
     # -- backward -----------------------------------------------------------
 
     def _make_hook(self, p):
+        # a weak reference: the hooks must not keep a wrapper that is gone
+        # alive (its finalizer removes them)
+        ref = weakref.ref(self)
+
         def hook(*ignore):
-            self._grad_ready(p)
+            ddp = ref()
+            if ddp is not None:
+                ddp._grad_ready(p)
         return hook
 
     def _grad_ready(self, p):
@@ -388,9 +397,10 @@ class DistributedDataParallel(torch.nn.Module):
             names = [self._names.get(p, "?") for p in missing]
             raise RuntimeError(
                 "DistributedDataParallel: on rank %d, %d parameter(s) "
-                "received no gradient in this backward pass: %s. Their part of the "
-                "gradients was reduced as zeros, so the ranks stay in step, "
-                "but the result is wrong. Pass find_unused_parameters=True "
+                "received no gradient in this backward pass: %s. They took "
+                "part in the reduction as they were (zeros where .grad is "
+                "None), so that the ranks stay in step, but the gradients "
+                "are not this pass's. Pass find_unused_parameters=True "
                 "when parts of the model may go unused in an iteration, or "
                 "make every output of forward() take part in the loss."
                 % (rank(), len(names), ", ".join(names)))
@@ -426,6 +436,11 @@ class DistributedDataParallel(torch.nn.Module):
     def __getstate__(self):
         raise TypeError("hora.torch.DistributedDataParallel cannot be "
                         "pickled or copied; save .module or state_dict()")
+
+
+def _remove_hooks(handles):
+    for h in handles:
+        h.remove()
 
 
 def _describe(entry):
