@@ -16,7 +16,7 @@ import pytest
 
 NP2 = ["basic", "adam", "view", "tiny", "nobuffers", "nosync", "unused",
        "unused_view", "errors"]
-NP3 = ["basic", "unused", "pset"]
+NP3 = ["basic", "unused", "pset", "errors"]
 
 
 @pytest.mark.parametrize("scenario", NP2)

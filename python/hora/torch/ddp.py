@@ -100,12 +100,14 @@ class DistributedDataParallel(torch.nn.Module):
     parameter makes backward() raise a RuntimeError naming it (the
     gradients that other parameters got are still reduced, so no rank is
     left waiting). gradient_as_bucket_view: each parameter's .grad is a view
-    into its bucket's flat tensor, so gradients are reduced where the
-    backward pass accumulated them, with no copy in or out (the flat tensors
-    are ordinary tensors in this process's memory: hora.torch has no
-    allocator for tensors in its shared arena, so libhora still stages them
-    there). process_set: the ranks that train together; on a rank outside
-    it the wrapper does nothing but call the module.
+    into its bucket's flat tensor, so the backward pass accumulates the
+    gradients where they are reduced, with no copy between .grad and the
+    bucket (otherwise a gradient is copied into its bucket when it is ready
+    and the average back after the allreduce). The flat tensors are
+    ordinary tensors: hora.torch has no allocator of tensors in libhora's
+    shared arena, so libhora copies each bucket into the arena and back.
+    process_set: the ranks that train together; on a rank outside it the
+    wrapper does nothing but call the module.
 
     device_ids may be None or a list of the CPU device only, output_device
     None or the CPU, dim 0: hora runs one CPU model per process and
@@ -180,10 +182,11 @@ class DistributedDataParallel(torch.nn.Module):
                 diff = [(a, b) for a, b in itertools.zip_longest(mine, theirs)
                         if a != b][0]
                 raise ValueError(
-                    "DistributedDataParallel: the model of rank %d differs "
-                    "from rank %d's: %s here, %s there. Every rank of the "
-                    "process set must wrap the same model."
-                    % (r, rank(), _describe(diff[0]), _describe(diff[1])))
+                    "DistributedDataParallel: ranks %d and %d wrap different "
+                    "models: on rank %d, %s; on rank %d, %s. Every rank of "
+                    "the process set must wrap the same model."
+                    % (rank(), r, rank(), _describe(diff[0]), r,
+                       _describe(diff[1])))
 
     def _broadcast_state(self, named):
         """Parameters and buffers from the set's first rank."""
@@ -445,10 +448,11 @@ def _remove_hooks(handles):
 
 def _describe(entry):
     if entry is None:
-        return "nothing"
+        return "nothing there"
     name, shape, dtype, req = entry
-    return "%s of shape %s, %s%s" % (name, list(shape), dtype,
-                                     ", requires_grad" if req else "")
+    return "%s of shape %s (%s%s)" % (name, list(shape),
+                                      dtype.replace("torch.", ""),
+                                      ", requires_grad" if req else "")
 
 
 def _check_arguments(module, device_ids, output_device, dim, process_group,

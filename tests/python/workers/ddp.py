@@ -32,7 +32,8 @@ Scenarios:
              outside it and trains alone; the members start from rank 1's
              weights
   errors     arguments torch's DDP has that cannot apply are refused
-             (naming them); a parameter without gradient and no
+             (naming them), so are ranks with different models; a
+             parameter without gradient and no
              find_unused_parameters raises RuntimeError naming it, and the
              ranks stay in step
 """
@@ -405,6 +406,11 @@ def scenario_errors(c, r, n):
     emb = torch.nn.Sequential(torch.nn.Embedding(5, 2, sparse=True))
     c.raises(ValueError, lambda: D(emb), "sparse embedding",
              contains=("sparse",))
+    # ranks that wrap different models: ValueError on every rank
+    other = torch.nn.Linear(3, 2 + (r == n - 1))
+    if n > 1:
+        c.raises(ValueError, lambda: D(other), "models differ",
+                 contains=("different models", "weight"))
     # what may be passed as in torch, for a CPU model
     for kw in ({"device_ids": None}, {"device_ids": ["cpu"]},
                {"device_ids": [torch.device("cpu")], "output_device": "cpu"},
