@@ -187,6 +187,8 @@ struct dl_view {
   struct dl_rank *rank;
   int nt, capt;
   struct dl_tensor *t;
+  int *slot; /* index of t by (comm, name): open addressing, -1 free */
+  size_t nslot;
   unsigned char *joined; /* by global rank */
   unsigned char *blocked; /* by global rank: in rank[] */
 };
@@ -200,16 +202,51 @@ static void view_free(struct dl_view *v) {
   }
   free(v->rank);
   free(v->t);
+  free(v->slot);
   free(v->joined);
   free(v->blocked);
   memset(v, 0, sizeof *v);
 }
 
+static size_t tensor_slot(uint32_t comm, const char *name, size_t nslot) {
+  return (size_t)(hd_name_hash(name) ^ ((uint64_t)comm * 0x9e3779b97f4a7c15u)) &
+         (nslot - 1);
+}
+
+/* The merged tensor (comm, name), or -1 (a view holds thousands: not a
+ * linear search, which a flood of names would make quadratic). */
 static int find_tensor(const struct dl_view *v, uint32_t comm,
                        const char *name) {
-  for (int i = 0; i < v->nt; i++)
-    if (v->t[i].comm == comm && !strcmp(v->t[i].name, name)) return i;
+  if (!v->nslot) return -1;
+  for (size_t i = tensor_slot(comm, name, v->nslot); v->slot[i] >= 0;
+       i = (i + 1) & (v->nslot - 1)) {
+    const struct dl_tensor *t = &v->t[v->slot[i]];
+    if (t->comm == comm && !strcmp(t->name, name)) return v->slot[i];
+  }
   return -1;
+}
+
+/* Indexes v->t[k] (just added). < 0: out of memory. */
+static int index_tensor(struct dl_view *v, int k) {
+  if ((size_t)v->nt * 2 > v->nslot) {
+    size_t n = v->nslot ? 2 * v->nslot : 256;
+    int *s = malloc(n * sizeof *s);
+    if (!s) return -1;
+    for (size_t i = 0; i < n; i++) s[i] = -1;
+    free(v->slot);
+    v->slot = s;
+    v->nslot = n;
+    for (int j = 0; j < v->nt; j++) {
+      if (j == k) continue;
+      size_t i = tensor_slot(v->t[j].comm, v->t[j].name, n);
+      while (s[i] >= 0) i = (i + 1) & (n - 1);
+      s[i] = j;
+    }
+  }
+  size_t i = tensor_slot(v->t[k].comm, v->t[k].name, v->nslot);
+  while (v->slot[i] >= 0) i = (i + 1) & (v->nslot - 1);
+  v->slot[i] = k;
+  return 0;
 }
 
 /* Adds one host's report to v; < 0 when it is malformed. */
@@ -283,6 +320,7 @@ static int view_add(struct dl_view *v, int size, const unsigned char *p,
         return -1;
       }
       v->nt++;
+      if (index_tensor(v, k) < 0) return -1; /* view_free() frees it */
     } else {
       free(name);
     }
