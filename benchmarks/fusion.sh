@@ -1,20 +1,24 @@
 #!/bin/sh
-# fusion.sh -- what tensor fusion buys across hosts: fusion_perf (T float32
-# allreduces of B bytes each per step, async, then all waited for) between
-# two hosts, 1 rank each, with fusion on (the default threshold, 128 MiB)
-# and off (HOROVOD_FUSION_THRESHOLD=0), in turn, ROUNDS times (on off on
-# off ...: the machine's noise falls on both). The hosts are network
-# namespaces on this machine (tests/multihost/lib.sh), started from a
-# third one, the client. Prints each run's line, then a markdown table of
-# the median microseconds per step with the ratio off / on.
+# fusion.sh -- what tensor fusion buys across hosts: fusion_perf (a step of
+# many float32 allreduces, async, then all waited for) between two hosts,
+# 1 rank each, with fusion on (the default threshold, 128 MiB) and off
+# (HOROVOD_FUSION_THRESHOLD=0), in turn, ROUNDS times (on off on off ...:
+# the machine's noise falls on both). The hosts are network namespaces on
+# this machine (tests/multihost/lib.sh), started from a third one, the
+# client. Prints each run's line, then a markdown table of the median
+# microseconds per step with the ratio off / on. A case is TENSORS:BYTES
+# (that many tensors of that size), or the name of a torchvision model:
+# its gradients' sizes, submitted last layer first (resnet50: 161 tensors,
+# 256 B to 9 MiB, 97 MiB in all).
 #
-#   sh benchmarks/fusion.sh                 100 x 4K, 100 x 64K, 10 x 1M
-#   CASES="200:1K 50:16K" sh benchmarks/fusion.sh
+#   sh benchmarks/fusion.sh            100 x 4K, 100 x 64K, 10 x 1M, resnet50
+#   CASES="200:1K 50:16K resnet18" sh benchmarks/fusion.sh
 #
-# Environment: BUILD (default build), CASES (tensors:bytes pairs), ROUNDS
-# (default 3), STEPS (timed steps per run, default 50). Needs root,
-# iproute2 and sshd (as the multi-host tests); otherwise it says why and
-# exits 77. Exit status non-zero when a run failed or counted wrong results.
+# Environment: BUILD (default build), CASES, ROUNDS (default 3), STEPS
+# (timed steps per run, default 50), PYTHON (with torchvision, for model
+# cases; default /usr/bin/python3). Needs root, iproute2 and sshd (as the
+# multi-host tests); otherwise it says why and exits 77. Exit status
+# non-zero when a run failed or counted wrong results.
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 HORA_TOP=$top
@@ -23,9 +27,10 @@ BUILD=$(cd "${BUILD:-build}" 2>/dev/null && pwd) || {
   exit 1
 }
 export BUILD HORA_TOP
-CASES=${CASES:-100:4K 100:64K 10:1M}
+CASES=${CASES:-100:4K 100:64K 10:1M resnet50}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-50}
+PYTHON=${PYTHON:-/usr/bin/python3}
 . "$top/tests/multihost/lib.sh"
 perf=$BUILD/benchmarks/fusion_perf
 for f in "$HORARUN" "$HORAD" "$perf"; do
@@ -35,8 +40,27 @@ mh_setup 2
 bad=0
 res=$MH_TMP/results
 : >"$res"
+
+# args CASE: fusion_perf's arguments for it (a model: a file of its sizes)
+args() {
+  case $1 in
+  *:*) echo "-t ${1%%:*} -b ${1#*:}" ;;
+  *)
+    "$PYTHON" -c "import sys
+from torchvision import models
+for p in getattr(models, sys.argv[1])().parameters():
+    print(p.numel() * 4)" "$1" >"$MH_TMP/$1.sizes" 2>"$MH_TMP/$1.err" ||
+      return 1
+    echo "-S $MH_TMP/$1.sizes" ;;
+  esac
+}
+
 for c in $CASES; do
-  t=${c%%:*} b=${c#*:}
+  if ! a=$(args "$c"); then
+    echo "$c: no sizes: $(tail -1 "$MH_TMP/$c.err")"
+    bad=1
+    continue
+  fi
   r=0
   while [ "$r" -lt "$ROUNDS" ]; do
     for mode in on off; do
@@ -44,37 +68,38 @@ for c in $CASES; do
       [ $mode = off ] && env="HOROVOD_FUSION_THRESHOLD=0"
       # shellcheck disable=SC2086
       line=$(mh_client env $env timeout 300 "$HORARUN" -np 2 -H h1:1,h2:1 \
-        "$perf" -t "$t" -b "$b" -n "$STEPS" 2>"$MH_TMP/err" | grep 'fusion_perf:')
+        "$perf" $a -n "$STEPS" 2>"$MH_TMP/err" | grep 'fusion_perf:')
       rc=$?
-      echo "$mode $t x $b: ${line:-failed}"
+      echo "$mode $c: ${line:-failed}"
       if [ $rc -ne 0 ] || ! echo "$line" | grep -q '#wrong 0$'; then
         bad=1
         sed 's/^/    | /' "$MH_TMP/err"
         continue
       fi
       us=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) us per step.*/\1/p')
-      echo "$t $b $mode $us" >>"$res"
+      n=$(echo "$line" | sed -n 's/.* ranks, \([0-9]*\) tensors (\([0-9]*\) bytes.*/\1 \2/p')
+      echo "$c $mode $us $n" >>"$res"
     done
     r=$((r + 1))
   done
 done
 echo
-echo "| tensors | bytes each | fused us/step | unfused us/step | unfused / fused |"
-echo "|--------:|-----------:|--------------:|----------------:|----------------:|"
+echo "| case | tensors | bytes in all | fused us/step | unfused us/step | unfused / fused |"
+echo "|------|--------:|-------------:|--------------:|----------------:|----------------:|"
 for c in $CASES; do
-  t=${c%%:*} b=${c#*:}
-  awk -v t="$t" -v b="$b" '
+  awk -v c="$c" '
     function med(v, n,   i, j, x) {
       for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
         if (v[j] < v[i]) { x = v[i]; v[i] = v[j]; v[j] = x }
       return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
     }
-    $1 == t && $2 == b && $3 == "on" { on[++non] = $4 }
-    $1 == t && $2 == b && $3 == "off" { off[++noff] = $4 }
+    $1 == c { t = $4; b = $5 }
+    $1 == c && $2 == "on" { on[++non] = $3 }
+    $1 == c && $2 == "off" { off[++noff] = $3 }
     END {
-      if (!non || !noff) { printf "| %s | %s | failed | failed | |\n", t, b; exit }
+      if (!non || !noff) { printf "| %s | | | failed | failed | |\n", c; exit }
       a = med(on, non); z = med(off, noff)
-      printf "| %s | %s | %.0f | %.0f | %.2f |\n", t, b, a, z, z / a
+      printf "| %s | %s | %s | %.0f | %.0f | %.2f |\n", c, t, b, a, z, z / a
     }' "$res"
 done
 exit $bad

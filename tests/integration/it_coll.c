@@ -997,6 +997,24 @@ static int cmd_async(int argc, char **argv) {
   for (int j = 0; j < nf; j++) aop_submit(&A[j]);
   for (int j = nf - 1; j >= 0; j--) aop_wait(&A[j]);
   free(A);
+  /* fused runs whose 64-bit sums span several ring pieces (1 MiB each),
+   * cut inside tensors: int8/uint8 averages of about 50000 elements */
+  enum { BIG = 6 };
+  A = calloc(2 * BIG, sizeof *A);
+  for (int j = 0; j < 2 * BIG; j++) {
+    struct aop *a = &A[j];
+    a->dt = j < BIG ? HORA_INT8 : HORA_UINT8;
+    a->op = HORA_AVERAGE;
+    a->mode = IP_ALLOC;
+    a->count = 50000 + 7 * (uint64_t)j;
+    a->salt = 31000 + (uint64_t)j;
+    snprintf(a->name, sizeof a->name, "fusebig.%d", j);
+    a->nm = a->name;
+    aop_prepare(a);
+  }
+  for (int j = 0; j < 2 * BIG; j++) aop_submit(&A[j]);
+  for (int j = 0; j < 2 * BIG; j++) aop_wait(&A[j]);
+  free(A);
   if (!g_quiet && g_rank == 0)
     printf("rank 0: %d allreduces in runs of %d alike: %.3f s\n", nf, RUN,
            now_s() - tf);
