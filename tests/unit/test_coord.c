@@ -1140,6 +1140,27 @@ static void test_mark_fusion(void) {
   CHECK_EQ_INT(w[2].fuse, 0);
 }
 
+/* Both local ranks submit n float32 allreduces nm[0..n) (4 elements,
+ * resident); their tensors go to t[]. */
+static void submit_fz(struct fx *f, const char *const *nm, int n,
+                      struct hp_sqe e[2][5], struct hd_tensor **t) {
+  for (int k = 0; k < n; k++) {
+    for (int r = 0; r < 2; r++) {
+      e[r][k] = allreduce(f, r, nm[k], HORA_FLOAT32, 4, 64u * (uint64_t)k);
+      fx_submit(f, r, &e[r][k]);
+    }
+    t[k] = fx_find(f->job.comms[0], nm[k]);
+  }
+}
+
+/* Host h says ready for nm (as submit_fz's), resident or not. */
+static void ready_fz(struct fx *f, int h, const char *nm, int resident) {
+  struct hp_nego_ready m =
+      rdy(0, nm, HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2 * h);
+  m.flags = resident ? HP_NR_RESIDENT : 0;
+  ready(f, h, m);
+}
+
 /* The coordinator batches what it decides while its own host has two
  * plans of the set queued; the batch goes out as one plan, in order,
  * with the fuse marks, when flushed; a decision that is not batched (a
@@ -1151,23 +1172,12 @@ static void test_batch_and_fuse(void) {
   struct hd_comm *c = f.job.comms[0];
   const char *nm[5] = {"fa", "fb", "fc", "fd", "fe"};
   struct hp_sqe e[2][5];
-  for (int k = 0; k < 5; k++)
-    for (int r = 0; r < 2; r++) {
-      e[r][k] = allreduce(&f, r, nm[k], HORA_FLOAT32, 4, 64u * (uint64_t)k);
-      fx_submit(&f, r, &e[r][k]);
-    }
   struct hd_tensor *t[5];
-  for (int k = 0; k < 5; k++) {
-    t[k] = fx_find(c, nm[k]);
-    CHECK(t[k] && t[k]->awaiting);
-  }
+  submit_fz(&f, nm, 5, e, t);
+  for (int k = 0; k < 5; k++) CHECK(t[k] && t[k]->awaiting);
   for (int k = 0; k < 5; k++)
-    for (int h = 1; h < 3; h++) {
-      struct hp_nego_ready m =
-          rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2 * h);
-      m.flags = k == 3 && h == 2 ? 0 : HP_NR_RESIDENT; /* fd: streamed */
-      ready(&f, h, m);
-    }
+    for (int h = 1; h < 3; h++)
+      ready_fz(&f, h, nm[k], !(k == 3 && h == 2)); /* fd: streamed on h2 */
   /* fa and fb go at once (fewer than two plans queued), the rest wait */
   CHECK(t[0]->queued && t[1]->queued);
   for (int k = 2; k < 5; k++) CHECK(t[k]->awaiting && !t[k]->queued);
@@ -1195,20 +1205,9 @@ static void test_batch_and_fuse(void) {
   /* the same with three resident tensors batched: fused together */
   setup(&f);
   c = f.job.comms[0];
+  submit_fz(&f, nm, 5, e, t);
   for (int k = 0; k < 5; k++)
-    for (int r = 0; r < 2; r++) {
-      e[r][k] = allreduce(&f, r, nm[k], HORA_FLOAT32, 4, 64u * (uint64_t)k);
-      fx_submit(&f, r, &e[r][k]);
-    }
-  for (int k = 0; k < 5; k++) {
-    t[k] = fx_find(c, nm[k]);
-    for (int h = 1; h < 3; h++) {
-      struct hp_nego_ready m =
-          rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2 * h);
-      m.flags = HP_NR_RESIDENT;
-      ready(&f, h, m);
-    }
-  }
+    for (int h = 1; h < 3; h++) ready_fz(&f, h, nm[k], 1);
   for (int k = 2; k < 5; k++) CHECK(t[k] && t[k]->awaiting);
   hd_coord_flush(c); /* as when the queue drains */
   for (int k = 2; k < 5; k++) CHECK(t[k]->queued && !t[k]->awaiting);
@@ -1224,19 +1223,9 @@ static void test_batch_and_fuse(void) {
   setup(&f);
   c = f.job.comms[0];
   hk_int(&f.job.knobs, fusion_threshold) = 0;
-  for (int k = 0; k < 3; k++)
-    for (int r = 0; r < 2; r++) {
-      e[r][k] = allreduce(&f, r, nm[k], HORA_FLOAT32, 4, 64u * (uint64_t)k);
-      fx_submit(&f, r, &e[r][k]);
-    }
+  submit_fz(&f, nm, 3, e, t);
   for (int k = 0; k < 3; k++) {
-    t[k] = fx_find(c, nm[k]);
-    for (int h = 1; h < 3; h++) {
-      struct hp_nego_ready m =
-          rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2 * h);
-      m.flags = HP_NR_RESIDENT;
-      ready(&f, h, m);
-    }
+    for (int h = 1; h < 3; h++) ready_fz(&f, h, nm[k], 1);
     CHECK(t[k] && t[k]->queued && !t[k]->fuse);
   }
   none(&f);
@@ -1250,20 +1239,12 @@ static void test_batch_fails_with_host(void) {
   setup(&f);
   struct hd_comm *c = f.job.comms[0];
   const char *nm[3] = {"ha", "hb", "hc"};
-  struct hp_sqe e[2][3];
-  for (int k = 0; k < 3; k++) {
-    for (int r = 0; r < 2; r++) {
-      e[r][k] = allreduce(&f, r, nm[k], HORA_FLOAT32, 4, 64u * (uint64_t)k);
-      fx_submit(&f, r, &e[r][k]);
-    }
-    for (int h = 1; h < 3; h++) {
-      struct hp_nego_ready m =
-          rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2 * h);
-      m.flags = HP_NR_RESIDENT;
-      ready(&f, h, m);
-    }
-  }
-  struct hd_tensor *tc = fx_find(c, "hc");
+  struct hp_sqe e[2][5];
+  struct hd_tensor *t[3];
+  submit_fz(&f, nm, 3, e, t);
+  for (int k = 0; k < 3; k++)
+    for (int h = 1; h < 3; h++) ready_fz(&f, h, nm[k], 1);
+  struct hd_tensor *tc = t[2];
   CHECK(tc && tc->awaiting);
   hd_coord_fail(c, "host h2 is lost");
   for (int r = 0; r < 2; r++) EXPECT_DONE(&f, r, e[r][2].id, HORA_EPEERGONE);
