@@ -1253,6 +1253,50 @@ static void test_batch_fails_with_host(void) {
   fx_free(&f);
 }
 
+/* A batch that nothing drains goes out when it has waited cycle_time
+ * (the job's fusion timer); cycle_time 0 batches nothing. */
+static void test_batch_timer(void) {
+  struct fx f;
+  uv_loop_t loop;
+  setup(&f);
+  CHECK_EQ_INT(uv_loop_init(&loop), 0);
+  f.daemon.loop = &loop;
+  uv_timer_init(&loop, &f.job.fusion_timer);
+  f.job.fusion_timer.data = &f.job;
+  hk_double(&f.job.knobs, cycle_time) = 2.0;
+  const char *nm[3] = {"ta", "tb", "tc"};
+  struct hp_sqe e[2][5];
+  struct hd_tensor *t[3];
+  uv_update_time(&loop);
+  submit_fz(&f, nm, 3, e, t);
+  for (int k = 0; k < 3; k++)
+    for (int h = 1; h < 3; h++) ready_fz(&f, h, nm[k], 1);
+  CHECK(t[2] && t[2]->awaiting && !t[2]->queued);
+  CHECK(uv_is_active((uv_handle_t *)&f.job.fusion_timer));
+  /* the timer (it may first wake early, by libuv's clock, and wait on) */
+  for (int i = 0; i < 100 && uv_is_active((uv_handle_t *)&f.job.fusion_timer);
+       i++)
+    uv_run(&loop, UV_RUN_ONCE);
+  CHECK(t[2] && t[2]->queued && !t[2]->awaiting);
+  none(&f);
+  hd_fail_all(&f.job);
+  fx_free(&f);
+  uv_close((uv_handle_t *)&f.job.fusion_timer, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  CHECK_EQ_INT(uv_loop_close(&loop), 0);
+
+  setup(&f);
+  hk_double(&f.job.knobs, cycle_time) = 0;
+  submit_fz(&f, nm, 3, e, t);
+  for (int k = 0; k < 3; k++) {
+    for (int h = 1; h < 3; h++) ready_fz(&f, h, nm[k], 1);
+    CHECK(t[k] && t[k]->queued);
+  }
+  none(&f);
+  hd_fail_all(&f.job);
+  fx_free(&f);
+}
+
 int main(void) {
   hc_log_init("test_coord", HC_FATAL);
   RUN(test_every_host);
@@ -1269,6 +1313,7 @@ int main(void) {
   RUN(test_mark_fusion);
   RUN(test_batch_and_fuse);
   RUN(test_batch_fails_with_host);
+  RUN(test_batch_timer);
   RUN(test_group_mismatch_across_hosts);
   RUN(test_group_stall_across_hosts);
   RUN(test_stall_names_missing_ranks);
