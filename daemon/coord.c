@@ -78,32 +78,49 @@ static int mismatch(const struct hp_nego_ready *a,
   return hd_meta_mismatch(a->name, &ma, a->rank, &mb, b->rank, msg, len);
 }
 
-static void flush(struct hd_comm *c);
+/* The decision on e (status 0: run it as decision number `seq`; seq
+ * UINT64_MAX: it fails) as an entry of a NEGO_DECIDE or NEGO_PLAN. */
+static void fill_decide(struct hd_comm *c, struct hp_nego_decide *v,
+                        const struct centry *e, uint64_t seq, int status,
+                        const char *msg) {
+  memset(v, 0, sizeof *v);
+  v->comm = c->id;
+  v->seq = seq;
+  v->status = status;
+  v->value = e->last_rank;
+  v->meta = e->first;
+  memcpy(v->name, e->first.name, sizeof v->name);
+  if (status) hc_fmt(v->msg, sizeof v->msg, "%s", msg);
+  hd_metrics_coord_decided(c, v->name, !status && seq != UINT64_MAX);
+}
 
-/* Sends the decision on e (status 0: run it as decision number `seq`) to
- * every host that said ready for it: only those hold it (a stalled
- * operation fails only where it was submitted). */
-static void send_decision(struct hd_comm *c, struct centry *e, uint64_t seq,
-                          int status) {
+/* Sends the decisions v[0..n) (one: NEGO_DECIDE, more: NEGO_PLAN) to
+ * every host that said ready for them (seen): only those hold them (a
+ * stalled operation fails only where it was submitted); when they run
+ * (fails 0), also to the hosts whose ranks all joined, which run them
+ * with neutral inputs. This host's own go straight to hd_decide_plan. */
+static void send_decides(struct hd_comm *c, const unsigned char *seen,
+                         struct hp_nego_decide *v, uint32_t n, int fails) {
   struct hd_job *job = c->job;
-  if (seq != UINT64_MAX) flush(c); /* decisions go out in their order */
-  struct hp_nego_decide m = {.comm = c->id, .seq = seq, .status = status,
-                             .value = e->last_rank, .meta = e->first};
-  memcpy(m.name, e->first.name, sizeof m.name);
-  if (status) hc_fmt(m.msg, sizeof m.msg, "%s", e->msg);
-  hd_metrics_coord_decided(c, m.name, !status && seq != UINT64_MAX);
   unsigned char *joined = c->coord->joined;
   struct hp_wbuf w;
   hp_wbuf_init(&w);
-  /* hosts whose ranks all joined run it too, with neutral inputs */
   for (int i = 1; i < c->nhosts; i++) {
-    if (!e->seen[i] && (!joined[i] || status || seq == UINT64_MAX)) continue;
-    hp_enc_nego_decide(&w, &m);
+    if (!seen[i] && (!joined[i] || fails)) continue;
+    if (n == 1) hp_enc_nego_decide(&w, v);
+    else hp_enc_nego_plan(&w, v, n);
     job->link->send_frames(job, c->hosts[i], &w);
   }
   hp_wbuf_free(&w);
-  if (e->seen[0] || (joined[0] && !status && seq != UINT64_MAX))
-    job->up->decide(job, &m, 1);
+  if (seen[0] || (joined[0] && !fails)) job->up->decide(job, v, n);
+}
+
+static void send_decision(struct hd_comm *c, struct centry *e, uint64_t seq,
+                          int status) {
+  if (seq != UINT64_MAX) hd_coord_flush(c); /* decisions go in order */
+  struct hp_nego_decide m;
+  fill_decide(c, &m, e, seq, status, e->msg);
+  send_decides(c, e->seen, &m, 1, status || seq == UINT64_MAX);
 }
 
 static int entry_status(const struct centry *e) {
@@ -158,40 +175,11 @@ static uint64_t fusion_threshold(const struct hd_job *job) {
   return (uint64_t)HC_MAX(0, hk_int(&job->knobs, fusion_threshold));
 }
 
-/* The decision on e as entry i of a NEGO_PLAN. */
-static void fill_decide(struct hd_comm *c, struct hp_nego_decide *v,
-                        const struct centry *e, uint64_t seq, int status,
-                        const char *msg) {
-  v->comm = c->id;
-  v->seq = seq;
-  v->status = status;
-  v->value = e->last_rank;
-  v->meta = e->first;
-  memcpy(v->name, e->first.name, sizeof v->name);
-  if (status) hc_fmt(v->msg, sizeof v->msg, "%s", msg);
-  hd_metrics_coord_decided(c, v->name, !status);
-}
-
-/* Sends v[0..n) to every host that said ready for them (or whose ranks
- * all joined, when they run), and to this one. */
-static void send_decides(struct hd_comm *c, const unsigned char *seen,
-                         struct hp_nego_decide *v, uint32_t n, int status) {
-  struct hd_job *job = c->job;
-  unsigned char *joined = c->coord->joined;
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  for (int i = 1; i < c->nhosts; i++) {
-    if (!seen[i] && (!joined[i] || status)) continue;
-    hp_enc_nego_plan(&w, v, n);
-    job->link->send_frames(job, c->hosts[i], &w);
-  }
-  hp_wbuf_free(&w);
-  if (seen[0] || (joined[0] && !status)) job->up->decide(job, v, n);
-}
-
-static void flush(struct hd_comm *c) {
+void hd_coord_flush(struct hd_comm *c) {
   struct hd_coord *co = c->coord;
   if (!co || !co->nbatch) return;
+  /* taken out first: a decision made while these go out (this host's own
+   * run in hd_decide_plan) starts a batch of its own */
   uint32_t n = co->nbatch;
   struct centry **b = co->batch;
   co->batch = NULL;
@@ -215,8 +203,6 @@ static void flush(struct hd_comm *c) {
   free(v);
 }
 
-void hd_coord_flush(struct hd_comm *c) { flush(c); }
-
 /* cycle_time in libuv's milliseconds (at least 1). */
 static uint64_t cycle_ms(const struct hd_job *job) {
   double ms = hk_double(&job->knobs, cycle_time);
@@ -230,7 +216,7 @@ void hd_coord_on_fusion_timer(uv_timer_t *t) {
     struct hd_comm *c = job->comms[k];
     if (!c || !c->coord || !c->coord->nbatch) continue;
     uint64_t age = now - c->coord->batch_t0;
-    if (age + 500000u >= wait) flush(c);
+    if (age + 500000u >= wait) hd_coord_flush(c);
     else if (!next || wait - age < next) next = wait - age;
   }
   if (next) /* a younger batch: its own time */
@@ -280,7 +266,7 @@ static int batch_add(struct hd_comm *c, struct centry *e) {
   co->seq++;
   co->batch_bytes += entry_bytes(&e->first);
   if (co->batch_bytes >= fusion_threshold(job) || co->nbatch >= HP_PLAN_MAX)
-    flush(c);
+    hd_coord_flush(c);
   return 0;
 }
 
@@ -297,7 +283,7 @@ static void send_plan(struct hd_comm *c, struct cgroup *g, int status,
     hd_teardown(job, "horad is out of memory", 0);
     return;
   }
-  if (!status) flush(c); /* decisions go out in their order */
+  if (!status) hd_coord_flush(c); /* decisions go out in their order */
   for (uint32_t i = 0; i < n; i++)
     fill_decide(c, &v[i], g->e[i], status ? UINT64_MAX : c->coord->seq++,
                 status, msg);
@@ -448,7 +434,7 @@ static void decide(struct hd_comm *c, struct centry *e) {
   if (may_batch(c, e)) {
     detach_entry(c->coord, e);
     if (batch_add(c, e) == 0) return;
-    flush(c); /* out of memory: it goes alone, after the batch */
+    hd_coord_flush(c); /* out of memory: it goes alone, after the batch */
     send_decision(c, e, c->coord->seq++, 0);
     free(e);
     return;

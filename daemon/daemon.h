@@ -330,6 +330,7 @@ struct hd_job {
   uint64_t chunk_size, arena_size;
   uint64_t max_pending; /* per rank: what it can make the daemon hold */
   int corked; /* polling the rings: NEGO_READYs wait in comm->ready_out */
+  int readies_held; /* some comm->ready_out holds some */
 
   uv_timer_t stall_timer;
   uv_timer_t fusion_timer; /* coord.c: batches of decisions wait at most

@@ -437,6 +437,13 @@ static void family(struct sbuf *b, const char *name, const char *type,
   sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A counter family with this host's one series. */
+static void host_counter(struct sbuf *b, const char *host, const char *name,
+                         const char *help, uint64_t v) {
+  family(b, name, "counter", help);
+  sb_printf(b, "%s{host=\"%s\"} %llu\n", name, host, (unsigned long long)v);
+}
+
 /* A histogram's series; labels: "k=\"v\"," each, ending with a comma. */
 static void hist_lines(struct sbuf *b, const char *name, const char *labels,
                        const struct mhist *h) {
@@ -522,29 +529,24 @@ static void render_job(struct sbuf *b, struct hd_job *job) {
     if (job->comms && job->comms[k])
       sb_printf(b, "hora_operations_pending{host=\"%s\",comm=\"%u\"} %zu\n",
                 host, k, job->comms[k]->ntensors);
-  family(b, "hora_stall_warnings_total", "counter",
-         "Stall warnings: an operation some ranks submitted waited past the "
-         "warning time for the others.");
-  sb_printf(b, "hora_stall_warnings_total{host=\"%s\"} %llu\n", host,
-            (unsigned long long)mx->stall_warn);
-  family(b, "hora_stalled_operations_total", "counter",
-         "Operations failed as stalled, past the shutdown time.");
-  sb_printf(b, "hora_stalled_operations_total{host=\"%s\"} %llu\n", host,
-            (unsigned long long)mx->stall_fail);
-  family(b, "hora_deadlocks_total", "counter",
-         "Deadlocks found: every live rank of a communicator waiting, "
-         "nothing able to progress.");
-  sb_printf(b, "hora_deadlocks_total{host=\"%s\"} %llu\n", host,
-            (unsigned long long)mx->deadlocks);
-  family(b, "hora_fused_collectives_total", "counter",
-         "Collectives that ran several tensors fused into one (tensor "
-         "fusion across hosts).");
-  sb_printf(b, "hora_fused_collectives_total{host=\"%s\"} %llu\n", host,
-            (unsigned long long)mx->fused_ops);
-  family(b, "hora_fused_tensors_total", "counter",
-         "Tensors that ran in those fused collectives.");
-  sb_printf(b, "hora_fused_tensors_total{host=\"%s\"} %llu\n", host,
-            (unsigned long long)mx->fused_tensors);
+  host_counter(b, host, "hora_stall_warnings_total",
+               "Stall warnings: an operation some ranks submitted waited "
+               "past the warning time for the others.",
+               mx->stall_warn);
+  host_counter(b, host, "hora_stalled_operations_total",
+               "Operations failed as stalled, past the shutdown time.",
+               mx->stall_fail);
+  host_counter(b, host, "hora_deadlocks_total",
+               "Deadlocks found: every live rank of a communicator waiting, "
+               "nothing able to progress.",
+               mx->deadlocks);
+  host_counter(b, host, "hora_fused_collectives_total",
+               "Collectives that ran several tensors fused into one (tensor "
+               "fusion across hosts).",
+               mx->fused_ops);
+  host_counter(b, host, "hora_fused_tensors_total",
+               "Tensors that ran in those fused collectives.",
+               mx->fused_tensors);
 
   if (job->multi && job->peers) {
     family(b, "hora_link_up", "gauge",

@@ -525,6 +525,8 @@ static int resident_here(const struct hd_comm *c, const struct hd_tensor *t) {
   return 1;
 }
 
+static void send_readies(struct hd_comm *c);
+
 /* Multi-host: asks the coordinator; hd_decide() queues it. */
 static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
                              int status, const char *msg) {
@@ -560,17 +562,22 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
   HD_TL_HOOK(job, hd_tl_flush(job)); /* what came before, first */
   hp_enc_nego_ready(&c->ready_out, &m);
   free(arrive);
-  if (!job->corked) hd_send_readies(job);
+  if (job->corked) job->readies_held = 1;
+  else send_readies(c);
+}
+
+static void send_readies(struct hd_comm *c) {
+  /* a lost coordinator fails all anyway */
+  c->job->link->send_frames(c->job, c->hosts[0], &c->ready_out);
+  hp_wbuf_free(&c->ready_out);
 }
 
 void hd_send_readies(struct hd_job *job) {
-  for (uint32_t k = 0; k < job->ncomms; k++) {
-    struct hd_comm *c = job->comms[k];
-    if (!c || !c->ready_out.len) continue;
-    /* a lost coordinator fails all anyway */
-    job->link->send_frames(job, c->hosts[0], &c->ready_out);
-    hp_wbuf_free(&c->ready_out);
-  }
+  if (!job->readies_held) return; /* the rings' poll: nothing to look at */
+  job->readies_held = 0;
+  for (uint32_t k = 0; k < job->ncomms; k++)
+    if (job->comms[k] && job->comms[k]->ready_out.len)
+      send_readies(job->comms[k]);
 }
 
 static void fail_tensor(struct hd_comm *c, struct hd_tensor *t, int status,

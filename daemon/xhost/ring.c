@@ -133,12 +133,6 @@ static unsigned char *part_of(struct hd_xop *x, struct hd_tensor *t, int i,
   return r->shm + hd_staging_off(r, k) + (off - k * x->chunk_elems) * x->es;
 }
 
-static unsigned char *part_ptr(struct hd_job *job, struct hd_xop *x, int i,
-                               uint64_t off) {
-  (void)job;
-  return part_of(x, x->t, i, off);
-}
-
 /* The part of tensor j in elements [off, off + cnt) of the whole: its own
  * elements [*toff, *toff + *n), at *woff in the piece's W. 0: none. */
 static int segment(const struct hd_xop *x, int j, uint64_t off, uint64_t cnt,
@@ -287,12 +281,11 @@ static void send_step(struct hd_job *job, struct hd_xop *x,
 
 /* Writes W into the outputs of the tensor segment [toff, toff + n) of t,
  * which lies at w in W. */
-static void finalize_segment(struct hd_job *job, struct hd_xop *x,
-                             struct xh_slot *sl, struct hd_tensor *t,
-                             uint64_t toff, uint64_t n, unsigned char *w) {
+static void finalize_segment(struct hd_xop *x, struct xh_slot *sl,
+                             struct hd_tensor *t, uint64_t toff, uint64_t n,
+                             unsigned char *w) {
   void *dst[256];
   int nd = 0;
-  (void)job;
   /* W itself is an output when it is a rank's memory: it needs writing
    * only to divide an AVERAGE, and not before the last send from it has
    * left (the next host must get the sum): see advance(). */
@@ -321,7 +314,7 @@ static void finalize_segment(struct hd_job *job, struct hd_xop *x,
 static void finalize(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl) {
   uint64_t toff, n, woff;
   FOR_SEGMENTS(x, sl->off, sl->cnt, j, toff, n, woff)
-  finalize_segment(job, x, sl, x->tv[j], toff, n, sl->buf + woff * x->wes);
+  finalize_segment(x, sl, x->tv[j], toff, n, sl->buf + woff * x->wes);
   sl->finalized = 1;
 }
 
@@ -431,9 +424,9 @@ static void start_piece(struct hd_job *job, struct hd_xop *x, uint64_t p) {
   /* W is the first local rank's own memory (the root's, for a
    * broadcast from here): reduced into in place, sent from, received into,
    * and copied to the other local ranks at the end. Only wide elements
-   * need a buffer of the daemon's. */
-  /* Fused tensors' pieces span several of them: W is then the daemon's. */
-  sl->buf = part_ptr(job, x, 0, sl->off);
+   * need a buffer of the daemon's, and fused tensors (a piece spans
+   * several of them). */
+  sl->buf = part_of(x, t, 0, sl->off);
   if (t->meta.coll == HORA_COLL_ALLREDUCE) {
     if (x->wide || x->nt > 1) sl->buf = sl->w;
     uint64_t toff, n, woff;
@@ -457,7 +450,7 @@ static void start_piece(struct hd_job *job, struct hd_xop *x, uint64_t p) {
     send_step(job, x, sl, 0);
   } else if (x->root_host == x->me) {
     for (int i = 0; i < x->c->nlocal; i++)
-      if (hd_is_root(t, i)) sl->buf = part_ptr(job, x, i, sl->off);
+      if (hd_is_root(t, i)) sl->buf = part_of(x, t, i, sl->off);
     send_step(job, x, sl, 0);
     finalize(job, x, sl);
   }
@@ -491,12 +484,18 @@ static struct hd_xop *xop(struct hd_comm *c) {
 
 static int start_op(struct hd_job *job, struct hd_xop *x,
                     struct hd_tensor *const *ts, int nt) {
-  if (nt > x->cap) {
-    struct hd_tensor **tv = realloc(x->tv, (size_t)nt * sizeof *tv);
-    if (tv) x->tv = tv;
-    uint64_t *base = tv ? realloc(x->base, (size_t)nt * sizeof *base) : NULL;
-    if (base) x->base = base;
-    if (!tv || !base) return -1;
+  if (nt > x->cap) { /* grown once to the largest run, kept till freed */
+    struct hd_tensor **tv = malloc((size_t)nt * sizeof *tv);
+    uint64_t *base = malloc((size_t)nt * sizeof *base);
+    if (!tv || !base) {
+      free(tv);
+      free(base);
+      return -1;
+    }
+    free(x->tv);
+    free(x->base);
+    x->tv = tv;
+    x->base = base;
     x->cap = nt;
   }
   struct hd_tensor *t = ts[0];
@@ -598,15 +597,15 @@ static int advance(struct hd_job *job, struct hd_xop *x) {
                   x->c->size);
         sl->divide_w = 0;
       }
-      uint64_t toff, n, woff;
-      if (t->meta.coll == HORA_COLL_ALLREDUCE && t->meta.postscale != 1.0)
+      /* fused tensors share their postscale (hd_coord_mark_fusion) */
+      if (t->meta.coll == HORA_COLL_ALLREDUCE && t->meta.postscale != 1.0) {
+        uint64_t toff, n, woff;
         FOR_SEGMENTS(x, sl->off, sl->cnt, j, toff, n, woff) {
-          struct hd_tensor *tj = x->tv[j];
           for (int i = 0; i < c->nlocal; i++)
-            if (!tj->part[i].joined)
-              hd_scale_buf(tj, part_of(x, tj, i, toff), n, 0);
+            if (!x->tv[j]->part[i].joined)
+              hd_scale_buf(x->tv[j], part_of(x, x->tv[j], i, toff), n, 0);
         }
-      (void)woff;
+      }
       /* a staging chunk is copied out once no send reads it any more */
       sl->busy = 0;
       x->nfinished++;

@@ -1253,6 +1253,37 @@ static void test_batch_fails_with_host(void) {
   fx_free(&f);
 }
 
+/* A decision fused with one this host does not hold (a tensor not
+ * waiting: warned and ignored) runs unfused here: never a fused run with
+ * a piece missing. A fused first entry or a bad mark never gets here
+ * (test_msg: refused on the wire). */
+static void test_fused_with_missing(void) {
+  struct fx f;
+  setup(&f);
+  const char *nm[1] = {"ma"};
+  struct hp_sqe e[2][5];
+  struct hd_tensor *t[1];
+  submit_fz(&f, nm, 1, e, t);
+  CHECK(t[0] && t[0]->awaiting);
+  struct hp_nego_decide v[2];
+  memset(v, 0, sizeof v);
+  for (int i = 0; i < 2; i++) {
+    v[i].meta = rdy(0, i ? "ma" : "gone", HORA_COLL_ALLREDUCE, HORA_FLOAT32,
+                    HORA_SUM, 4, 2);
+    v[i].meta.flags = HP_NR_RESIDENT;
+    snprintf(v[i].name, sizeof v[i].name, "%s", v[i].meta.name);
+    v[i].seq = 40 + (uint64_t)i;
+  }
+  v[1].fuse = 1;
+  hd_decide_plan(&f.job, v, 2);
+  CHECK(t[0]->queued && !t[0]->awaiting);
+  CHECK_EQ_INT(t[0]->fuse, 0);
+  CHECK(t[0]->seq == 41);
+  none(&f);
+  hd_fail_all(&f.job);
+  fx_free(&f);
+}
+
 /* A batch that nothing drains goes out when it has waited cycle_time
  * (the job's fusion timer); cycle_time 0 batches nothing. */
 static void test_batch_timer(void) {
@@ -1314,6 +1345,7 @@ int main(void) {
   RUN(test_batch_and_fuse);
   RUN(test_batch_fails_with_host);
   RUN(test_batch_timer);
+  RUN(test_fused_with_missing);
   RUN(test_group_mismatch_across_hosts);
   RUN(test_group_stall_across_hosts);
   RUN(test_stall_names_missing_ranks);

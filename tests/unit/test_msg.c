@@ -891,17 +891,25 @@ static void mutate(unsigned char *buf, size_t *n, size_t cap) {
 /* NEGO_PLAN: decisions on a group round-trip in order; every strict
  * prefix, a count of 0 or beyond the frame, and a place outside the group
  * are refused (the count before anything is allocated). */
-static void test_nego_plan(void) {
-  struct hp_nego_decide v[3];
-  memset(v, 0, sizeof v);
-  for (int i = 0; i < 3; i++) {
-    v[i].comm = 7;
-    v[i].seq = 100 + (uint64_t)i;
+/* Decisions v[0..n) on float32 allreduces of comm, numbered from seq. */
+static void plan_decides(struct hp_nego_decide *v, int n, uint32_t comm,
+                         uint64_t seq) {
+  memset(v, 0, (size_t)n * sizeof *v);
+  for (int i = 0; i < n; i++) {
+    v[i].comm = comm;
+    v[i].seq = seq + (uint64_t)i;
     snprintf(v[i].name, sizeof v[i].name, "allreduce.grad.%d", i);
     v[i].meta.coll = HORA_COLL_ALLREDUCE;
     v[i].meta.dtype = HORA_FLOAT32;
     v[i].meta.count = 10u * (uint64_t)(i + 1);
     v[i].meta.prescale = v[i].meta.postscale = 1.0;
+  }
+}
+
+static void test_nego_plan(void) {
+  struct hp_nego_decide v[3];
+  plan_decides(v, 3, 7, 100);
+  for (int i = 0; i < 3; i++) {
     v[i].meta.group = 0xfeedull;
     v[i].meta.group_n = 3;
     v[i].meta.group_idx = (uint32_t)i;
@@ -967,15 +975,8 @@ static void test_nego_plan(void) {
  * 1 and a fused failure are refused. */
 static void test_nego_plan_fuse(void) {
   struct hp_nego_decide v[3];
-  memset(v, 0, sizeof v);
+  plan_decides(v, 3, 0, 5);
   for (int i = 0; i < 3; i++) {
-    v[i].comm = 0;
-    v[i].seq = 5 + (uint64_t)i;
-    snprintf(v[i].name, sizeof v[i].name, "grad.%d", i);
-    v[i].meta.coll = HORA_COLL_ALLREDUCE;
-    v[i].meta.dtype = HORA_FLOAT32;
-    v[i].meta.count = 4;
-    v[i].meta.prescale = v[i].meta.postscale = 1.0;
     v[i].meta.flags = HP_NR_RESIDENT;
     v[i].fuse = i > 0;
   }
@@ -1018,7 +1019,7 @@ static void test_nego_plan_fuse(void) {
   CHECK_EQ_INT(one.meta.flags, HP_NR_RESIDENT);
   /* NEGO_READY carries the flags too */
   struct hp_nego_ready r = v[2].meta, r2;
-  snprintf(r.name, sizeof r.name, "grad.2");
+  snprintf(r.name, sizeof r.name, "%s", v[2].name);
   hp_wbuf_reset(&w);
   hp_enc_nego_ready(&w, &r);
   p = one_frame(&w, HP_MSG_NEGO_READY, &n);
