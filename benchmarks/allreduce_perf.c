@@ -187,13 +187,13 @@ static int parse_dtype(const char *s, hora_dtype_t *out) {
 
 /* nccl-tests' short names: sum, prod, max, min, avg. */
 static const char *op_short(hora_op_t op) {
-  static const char *const names[HORA_OP_COUNT] = {"avg", "sum", "min", "max",
-                                                   "prod"};
+  static const char *const names[HORA_OP_ELEMENTWISE] = {"avg", "sum",
+                                                         "min", "max", "prod"};
   return names[op];
 }
 
 static int parse_op(const char *s, hora_op_t *out) {
-  for (int o = 0; o < HORA_OP_COUNT; o++)
+  for (int o = 0; o < HORA_OP_ELEMENTWISE; o++)
     if (strcmp(s, op_short((hora_op_t)o)) == 0 ||
         strcmp(s, hora_op_name((hora_op_t)o)) == 0) {
       *out = (hora_op_t)o;

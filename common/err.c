@@ -46,8 +46,8 @@ const char *hora_dtype_name(hora_dtype_t dtype) {
 }
 
 const char *hora_op_name(hora_op_t op) {
-  static const char *const names[HORA_OP_COUNT] = {"average", "sum", "min",
-                                                   "max", "product"};
+  static const char *const names[HORA_OP_COUNT] = {
+      "average", "sum", "min", "max", "product", "adasum"};
   return (unsigned)op < HORA_OP_COUNT ? names[op] : "invalid-op";
 }
 

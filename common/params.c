@@ -91,8 +91,9 @@ const struct hc_param hc_params[] = {
      "HOROVOD_HIERARCHICAL_ALLREDUCE", "--hierarchical-allreduce", HC_P_BOOL,
      "0",
      "Horovod's hierarchical allreduce; hora's allreduce is hierarchical "
-     "anyway (reduce on the host, then a ring between hosts), so this only "
-     "reaches the ranks' environment",
+     "anyway (reduce on the host, then a ring between hosts); for Adasum, "
+     "1 averages each host's ranks and runs the tree over the hosts, 0 "
+     "runs it over all ranks",
      NULL, 0},
     {"hierarchical_allgather", "HORA_HIERARCHICAL_ALLGATHER",
      "HOROVOD_HIERARCHICAL_ALLGATHER", "--hierarchical-allgather", HC_P_BOOL,

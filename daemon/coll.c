@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "reduce.h"
 
 static int check_op(struct hd_comm *c, struct hd_rank *r,
                     const struct hp_sqe *e, char *why, size_t len) {
@@ -13,7 +14,23 @@ static int check_op(struct hd_comm *c, struct hd_rank *r,
     hc_fmt(why, len, "unknown reduction operation %u", e->op);
     return HORA_EINVAL;
   }
-  return 0;
+  if (e->op != HORA_ADASUM) return 0;
+  if (e->coll != HORA_COLL_ALLREDUCE) {
+    hc_fmt(why, len, "Adasum is a reduction of allreduce only");
+    return HORA_EINVAL;
+  }
+  if (!hd_adasum_dtype_ok(e->dtype)) {
+    hc_fmt(why, len, "Adasum combines floating-point tensors (float16, "
+           "bfloat16, float32, float64), not %s", hora_dtype_name(e->dtype));
+    return HORA_EINVAL;
+  }
+  if (e->count && !(e->flags & HP_F_RESIDENT)) {
+    hc_fmt(why, len, "Adasum needs the whole tensor in the arena at once "
+           "(hora_alloc memory, or room in the arena for libhora's copy)");
+    return HORA_EINVAL;
+  }
+  int hier = hk_int(&r->job->knobs, hierarchical_allreduce) != 0;
+  return hd_adasum_refuse(c, hier, why, len) ? HORA_EINVAL : 0;
 }
 
 static int check_broadcast(struct hd_comm *c, struct hd_rank *r,

@@ -160,6 +160,7 @@ void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
     const struct hp_nego_ready *m = &v[i].meta, *p = &v[i > 0 ? i - 1 : 0].meta;
     uint64_t b = entry_bytes(m);
     int fusable = !v[i].status && m->coll == HORA_COLL_ALLREDUCE &&
+                  m->op != HORA_ADASUM && /* norms are per tensor */
                   (m->flags & HP_NR_RESIDENT) && m->count > 0 &&
                   b < FUSE_RUN_MAX && threshold > 0;
     v[i].fuse = i > 0 && fusable && run > 0 &&

@@ -579,7 +579,7 @@ DEF_FAST(bf16_fast_prod, 1, HORA_PRODUCT)
 typedef void fast_fn(void *const *dsts, int ndst, const void *const *srcs,
                      int nsrc, size_t count, float div);
 /* [bfloat16][op] */
-static fast_fn *const fast_kernels[2][HORA_OP_COUNT] = {
+static fast_fn *const fast_kernels[2][HORA_OP_ELEMENTWISE] = {
     {[HORA_AVERAGE] = f16_fast_avg,
      [HORA_SUM] = f16_fast_sum,
      [HORA_MIN] = f16_fast_min,
@@ -638,7 +638,8 @@ int hd_reduce_fast(int want) {
 void hd_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
                size_t count, hora_dtype_t dtype, hora_op_t op, int divisor) {
   if (count == 0 || ndst <= 0 || nsrc < 1 ||
-      (unsigned)dtype >= HORA_DTYPE_COUNT || (unsigned)op >= HORA_OP_COUNT)
+      (unsigned)dtype >= HORA_DTYPE_COUNT ||
+      (unsigned)op >= HORA_OP_ELEMENTWISE) /* Adasum: adasum.c */
     return;
   /* 0 means nsrc; a negative divisor is a caller bug, treated the same
    * rather than risking INT64_MIN / -1. */

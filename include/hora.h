@@ -72,14 +72,30 @@ typedef enum {
  * like SUM does) and divided by the number of ranks, rounding toward zero
  * as C integer division does. Float AVERAGE divides the sum by the number
  * of ranks. float16 and bfloat16 accumulate in float32 and round once to
- * nearest even. */
+ * nearest even.
+ *
+ * HORA_ADASUM (allreduce of floating-point tensors only) is not
+ * element-wise: two gradients a and b combine as
+ *   a (1 - a.b / (2 |a|^2)) + b (1 - a.b / (2 |b|^2))
+ * (their sum when orthogonal, their average when parallel; a side whose
+ * squared norm is below sqrt(DBL_MIN) keeps coefficient 1), pairwise up a
+ * binary tree over the process set's ranks in order: (0,1), (2,3), ...,
+ * then ((0,1),(2,3)) and so on; the set's size must be a power of two. With
+ * HOROVOD_HIERARCHICAL_ALLREDUCE=1 the ranks of each host are averaged
+ * first and the tree runs over the hosts (their number a power of two).
+ * Dot products and norms are summed in double; float16 and bfloat16 are
+ * combined in float32 and rounded once. The tensor must fit in the arena
+ * (hora_alloc memory, or a copy libhora makes there). Joined ranks give
+ * zeros, which leave the other side unchanged. */
 typedef enum {
   HORA_AVERAGE,
   HORA_SUM,
   HORA_MIN,
   HORA_MAX,
   HORA_PRODUCT,
-  HORA_OP_COUNT
+  HORA_ADASUM,
+  HORA_OP_COUNT,
+  HORA_OP_ELEMENTWISE = HORA_ADASUM /* the element-wise ops: op < this */
 } hora_op_t;
 
 /* The collectives, described once: X(NAME, id, name, traits). Traits:

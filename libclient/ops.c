@@ -558,6 +558,15 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
   if ((traits & HORA_CF_OP) && (unsigned)q->op >= HORA_OP_COUNT)
     return hl_error(HORA_EINVAL, "%s: invalid reduction op %d (rank %d)", fn,
                     (int)q->op, hl.rank);
+  if ((traits & HORA_CF_OP) && q->op == HORA_ADASUM &&
+      (coll != HORA_COLL_ALLREDUCE ||
+       (q->dtype != HORA_FLOAT16 && q->dtype != HORA_BFLOAT16 &&
+        q->dtype != HORA_FLOAT32 && q->dtype != HORA_FLOAT64)))
+    return hl_error(HORA_EINVAL, "%s: Adasum %s (rank %d)", fn,
+                    coll != HORA_COLL_ALLREDUCE
+                        ? "is a reduction of allreduce only"
+                        : "combines float16, bfloat16, float32 and float64 "
+                          "tensors only", hl.rank);
   if (q->count > (SIZE_MAX >> 4))
     return hl_error(HORA_EINVAL, "%s: count %zu is too large (rank %d)", fn,
                     q->count, hl.rank);
@@ -797,6 +806,12 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
     op->copy_back = !is_root;
     e.flags = HP_F_RESIDENT | (e.flags & HP_F_AUX);
     e.offset = (uint64_t)((unsigned char *)op->temp - hl.shm);
+  } else if (bytes && q->op == HORA_ADASUM && coll == HORA_COLL_ALLREDUCE) {
+    rc = hl_error(HORA_ELIMIT, "%s '%s': Adasum needs the whole tensor in "
+                  "the arena, and its %llu bytes do not fit in the free part "
+                  "of the arena (HORA_ARENA_SIZE, --arena-size) (rank %d)",
+                  fn, e.name, (unsigned long long)bytes, hl.rank);
+    goto fail;
   } /* else streamed: horad asks for chunks of send, and returns them to recv */
   rc = sq_push(&e);
   if (rc < 0) goto fail;

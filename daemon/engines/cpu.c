@@ -9,6 +9,10 @@
  * rank to copy chunk k in, reduces it across all ranks when every copy is
  * there, and asks for it to be copied out.
  *
+ * Adasum (adasum.c): the members' tensors, which lie in their arenas
+ * whole, are widened into this daemon's memory and combined up the tree
+ * (or averaged, hierarchical); the result goes back to every member.
+ *
  * Allgather, alltoall and reducescatter: inputs and outputs lie in the
  * arenas (libhora puts them there); each output byte is written once,
  * from the inputs where they lie, on the reduction threads; an allgather
@@ -16,11 +20,11 @@
  * place trades the blocks of two members in place.
  *
  * A communicator with members on several hosts runs the cross-host
- * algorithms (xhost/ring.c, xhost/exchange.c) over the links between the
- * daemons; both use what parts.c says of an operation's parts. There a
- * run of allreduces the coordinator fused (hd_tensor.fuse) goes round the
- * ring as one; on one host each tensor is reduced as soon as it is ready,
- * and fusing would only make the first wait for the last. */
+ * algorithms (xhost/ring.c; xhost/exchange.c, Adasum too) over the links
+ * between the daemons; both use what parts.c says of an operation's
+ * parts. There a run of allreduces the coordinator fused (hd_tensor.fuse)
+ * goes round the ring as one; on one host each tensor is reduced as soon
+ * as it is ready, and fusing would only make the first wait for the last. */
 #define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdlib.h>
 #include <string.h>
@@ -224,6 +228,40 @@ static int run_reduce_bcast(struct hd_job *job, struct hd_tensor *t) {
     return 1;
   }
   run_job(&j);
+  hd_tensor_finish(job, t);
+  return 1;
+}
+
+/* ---- Adasum on one host ---------------------------------------------------
+ */
+
+static int adasum_hier(const struct hd_job *job) {
+  return hk_int(&job->knobs, hierarchical_allreduce) != 0;
+}
+
+/* The members' inputs, prescaled and widened, are combined in this
+ * daemon's memory (pairwise up the tree, or averaged: hierarchical, one
+ * host); the result goes to every output. Submission checked the rest
+ * (coll.c). */
+static int run_adasum(struct hd_job *job, struct hd_tensor *t) {
+  struct hd_comm *c = t->comm;
+  int dt = t->meta.dtype, wt = hd_adasum_wtype(dt), nl = c->nlocal;
+  uint64_t n = t->meta.count, wes = hora_dtype_size(wt);
+  unsigned char *w = malloc((size_t)nl * n * wes + 8);
+  if (!w) {
+    hd_tensor_fail(job, t, HORA_ENOMEM, "horad is out of memory");
+    return 1;
+  }
+  for (int i = 0; i < nl; i++)
+    hd_adasum_widen(w + (size_t)i * n * wes,
+                    t->part[i].joined ? NULL : hd_in_ptr(t, i), n, dt,
+                    t->meta.prescale);
+  if (adasum_hier(job)) hd_adasum_mean(w, nl, n, wt);
+  else hd_adasum_tree(w, nl, n, wt);
+  for (int i = 0; i < nl; i++)
+    if (!t->part[i].joined)
+      hd_adasum_narrow(hd_in_ptr(t, i), w, n, dt, t->meta.postscale);
+  free(w);
   hd_tensor_finish(job, t);
   return 1;
 }
@@ -558,9 +596,11 @@ static int cpu_step(struct hd_job *job, struct hd_tensor *t) {
     hd_tensor_finish(job, t);
     return 1;
   }
-  if (c->nhosts > 1 && coll != HORA_COLL_ALLREDUCE &&
-      coll != HORA_COLL_BROADCAST)
+  int adasum = coll == HORA_COLL_ALLREDUCE && t->meta.op == HORA_ADASUM;
+  if (c->nhosts > 1 && (adasum || (coll != HORA_COLL_ALLREDUCE &&
+                                   coll != HORA_COLL_BROADCAST)))
     return hd_xcoll_step(c, t);
+  if (adasum) return run_adasum(job, t);
   return local_run[coll](job, t);
 }
 

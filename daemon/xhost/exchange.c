@@ -19,6 +19,11 @@
  *    applied, narrowed once). A host of one member, without widening,
  *    needs no W: the other hosts' parts go from its input, and its own
  *    part is reduced in its output.
+ *  - Adasum (an allreduce of op HORA_ADASUM; see adasum_units()): the
+ *    local members' inputs, widened, combined here and sent whole to
+ *    every other host, or each member's when hosts hold different
+ *    numbers of them; what arrives goes into W, and once all is in each
+ *    daemon runs the rest of the tree over W in the same order.
  *  - alltoall: a header of sizes (int64 elements per source member here
  *    and destination member there; -1 for a source that has joined), then
  *    what each local member sends to the members of that host, which lies
@@ -512,6 +517,69 @@ static int start_reducescatter(struct hd_xcoll *x) {
   return 0;
 }
 
+/* Adasum: what each host contributes is a number of units, vectors of
+ * the working type in W one after the other in host order. Where every
+ * host has as many members (hence a power of two: the set's size is
+ * one), a host's members form whole subtrees: it combines them itself
+ * and sends one unit, as it does when hierarchical (their mean); else it
+ * sends each member's vector and the tree runs on all of them. */
+static int adasum_units(const struct hd_comm *c, int k, int hier) {
+  if (hier) return 1;
+  for (int j = 1; j < c->nhosts; j++)
+    if (c->host_n[j] != c->host_n[0]) return c->host_n[k];
+  return 1;
+}
+
+static int start_adasum(struct hd_xcoll *x) {
+  struct hd_comm *c = x->c;
+  struct hd_tensor *t = x->t;
+  int hier = hk_int(&c->job->knobs, hierarchical_allreduce) != 0;
+  int dt = t->meta.dtype, nl = c->nlocal;
+  uint64_t n = t->meta.count, units = 0;
+  x->wdtype = hd_adasum_wtype(dt);
+  x->wes = hora_dtype_size(x->wdtype);
+  uint64_t vb = n * x->wes; /* bytes of one vector */
+  for (int k = 0; k < c->nhosts; k++) {
+    int u = adasum_units(c, k, hier);
+    x->base[k] = units * vb;
+    x->want[k] = k == c->me ? 0 : (uint64_t)u * vb;
+    units += (uint64_t)u;
+  }
+  int mine = adasum_units(c, c->me, hier);
+  unsigned char *w = w_room(x, (size_t)(units + (uint64_t)nl) * vb);
+  if (!w) return -1;
+  unsigned char *at = w + x->base[c->me];
+  unsigned char *v = mine == 1 && nl > 1 ? w + units * vb : at;
+  for (int i = 0; i < nl; i++)
+    hd_adasum_widen(v + (size_t)i * vb,
+                    t->part[i].joined ? NULL : hd_in_ptr(t, i), n, dt,
+                    t->meta.prescale);
+  if (mine == 1 && nl > 1) {
+    if (hier) hd_adasum_mean(v, nl, n, x->wdtype);
+    else hd_adasum_tree(v, nl, n, x->wdtype);
+    memcpy(at, v, vb);
+  }
+  x->w = w;
+  for (int k = 0; k < c->nhosts; k++)
+    if (k != c->me && send_bytes(x, k, at, (uint64_t)mine * vb, 0, 1) < 0)
+      return -1;
+  return 0;
+}
+
+/* Every unit is in: the tree over them, the result into each output. */
+static void finish_adasum(struct hd_xcoll *x) {
+  struct hd_comm *c = x->c;
+  struct hd_tensor *t = x->t;
+  uint64_t n = t->meta.count;
+  int units = 0, hier = hk_int(&c->job->knobs, hierarchical_allreduce) != 0;
+  for (int k = 0; k < c->nhosts; k++) units += adasum_units(c, k, hier);
+  hd_adasum_tree(x->w, units, n, x->wdtype);
+  for (int i = 0; i < c->nlocal; i++)
+    if (!t->part[i].joined)
+      hd_adasum_narrow(hd_in_ptr(t, i), x->w, n, t->meta.dtype,
+                       t->meta.postscale);
+}
+
 static uint64_t split_off(const int64_t *v, int upto) {
   uint64_t s = 0;
   for (int i = 0; i < upto; i++) s += (uint64_t)v[i];
@@ -726,6 +794,8 @@ static unsigned char *dest_of(struct hd_xcoll *x, int k, uint64_t off,
   struct hd_tensor *t = x->t;
   if (t->meta.coll == HORA_COLL_ALLGATHER)
     return x->sink ? NULL : x->w + x->base[k] + off;
+  if (t->meta.coll == HORA_COLL_ALLREDUCE) /* Adasum */
+    return x->w + x->base[k] + off;
   if (t->meta.coll != HORA_COLL_ALLTOALL) return NULL;
   uint64_t hb = a2a_hdr_bytes(x->c, k);
   if (x->want[k] == XC_UNKNOWN || off < hb || x->bad[0]) return NULL;
@@ -849,6 +919,10 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
       return -1;
     break;
   }
+  case HORA_COLL_ALLREDUCE: /* Adasum: a unit is in W once all is in */
+    if (x->w + x->base[k] + h->offset != data)
+      memcpy(x->w + x->base[k] + h->offset, data, len);
+    break;
   default: { /* reducescatter */
     if (len % x->wes || h->offset % x->wes) {
       hc_fmt(why, whylen, "reducescatter '%s' (decision %llu): data not in "
@@ -934,6 +1008,9 @@ static void finish(struct hd_xcoll *x) {
     place_held(x);
     a2a_zero_joined(x);
     break;
+  case HORA_COLL_ALLREDUCE:
+    finish_adasum(x);
+    break;
   default: { /* reducescatter */
     uint64_t rows = t->meta.ndims ? (uint64_t)t->meta.shape[0] : t->meta.count;
     uint64_t row = hd_row_elems(&t->meta), lo, hi;
@@ -971,8 +1048,9 @@ int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
     memset(x->got, 0, (size_t)c->nhosts * sizeof *x->got);
     memset(x->want, 0, (size_t)c->nhosts * sizeof *x->want);
     int rc = t->meta.coll == HORA_COLL_ALLGATHER   ? start_allgather(x)
-             : t->meta.coll == HORA_COLL_ALLTOALL ? start_alltoall(x)
-                                                  : start_reducescatter(x);
+             : t->meta.coll == HORA_COLL_ALLTOALL  ? start_alltoall(x)
+             : t->meta.coll == HORA_COLL_ALLREDUCE ? start_adasum(x)
+                                                   : start_reducescatter(x);
     if (rc < 0) {
       /* the other hosts wait for our data: as with bad data, the job
        * cannot go on */

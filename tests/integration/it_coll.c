@@ -673,9 +673,9 @@ static void barrier_check(const char *file, int rounds) {
 }
 
 static int cmd_matrix(int argc, char **argv) {
-  int dts[HORA_DTYPE_COUNT], ops[HORA_OP_COUNT], modes[NMODES + 1];
+  int dts[HORA_DTYPE_COUNT], ops[HORA_OP_ELEMENTWISE], modes[NMODES + 1];
   int ndt = parse_list("all", dt_name, HORA_DTYPE_COUNT, dts);
-  int nop = parse_list("all", op_name, HORA_OP_COUNT, ops);
+  int nop = parse_list("all", op_name, HORA_OP_ELEMENTWISE, ops);
   int nmode = parse_list("all", md_name, NMODES + 1, modes);
   const char *sizes[64] = {"0", "1", "7", "33", "4099"};
   char *sizes_dup = NULL;
@@ -685,7 +685,9 @@ static int cmd_matrix(int argc, char **argv) {
   while ((opt = getopt(argc, argv, "t:o:s:m:bB:R:x:q")) != -1) {
     switch (opt) {
     case 't': ndt = parse_list(optarg, dt_name, HORA_DTYPE_COUNT, dts); break;
-    case 'o': nop = parse_list(optarg, op_name, HORA_OP_COUNT, ops); break;
+    case 'o':
+      nop = parse_list(optarg, op_name, HORA_OP_ELEMENTWISE, ops);
+      break;
     case 'm': nmode = parse_list(optarg, md_name, NMODES + 1, modes); break;
     case 's': {
       nsizes = 0;
@@ -867,7 +869,7 @@ static int cmd_async(int argc, char **argv) {
     struct aop *a = &A[j];
     a->coll = j % 7 == 3;
     a->dt = j % HORA_DTYPE_COUNT;
-    a->op = (j / HORA_DTYPE_COUNT) % HORA_OP_COUNT;
+    a->op = (j / HORA_DTYPE_COUNT) % HORA_OP_ELEMENTWISE;
     a->root = j % g_size;
     a->mode = (j / 3) % NMODES;
     a->count = sizes[(j * 5) % nsz];
@@ -892,7 +894,7 @@ static int cmd_async(int argc, char **argv) {
     struct aop *a = &A[j];
     uint64_t u = mix64(4242 + (uint64_t)j);
     a->dt = (int)(u % HORA_DTYPE_COUNT);
-    a->op = (int)((u >> 8) % HORA_OP_COUNT);
+    a->op = (int)((u >> 8) % HORA_OP_ELEMENTWISE);
     a->mode = (int)((u >> 16) % NMODES);
     a->count = (u >> 24) % 5 == 0 ? (u >> 32) % 50000 : (u >> 32) % 200;
     a->salt = 5000 + (uint64_t)j;
@@ -929,7 +931,7 @@ static int cmd_async(int argc, char **argv) {
     struct aop *a = &A[j];
     a->coll = j < unnamed && j % 5 == 4;
     a->dt = (j * 7) % HORA_DTYPE_COUNT;
-    a->op = (j * 3) % HORA_OP_COUNT;
+    a->op = (j * 3) % HORA_OP_ELEMENTWISE;
     a->root = (j / 5) % g_size;
     a->mode = j % NMODES;
     a->count = sizes[j % nsz];
@@ -957,7 +959,7 @@ static int cmd_async(int argc, char **argv) {
   /* and synchronous unnamed calls */
   for (int j = 0; j < 12; j++) {
     struct aop a = {.coll = j % 3 == 2, .dt = j % HORA_DTYPE_COUNT,
-                    .op = j % HORA_OP_COUNT, .root = j % g_size,
+                    .op = j % HORA_OP_ELEMENTWISE, .root = j % g_size,
                     .mode = j % NMODES, .count = sizes[j % nsz],
                     .salt = 20000 + (uint64_t)j};
     aop_prepare(&a);
@@ -978,7 +980,7 @@ static int cmd_async(int argc, char **argv) {
    * averages and of float16/bfloat16), a broadcast between two runs */
   double tf = now_s();
   enum { RUN = 9 };
-  int nf = HORA_DTYPE_COUNT * HORA_OP_COUNT * RUN;
+  int nf = HORA_DTYPE_COUNT * HORA_OP_ELEMENTWISE * RUN;
   A = calloc((size_t)nf, sizeof *A);
   for (int j = 0; j < nf; j++) {
     struct aop *a = &A[j];
@@ -1039,7 +1041,7 @@ static int cmd_async(int argc, char **argv) {
     a->nm = names[j];
     a->coll = j % 6 == 5;
     a->dt = j % HORA_DTYPE_COUNT;
-    a->op = j % HORA_OP_COUNT;
+    a->op = j % HORA_OP_ELEMENTWISE;
     a->root = j % g_size;
     a->mode = j % NMODES;
     a->count = sizes[j % nsz];
@@ -1177,7 +1179,7 @@ static void *thr_main(void *arg) {
       struct aop *a = &A[j];
       a->coll = k % 5 == 4;
       a->dt = k % HORA_DTYPE_COUNT;
-      a->op = (k / HORA_DTYPE_COUNT) % HORA_OP_COUNT;
+      a->op = (k / HORA_DTYPE_COUNT) % HORA_OP_ELEMENTWISE;
       a->root = (k + t->id) % g_size;
       a->mode = (k + t->id) % NMODES;
       a->count = sizes[(k * 7 + t->id) % 6];

@@ -164,6 +164,12 @@ static void bad_args(void) {
   expect_err("allreduce with op HORA_OP_COUNT",
              hora_allreduce("bo", x, y, 8, HORA_FLOAT32, HORA_OP_COUNT),
              HORA_EINVAL, NULL);
+  expect_err("Adasum of int32",
+             hora_allreduce("ba", x, y, 8, HORA_INT32, HORA_ADASUM),
+             HORA_EINVAL, "Adasum", "float", NULL);
+  expect_err("reducescatter with Adasum",
+             hora_reducescatter("ba", x, 8, y, HORA_FLOAT32, HORA_ADASUM),
+             HORA_EINVAL, "Adasum", "allreduce only", NULL);
   char sz[32];
   snprintf(sz, sizeof sz, "%d", g_size);
   expect_err("broadcast with root == size",

@@ -366,7 +366,7 @@ static int run_colls(void) {
     for (int kind = 0; kind < 2; kind++)
       for (int mixed = 0; mixed < 2; mixed++)
         test_alltoall_inplace(dt, kind, mixed);
-    for (int op = 0; op < HORA_OP_COUNT; op++) {
+    for (int op = 0; op < HORA_OP_ELEMENTWISE; op++) {
       test_reducescatter(dt, op, 7, 3);           /* remainder rows */
       test_reducescatter(dt, op, (size_t)size * 1000 + 1, 5);
     }
@@ -628,7 +628,7 @@ static int run_join(void) {
    * others go on with r's contribution neutral */
   int rounds = rank + 1;
   for (int k = 0; k < rounds; k++) {
-    for (int op = 0; op < HORA_OP_COUNT; op++) {
+    for (int op = 0; op < HORA_OP_ELEMENTWISE; op++) {
       int dt = HORA_FLOAT32;
       double buf[9];
       float f[9];

@@ -1138,6 +1138,11 @@ static void test_mark_fusion(void) {
   hd_coord_mark_fusion(w, 3, 1u << 20);
   CHECK_EQ_INT(w[1].fuse, 0);
   CHECK_EQ_INT(w[2].fuse, 0);
+  /* nor Adasum: its norms and dot products are per tensor */
+  for (int i = 0; i < 3; i++)
+    w[i] = fdec("z", HORA_FLOAT32, HORA_ADASUM, 256, R);
+  hd_coord_mark_fusion(w, 3, 1u << 20);
+  for (int i = 0; i < 3; i++) CHECK_EQ_INT(w[i].fuse, 0);
 }
 
 /* Both local ranks submit n float32 allreduces nm[0..n) (4 elements,

@@ -359,7 +359,7 @@ static void test_bad_entries(void) {
   BAD(&f, e, "unknown data type 200");
   e = sq(HORA_COLL_ALLREDUCE, HORA_INT32, HORA_OP_COUNT, 4, "bad");
   fx_in(&f, 0, &e, 0);
-  BAD(&f, e, "unknown reduction operation 5");
+  BAD(&f, e, "unknown reduction operation 6");
   e = sq(HORA_COLL_ALLREDUCE, HORA_INT32, HORA_SUM, 4, "bad");
   e.ndims = 9;
   BAD(&f, e, "9 dimensions (at most 8)");

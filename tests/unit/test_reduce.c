@@ -552,7 +552,7 @@ static void test_matrix(void) {
   static const size_t sizes[] = {0, 1, 7, 4099};
   int fails = 0;
   for (int t = 0; t < HORA_DTYPE_COUNT; t++)
-    for (int op = 0; op < HORA_OP_COUNT; op++)
+    for (int op = 0; op < HORA_OP_ELEMENTWISE; op++)
       for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (size_t j = 0; j < sizeof nsrcs / sizeof nsrcs[0]; j++)
           for (int pl = 0; pl < P_COUNT && fails < 20; pl++) {
@@ -570,7 +570,7 @@ static void test_matrix(void) {
 static void test_medium(void) {
   int fails = 0;
   for (int t = 0; t < HORA_DTYPE_COUNT; t++)
-    for (int op = 0; op < HORA_OP_COUNT; op++)
+    for (int op = 0; op < HORA_OP_ELEMENTWISE; op++)
       for (size_t j = 0; j < sizeof nsrcs / sizeof nsrcs[0]; j++)
         for (int pl = P_OUT1; pl <= P_INPLACE && fails < 20; pl += 3) {
           struct rcase c = {.t = (hora_dtype_t)t,
@@ -588,7 +588,7 @@ static void test_large(void) {
   static const hora_dtype_t types[] = {HORA_FLOAT32, HORA_FLOAT16};
   int fails = 0;
   for (size_t ti = 0; ti < 2; ti++)
-    for (int op = 0; op < HORA_OP_COUNT; op++)
+    for (int op = 0; op < HORA_OP_ELEMENTWISE; op++)
       for (size_t j = 0; j < sizeof nsrcs / sizeof nsrcs[0]; j++)
         for (int pl = P_OUTN; pl <= P_INPLACE && fails < 10; pl += 2) {
           struct rcase c = {.t = types[ti],
@@ -955,7 +955,7 @@ static void test_fast_vs_portable(void) {
   static const int ns[] = {1, 2, 3, 8};
   int fails = 0;
   for (int bf = 0; bf < 2; bf++)
-    for (int op = 0; op < HORA_OP_COUNT; op++)
+    for (int op = 0; op < HORA_OP_ELEMENTWISE; op++)
       for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
           for (int place = 0; place < 3 && fails < 10; place++) {
