@@ -1331,6 +1331,15 @@ def _submit_all(reqs, grouped, keep):
     return list(hs)
 
 
+def _hierarchical():
+    """Whether the job's allreduce is hierarchical (Adasum: the ranks of a
+    host averaged, then the tree over the hosts; horad checks the hosts)."""
+    for v in ("HORA_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE"):
+        if v in os.environ:
+            return os.environ[v].strip().lower() in ("1", "true", "yes", "on")
+    return False
+
+
 def _plan_allreduce(op, is_int, prescale_factor, postscale_factor, set_size):
     """Returns (libhora op, prescale, postscale) for a reduction.
 
@@ -1340,8 +1349,11 @@ def _plan_allreduce(op, is_int, prescale_factor, postscale_factor, set_size):
     if op is None:
         op = Average
     if op == Adasum:
-        raise NotImplementedError("hora does not implement the Adasum "
-                                  "reduction; use Average or Sum")
+        if set_size & (set_size - 1) and not _hierarchical():
+            raise NotImplementedError("Running Adasum with non-power of 2 "
+                                      "ranks is not supported yet.")
+        return _k("op", "adasum"), float(prescale_factor), \
+            float(postscale_factor)
     if op not in _OP_C_NAMES:
         raise ValueError("unknown reduction op %r; use one of Average, Sum, "
                          "Min, Max, Product" % (op,))
@@ -1791,7 +1803,8 @@ def allreduce_async_(array, op=Average, name=None, prescale_factor=1.0,
 def allreduce(array, op=Average, name=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """Reduces a numpy array (or array-like) across the process set with op
-    (Average, Sum, Min, Max, Product) and returns the result as a new array.
+    (Average, Sum, Adasum, Min, Max, Product) and returns the result as a
+    new array.
     prescale_factor multiplies every rank's input before the reduction and
     postscale_factor the result (both applied by horad). Ranks must agree
     on dtype and shape. Operations are matched across ranks by name, or by

@@ -8,7 +8,12 @@
 #                   host) and 3 x 2;
 #   errors.py reinit  shutdown() and init() again, many times, with
 #                   collectives between, and an operation pending at
-#                   shutdown: 3 x 1 and 2 x 2.
+#                   shutdown: 3 x 1 and 2 x 2;
+#   adasum.py       op=Adasum against a reference computed in numpy:
+#                   2 x 2 (a host combines its ranks and sends one
+#                   vector), 3 + 1 and 2 + 1 + 1 (hosts of unequal sizes
+#                   send each rank's vector), hierarchical over 2 + 1, and
+#                   hierarchical over 3 hosts, which horad refuses.
 # Needs PYTHON (default /usr/bin/python3) with torch and numpy, as
 # tests/python/pytest.sh does.
 . "$(dirname "$0")/lib.sh"
@@ -47,4 +52,16 @@ HRUN_NOMARK=1 hrun reinit.3x1 180 -np 3 -H h1:1,h2:1,h3:1 $PY "$W/errors.py" rei
 ok reinit.3x1 3 "errors reinit"
 HRUN_NOMARK=1 hrun reinit.2x2 180 -np 4 -H h1:2,h2:2 $PY "$W/errors.py" reinit
 ok reinit.2x2 4 "errors reinit"
+HRUN_NOMARK=1 hrun adasum.2x2 240 -np 4 -H h1:2,h2:2 $PY "$W/adasum.py"
+ok adasum.2x2 4 adasum
+HRUN_NOMARK=1 hrun adasum.3+1 240 -np 4 -H h1:3,h2:1 $PY "$W/adasum.py"
+ok adasum.3+1 4 adasum
+HRUN_NOMARK=1 hrun adasum.2+1+1 240 -np 4 -H h1:2,h2:1,h3:1 $PY "$W/adasum.py"
+ok adasum.2+1+1 4 adasum
+HRUN_NOMARK=1 hrun adasum.hier.2+1 240 --hierarchical-allreduce -np 3 \
+  -H h1:2,h2:1 $PY "$W/adasum.py"
+ok adasum.hier.2+1 3 adasum
+HRUN_NOMARK=1 hrun adasum.refused.3x1 120 --hierarchical-allreduce -np 3 \
+  -H h1:1,h2:1,h3:1 $PY "$W/adasum.py" refused
+ok adasum.refused.3x1 3 adasum
 finish

@@ -188,9 +188,10 @@ def allreduce_async(tensor, average=None, name=None, op=None,
     modified. Returns a handle for poll() and synchronize(); synchronize()
     returns a new tensor of the input's shape and dtype.
 
-    op: Average (default), Sum, Min, Max or Product. prescale_factor and
-    postscale_factor multiply the input before and the result after the
-    reduction (horad applies them). Ranks must agree on dtype and shape.
+    op: Average (default), Sum, Adasum, Min, Max or Product.
+    prescale_factor and postscale_factor multiply the input before and the
+    result after the reduction (horad applies them). Ranks must agree on
+    dtype and shape.
     Operations are matched across ranks by name, or by call order when no
     name is given."""
     op = _core._resolve_op(op, average)
@@ -242,7 +243,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none,
     tensor; the input is not modified. Autograd-aware: if `tensor` requires
     grad, the gradient flows back through an allreduce of the gradient.
 
-    op: Average (default), Sum, Min, Max or Product. compression:
+    op: Average (default), Sum, Adasum, Min, Max or Product. compression:
     Compression.none or Compression.fp16 (floating tensors travel as float16
     and come back in their own dtype). prescale_factor/postscale_factor
     multiply the input before and the result after the reduction."""

@@ -33,31 +33,7 @@ class _DistributedOptimizer:
         super().__init__(params)
         self._compression = compression
         self.process_set = process_set
-
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [("allreduce.noname.%d.%d" % (i, j), v)
-                                for i, group in enumerate(self.param_groups)
-                                for j, v in enumerate(group["params"])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError("named_parameters should be a sequence of "
-                             "tuples (name, parameter), usually produced by "
-                             "model.named_parameters().")
-        dups = _find_duplicates([k for k, _ in named_parameters])
-        if dups:
-            raise ValueError("Parameter names in named_parameters must be "
-                             "unique. Found duplicates: %s"
-                             % ", ".join(sorted(dups)))
-        all_ids = {id(v) for group in self.param_groups
-                   for v in group["params"]}
-        named_ids = {id(v) for _, v in named_parameters}
-        unnamed = all_ids - named_ids
-        if unnamed:
-            raise ValueError("named_parameters was specified, but one or more "
-                             "model parameters were not named. Python object "
-                             "ids: %s" % ", ".join(str(i) for i in unnamed))
-
+        named_parameters = _check_names(named_parameters, self.param_groups)
         self._parameter_names = {v: k for k, v in named_parameters}
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {v: backward_passes_per_step
@@ -297,6 +273,155 @@ class _DistributedOptimizer:
         return super().zero_grad(*args, **kwargs)
 
 
+class _DistributedAdasumOptimizer:
+    """DistributedOptimizer(op=Adasum), as Horovod does it: combining
+    gradients with Adasum is meant for the update each rank would make on
+    its own, so each rank applies the wrapped optimizer's step to a
+    parameter as soon as its gradient is ready, and the change that step
+    made (the delta) is what the ranks combine, asynchronously, while the
+    backward pass goes on; step() waits for the combined deltas and applies
+    each to the parameter's value from before the local step. The learning
+    rate is not scaled by the number of ranks."""
+
+    def __init__(self, params, named_parameters, compression,
+                 backward_passes_per_step=1):
+        super().__init__(params)
+        self._compression = compression
+        named_parameters = _check_names(named_parameters, self.param_groups)
+        self._parameter_names = {v: k for k, v in named_parameters}
+        self.backward_passes_per_step = backward_passes_per_step
+        self._allreduce_delay = {v: backward_passes_per_step
+                                 for _, v in named_parameters}
+        self._handles = {}
+        self._grad_accs = []
+        self._requires_update = set()
+        self._starts = {p: torch.zeros_like(p, requires_grad=False)
+                        for _, p in named_parameters}
+        with torch.enable_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if not p.requires_grad:
+                        continue
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p.detach())
+                    self._requires_update.add(p)
+                    grad_acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                    grad_acc.register_hook(self._make_hook(p))
+                    self._grad_accs.append(grad_acc)
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = passes
+
+    def _allreduce_delta_async(self, p):
+        """The local step on p alone; p then holds its delta, which goes
+        to the Adasum allreduce."""
+        start = self._starts[p]
+        stashed = [g["params"] for g in self.param_groups]
+        with torch.no_grad():
+            start.copy_(p)
+            try:
+                for g in self.param_groups:
+                    g["params"] = [p] if any(p is v for v in g["params"]) \
+                        else []
+                super().step()
+            finally:
+                for g, ps in zip(self.param_groups, stashed):
+                    g["params"] = ps
+            p.sub_(start)
+        compressed, ctx = self._compression.compress(p.data)
+        handle = allreduce_async_(compressed,
+                                  name=self._parameter_names.get(p),
+                                  op=Adasum)
+        return handle, ctx
+
+    def _make_hook(self, p):
+        def hook(*ignore):
+            if p in self._handles and self._handles[p][0] is not None and \
+                    self._allreduce_delay[p] <= 0:
+                raise AssertionError(
+                    "Gradients were computed more than "
+                    "backward_passes_per_step times before call "
+                    "to step(). Increase backward_passes_per_step to "
+                    "accumulate gradients locally.")
+            handle, ctx = None, None
+            self._allreduce_delay[p] -= 1
+            if self._allreduce_delay[p] == 0:
+                handle, ctx = self._allreduce_delta_async(p)
+            self._handles[p] = (handle, ctx)
+        return hook
+
+    def synchronize(self):
+        pass
+
+    @contextmanager
+    def skip_synchronize(self):
+        raise AssertionError("Skipping synchronization is not supported when "
+                             "using Adasum optimizer.")
+
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for p in self._requires_update - set(self._handles):
+            self._handles[p] = self._allreduce_delta_async(p)
+        error = None
+        for p, (handle, ctx) in list(self._handles.items()):
+            if handle is None:  # step() before the last backward pass
+                handle, ctx = self._allreduce_delta_async(p)
+            try:
+                delta = synchronize(handle)
+            except HoraInternalError as e:
+                error = error or e
+                continue
+            finally:
+                self._allreduce_delay[p] = self.backward_passes_per_step
+            with torch.no_grad():
+                start = self._starts[p]
+                start.add_(self._compression.decompress(delta, ctx))
+                p.copy_(start)
+        self._handles.clear()
+        if error is not None:
+            raise error
+        return loss
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after "
+                                 "loss.backward() but before optimizer.step() "
+                                 "or optimizer.synchronize(). This is "
+                                 "prohibited as it can cause a race "
+                                 "condition.")
+        return super().zero_grad(*args, **kwargs)
+
+
+def _check_names(named_parameters, param_groups):
+    """Horovod's validation of named_parameters: a list of (name, tensor),
+    names unique, every parameter named; unnamed ones get
+    allreduce.noname.<group>.<index>."""
+    if named_parameters is not None:
+        named_parameters = list(named_parameters)
+    else:
+        named_parameters = [("allreduce.noname.%d.%d" % (i, j), v)
+                            for i, group in enumerate(param_groups)
+                            for j, v in enumerate(group["params"])]
+    if any(not isinstance(p, tuple) for p in named_parameters):
+        raise ValueError("named_parameters should be a sequence of "
+                         "tuples (name, parameter), usually produced by "
+                         "model.named_parameters().")
+    dups = _find_duplicates([k for k, _ in named_parameters])
+    if dups:
+        raise ValueError("Parameter names in named_parameters must be "
+                         "unique. Found duplicates: %s"
+                         % ", ".join(sorted(dups)))
+    all_ids = {id(v) for group in param_groups for v in group["params"]}
+    unnamed = all_ids - {id(v) for _, v in named_parameters}
+    if unnamed:
+        raise ValueError("named_parameters was specified, but one or more "
+                         "model parameters were not named. Python object "
+                         "ids: %s" % ", ".join(str(i) for i in unnamed))
+    return named_parameters
+
+
 def _check_groups(groups, param_groups):
     """Horovod's validation of DistributedOptimizer(groups=...)."""
     if groups is None:
@@ -355,20 +480,35 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     sparse_allreduce_async); process_set: the ranks that reduce together
     (ranks outside it take no part).
 
+    op=Adasum (several ranks, the global process set) applies each rank's
+    step locally and combines the steps' deltas with Adasum instead (see
+    _DistributedAdasumOptimizer); in a job of one it is the plain
+    optimizer.
+
     The result is an instance of a subclass of the optimizer's class, built
     on the same parameter groups and state."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with "
                          "op != Average")
-    if op == Adasum:
-        raise NotImplementedError("hora does not implement Adasum; use "
-                                  "op=Average or op=Sum")
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` "
                       "and will be removed", DeprecationWarning)
         if groups is None:
             groups = num_groups
+    if backward_passes_per_step <= 0:
+        raise ValueError("backward_passes_per_step must be > 0")
     base = optimizer.__class__
+    if op == Adasum and size() > 1:
+        if process_set != global_process_set:
+            raise NotImplementedError("Adasum does not support non-global "
+                                      "process sets yet.")
+        cls = type(base.__name__, (_DistributedAdasumOptimizer, base),
+                   {"__module__": base.__module__})
+        opt = cls(optimizer.param_groups, named_parameters, compression,
+                  backward_passes_per_step)
+        if optimizer.state:
+            opt.state.update(optimizer.state)
+        return opt
     cls = type(base.__name__, (_DistributedOptimizer, base),
                {"__module__": base.__module__})
     opt = cls(optimizer.param_groups, named_parameters, compression,

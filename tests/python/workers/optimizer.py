@@ -143,8 +143,13 @@ def check_rules(c, r, n):
     c.raises(ValueError, lambda: hvd.DistributedOptimizer(
         sgd(model.parameters()), op=hvd.Sum, gradient_predivide_factor=2.0),
         "predivide with Sum")
-    c.raises(NotImplementedError, lambda: hvd.DistributedOptimizer(
-        sgd(model.parameters()), op=hvd.Adasum), "Adasum")
+    c.raises(ValueError, lambda: hvd.DistributedOptimizer(
+        sgd(model.parameters()), backward_passes_per_step=0),
+        "backward_passes_per_step 0")
+    if hvd.size() > 1:  # (Adasum itself: adasum.py)
+        c.raises(NotImplementedError, lambda: hvd.DistributedOptimizer(
+            sgd(model.parameters()), op=hvd.Adasum,
+            process_set=hvd.ProcessSet([0])), "Adasum on a process set")
     # zero_grad() between backward() and step() is refused (race)
     opt = hvd.DistributedOptimizer(sgd(model.parameters()),
                                    named_parameters=model.named_parameters())
