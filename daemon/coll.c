@@ -258,6 +258,12 @@ int hd_meta_mismatch(const char *name, const struct hd_meta *a, int ra,
     hc_fmt(msg, len, "Mismatched prescale and/or postscale factors on tensor "
            "'%s': rank %d gave %g and %g, but rank %d gave %g and %g.", name,
            ra, a->prescale, a->postscale, rb, b->prescale, b->postscale);
+  } else if ((a->flags ^ b->flags) & HD_MF_WIRE16) {
+    hc_fmt(msg, len, "Mismatched compression on tensor '%s': rank %d sends "
+           "it between hosts in 16 bits (HORA_REQ_WIRE16, Compression.fp16 "
+           "or .bf16), but rank %d does not.", name,
+           a->flags & HD_MF_WIRE16 ? ra : rb,
+           a->flags & HD_MF_WIRE16 ? rb : ra);
   } else if ((tr & HORA_CF_ROOT) && b->root != a->root) {
     hc_fmt(msg, len, "Mismatched broadcast root ranks on tensor '%s': rank "
            "%d gave root %d, but rank %d gave root %d.", name, ra, a->root,
@@ -292,6 +298,7 @@ void hd_meta_to_ready(const struct hd_meta *m, struct hp_nego_ready *r) {
   r->group = m->group;
   r->group_n = m->group_n;
   r->group_idx = m->group_idx;
+  if (m->flags & HD_MF_WIRE16) r->flags |= HP_NR_WIRE16;
 }
 
 void hd_meta_from_ready(const struct hp_nego_ready *r, struct hd_meta *m) {
@@ -308,6 +315,7 @@ void hd_meta_from_ready(const struct hp_nego_ready *r, struct hd_meta *m) {
   m->group = r->group;
   m->group_n = r->group_n;
   m->group_idx = r->group_idx;
+  m->flags = r->flags & HP_NR_WIRE16 ? HD_MF_WIRE16 : 0;
 }
 
 void hd_rs_block(uint64_t rows, int size, int member, uint64_t *first,

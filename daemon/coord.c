@@ -150,8 +150,8 @@ static uint64_t entry_bytes(const struct hp_nego_ready *m) {
 }
 
 /* Marks which of the n decisions v[] run fused with the one before them:
- * allreduces alike in dtype, op and scaling, resident on every host, up
- * to `threshold` (and FUSE_RUN_MAX) bytes together. */
+ * allreduces alike in dtype, op, scaling and wire (HP_NR_WIRE16), resident
+ * on every host, up to `threshold` (and FUSE_RUN_MAX) bytes together. */
 void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
                           uint64_t threshold) {
   uint64_t run = 0;
@@ -166,6 +166,7 @@ void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
     v[i].fuse = i > 0 && fusable && run > 0 &&
                 p->dtype == m->dtype && p->op == m->op &&
                 p->prescale == m->prescale && p->postscale == m->postscale &&
+                !((p->flags ^ m->flags) & HP_NR_WIRE16) &&
                 run + b <= threshold;
     if (v[i].fuse) run += b;
     else run = fusable ? b : 0;

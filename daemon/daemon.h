@@ -94,7 +94,10 @@ struct hd_meta {
   uint64_t aux_hash; /* of the recv_counts / splits / ranks array */
   uint64_t group;    /* grouped operations: the group's key, */
   uint32_t group_n, group_idx; /* its size and this one's place (0: none) */
+  uint32_t flags;              /* HD_MF_* */
+  uint32_t spare;              /* 0: no padding for memcmp() to see */
 };
+#define HD_MF_WIRE16 1u /* 16-bit values between hosts (HORA_REQ_WIRE16) */
 
 /* A participant's view of one operation (index: the local member). */
 struct hd_part {

@@ -831,6 +831,8 @@ static void fill_meta(struct hd_meta *m, const struct hp_sqe *e,
     m->group_n = e->group_n;
     m->group_idx = e->group_idx;
   }
+  if (e->coll == HORA_COLL_ALLREDUCE && (e->flags & HP_F_WIRE16))
+    m->flags = HD_MF_WIRE16;
 }
 
 /* The array an allgather or alltoall without one implies. */

@@ -217,7 +217,8 @@ int hora_thread_helper(void);
  *   prescale, postscale  allreduce, reducescatter: factors applied before
  *                and after the reduction (0 means 1). Integers are scaled
  *                in float64, float16/bfloat16 in float32, then rounded.
- *   priority     reserved (0) */
+ *   priority     reserved (0)
+ *   flags        HORA_REQ_* bits; others are refused */
 typedef struct hora_request {
   hora_coll_t coll;
   const char *name;
@@ -235,8 +236,19 @@ typedef struct hora_request {
   const int64_t *splits;
   const int64_t *recv_splits;
   int priority;
-  int reserved[7];
+  int flags;
+  int reserved[6];
 } hora_request_t;
+
+/* hora_request_t.flags. HORA_REQ_WIRE16: an allreduce of float16 or
+ * bfloat16 (SUM, AVERAGE, PRODUCT) sends its partial results between
+ * hosts in its own 16-bit type, half the bytes of the float32 they travel
+ * in otherwise: the sum on each host is formed in float32, and each hop
+ * of the ring between hosts rounds the partial result to the dtype (n - 1
+ * roundings for n hosts, then the result). Without it the result is
+ * rounded once, as on one host. Every rank must ask alike (a mismatch
+ * fails the operation); other collectives and dtypes ignore it. */
+#define HORA_REQ_WIRE16 1
 
 /* Submits any collective; *handle as for the _async calls. */
 int hora_submit(const hora_request_t *req, int64_t *handle);
@@ -310,7 +322,7 @@ int hora_start_timeline(const char *path, int mark_cycles);
 int hora_stop_timeline(void);
 
 /* Every constant a binding needs, one per line: "kind name value"
- * (kind: dtype, op, err, coll, cf, limit). */
+ * (kind: dtype, op, err, coll, cf, limit, req). */
 const char *hora_describe(void);
 
 /* Memory in the rank's shared arena (aligned to 64 bytes, 4096 for larger

@@ -558,6 +558,9 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
   if ((traits & HORA_CF_OP) && (unsigned)q->op >= HORA_OP_COUNT)
     return hl_error(HORA_EINVAL, "%s: invalid reduction op %d (rank %d)", fn,
                     (int)q->op, hl.rank);
+  if (q->flags & ~HORA_REQ_WIRE16)
+    return hl_error(HORA_EINVAL, "%s: unknown flags 0x%x (rank %d)", fn,
+                    (unsigned)q->flags, hl.rank);
   if ((traits & HORA_CF_OP) && q->op == HORA_ADASUM &&
       (coll != HORA_COLL_ALLREDUCE ||
        (q->dtype != HORA_FLOAT16 && q->dtype != HORA_BFLOAT16 &&
@@ -813,6 +816,8 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
                   fn, e.name, (unsigned long long)bytes, hl.rank);
     goto fail;
   } /* else streamed: horad asks for chunks of send, and returns them to recv */
+  if (coll == HORA_COLL_ALLREDUCE && (q->flags & HORA_REQ_WIRE16))
+    e.flags |= HP_F_WIRE16;
   rc = sq_push(&e);
   if (rc < 0) goto fail;
   if (g) g->sent[g->idx] = e;
@@ -1202,6 +1207,7 @@ static void describe_fill(void) {
   describe_add(&n, "cf", "TAIL", HORA_CF_TAIL);
   describe_add(&n, "cf", "SHAPE", HORA_CF_SHAPE);
   describe_add(&n, "cf", "CTRL", HORA_CF_CTRL);
+  describe_add(&n, "req", "WIRE16", HORA_REQ_WIRE16);
   describe_add(&n, "limit", "MAX_DIMS", HORA_MAX_DIMS);
   describe_add(&n, "limit", "NAME_MAX", HP_NAME_MAX);
   describe_add(&n, "limit", "GLOBAL_PROCESS_SET", HORA_GLOBAL_PROCESS_SET);

@@ -253,6 +253,9 @@ struct hp_nego_ready {
 /* Every local member submitted it and its data lie in the arena (none is
  * streamed through staging, none joined): it may be fused with others. */
 #define HP_NR_RESIDENT 1u
+/* The ranks asked for 16-bit values between hosts (HORA_REQ_WIRE16):
+ * part of the metadata, compared across hosts. */
+#define HP_NR_WIRE16 2u
 uint64_t hp_nego_ready_before(const struct hp_nego_ready *m, uint32_t i);
 /* Stores v as entry i of an arrive buffer. */
 void hp_arrive_store(unsigned char *buf, uint32_t i, uint64_t v);

@@ -94,6 +94,8 @@ enum hp_sq_kind {
 #define HP_F_AUX 4u      /* aux_count int64 values lie at aux_offset:
                             allgather: recv_counts; alltoall: splits then
                             recv_splits; process_set_add: the ranks */
+#define HP_F_WIRE16 8u   /* allreduce: 16-bit values between hosts
+                            (HORA_REQ_WIRE16) */
 #define HP_MAX_DIMS 8
 
 struct hp_sqe {

@@ -18,7 +18,12 @@
  *     once, by the job's size).
  *
  * Sends go straight from W (no copy); a piece's buffer is reused only once
- * the socket has taken all of it. DATA that arrives for a piece (or an
+ * the socket has taken all of it. A float16/bfloat16 allreduce asked to
+ * (HORA_REQ_WIRE16) keeps W in float32 but sends 16-bit values: each
+ * segment is rounded into the slot's wire buffer before it goes, and
+ * what arrives is widened into W (the reduce-scatter adds it there). The
+ * host that completes a segment rounds its own W to what it sends, so
+ * every host ends with the same bits. DATA that arrives for a piece (or an
  * operation) not started yet waits in a queue until it is. */
 #define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdlib.h>
@@ -38,6 +43,8 @@ struct xh_slot {
   struct hd_comm *c;
   unsigned char *w;   /* XH_PIECE_MAX bytes, for wide elements */
   unsigned char *buf; /* W of the piece: w, or a local rank's own memory */
+  unsigned char *nb;  /* XH_PIECE_MAX / 2 bytes: W rounded for a 16-bit
+                         wire (nes < wes) */
   int busy;         /* holds a piece of the running operation */
   int pending;      /* sends from w not yet taken by the socket */
   uint64_t piece, off, cnt;
@@ -67,6 +74,7 @@ struct hd_xop {
   int n, me, next, prev, root_host;
   uint64_t es, chunk_elems, piece_elems, ppc, nchunks, npieces;
   uint64_t wes; /* bytes per element of W */
+  uint64_t nes; /* bytes per element on the wire: wes, or 2 (WIRE16) */
   int wide;     /* W holds wider elements than the tensor: WIDE_INT: the
                    64-bit sums of an integer AVERAGE; WIDE_FLOAT: float32
                    for a float16/bfloat16 SUM, PRODUCT or AVERAGE, rounded
@@ -238,6 +246,28 @@ static void narrow_float(void *const *dst, int nd, const float *w,
   }
 }
 
+/* A 16-bit wire (HORA_REQ_WIRE16): W's float32 rounded to the dtype for
+ * sending, and what arrives widened into W or folded into it. */
+static void wire_narrow(uint16_t *o, const float *w, uint64_t cnt,
+                        int dtype) {
+  for (uint64_t i = 0; i < cnt; i++)
+    o[i] = w[i] != w[i] ? (dtype == HORA_FLOAT16 ? 0x7e00 : 0x7fc0)
+           : dtype == HORA_FLOAT16 ? hc_f2h(w[i])
+                                   : hc_f2b(w[i]);
+}
+
+static void wire_widen(float *w, const void *h, uint64_t cnt, int dtype) {
+  for (uint64_t i = 0; i < cnt; i++) w[i] = load_f(h, i, dtype);
+}
+
+static void wire_fold(float *w, const void *h, uint64_t cnt, int dtype,
+                      int op) {
+  for (uint64_t i = 0; i < cnt; i++) {
+    float v = load_f(h, i, dtype);
+    w[i] = op == HORA_PRODUCT ? w[i] * v : w[i] + v;
+  }
+}
+
 static int ring_dtype(const struct hd_xop *x) {
   return x->wide == WIDE_INT     ? HORA_INT64
          : x->wide == WIDE_FLOAT ? HORA_FLOAT32
@@ -269,10 +299,20 @@ static void send_step(struct hd_job *job, struct hd_xop *x,
   unsigned char hdr[HP_FRAME_HDR + HP_DATA_HDR_LEN];
   struct hp_data_hdr h = {.seq = x->seq, .piece = sl->piece,
                           .step = (uint32_t)step, .comm = x->c->id};
-  hp_data_frame_hdr(hdr, &h, (uint32_t)(len * x->wes));
+  const unsigned char *from = sl->buf + lo * x->wes;
+  if (x->nes < x->wes) { /* a 16-bit wire */
+    float *w = (float *)(sl->buf + lo * x->wes);
+    wire_narrow((uint16_t *)(sl->nb + lo * x->nes), w, len,
+                x->t->meta.dtype);
+    /* the segment this host completed: W becomes what the others get */
+    if (step == x->n - 1)
+      wire_widen(w, sl->nb + lo * x->nes, len, x->t->meta.dtype);
+    from = sl->nb + lo * x->nes;
+  }
+  hp_data_frame_hdr(hdr, &h, (uint32_t)(len * x->nes));
   sl->pending++;
-  if (job->link->send(job, x->next_host, hdr, sizeof hdr, sl->buf + lo * x->wes,
-                    len * x->wes, on_sent, sl) < 0)
+  if (job->link->send(job, x->next_host, hdr, sizeof hdr, from, len * x->nes,
+                      on_sent, sl) < 0)
     sl->pending--; /* the host is lost: everything fails from there */
 }
 
@@ -331,16 +371,20 @@ static int take_step(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl,
   uint64_t lo = 0, cnt = sl->cnt;
   if (t->meta.coll == HORA_COLL_ALLREDUCE)
     seg_range(sl->cnt, x->n, recv_seg(x, (int)step), &lo, &cnt);
-  if (len != cnt * x->wes) {
+  if (len != cnt * x->nes) {
     hc_fmt(why, whylen, "ring step %u of piece %llu has %zu bytes, expected "
            "%llu", step, (unsigned long long)sl->piece, len,
-           (unsigned long long)(cnt * x->wes));
+           (unsigned long long)(cnt * x->nes));
     return -1;
   }
   unsigned char *w = sl->buf + lo * x->wes;
   int last;
   if (t->meta.coll == HORA_COLL_ALLREDUCE) {
-    if ((int)step < x->n - 1) {
+    if (x->nes < x->wes && (int)step < x->n - 1) {
+      wire_fold((float *)w, data, cnt, t->meta.dtype, ring_op(t));
+    } else if (x->nes < x->wes) {
+      wire_widen((float *)w, data, cnt, t->meta.dtype);
+    } else if ((int)step < x->n - 1) {
       void *dst[1] = {w};
       const void *src[2] = {w, data};
       hd_reduce(dst, 1, src, 2, cnt, ring_dtype(x), ring_op(t), 0);
@@ -472,8 +516,13 @@ static struct hd_xop *xop(struct hd_comm *c) {
   for (int i = 0; i < XH_WINDOW; i++) {
     x->slot[i].job = job;
     x->slot[i].c = c;
-    if (!(x->slot[i].w = malloc(XH_PIECE_MAX))) {
-      for (int k = 0; k < i; k++) free(x->slot[k].w);
+    x->slot[i].w = malloc(XH_PIECE_MAX);
+    x->slot[i].nb = malloc(XH_PIECE_MAX / 2);
+    if (!x->slot[i].w || !x->slot[i].nb) {
+      for (int k = 0; k <= i; k++) {
+        free(x->slot[k].w);
+        free(x->slot[k].nb);
+      }
       free(x->scratch);
       free(x);
       return NULL;
@@ -531,6 +580,8 @@ static int start_op(struct hd_job *job, struct hd_xop *x,
        t->meta.op == HORA_PRODUCT))
     x->wide = WIDE_FLOAT;
   x->wes = x->wide == WIDE_INT ? 8 : x->wide == WIDE_FLOAT ? 4 : x->es;
+  x->nes = x->wide == WIDE_FLOAT && (t->meta.flags & HD_MF_WIRE16) ? 2
+                                                                  : x->wes;
   /* fused tensors are resident: one chunk, the whole */
   x->chunk_elems = nt > 1 ? HC_MAX(1, x->count)
                           : HC_MAX(1, hd_comm_local(c, 0)->layout.chunk_size /
@@ -694,8 +745,9 @@ void *hd_xhost_place(struct hd_job *job, int from, const unsigned char *pre,
   uint64_t lo = 0, cnt = sl->cnt, n = len - HP_DATA_HDR_LEN;
   if (x->t->meta.coll == HORA_COLL_ALLREDUCE) {
     seg_range(sl->cnt, x->n, recv_seg(x, (int)h.step), &lo, &cnt);
-    if ((int)h.step < x->n - 1) /* reduce-scatter: reduced from scratch */
-      return n == cnt * x->wes && n <= XH_PIECE_MAX ? x->scratch : NULL;
+    /* reduce-scatter (or a 16-bit wire): reduced or widened from scratch */
+    if ((int)h.step < x->n - 1 || x->nes < x->wes)
+      return n == cnt * x->nes && n <= XH_PIECE_MAX ? x->scratch : NULL;
   } else if (h.step != 0) {
     return NULL;
   }
@@ -794,7 +846,10 @@ void hd_xhost_free(struct hd_comm *c) {
   struct hd_xop *x = c->xop;
   if (!x) return;
   hd_xhost_abort(c);
-  for (int i = 0; i < XH_WINDOW; i++) free(x->slot[i].w);
+  for (int i = 0; i < XH_WINDOW; i++) {
+    free(x->slot[i].w);
+    free(x->slot[i].nb);
+  }
   free(x->scratch);
   free(x->tv);
   free(x->base);

@@ -151,7 +151,8 @@ class _Request(ctypes.Structure):
         ("splits", ctypes.POINTER(ctypes.c_int64)),
         ("recv_splits", ctypes.POINTER(ctypes.c_int64)),
         ("priority", ctypes.c_int),
-        ("reserved", ctypes.c_int * 7),
+        ("flags", ctypes.c_int),
+        ("reserved", ctypes.c_int * 6),
     ]
 
 
@@ -1246,10 +1247,10 @@ def _c_shape(shape):
 
 def _request(coll, cname, cid, send=None, recv=None, count=0, recv_count=0,
              dtype=0, op=0, root=0, pre=1.0, post=1.0, shape=None,
-             recv_counts=None, splits=None, recv_splits=None):
+             recv_counts=None, splits=None, recv_splits=None, flags=0):
     """One libhora request and what must live as long as it (its arrays).
     Pointers are ints or ctypes objects; shape and the count lists are
-    sequences."""
+    sequences; flags: HORA_REQ_* bits (_k("req", ...))."""
     lib = _state.lib
     if lib is None or not lib.hora_is_initialized():
         raise ValueError(_NOT_INIT_MSG)
@@ -1275,6 +1276,7 @@ def _request(coll, cname, cid, send=None, recv=None, count=0, recv_count=0,
     req.process_set = int(cid)
     req.prescale = float(pre)
     req.postscale = float(post)
+    req.flags = int(flags)
     keep = []
     if shape is not None:
         sh = _c_shape(shape)
@@ -1419,8 +1421,10 @@ class _Buf:
 
 
 def _start_allreduce(pairs, op, pre, post, name, ps, keep, finish,
-                     grouped=False):
-    """pairs: [(send _Buf, recv _Buf)], reduced elementwise."""
+                     grouped=False, wire16=False):
+    """pairs: [(send _Buf, recv _Buf)], reduced elementwise. wire16:
+    float16/bfloat16 values travel between hosts in 16 bits, rounded at
+    each hop (the compressors' request; HORA_REQ_WIRE16)."""
     cid, n, _ = _set_layout(ps, "Allreduce")
     names = [_op_name("allreduce", _sub_name(name, i) if grouped and name
                       else name, cid) for i in range(len(pairs))]
@@ -1432,7 +1436,8 @@ def _start_allreduce(pairs, op, pre, post, name, ps, keep, finish,
                                            n)
             reqs.append(_request("allreduce", cname, cid, s.ptr, r.ptr,
                                  s.numel, s.numel, s.code, c_op, 0, p1, p2,
-                                 s.shape))
+                                 s.shape,
+                                 flags=_k("req", "WIRE16") if wire16 else 0))
         cs = _submit_all(reqs, grouped, keep)
     except BaseException:
         _release_names(names)

@@ -170,6 +170,15 @@ static void bad_args(void) {
   expect_err("reducescatter with Adasum",
              hora_reducescatter("ba", x, 8, y, HORA_FLOAT32, HORA_ADASUM),
              HORA_EINVAL, "Adasum", "allreduce only", NULL);
+  {
+    hora_request_t q = {.coll = HORA_COLL_ALLREDUCE, .name = "bf",
+                        .sendbuf = x, .recvbuf = y, .count = 8,
+                        .dtype = HORA_FLOAT16, .op = HORA_SUM,
+                        .flags = HORA_REQ_WIRE16 | 4};
+    int64_t h;
+    expect_err("allreduce with unknown request flags", hora_submit(&q, &h),
+               HORA_EINVAL, "unknown flags 0x5", NULL);
+  }
   char sz[32];
   snprintf(sz, sizeof sz, "%d", g_size);
   expect_err("broadcast with root == size",

@@ -13,7 +13,11 @@
 #                   2 x 2 (a host combines its ranks and sends one
 #                   vector), 3 + 1 and 2 + 1 + 1 (hosts of unequal sizes
 #                   send each rank's vector), hierarchical over 2 + 1, and
-#                   hierarchical over 3 hosts, which horad refuses.
+#                   hierarchical over 3 hosts, which horad refuses;
+#   wire16.py       Compression.fp16/.bf16 send 16-bit values between
+#                   hosts: within the error bound, the same on every
+#                   rank, about half the bytes (/metrics): 2 x 1, 3 x 1,
+#                   2 x 2.
 # Needs PYTHON (default /usr/bin/python3) with torch and numpy, as
 # tests/python/pytest.sh does.
 . "$(dirname "$0")/lib.sh"
@@ -64,4 +68,14 @@ ok adasum.hier.2+1 3 adasum
 HRUN_NOMARK=1 hrun adasum.refused.3x1 120 --hierarchical-allreduce -np 3 \
   -H h1:1,h2:1,h3:1 $PY "$W/adasum.py" refused
 ok adasum.refused.3x1 3 adasum
+HRUN_NOMARK=1 hrun wire16.2x1 240 --metrics-port 9465 -np 2 -H h1:1,h2:1 \
+  $PY "$W/wire16.py" 9465
+ok wire16.2x1 2 wire16
+HRUN_NOMARK=1 hrun wire16.3x1 240 --metrics-port 9465 -np 3 \
+  -H h1:1,h2:1,h3:1 $PY "$W/wire16.py" 9465
+ok wire16.3x1 3 wire16
+HRUN_NOMARK=1 hrun wire16.2x2 240 --metrics-port 9465 -np 4 -H h1:2,h2:2 \
+  $PY "$W/wire16.py" 9465
+ok wire16.2x2 4 wire16
+grep -h "bytes sent compressed" "$MH_TMP"/wire16.*.out | sed 's/^/    /'
 finish

@@ -265,12 +265,12 @@ def test_hooks_run_alone_with_elastic(initialized, monkeypatch):
     opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
                                    named_parameters=m.named_parameters())
     started = []
-    real = optmod.allreduce_async_
+    real = optmod._allreduce_group
 
-    def spy(tensor, **kw):
-        started.append(kw["name"])
-        return real(tensor, **kw)
-    monkeypatch.setattr(optmod, "allreduce_async_", spy)
+    def spy(tensors, name, *args):
+        started.append(name)
+        return real(tensors, name, *args)
+    monkeypatch.setattr(optmod, "_allreduce_group", spy)
     m(torch.randn(2, 3)).sum().backward()
     # every parameter's allreduce started inside backward(), before step()
     assert sorted(started) == sorted(n for n, _ in m.named_parameters())

@@ -1143,6 +1143,13 @@ static void test_mark_fusion(void) {
     w[i] = fdec("z", HORA_FLOAT32, HORA_ADASUM, 256, R);
   hd_coord_mark_fusion(w, 3, 1u << 20);
   for (int i = 0; i < 3; i++) CHECK_EQ_INT(w[i].fuse, 0);
+  /* a 16-bit wire (HORA_REQ_WIRE16) fuses only with its like */
+  for (int i = 0; i < 3; i++)
+    w[i] = fdec("h", HORA_FLOAT16, HORA_SUM, 256, R | HP_NR_WIRE16);
+  w[2].meta.flags = R;
+  hd_coord_mark_fusion(w, 3, 1u << 20);
+  CHECK_EQ_INT(w[1].fuse, 1);
+  CHECK_EQ_INT(w[2].fuse, 0);
 }
 
 /* Both local ranks submit n float32 allreduces nm[0..n) (4 elements,

@@ -142,6 +142,15 @@ static void test_mismatch(void) {
   MISMATCH(&f, a, b, "Mismatched reduction operations on tensor 'op'",
            "rank 0 asked for sum", "rank 1 asked for max");
 
+  /* one rank asks for 16-bit values between hosts; fx_in sets the flags */
+  a = sq(HORA_COLL_ALLREDUCE, HORA_FLOAT16, HORA_SUM, 4, "w16");
+  b = sq(HORA_COLL_ALLREDUCE, HORA_FLOAT16, HORA_SUM, 4, "w16");
+  fx_in(&f, 0, &a, 0);
+  fx_in(&f, 1, &b, 0);
+  b.flags |= HP_F_WIRE16;
+  MISMATCH(&f, a, b, "Mismatched compression on tensor 'w16'",
+           "rank 1 sends it between hosts in 16 bits", "rank 0 does not");
+
   /* the same number of elements in another shape */
   const int64_t s2[2] = {17, 1311}, s3[3] = {17, 23, 57};
   a = sq(HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 17 * 1311, "sh");

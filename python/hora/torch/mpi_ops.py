@@ -152,8 +152,13 @@ def _alloc_like(t):
 # ---- allreduce -------------------------------------------------------------
 
 
+def _wire16(compression):
+    """Whether the compressor asks for 16-bit values between hosts."""
+    return bool(getattr(compression, "wire16", False))
+
+
 def _allreduce_group(tensors, name, op, prescale_factor, postscale_factor,
-                     process_set, inplace, grouped):
+                     process_set, inplace, grouped, wire16=False):
     pairs, works = [], []
     with torch.no_grad():
         for tensor in tensors:
@@ -178,7 +183,7 @@ def _allreduce_group(tensors, name, op, prescale_factor, postscale_factor,
 
     return _core._start_allreduce(pairs, op, prescale_factor,
                                   postscale_factor, name, process_set, works,
-                                  finish, grouped)
+                                  finish, grouped, wire16)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None,
@@ -215,14 +220,16 @@ class HoraAllreduce(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, tensor, name, op, prescale_factor, postscale_factor,
-                process_set):
+                process_set, *wire16):
         ctx.op = op
         ctx.prescale_factor = prescale_factor
         ctx.postscale_factor = postscale_factor
         ctx.process_set = process_set
+        ctx.nextra = len(wire16)  # (wire16,): the compressors' request
         return synchronize(_allreduce_group([tensor], name, op,
                                             prescale_factor, postscale_factor,
-                                            process_set, False, False))
+                                            process_set, False, False,
+                                            bool(wire16 and wire16[0])))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -230,7 +237,7 @@ class HoraAllreduce(torch.autograd.Function):
                          prescale_factor=ctx.prescale_factor,
                          postscale_factor=ctx.postscale_factor,
                          process_set=ctx.process_set)
-        return grad, None, None, None, None, None
+        return (grad, None, None, None, None, None) + (None,) * ctx.nextra
 
 
 HorovodAllreduce = HoraAllreduce
@@ -244,14 +251,17 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none,
     grad, the gradient flows back through an allreduce of the gradient.
 
     op: Average (default), Sum, Adasum, Min, Max or Product. compression:
-    Compression.none or Compression.fp16 (floating tensors travel as float16
-    and come back in their own dtype). prescale_factor/postscale_factor
-    multiply the input before and the result after the reduction."""
+    Compression.none, Compression.fp16 or Compression.bf16 (floating
+    tensors travel as float16 or bfloat16, between hosts too, and come back
+    in their own dtype; see hora.torch.compression).
+    prescale_factor/postscale_factor multiply the input before and the
+    result after the reduction."""
     op = _core._resolve_op(op, average)
     _dtype_code(tensor, "allreduce")  # refuse early, before autograd
     compressed, cctx = compression.compress(tensor)
     out = HoraAllreduce.apply(compressed, name, op, prescale_factor,
-                              postscale_factor, process_set)
+                              postscale_factor, process_set,
+                              _wire16(compression))
     return compression.decompress(out, cctx)
 
 
@@ -285,16 +295,18 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None,
 class HoraGroupedAllreduce(torch.autograd.Function):
     """grouped_allreduce as an autograd function."""
 
-    @staticmethod
-    def forward(ctx, name, op, prescale_factor, postscale_factor, process_set,
-                *tensors):
+    wire16 = False  # _HoraGroupedAllreduce16: 16-bit values between hosts
+
+    @classmethod
+    def forward(cls, ctx, name, op, prescale_factor, postscale_factor,
+                process_set, *tensors):
         ctx.op = op
         ctx.prescale_factor = prescale_factor
         ctx.postscale_factor = postscale_factor
         ctx.process_set = process_set
         return tuple(synchronize(_allreduce_group(
             list(tensors), name, op, prescale_factor, postscale_factor,
-            process_set, False, True)))
+            process_set, False, True, cls.wire16)))
 
     @staticmethod
     def backward(ctx, *grad_output):
@@ -303,6 +315,12 @@ class HoraGroupedAllreduce(torch.autograd.Function):
                                   postscale_factor=ctx.postscale_factor,
                                   process_set=ctx.process_set)
         return (None, None, None, None, None) + tuple(grads)
+
+
+class _HoraGroupedAllreduce16(HoraGroupedAllreduce):
+    """HoraGroupedAllreduce for a compressor that asks for 16 bits between
+    hosts (Compression.fp16, .bf16)."""
+    wire16 = True
 
 
 def grouped_allreduce(tensors, average=None, name=None,
@@ -316,9 +334,10 @@ def grouped_allreduce(tensors, average=None, name=None,
     for t in tensors:
         _dtype_code(t, "grouped_allreduce")
     pairs = [compression.compress(t) for t in tensors]
-    outs = HoraGroupedAllreduce.apply(name, op, prescale_factor,
-                                      postscale_factor, process_set,
-                                      *[p[0] for p in pairs])
+    fn = _HoraGroupedAllreduce16 if _wire16(compression) \
+        else HoraGroupedAllreduce
+    outs = fn.apply(name, op, prescale_factor, postscale_factor, process_set,
+                    *[p[0] for p in pairs])
     return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
 
 

@@ -15,10 +15,10 @@ from contextlib import contextmanager
 import torch
 
 from hora.torch.compression import Compression
+from hora.torch.mpi_ops import _allreduce_group, _wire16
 from hora.torch.mpi_ops import (Average, Adasum, HoraInternalError,
-                                allreduce_async_, grouped_allreduce_async_,
-                                sparse_allreduce_async, synchronize, size,
-                                global_process_set)
+                                allreduce_async_, sparse_allreduce_async,
+                                synchronize, size, global_process_set)
 from hora import broadcast_object
 
 
@@ -137,10 +137,9 @@ class _DistributedOptimizer:
             postscale = self.gradient_predivide_factor
         else:
             prescale = postscale = 1.0
-        handle = allreduce_async_(compressed, name=name, op=self.op,
-                                  prescale_factor=prescale,
-                                  postscale_factor=postscale,
-                                  process_set=self.process_set)
+        handle = _allreduce_group([compressed], name, self.op, prescale,
+                                  postscale, self.process_set, True, False,
+                                  _wire16(self._compression))
         return handle, ctx
 
     def _grouped_allreduce_grad_async(self, ps):
@@ -154,11 +153,9 @@ class _DistributedOptimizer:
             postscale = self.gradient_predivide_factor
         else:
             prescale = postscale = 1.0
-        handle = grouped_allreduce_async_([t for t, _ in pairs], name=name,
-                                          op=self.op,
-                                          prescale_factor=prescale,
-                                          postscale_factor=postscale,
-                                          process_set=self.process_set)
+        handle = _allreduce_group([t for t, _ in pairs], name, self.op,
+                                  prescale, postscale, self.process_set, True,
+                                  True, _wire16(self._compression))
         return handle, [c for _, c in pairs]
 
     def _make_hook(self, p):
@@ -469,10 +466,11 @@ def DistributedOptimizer(optimizer, named_parameters=None,
     (op=Average, the default, or summed: op=Sum) over every rank.
 
     named_parameters: model.named_parameters(), to name each gradient's
-    allreduce (names must be unique); compression: Compression.none or
-    Compression.fp16; backward_passes_per_step: backward passes accumulated
-    locally between allreduces; gradient_predivide_factor f: gradients are
-    divided by f before the sum and by size/f after it (Average only).
+    allreduce (names must be unique); compression: Compression.none,
+    Compression.fp16 or Compression.bf16; backward_passes_per_step: backward
+    passes accumulated locally between allreduces; gradient_predivide_factor
+    f: gradients are divided by f before the sum and by size/f after it
+    (Average only).
     groups: an int (that many groups of parameters) or a list of lists of
     parameters, each group reduced together by one grouped allreduce
     (num_groups is its deprecated spelling); sparse_as_dense: sparse
