@@ -14,7 +14,8 @@
  *           the detector's confirmation) before it submits, while the
  *           others wait
  *   pset    ranks 0 and 1 deadlock in a process set of their own while
- *           the others go on with the global set
+ *           the others go on in a set of their own (and linger 1 s once
+ *           the job fails, so the deadlocked ranks' reports are printed)
  * Every wait that fails prints "rank R: NAME failed after S s: ERR: MSG". */
 #include <hora.h>
 #include <pthread.h>
@@ -112,6 +113,10 @@ int main(int argc, char **argv) {
       }
       if (rank > 1) usleep(100000);
     }
+    /* horarun ends the job at the first rank that exits with an error: the
+     * ranks outside the deadlock, failed as the job fails, linger so that
+     * the deadlocked ranks' own reports are printed before that */
+    if (!ok && rank > 1) usleep(1000000);
   }
   printf("rank %d: end %s\n", rank, ok ? "ok" : "failed");
   fflush(stdout);
