@@ -175,7 +175,6 @@ static void bad_args(void) {
                         .sendbuf = x, .recvbuf = y, .count = 8,
                         .dtype = HORA_FLOAT16, .op = HORA_SUM,
                         .flags = HORA_REQ_WIRE16 | 4};
-    int64_t h;
     expect_err("allreduce with unknown request flags", hora_submit(&q, &h),
                HORA_EINVAL, "unknown flags 0x5", NULL);
   }
