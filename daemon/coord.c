@@ -132,7 +132,8 @@ static int entry_status(const struct centry *e) {
  * Allreduces decided while this host still has work of the set queued
  * wait in a batch (they could not start before that work ends anyway);
  * when the queue drains, the batch reaches the fusion threshold, or it
- * has waited cycle_time, it goes out as one NEGO_PLAN. There, a decision
+ * has waited cycle_time, it goes out as one NEGO_PLAN, highest priority
+ * first (hora_request_t.priority). There, a decision
  * with `fuse` set runs as one collective with the one before it: one
  * ring over their concatenation, so a hundred small tensors pay the
  * latency of the ring's steps once. */
@@ -177,6 +178,19 @@ static uint64_t fusion_threshold(const struct hd_job *job) {
   return (uint64_t)HC_MAX(0, hk_int(&job->knobs, fusion_threshold));
 }
 
+/* Higher priority first (hora_request_t.priority), in the order they were
+ * decided among equals: a stable insertion sort, linear when all are
+ * alike, as they are unless the ranks give priorities. */
+static void sort_by_priority(struct centry **b, uint32_t n) {
+  for (uint32_t i = 1; i < n; i++) {
+    struct centry *e = b[i];
+    uint32_t k = i;
+    for (; k > 0 && b[k - 1]->first.priority < e->first.priority; k--)
+      b[k] = b[k - 1];
+    b[k] = e;
+  }
+}
+
 void hd_coord_flush(struct hd_comm *c) {
   struct hd_coord *co = c->coord;
   if (!co || !co->nbatch) return;
@@ -195,6 +209,9 @@ void hd_coord_flush(struct hd_comm *c) {
     hd_teardown(c->job, "horad is out of memory", 0);
     return;
   }
+  /* the batch's decisions are numbered as they go out: a late one of
+   * higher priority overtakes those of lower priority waiting with it */
+  sort_by_priority(b, n);
   for (uint32_t i = 0; i < n; i++)
     fill_decide(c, &v[i], b[i], co->batch_seq + i, 0, "");
   hd_coord_mark_fusion(v, n, fusion_threshold(c->job));
@@ -491,6 +508,8 @@ void hd_coord_ready(struct hd_comm *cm, int host,
     e->first.group_idx = m->group_idx;
   }
   if (e->nready) e->first.flags &= m->flags; /* RESIDENT: on every host */
+  if (e->nready && m->priority > e->first.priority)
+    e->first.priority = m->priority; /* the highest any host's ranks gave */
   e->seen[host] = 1;
   hd_metrics_coord_ready(cm, host, m);
   e->last_rank = m->rank;

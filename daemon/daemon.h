@@ -130,6 +130,7 @@ struct hd_tensor {
   int fuse;     /* multi-host: fused with the tensor before it in its plan
                    (one collective over their concatenation) */
   int nsubmitted;
+  int32_t priority; /* the highest its submitters gave (hora_request_t) */
   int queued;   /* in a plan of the ready queue: decided, running or to run */
   struct hd_group *group; /* grouped: the group it is assembled in */
   int held;     /* grouped: ready here, waits for the rest of its group */

@@ -420,6 +420,47 @@ bad:
 /* ---- readiness -------------------------------------------------------------
  */
 
+static int32_t plan_priority(const struct hd_plan *p) {
+  int32_t v = INT32_MIN;
+  for (int i = p->cur; i < p->n; i++)
+    if (p->t[i]->priority > v) v = p->t[i]->priority;
+  return v;
+}
+
+static int plan_ctrl(const struct hd_plan *p) {
+  for (int i = p->cur; i < p->n; i++)
+    if (hd_coll(p->t[i]->meta.coll)->traits & HORA_CF_CTRL) return 1;
+  return 0;
+}
+
+/* Where p goes in the queue: at its end, or, on one host, where the order
+ * is this daemon's to choose, before the first queued plan of lower
+ * priority (hora_request_t.priority) that has not started -- the head may
+ * have -- and that no operation of control (barrier, join, a process-set
+ * change) stands before: nothing passes those, and they pass nothing.
+ * Several hosts run the coordinator's order, which holds the priorities
+ * (coord.c). */
+static void insert_plan(struct hd_comm *c, struct hd_plan *p) {
+  struct hd_plan **at = NULL;
+  int32_t pr = plan_priority(p);
+  /* the queue is walked only for a plan that may overtake the last one
+   * (when all are alike, as without priorities, it is appended at once) */
+  if (c->nhosts == 1 && c->plan_head && c->plan_tail != c->plan_head &&
+      pr > plan_priority(c->plan_tail) && !plan_ctrl(p)) {
+    for (struct hd_plan **pp = &c->plan_head->next; *pp; pp = &(*pp)->next)
+      if (plan_ctrl(*pp)) at = NULL;
+      else if (!at && plan_priority(*pp) < pr) at = pp;
+  }
+  if (at) { /* *at is queued: p is not the tail */
+    p->next = *at;
+    *at = p;
+    return;
+  }
+  if (c->plan_tail) c->plan_tail->next = p;
+  else c->plan_head = p;
+  c->plan_tail = p;
+}
+
 /* Queues the plan of tensors v[0..n) (decided, in this order); their
  * engine is the first that can run every one. 0, or HORA_ENOMEM. */
 static int queue_plan(struct hd_comm *c, struct hd_tensor *const *v, int n) {
@@ -441,9 +482,7 @@ static int queue_plan(struct hd_comm *c, struct hd_tensor *const *v, int n) {
       all = !e[i]->can_run || e[i]->can_run(c->job, v[k]);
     if (all) p->engine = e[i];
   }
-  if (c->plan_tail) c->plan_tail->next = p;
-  else c->plan_head = p;
-  c->plan_tail = p;
+  insert_plan(c, p);
   return 0;
 }
 
@@ -543,6 +582,7 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
     m.status = status;
   }
   if (!status && resident_here(c, t)) m.flags |= HP_NR_RESIDENT;
+  m.priority = t->priority;
   if (hd_comm_host_left(c)) { /* a host has left: no decision can come */
     char why[HP_MSG_MAX + 1];
     hc_fmt(why, sizeof why, "%s '%s' cannot run: %s",
@@ -956,6 +996,7 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *e) {
   struct hd_part *p = &t->part[idx];
   p->id = e->id;
   p->submitted = 1;
+  if (fresh || e->priority > t->priority) t->priority = e->priority;
   hd_metrics_submit(t, idx);
   p->resident = (e->flags & HP_F_RESIDENT) != 0;
   p->offset = e->offset;

@@ -217,7 +217,11 @@ int hora_thread_helper(void);
  *   prescale, postscale  allreduce, reducescatter: factors applied before
  *                and after the reduction (0 means 1). Integers are scaled
  *                in float64, float16/bfloat16 in float32, then rounded.
- *   priority     reserved (0)
+ *   priority     any int (0 by default): among operations that wait
+ *                together, higher first -- a late one overtakes queued
+ *                ones of lower priority (never one that has started, nor
+ *                a barrier, join or process-set change); the highest any
+ *                rank gave counts
  *   flags        HORA_REQ_* bits; others are refused */
 typedef struct hora_request {
   hora_coll_t coll;

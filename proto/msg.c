@@ -574,6 +574,7 @@ static void put_meta(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   hp_put_u32(w, m->group_n);
   hp_put_u32(w, m->group_idx);
   hp_put_u32(w, m->flags);
+  hp_put_u32(w, (uint32_t)m->priority);
 }
 
 static void get_meta(struct hp_rbuf *rb, struct hp_nego_ready *m) {
@@ -591,6 +592,7 @@ static void get_meta(struct hp_rbuf *rb, struct hp_nego_ready *m) {
   m->group_n = hp_get_u32(rb);
   m->group_idx = hp_get_u32(rb);
   m->flags = hp_get_u32(rb);
+  m->priority = (int32_t)hp_get_u32(rb);
 }
 
 void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 5u
+#define HP_PROTO_VERSION 6u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -240,6 +240,8 @@ struct hp_nego_ready {
   char msg[460]; /* non-empty: the sender's own ranks disagree (this says
                     how); the operation fails everywhere */
   uint32_t flags; /* HP_NR_*: what the sender knows of its own ranks' data */
+  int32_t priority; /* the highest its ranks gave (hora_request_t.priority);
+                       not compared: the coordinator takes the highest */
   /* how long before this READY each local member of the set submitted it
    * (ns, on the sender's clock; UINT64_MAX: it did not, it has joined),
    * in member order: narrive little-endian u64s at arrive (the encoder's

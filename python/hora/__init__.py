@@ -27,6 +27,7 @@ import atexit
 import ctypes
 import ctypes.util
 import faulthandler
+import functools
 import hashlib
 import itertools
 import os
@@ -56,7 +57,7 @@ __all__ = [
     "grouped_reducescatter_async",
     "broadcast_object", "allgather_object", "barrier", "join", "poll",
     "synchronize", "library_path", "library_version", "start_timeline",
-    "stop_timeline",
+    "stop_timeline", "priority",
 ]
 
 
@@ -1277,6 +1278,7 @@ def _request(coll, cname, cid, send=None, recv=None, count=0, recv_count=0,
     req.prescale = float(pre)
     req.postscale = float(post)
     req.flags = int(flags)
+    req.priority = getattr(_prio, "value", 0)
     keep = []
     if shape is not None:
         sh = _c_shape(shape)
@@ -2114,3 +2116,78 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     name = _object_name("allgather_object", name, process_set)
     return [pickle.loads(b) for b in
             _bytes_gather(_pickler.dumps(obj), name, process_set)]
+
+
+# ---- priority ---------------------------------------------------------------
+
+_prio = threading.local()  # .value: the priority of operations started now
+
+_INT32 = (-2 ** 31, 2 ** 31 - 1)
+
+
+class priority:
+    """A block whose operations get this priority (hora_request_t.priority,
+    hora(3); 0 outside any): among operations that wait together, higher
+    first, so a late one overtakes queued ones of lower priority (never one
+    that has started, nor a barrier, join or process-set change); the
+    highest any rank gives counts. Per thread; blocks nest. Every
+    collective also takes `priority=` (None: the block's)::
+
+        with hora.priority(10):
+            h = hora.allreduce_async(x, name="loss")
+    """
+
+    def __init__(self, value):
+        if isinstance(value, bool) or not isinstance(value, int) or \
+                not _INT32[0] <= value <= _INT32[1]:
+            raise ValueError("priority must be an int from %d to %d, not %r"
+                             % (_INT32[0], _INT32[1], value))
+        self.value = value
+        self._saved = []
+
+    def __enter__(self):
+        self._saved.append(getattr(_prio, "value", 0))
+        _prio.value = self.value
+        return self
+
+    def __exit__(self, *exc):
+        _prio.value = self._saved.pop()
+        return False
+
+
+def _with_priority(fn):
+    """fn with a keyword `priority` (None: leave the current one)."""
+
+    @functools.wraps(fn)
+    def op(*args, priority=None, **kw):
+        if priority is None:
+            return fn(*args, **kw)
+        with _priority_block(priority):
+            return fn(*args, **kw)
+    return op
+
+
+_priority_block = priority  # op()'s keyword hides the class's name
+
+# the collectives, in this module and in hora.torch (which calls this)
+_PRIORITY_OPS = (
+    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+    "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+    "grouped_allreduce_async_", "sparse_allreduce_async",
+    "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+    "allgather", "allgather_async", "grouped_allgather",
+    "grouped_allgather_async", "alltoall", "alltoall_async",
+    "reducescatter", "reducescatter_async", "grouped_reducescatter",
+    "grouped_reducescatter_async", "broadcast_object", "allgather_object")
+
+
+def _add_priority(namespace):
+    """Gives every collective of the module `namespace` (its globals()) the
+    keyword `priority`."""
+    for n in _PRIORITY_OPS:
+        if n in namespace and not hasattr(namespace[n], "_hora_priority"):
+            namespace[n] = _with_priority(namespace[n])
+            namespace[n]._hora_priority = True
+
+
+_add_priority(globals())

@@ -1245,6 +1245,54 @@ static void test_batch_and_fuse(void) {
   fx_free(&f);
 }
 
+/* hora_request_t.priority: the batch goes out highest priority first,
+ * equals in the order decided; an operation's priority is the highest
+ * any rank gave (here rank 1's, or host 2's READY), and it travels in
+ * the decision. */
+static void test_batch_priority(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_comm *c = f.job.comms[0];
+  const char *nm[5] = {"pa", "pb", "pc", "pd", "pe"};
+  const int32_t mine[5][2] = {{0, 0}, {0, 0}, {1, 1}, {0, 5}, {2, 2}};
+  struct hp_sqe e[2][5];
+  struct hd_tensor *t[5];
+  for (int k = 0; k < 5; k++) {
+    for (int r = 0; r < 2; r++) {
+      e[r][k] = allreduce(&f, r, nm[k], HORA_FLOAT32, 4, 64u * (uint64_t)k);
+      e[r][k].priority = mine[k][r];
+      fx_submit(&f, r, &e[r][k]);
+    }
+    t[k] = fx_find(c, nm[k]);
+    CHECK(t[k] && t[k]->priority == HC_MAX(mine[k][0], mine[k][1]));
+  }
+  for (int k = 0; k < 5; k++)
+    for (int h = 1; h < 3; h++) {
+      struct hp_nego_ready m =
+          rdy(0, nm[k], HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2 * h);
+      m.flags = HP_NR_RESIDENT;
+      m.priority = k == 4 && h == 2 ? 9 : 0; /* pe: 9 on host 2 */
+      ready(&f, h, m);
+    }
+  /* pa and pb go at once; pc, pd, pe wait in the batch */
+  CHECK(t[0]->queued && t[1]->queued);
+  for (int k = 2; k < 5; k++) CHECK(t[k]->awaiting && !t[k]->queued);
+  hd_coord_flush(c);
+  struct hd_plan *p = c->plan_head->next->next;
+  CHECK(p && p->n == 3 && p->t[0] == t[4] && p->t[1] == t[3] &&
+        p->t[2] == t[2]);
+  CHECK_EQ_INT(t[4]->seq, t[1]->seq + 1); /* pe (9), pd (5), pc (1) */
+  CHECK_EQ_INT(t[3]->seq, t[1]->seq + 2);
+  CHECK_EQ_INT(t[2]->seq, t[1]->seq + 3);
+  /* fused as neighbours are, whatever their priorities: pe leads */
+  CHECK_EQ_INT(t[4]->fuse, 0);
+  CHECK_EQ_INT(t[3]->fuse, 1);
+  CHECK_EQ_INT(t[2]->fuse, 1);
+  none(&f);
+  hd_fail_all(&f.job);
+  fx_free(&f);
+}
+
 /* A host of the set leaving fails what waits in the batch too. */
 static void test_batch_fails_with_host(void) {
   struct fx f;
@@ -1355,6 +1403,7 @@ int main(void) {
   RUN(test_group_one_plan);
   RUN(test_mark_fusion);
   RUN(test_batch_and_fuse);
+  RUN(test_batch_priority);
   RUN(test_batch_fails_with_host);
   RUN(test_batch_timer);
   RUN(test_fused_with_missing);

@@ -1017,14 +1017,18 @@ static void test_nego_plan_fuse(void) {
   p = one_frame(&w, HP_MSG_NEGO_DECIDE, &n);
   CHECK_EQ_INT(hp_dec_nego_decide(p, n, &one), 0);
   CHECK_EQ_INT(one.meta.flags, HP_NR_RESIDENT);
-  /* NEGO_READY carries the flags too */
+  /* NEGO_READY carries the flags too, and the priority (negative too) */
   struct hp_nego_ready r = v[2].meta, r2;
   snprintf(r.name, sizeof r.name, "%s", v[2].name);
-  hp_wbuf_reset(&w);
-  hp_enc_nego_ready(&w, &r);
-  p = one_frame(&w, HP_MSG_NEGO_READY, &n);
-  CHECK_EQ_INT(hp_dec_nego_ready(p, n, &r2), 0);
-  CHECK_EQ_INT(r2.flags, HP_NR_RESIDENT);
+  for (int32_t pr = -7; pr <= 7; pr += 7) {
+    r.priority = pr;
+    hp_wbuf_reset(&w);
+    hp_enc_nego_ready(&w, &r);
+    p = one_frame(&w, HP_MSG_NEGO_READY, &n);
+    CHECK_EQ_INT(hp_dec_nego_ready(p, n, &r2), 0);
+    CHECK_EQ_INT(r2.flags, HP_NR_RESIDENT);
+    CHECK_EQ_INT(r2.priority, pr);
+  }
   hp_wbuf_free(&w);
 }
 

@@ -38,7 +38,7 @@ from hora.torch.mpi_ops import (
     barrier, join, poll, synchronize,
     HoraAllreduce, HoraGroupedAllreduce, HoraBroadcast, HoraAllgather,
     HoraGroupedAllgather, HoraAlltoall, HoraReducescatter,
-    HoraGroupedReducescatter,
+    HoraGroupedReducescatter, priority,
 )
 from hora.torch.optimizer import DistributedOptimizer
 from hora.torch.ddp import DistributedDataParallel
@@ -67,7 +67,7 @@ __all__ = [
     "grouped_reducescatter_async", "barrier", "join", "poll", "synchronize",
     "HoraAllreduce", "HoraGroupedAllreduce", "HoraBroadcast",
     "HoraAllgather", "HoraGroupedAllgather", "HoraAlltoall",
-    "HoraReducescatter", "HoraGroupedReducescatter",
+    "HoraReducescatter", "HoraGroupedReducescatter", "priority",
     "DistributedOptimizer", "DistributedDataParallel", "broadcast_parameters",
     "broadcast_optimizer_state", "broadcast_object", "allgather_object",
     "SyncBatchNorm",

@@ -151,3 +151,6 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     """Pickles `obj` on every rank; returns the list of every member's
     object, in rank order."""
     return _core.allgather_object(obj, name, process_set)
+
+
+_core._add_priority(globals())

@@ -38,6 +38,7 @@ __all__ = [
     "HoraAllreduce", "HoraGroupedAllreduce", "HoraBroadcast",
     "HoraAllgather", "HoraGroupedAllgather", "HoraAlltoall",
     "HoraReducescatter", "HoraGroupedReducescatter", "Compression",
+    "priority",
 ]
 
 # torch dtype -> libhora dtype name (the code comes from the library)
@@ -751,3 +752,7 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none,
                                           prescale_factor, postscale_factor,
                                           *[p[0] for p in pairs])
     return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
+
+
+priority = _core.priority
+_core._add_priority(globals())

@@ -1,0 +1,93 @@
+/* it_priority.c -- hora_request_t.priority: a late operation of higher
+ * priority overtakes queued ones of lower priority.
+ *   it_priority prio|fifo [N [MIB]]
+ * Every rank submits N allreduces 'low.K' of MIB MiB (default 8 of 8)
+ * from its own memory (streamed through the staging areas, so that they
+ * queue behind one another), then one more, 'high', of priority 10 (prio)
+ * or 0 (fifo), waits for 'high' and counts how many of the 'low' ones
+ * had completed by then; then it waits for the rest and checks every
+ * result. It prints "rank R: high done with K of N low done" and
+ * "rank R: priority: C checks, F failures". */
+#include <hora.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+  const char *arg[3] = {"prio", "8", "8"};
+  for (int i = 1, k = 0; i < argc; i++) /* the tests' --marker=... aside */
+    if (strncmp(argv[i], "--", 2) && k < 3) arg[k++] = argv[i];
+  const char *mode = arg[0];
+  int n = atoi(arg[1]);
+  size_t mib = (size_t)atoi(arg[2]);
+  if (n < 1 || n > 64 || mib < 1 || (strcmp(mode, "prio") &&
+                                      strcmp(mode, "fifo"))) {
+    fprintf(stderr, "usage: it_priority prio|fifo [N [MIB]]\n");
+    return 2;
+  }
+  if (hora_init() != 0) return 1;
+  int rank = hora_rank(), size = hora_size();
+  size_t count = mib << 18; /* float32 elements */
+  float *buf[65];
+  int64_t h[65];
+  int checks = 0, failures = 0;
+  for (int k = 0; k <= n; k++) {
+    if (!(buf[k] = malloc(count * sizeof(float)))) return 1;
+    for (size_t i = 0; i < count; i++) buf[k][i] = (float)(k + 1);
+  }
+  for (int k = 0; k <= n; k++) {
+    char name[32];
+    if (k < n) snprintf(name, sizeof name, "low.%d", k);
+    else snprintf(name, sizeof name, "high");
+    hora_request_t q = {.coll = HORA_COLL_ALLREDUCE, .name = name,
+                        .sendbuf = buf[k], .recvbuf = buf[k],
+                        .count = count, .dtype = HORA_FLOAT32,
+                        .op = HORA_SUM,
+                        .priority = k == n && !strcmp(mode, "prio") ? 10 : 0};
+    int rc = hora_submit(&q, &h[k]);
+    if (rc < 0) {
+      printf("rank %d: submit %s: %s\n", rank, name, hora_last_error());
+      return 1;
+    }
+  }
+  int rc = hora_wait(h[n]), done_before = 0;
+  checks++;
+  if (rc < 0) {
+    failures++;
+    printf("rank %d: FAIL high: %s\n", rank, hora_last_error());
+  }
+  int done[64] = {0};
+  for (int k = 0; k < n; k++) {
+    rc = hora_test(h[k], &done[k]); /* done: the handle is released */
+    if (rc < 0) {
+      failures++;
+      printf("rank %d: FAIL test low.%d: %s\n", rank, k, hora_last_error());
+    }
+    done_before += done[k] != 0;
+  }
+  printf("rank %d: high done with %d of %d low done\n", rank, done_before, n);
+  for (int k = 0; k < n; k++) {
+    checks++;
+    if (!done[k] && hora_wait(h[k]) < 0) {
+      failures++;
+      printf("rank %d: FAIL low.%d: %s\n", rank, k, hora_last_error());
+    }
+  }
+  for (int k = 0; k <= n; k++) {
+    float want = (float)((k + 1) * size);
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++) bad += buf[k][i] != want;
+    checks++;
+    if (bad) {
+      failures++;
+      printf("rank %d: FAIL %s %d: %zu elements differ from %g\n", rank,
+             k < n ? "low" : "high", k, bad, want);
+    }
+    free(buf[k]);
+  }
+  printf("rank %d: priority: %d checks, %d failures\n", rank, checks,
+         failures);
+  fflush(stdout);
+  hora_shutdown();
+  return failures ? 3 : 0;
+}

@@ -1,0 +1,34 @@
+#!/bin/sh
+# priority.sh -- hora_request_t.priority across hosts (network namespaces,
+# see lib.sh), with it_priority (tests/integration/it_priority.c): each
+# rank queues 8 allreduces of 8 MiB streamed through a small arena, then
+# one more. The coordinator holds the decisions it makes while its host
+# has work queued and sends them highest priority first: given priority
+# 10, the late one overtakes queued ones on every rank of every host;
+# given the same priority, it runs after all of them. 2 x 1 and 3 x 1,
+# every result checked.
+. "$(dirname "$0")/lib.sh"
+need "$HORARUN" "$HORAD" "$T/it_priority"
+mh_setup 3
+
+ok() { # NAME NP
+  expect_rc "$1" 0 &&
+    expect_count "$1" out "^\[[0-9]+\]<stdout>:rank [0-9]+: priority: [0-9]+ checks, 0 failures" "$2" \
+      "every rank reports its checks, none failed"
+  mh_assert_no_job_procs "$MARK"
+}
+
+for n in 2 3; do
+  hosts=h1:1,h2:1
+  [ $n = 3 ] && hosts=h1:1,h2:1,h3:1
+  hrun prio.${n}x1 240 --arena-size 16M -np $n -H $hosts "$T/it_priority" prio
+  ok prio.${n}x1 $n
+  expect_count prio.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with [0-6] of 8 low done" $n \
+    "the late operation of priority 10 overtook queued ones on every rank"
+  hrun fifo.${n}x1 240 --arena-size 16M -np $n -H $hosts "$T/it_priority" fifo
+  ok fifo.${n}x1 $n
+  expect_count fifo.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 8 of 8 low done" $n \
+    "of the same priority, it ran after every queued one"
+done
+grep -h "high done" "$MH_TMP"/prio.*.out "$MH_TMP"/fifo.*.out | sed 's/^/    /'
+finish
