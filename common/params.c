@@ -105,32 +105,35 @@ const struct hc_param hc_params[] = {
      "Horovod's 2-D torus allreduce; passed to the ranks, not used by hora",
      NULL, 0},
     {"autotune", "HORA_AUTOTUNE", "HOROVOD_AUTOTUNE", "--autotune", HC_P_BOOL,
-     "0", "Horovod's autotuning of the parameters above; passed to the "
-     "ranks, hora does not tune yet",
+     "0", "Horovod's autotuning: host 0's horad tunes the fusion threshold "
+     "and cycle time (those not given) on the job's own steps, then keeps "
+     "the best",
      NULL, 0},
     {"autotune_log_file", "HORA_AUTOTUNE_LOG", "HOROVOD_AUTOTUNE_LOG",
      "--autotune-log-file", HC_P_STRING, "",
-     "CSV file of autotuning trials; passed to the ranks",
+     "CSV file of the autotuning samples (relative to the job's directory), "
+     "the best trial last",
      NULL, 0},
     {"autotune_warmup_samples", "HORA_AUTOTUNE_WARMUP_SAMPLES",
      "HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "--autotune-warmup-samples", HC_P_INT,
-     "3", "autotuning samples discarded at the start; passed to the ranks",
+     "3", "autotuning samples discarded at the start",
      "samples", 0},
     {"autotune_steps_per_sample", "HORA_AUTOTUNE_STEPS_PER_SAMPLE",
      "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "--autotune-steps-per-sample",
-     HC_P_INT, "10", "steps per autotuning sample; passed to the ranks",
+     HC_P_INT, "10", "steps per autotuning sample (a step: a busy period "
+     "of host 0 that moved data)",
      "steps", 0},
     {"autotune_bayes_opt_max_samples", "HORA_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
      "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
      "--autotune-bayes-opt-max-samples", HC_P_INT, "20",
-     "samples of autotuning's Bayesian optimization; passed to the ranks",
+     "trials of autotuning's Bayesian optimization, each the median of 3 "
+     "samples",
      "samples", 0},
     {"autotune_gaussian_process_noise",
      "HORA_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
      "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
      "--autotune-gaussian-process-noise", HC_P_DOUBLE, "0.8",
-     "noise of autotuning's Gaussian process, from 0 to 1; passed to the "
-     "ranks",
+     "noise of autotuning's Gaussian process, from 0 to 1",
      NULL, 1},
     {"timeline_filename", "HORA_TIMELINE", "HOROVOD_TIMELINE",
      "--timeline-filename", HC_P_STRING, "",

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autotune.h"
 #include "daemon.h"
 #include "metrics.h"
 #include "timeline.h"
@@ -62,6 +63,7 @@ static void job_go(struct hd_job *job) {
   }
   send_ready(job);
   hd_tl_init(job);
+  hd_at_init(job);
   hd_spawn_all(job);
   if (job->ranks && hd_comms_init(job) < 0) {
     hc_error("out of memory setting up the job's communicators; stopping");

@@ -393,6 +393,7 @@ struct hd_job {
   char left_msg[HP_MSG_MAX + 1];
   struct hd_metrics *metrics; /* metrics.c: what is counted of the job */
   struct hd_timeline *tl; /* timeline.c: NULL until one is asked for */
+  struct hd_autotune *at; /* autotune.c: host 0 with --autotune, or NULL */
 };
 
 #define HD_GONE_SHUTDOWN (-2)

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "autotune.h"
 #include "daemon.h"
 #include "metrics.h"
 #include "timeline.h"
@@ -36,6 +37,7 @@ void hd_job_free(struct hd_job *job) {
   hd_metrics_free(job);
   hd_session_free(job);
   hd_tl_free(job);
+  hd_at_free(job);
   for (int i = 0; job->ranks && i < job->nlocal; i++) {
     struct hd_rank *r = &job->ranks[i];
     free(r->backlog);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "autotune.h"
 #include "metrics.h"
 #include "timeline.h"
 
@@ -212,6 +213,7 @@ static void remove_tensor(struct hd_comm *c, struct hd_tensor *t) {
   if (*pp == t) *pp = t->next_hash;
   c->ntensors--;
   free_tensor(c, t);
+  HD_AT_HOOK(c->job, hd_at_removed_(c->job));
 }
 
 /* Sends every participant that submitted t the same completion. */
@@ -219,6 +221,7 @@ static void complete_all(struct hd_tensor *t, int status, const char *msg) {
   struct hd_comm *c = t->comm;
   hd_metrics_done(t, status);
   HD_TL_HOOK(c->job, hd_tl_end_(t, status, msg));
+  HD_AT_HOOK(c->job, hd_at_done_(c->job, t, status));
   for (int i = 0; i < c->nlocal; i++)
     if (t->part[i].submitted)
       hd_complete(hd_comm_local(c, i), t->part[i].id, status, msg);
@@ -965,6 +968,7 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *e) {
     }
     *pp = t;
     c->ntensors++;
+    HD_AT_HOOK(job, hd_at_submitted_(job));
   } else if (t->part[idx].submitted) {
     char msg[HP_MSG_MAX + 1];
     hc_fmt(msg, sizeof msg,
