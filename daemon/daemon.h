@@ -138,6 +138,7 @@ struct hd_tensor {
   int value;    /* a non-negative result (join: the last rank to join) */
   uint64_t t_first; /* when the first rank submitted it */
   uint32_t tl;      /* timeline.c: where its row is */
+  uint64_t tl_wait; /* timeline.c: when the engine began to wait for it */
   /* execution of a streamed operation */
   uint64_t nchunks, chunk_elems, reduced;
   void *neutral; /* a joined member's input */

@@ -306,8 +306,9 @@ enum {
   TL_FINAL,    /* a host's ranks ended: its last events came before this */
   TL_FINAL_OK, /* host 0 has them */
 };
-/* where a tensor's row is: negotiating, queued, running */
-enum { ST_NONE, ST_NEGO, ST_QUEUE, ST_RUN };
+/* where a tensor's row is: negotiating, queued, running, waiting for its
+ * data while running */
+enum { ST_NONE, ST_NEGO, ST_QUEUE, ST_RUN, ST_WAIT };
 
 struct sample {
   uint64_t rtt;
@@ -936,10 +937,10 @@ int hd_tl_frame(struct hd_job *job, int from, const unsigned char *p,
 /* ---- events ------------------------------------------------------------- */
 
 /* Records one event of tensor `tensor` here, now. */
-static void record(struct hd_job *job, const char *tensor, char ph,
-                   const char *name, const char *args) {
+/* A record at `now` (hc_now_ns()'s clock). */
+static void record_at(struct hd_job *job, const char *tensor, char ph,
+                      const char *name, const char *args, uint64_t now) {
   struct hd_timeline *tl = job->tl;
-  uint64_t now = hc_now_ns();
   if (is_host0(job)) {
     if (tl->writing)
       hd_tlw_event(&tl->w, tensor, 0, ph, name,
@@ -965,6 +966,11 @@ static void record(struct hd_job *job, const char *tensor, char ph,
   tl->npend++;
 }
 
+static void record(struct hd_job *job, const char *tensor, char ph,
+                   const char *name, const char *args) {
+  record_at(job, tensor, ph, name, args, hc_now_ns());
+}
+
 /* "NEGOTIATE_ALLREDUCE", "ALLREDUCE", "CPU_ALLREDUCE" */
 static void upper(char *out, size_t n, const char *pre, int coll) {
   const char *s = hd_coll_name(coll);
@@ -974,13 +980,13 @@ static void upper(char *out, size_t n, const char *pre, int coll) {
 }
 
 static int state(const struct hd_timeline *tl, const struct hd_tensor *t) {
-  return (t->tl >> 2) == (tl->epoch & 0x3fffffffu) ? (int)(t->tl & 3)
+  return (t->tl >> 3) == (tl->epoch & 0x1fffffffu) ? (int)(t->tl & 7)
                                                    : ST_NONE;
 }
 
 static void set_state(const struct hd_timeline *tl, struct hd_tensor *t,
                       int st) {
-  t->tl = (tl->epoch & 0x3fffffffu) << 2 | (uint32_t)st;
+  t->tl = (tl->epoch & 0x1fffffffu) << 3 | (uint32_t)st;
 }
 
 void hd_tl_submitted_(struct hd_tensor *t, int rank) {
@@ -1019,13 +1025,41 @@ void hd_tl_run_(struct hd_tensor *t) {
   record(job, t->name, 'B', name, NULL);
 }
 
+/* A wait is recorded when it ends, and only one of WAIT_MIN_NS or more:
+ * the engine stops and goes on many times a millisecond around the ring,
+ * and a trace of every pause would bury the ones that matter. */
+#define WAIT_MIN_NS 200000u
+
+void hd_tl_wait_(struct hd_tensor *t) {
+  struct hd_job *job = t->comm->job;
+  if (state(job->tl, t) != ST_RUN) return;
+  set_state(job->tl, t, ST_WAIT);
+  t->tl_wait = hc_now_ns();
+}
+
+static void wait_ends(struct hd_job *job, struct hd_tensor *t) {
+  uint64_t now = hc_now_ns();
+  if (now - t->tl_wait < WAIT_MIN_NS) return;
+  record_at(job, t->name, 'B', "WAIT_FOR_DATA", NULL, t->tl_wait);
+  record_at(job, t->name, 'E', "", NULL, now);
+}
+
+void hd_tl_resume_(struct hd_tensor *t) {
+  struct hd_job *job = t->comm->job;
+  if (state(job->tl, t) != ST_WAIT) return;
+  set_state(job->tl, t, ST_RUN);
+  wait_ends(job, t);
+}
+
 void hd_tl_end_(struct hd_tensor *t, int status, const char *msg) {
   struct hd_job *job = t->comm->job;
   struct hd_timeline *tl = job->tl;
   int st = state(tl, t);
   if (st == ST_NONE) return;
   set_state(tl, t, ST_NONE);
-  if (st == ST_QUEUE || st == ST_RUN) record(job, t->name, 'E', "", NULL);
+  if (st == ST_WAIT) wait_ends(job, t);
+  if (st == ST_QUEUE || st == ST_RUN || st == ST_WAIT)
+    record(job, t->name, 'E', "", NULL);
   char args[ARGS_MAX];
   size_t k = 0;
   const struct hd_meta *m = &t->meta;

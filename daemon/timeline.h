@@ -6,7 +6,10 @@
  * decision, with an instant "X" event per rank as it submits (named by the
  * rank), then <COLL> until the operation completes, holding the
  * activities QUEUE (decided, waiting for its engine) and CPU_<COLL> (the
- * engine runs it). With mark_cycles, CYCLE_START markers show the passes
+ * engine runs it), this holding WAIT_FOR_DATA for each time the engine
+ * had to wait 200 us or more (for the ranks' chunks of a streamed tensor,
+ * for staging another operation holds, or for the other hosts' data on
+ * the ring or in an exchange) before it went on. With mark_cycles, CYCLE_START markers show the passes
  * of host 0's loop that took new submissions.
  *
  * The other hosts record their events with their own clock and send them
@@ -105,6 +108,11 @@ void hd_tl_cycle_(struct hd_job *job);
 void hd_tl_submitted_(struct hd_tensor *t, int rank);
 void hd_tl_queued_(struct hd_tensor *t);
 void hd_tl_run_(struct hd_tensor *t);
+/* The engine runs t but must wait: for its ranks' chunks in the staging
+ * areas, for another operation's staging, or for the other hosts' data
+ * (WAIT_FOR_DATA, inside CPU_<COLL>); and goes on with it. */
+void hd_tl_wait_(struct hd_tensor *t);
+void hd_tl_resume_(struct hd_tensor *t);
 void hd_tl_end_(struct hd_tensor *t, int status, const char *msg);
 
 #define HD_TL_HOOK(job, call)                                                 \

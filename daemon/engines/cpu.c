@@ -620,15 +620,24 @@ static int cpu_progress(struct hd_job *job, struct hd_plan *p) {
     int n = p->comm->nhosts > 1 ? fused_run(p) : 1;
     for (int k = 0; k < n; k++) /* the first step only */
       HD_TL_HOOK(job, hd_tl_run_(p->t[p->cur + k]));
+    for (int k = 0; k < n; k++)
+      HD_TL_HOOK(job, hd_tl_resume_(p->t[p->cur + k]));
     if (n > 1) {
-      if (!hd_xhost_run(p->comm, &p->t[p->cur], n)) return 0;
+      if (!hd_xhost_run(p->comm, &p->t[p->cur], n)) {
+        for (int k = 0; k < n; k++)
+          HD_TL_HOOK(job, hd_tl_wait_(p->t[p->cur + k]));
+        return 0;
+      }
       hc_debug("ran %d allreduces fused into one ('%s' to '%s')", n,
                p->t[p->cur]->name, p->t[p->cur + n - 1]->name);
       hd_metrics_fused(job, n);
       for (int k = 0; k < n; k++) hd_plan_next(p);
       continue;
     }
-    if (!cpu_step(job, p->t[p->cur])) return 0;
+    if (!cpu_step(job, p->t[p->cur])) {
+      HD_TL_HOOK(job, hd_tl_wait_(p->t[p->cur]));
+      return 0;
+    }
     hd_plan_next(p);
   }
   return 1;

@@ -12,6 +12,8 @@
 #     in neither, a file that cannot be made refused with its name;
 #     HOROVOD_TIMELINE=DYNAMIC writes nothing at start (what is in flight
 #     at a stop is left open in its file, as in Horovod);
+#   waits: allreduces larger than the arena, streamed: WAIT_FOR_DATA within
+#     CPU_ALLREDUCE while the engine waits for the ranks' chunks;
 #   kill: rank 1 SIGKILLed mid-job: the file still parses, holds the
 #     rounds before and the failed one with its error.
 . "$(dirname "$0")/lib.sh"
@@ -63,6 +65,16 @@ check dynamic "$D/dyn/one.json" --ranks 3 --cycles --partial \
   --expect in.one=ALLREDUCE --absent between --absent in.two
 check dynamic "$D/dyn/two.json" --ranks 3 --no-cycles --partial \
   --expect in.two=ALLREDUCE --absent between --absent in.one
+
+# tensors streamed through a small arena: the engine waits for the ranks'
+# chunks, WAIT_FOR_DATA within CPU_ALLREDUCE (it_priority's allreduces, of
+# 24 MiB: larger than the arena, so always streamed)
+hrun waits 60 --arena-size 16M -np 2 --timeline-filename "$D/waits.json" \
+  "$T/it_priority" fifo 3 24
+expect_rc waits 0
+check waits "$D/waits.json" --ranks 2 --expect low.0=ALLREDUCE \
+  --waits low.0 --expect low.2=ALLREDUCE --waits low.2 \
+  --expect high=ALLREDUCE --waits high
 
 hrun kill 60 -np 3 --timeline-filename "$D/kill.json" "$T/it_timeline" kill 20
 expect_rc kill 137

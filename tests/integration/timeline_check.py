@@ -2,7 +2,8 @@
 """timeline_check.py -- checks a timeline file horad wrote.
 
     timeline_check.py FILE [--ranks N] [--hosts H] [--expect NAME=COLL]...
-                      [--absent NAME]... [--cycles | --no-cycles]
+                      [--absent NAME]... [--waits NAME]...
+                      [--cycles | --no-cycles]
                       [--failed NAME]... [--odd] [--partial] [--causal]
 
 The file must parse as JSON (Python's json module) and be Horovod's
@@ -11,9 +12,11 @@ start_time_since_epoch_in_micros, each tensor row (pid > 0) named by a
 process_name record. On every thread (pid, tid) of a row, the times do
 not go back and the B/E records nest and balance (--partial: the job died,
 rows may be left open). Each --expect NAME=COLL row holds, on each of the
-hosts 0..H-1 (threads), NEGOTIATE_COLL, COLL, QUEUE and CPU_COLL, the end
-of COLL naming the dtype and shape, and instants named by every rank
-0..N-1 (over all threads). --absent NAME: no such row. --failed NAME: the row
+hosts 0..H-1 (threads), NEGOTIATE_COLL, COLL, QUEUE and CPU_COLL (any
+WAIT_FOR_DATA within CPU_COLL), the end of COLL naming the dtype and
+shape, and instants named by every rank 0..N-1 (over all threads);
+--waits NAME (with --expect NAME=COLL): there is a WAIT_FOR_DATA on each
+of those hosts. --absent NAME: no such row. --failed NAME: the row
 has an end naming an error. --odd: a row holds the name it_timeline's
 ops gives its last allreduce (a quote, a backslash, control characters,
 UTF-8 and a byte that is none, which reads as U+00FF). --cycles: there
@@ -37,6 +40,7 @@ def main():
     ap.add_argument("--hosts", type=int, default=1)
     ap.add_argument("--expect", action="append", default=[])
     ap.add_argument("--absent", action="append", default=[])
+    ap.add_argument("--waits", action="append", default=[])
     ap.add_argument("--failed", action="append", default=[])
     ap.add_argument("--odd", action="store_true")
     ap.add_argument("--cycles", dest="cycles", action="store_true",
@@ -118,6 +122,8 @@ def main():
                     cur["coll_b"] = ts
                 elif cur is not None:
                     cur["acts"].append(r["name"])
+                    cur.setdefault("within", []).append((r["name"],
+                                                         stack[-1]))
                 stack.append(r["name"])
             elif ph == "E":
                 if not stack:
@@ -162,9 +168,19 @@ def main():
             if op.get("coll") != coll:
                 bad("row %r, host %d: operation %r, expected %r"
                     % (name, h, op.get("coll"), coll))
-            if op.get("acts") != ["QUEUE", "CPU_" + coll]:
-                bad("row %r, host %d: activities %r, expected %r"
-                    % (name, h, op.get("acts"), ["QUEUE", "CPU_" + coll]))
+            acts = [x for x in op.get("acts", []) if x != "WAIT_FOR_DATA"]
+            if acts != ["QUEUE", "CPU_" + coll]:
+                bad("row %r, host %d: activities %r, expected %r (and "
+                    "WAIT_FOR_DATA within CPU_%s)"
+                    % (name, h, op.get("acts"), ["QUEUE", "CPU_" + coll],
+                       coll))
+            for act, parent in op.get("within", []):
+                if act == "WAIT_FOR_DATA" and parent != "CPU_" + coll:
+                    bad("row %r, host %d: WAIT_FOR_DATA within %r, expected "
+                        "within %r" % (name, h, parent, "CPU_" + coll))
+            if name in a.waits and "WAIT_FOR_DATA" not in op.get("acts", []):
+                bad("row %r, host %d: no WAIT_FOR_DATA (activities %r)"
+                    % (name, h, op.get("acts")))
             args = op.get("end_args", {})
             if "dtype" not in args or "shape" not in args:
                 bad("row %r, host %d: the end names no dtype and shape: %r"

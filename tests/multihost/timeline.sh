@@ -11,11 +11,13 @@
 #     unshare --time): without the correction no time would fit;
 #   dynamic: hora_start_timeline / hora_stop_timeline on 3 x 1: each file
 #     complete when rank 0's stop returns, the other hosts' events in it;
+#   waits: allreduces of 24 MiB (streamed, and around the ring) on 3 x 1:
+#     WAIT_FOR_DATA within CPU_ALLREDUCE on every host;
 #   kill: rank 1 (h2) SIGKILLed mid-job: the file still parses.
 # The times may disagree by the error of the clock estimate (half a round
 # trip between the namespaces): --slack 250 us.
 . "$(dirname "$0")/lib.sh"
-need "$HORARUN" "$HORAD" "$T/it_timeline"
+need "$HORARUN" "$HORAD" "$T/it_timeline" "$T/it_priority"
 PY=${PYTHON:-python3}
 command -v "$PY" >/dev/null || skip "no $PY to parse the timeline with"
 CHECK="$HORA_TOP/tests/integration/timeline_check.py"
@@ -79,6 +81,16 @@ check dynamic "$MH_TMP/dyn/one.json" --ranks 3 --hosts 3 --cycles --partial \
   --causal --slack 250 --expect in.one=ALLREDUCE --absent between --absent in.two
 check dynamic "$MH_TMP/dyn/two.json" --ranks 3 --hosts 3 --no-cycles \
   --partial --causal --slack 250 --expect in.two=ALLREDUCE --absent between
+mh_assert_no_job_procs "$MARK"
+
+# allreduces of 24 MiB, streamed and around the ring: every host's engine
+# waits (for its rank's chunks, for the others' data), WAIT_FOR_DATA
+# within CPU_ALLREDUCE on each host
+hrun waits 120 --arena-size 16M -np 3 -H h1:1,h2:1,h3:1 \
+  --timeline-filename "$MH_TMP/waits.json" "$T/it_priority" fifo 3 24
+expect_rc waits 0
+check waits "$MH_TMP/waits.json" --ranks 3 --hosts 3 --causal --slack 250 \
+  --expect low.0=ALLREDUCE --waits low.0 --expect high=ALLREDUCE --waits high
 mh_assert_no_job_procs "$MARK"
 
 hrun kill 120 -np 3 -H h1:1,h2:1,h3:1 --timeline-filename "$MH_TMP/kill.json" \
