@@ -1121,6 +1121,37 @@ void hd_plan_next(struct hd_plan *p) {
   remove_tensor(p->comm, t);
 }
 
+/* Whether every operation of p runs at once, in place in the arenas: an
+ * allreduce or broadcast none of whose members is streamed. */
+static int plan_resident(const struct hd_plan *p) {
+  for (int k = p->cur; k < p->n; k++) {
+    struct hd_tensor *t = p->t[k];
+    if (t->meta.coll != HORA_COLL_ALLREDUCE &&
+        t->meta.coll != HORA_COLL_BROADCAST)
+      return 0;
+    for (int i = 0; i < p->comm->nlocal; i++)
+      if (hd_needs_in(t, i) || hd_needs_out(t, i)) return 0;
+  }
+  return 1;
+}
+
+/* One host, its head waiting (a streamed operation between chunks): the
+ * queued plans of higher priority that run at once in the arenas go now,
+ * so that a large operation of low priority is in effect split around
+ * them. After the head and up to an operation of control, insert_plan
+ * keeps the queue in order of priority, so those come first; the first
+ * that cannot run now (streamed too) stops the others behind it. */
+static void overtake(struct hd_comm *c) {
+  struct hd_plan *head = c->plan_head, *q;
+  int32_t pr = plan_priority(head);
+  while ((q = head->next) && !plan_ctrl(q) && plan_priority(q) > pr &&
+         q->engine && plan_resident(q) && q->engine->progress(c->job, q)) {
+    head->next = q->next;
+    if (c->plan_tail == q) c->plan_tail = head;
+    plan_release(c, q);
+  }
+}
+
 void hd_comm_progress(struct hd_comm *c) {
   struct hd_plan *p;
   while ((p = c->plan_head)) {
@@ -1131,7 +1162,10 @@ void hd_comm_progress(struct hd_comm *c) {
       } else if (!p->engine) {
         complete_all(t, HORA_ENOTSUP, "no engine can run this operation");
       } else {
-        if (!p->engine->progress(c->job, p)) goto wait;
+        if (!p->engine->progress(c->job, p)) {
+          if (c->nhosts == 1) overtake(c);
+          goto wait;
+        }
         break; /* the engine went through the whole plan */
       }
       hd_plan_next(p);

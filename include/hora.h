@@ -219,9 +219,10 @@ int hora_thread_helper(void);
  *                in float64, float16/bfloat16 in float32, then rounded.
  *   priority     any int (0 by default): among operations that wait
  *                together, higher first -- a late one overtakes queued
- *                ones of lower priority (never one that has started, nor
- *                a barrier, join or process-set change); the highest any
- *                rank gave counts
+ *                ones of lower priority (never a barrier, join or
+ *                process-set change; one that has started only when it
+ *                is streamed on one host: one in the arenas runs between
+ *                its chunks); the highest any rank gave counts
  *   flags        HORA_REQ_* bits; others are refused */
 typedef struct hora_request {
   hora_coll_t coll;

@@ -1,13 +1,15 @@
 /* it_priority.c -- hora_request_t.priority: a late operation of higher
  * priority overtakes queued ones of lower priority.
- *   it_priority prio|fifo [N [MIB]]
+ *   it_priority prio|fifo|split|nosplit [N [MIB]]
  * Every rank submits N allreduces 'low.K' of MIB MiB (default 8 of 8)
  * from its own memory (streamed through the staging areas, so that they
  * queue behind one another), then one more, 'high', of priority 10 (prio)
  * or 0 (fifo), waits for 'high' and counts how many of the 'low' ones
  * had completed by then; then it waits for the rest and checks every
- * result. It prints "rank R: high done with K of N low done" and
- * "rank R: priority: C checks, F failures". */
+ * result. split and nosplit: the same, but 'high' is small (1 KiB, in
+ * the arena), of priority 10 (split: on one host it runs between the
+ * chunks of a streamed 'low' one) or 0. It prints "rank R: high done with
+ * K of N low done" and "rank R: priority: C checks, F failures". */
 #include <hora.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +22,11 @@ int main(int argc, char **argv) {
   const char *mode = arg[0];
   int n = atoi(arg[1]);
   size_t mib = (size_t)atoi(arg[2]);
-  if (n < 1 || n > 64 || mib < 1 || (strcmp(mode, "prio") &&
-                                      strcmp(mode, "fifo"))) {
-    fprintf(stderr, "usage: it_priority prio|fifo [N [MIB]]\n");
+  int small = !strcmp(mode, "split") || !strcmp(mode, "nosplit");
+  int urgent = !strcmp(mode, "prio") || !strcmp(mode, "split");
+  if (n < 1 || n > 64 || mib < 1 ||
+      (!small && strcmp(mode, "prio") && strcmp(mode, "fifo"))) {
+    fprintf(stderr, "usage: it_priority prio|fifo|split|nosplit [N [MIB]]\n");
     return 2;
   }
   if (hora_init() != 0) return 1;
@@ -31,9 +35,11 @@ int main(int argc, char **argv) {
   float *buf[65];
   int64_t h[65];
   int checks = 0, failures = 0;
+  size_t cnt[65];
   for (int k = 0; k <= n; k++) {
-    if (!(buf[k] = malloc(count * sizeof(float)))) return 1;
-    for (size_t i = 0; i < count; i++) buf[k][i] = (float)(k + 1);
+    cnt[k] = k == n && small ? 256 : count;
+    if (!(buf[k] = malloc(cnt[k] * sizeof(float)))) return 1;
+    for (size_t i = 0; i < cnt[k]; i++) buf[k][i] = (float)(k + 1);
   }
   for (int k = 0; k <= n; k++) {
     char name[32];
@@ -41,9 +47,8 @@ int main(int argc, char **argv) {
     else snprintf(name, sizeof name, "high");
     hora_request_t q = {.coll = HORA_COLL_ALLREDUCE, .name = name,
                         .sendbuf = buf[k], .recvbuf = buf[k],
-                        .count = count, .dtype = HORA_FLOAT32,
-                        .op = HORA_SUM,
-                        .priority = k == n && !strcmp(mode, "prio") ? 10 : 0};
+                        .count = cnt[k], .dtype = HORA_FLOAT32,
+                        .op = HORA_SUM, .priority = k == n && urgent ? 10 : 0};
     int rc = hora_submit(&q, &h[k]);
     if (rc < 0) {
       printf("rank %d: submit %s: %s\n", rank, name, hora_last_error());
@@ -76,7 +81,7 @@ int main(int argc, char **argv) {
   for (int k = 0; k <= n; k++) {
     float want = (float)((k + 1) * size);
     size_t bad = 0;
-    for (size_t i = 0; i < count; i++) bad += buf[k][i] != want;
+    for (size_t i = 0; i < cnt[k]; i++) bad += buf[k][i] != want;
     checks++;
     if (bad) {
       failures++;

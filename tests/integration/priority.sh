@@ -3,7 +3,8 @@
 # rank queues 8 allreduces of 8 MiB streamed through a small arena, then
 # one more; given a higher priority, that one overtakes the queued ones
 # (at least two are still pending when it completes); given the same,
-# it completes after all of them. Every result is checked either way.
+# it completes after all of them. A small urgent one also runs between the
+# chunks of a large streamed one. Every result is checked either way.
 . "$(dirname "$0")/lib.sh"
 
 ok() { # NAME NP
@@ -21,6 +22,19 @@ for np in 2 3; do
   ok fifo.np$np $np
   expect_count fifo.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 8 of 8 low done" $np \
     "of the same priority, it ran after every queued one"
+done
+# a large streamed allreduce of priority 0 (64 MiB through a 16 MiB arena),
+# then a small one in the arena: of priority 10 it runs between the large
+# one's chunks and completes first; of priority 0, after it
+for np in 2 3; do
+  hrun split.np$np 120 --arena-size 16M -np $np "$T/it_priority" split 1 64
+  ok split.np$np $np
+  expect_count split.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 0 of 1 low done" $np \
+    "the small urgent one did not wait for the large one"
+  hrun nosplit.np$np 120 --arena-size 16M -np $np "$T/it_priority" nosplit 1 64
+  ok nosplit.np$np $np
+  expect_count nosplit.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 1 of 1 low done" $np \
+    "of the same priority, it waited for the large one"
 done
 assert_no_leftovers "$MARK"
 finish
