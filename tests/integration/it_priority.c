@@ -1,7 +1,8 @@
 /* it_priority.c -- hora_request_t.priority: a late operation of higher
  * priority overtakes queued ones of lower priority.
  *   it_priority prio|fifo|split|nosplit [N [MIB]]
- * Every rank submits N allreduces 'low.K' of MIB MiB (default 8 of 8)
+ * After a barrier, every rank submits N allreduces 'low.K' of MIB MiB
+ * (default 8 of 8)
  * from its own memory (streamed through the staging areas, so that they
  * queue behind one another), then one more, 'high', of priority 10 (prio)
  * or 0 (fifo), waits for 'high' and counts how many of the 'low' ones
@@ -41,6 +42,7 @@ int main(int argc, char **argv) {
     if (!(buf[k] = malloc(cnt[k] * sizeof(float)))) return 1;
     for (size_t i = 0; i < cnt[k]; i++) buf[k][i] = (float)(k + 1);
   }
+  hora_barrier(); /* the ranks submit together */
   for (int k = 0; k <= n; k++) {
     char name[32];
     if (k < n) snprintf(name, sizeof name, "low.%d", k);

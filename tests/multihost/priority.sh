@@ -23,7 +23,7 @@ for n in 2 3; do
   [ $n = 3 ] && hosts=h1:1,h2:1,h3:1
   hrun prio.${n}x1 240 --arena-size 16M -np $n -H $hosts "$T/it_priority" prio
   ok prio.${n}x1 $n
-  expect_count prio.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with [0-6] of 8 low done" $n \
+  expect_count prio.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with [0-7] of 8 low done" $n \
     "the late operation of priority 10 overtook queued ones on every rank"
   hrun fifo.${n}x1 240 --arena-size 16M -np $n -H $hosts "$T/it_priority" fifo
   ok fifo.${n}x1 $n
