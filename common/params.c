@@ -84,8 +84,9 @@ const struct hc_param hc_params[] = {
      "milliseconds", 0},
     {"cache_capacity", "HORA_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY",
      "--cache-capacity", HC_P_INT, "1024",
-     "entries of Horovod's response cache (0: off); passed to the ranks, "
-     "not used by hora",
+     "entries of the response cache (0: off): operations negotiated "
+     "before are named between hosts by a number, not by their name and "
+     "metadata",
      "entries", 0},
     {"hierarchical_allreduce", "HORA_HIERARCHICAL_ALLREDUCE",
      "HOROVOD_HIERARCHICAL_ALLREDUCE", "--hierarchical-allreduce", HC_P_BOOL,

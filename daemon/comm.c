@@ -51,6 +51,8 @@ void hd_comm_free(struct hd_comm *c) {
   free(c->spare_plan);
   free(c->table);
   hp_wbuf_free(&c->ready_out);
+  hd_nc_free(&c->nc_ready);
+  hd_nc_free(&c->nc_decide);
   free(c->members);
   free(c->local);
   free(c->local_member);

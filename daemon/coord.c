@@ -48,6 +48,10 @@ struct hd_coord {
   struct centry **batch;
   uint32_t nbatch, capbatch;
   uint64_t batch_seq, batch_bytes, batch_t0;
+  /* the response cache (ncache.c), by host position: the numbers each
+   * host gives its READYs, and those this coordinator gives its
+   * decisions to each */
+  struct hd_ncache *nc_ready, *nc_decide;
 };
 
 static struct hd_coord *coord(struct hd_comm *c) {
@@ -57,9 +61,15 @@ static struct hd_coord *coord(struct hd_comm *c) {
       c->coord->size = 256;
       c->coord->table = calloc(c->coord->size, sizeof *c->coord->table);
       c->coord->joined = calloc((size_t)c->nhosts, 1);
-      if (!c->coord->table || !c->coord->joined) {
+      c->coord->nc_ready = calloc((size_t)c->nhosts, sizeof(struct hd_ncache));
+      c->coord->nc_decide =
+          calloc((size_t)c->nhosts, sizeof(struct hd_ncache));
+      if (!c->coord->table || !c->coord->joined || !c->coord->nc_ready ||
+          !c->coord->nc_decide) {
         free(c->coord->table);
         free(c->coord->joined);
+        free(c->coord->nc_ready);
+        free(c->coord->nc_decide);
         free(c->coord);
         c->coord = NULL;
       }
@@ -99,6 +109,23 @@ static void fill_decide(struct hd_comm *c, struct hp_nego_decide *v,
  * stalled operation fails only where it was submitted); when they run
  * (fails 0), also to the hosts whose ranks all joined, which run them
  * with neutral inputs. This host's own go straight to hd_decide_plan. */
+/* Numbers v[0..n) for host i in the response cache: each entry that
+ * carries no failure gets its cref and cid (the rest: HP_CREF_NONE). */
+static void number_decides(struct hd_comm *c, int i, struct hp_nego_decide *v,
+                           uint32_t n) {
+  uint32_t cap = hd_nc_capacity(c->job);
+  for (uint32_t k = 0; k < n; k++) {
+    v[k].cref = HP_CREF_NONE;
+    if (!cap || v[k].status || v[k].msg[0] || v[k].seq == UINT64_MAX)
+      continue;
+    struct hd_meta key;
+    memset(&key, 0, sizeof key);
+    hd_meta_from_ready(&v[k].meta, &key);
+    v[k].cref = (uint8_t)hd_nc_encode(&c->coord->nc_decide[i], cap, v[k].name,
+                                      &key, &v[k].cid);
+  }
+}
+
 static void send_decides(struct hd_comm *c, const unsigned char *seen,
                          struct hp_nego_decide *v, uint32_t n, int fails) {
   struct hd_job *job = c->job;
@@ -107,12 +134,36 @@ static void send_decides(struct hd_comm *c, const unsigned char *seen,
   hp_wbuf_init(&w);
   for (int i = 1; i < c->nhosts; i++) {
     if (!seen[i] && (!joined[i] || fails)) continue;
+    number_decides(c, i, v, n);
     if (n == 1) hp_enc_nego_decide(&w, v);
     else hp_enc_nego_plan(&w, v, n);
+    hd_metrics_nego_sent(job, w.len);
     job->link->send_frames(job, c->hosts[i], &w);
   }
   hp_wbuf_free(&w);
+  for (uint32_t k = 0; k < n; k++) v[k].cref = HP_CREF_NONE;
   if (seen[0] || (joined[0] && !fails)) job->up->decide(job, v, n);
+}
+
+int hd_coord_ready_from(struct hd_comm *cm, int host,
+                        struct hp_nego_ready *m) {
+  struct hd_coord *c = coord(cm);
+  if (m->cref != HP_CREF_NONE) {
+    struct hd_meta key;
+    memset(&key, 0, sizeof key);
+    if (m->cref == HP_CREF_SET) hd_meta_from_ready(m, &key);
+    if (!c || host <= 0 || host >= cm->nhosts ||
+        hd_nc_decode(&c->nc_ready[host], hd_nc_capacity(cm->job), m->cref,
+                     m->cid, m->name, sizeof m->name, &key) < 0)
+      return -1;
+    if (m->cref == HP_CREF_USE) {
+      uint32_t flags = m->flags;
+      hd_meta_to_ready(&key, m);
+      m->flags = flags; /* this time's (RESIDENT) */
+    }
+  }
+  hd_coord_ready(cm, host, m);
+  return 0;
 }
 
 static void send_decision(struct hd_comm *c, struct centry *e, uint64_t seq,
@@ -652,6 +703,12 @@ void hd_coord_free(struct hd_comm *cm) {
   free(c->batch);
   free(c->table);
   free(c->joined);
+  for (int h = 0; h < cm->nhosts; h++) {
+    hd_nc_free(&c->nc_ready[h]);
+    hd_nc_free(&c->nc_decide[h]);
+  }
+  free(c->nc_ready);
+  free(c->nc_decide);
   free(c);
   cm->coord = NULL;
 }
@@ -717,8 +774,11 @@ void hd_coord_replay(struct hd_comm *c) {
     for (int j = 0; j < c->nhosts; j++)
       if (c->hosts[j] == h->from) pos = j;
     hd_metrics_unhold(&h->m, h->arrive);
-    if (c->me == 0 && pos > 0) hd_coord_ready(c, pos, &h->m);
-    else hc_warn("readiness for process set %u from host %d, which has no "
+    if (c->me == 0 && pos > 0) {
+      if (hd_coord_ready_from(c, pos, &h->m) < 0)
+        hc_warn_rl("readiness for process set %u from host %d names a "
+                   "number it never gave; ignored", c->id, h->from);
+    } else hc_warn("readiness for process set %u from host %d, which has no "
                  "part in it; ignored", c->id, h->from);
     free(h->arrive);
   }

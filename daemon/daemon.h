@@ -173,6 +173,15 @@ struct hd_group {
  * [host_first[k], host_first[k] + host_n[k]). Each negotiates on its own:
  * its own name table, ready queue, coordinator (its first host) and
  * cross-host state, so disjoint sets never wait for each other. */
+/* The response cache: one direction of a communicator's negotiation
+ * between two hosts (see ncache.c). Empty until used. */
+struct hd_nc_slot;
+struct hd_ncache {
+  uint32_t cap, n, hand; /* size, numbers given, the next to reuse */
+  struct hd_nc_slot *slot;
+  uint32_t *bucket; /* by name: the first slot + 1 (the sender's side) */
+  uint32_t nbuckets;
+};
 struct hd_comm {
   struct hd_job *job;
   uint32_t id;
@@ -202,10 +211,27 @@ struct hd_comm {
   /* NEGO_READYs for the coordinator, held while the rings are polled and
    * sent together after (one write for a burst of submissions) */
   struct hp_wbuf ready_out;
+  /* the response cache (ncache.c) with its coordinator, when that is
+   * another host: the numbers this host gives its NEGO_READYs, and those
+   * the coordinator gives its decisions */
+  struct hd_ncache nc_ready, nc_decide;
   struct hd_coord *coord;  /* coord.c: when hosts[0] is this host */
   struct hd_xop *xop;      /* xhost/ring.c: its running cross-host operation */
   struct hd_xcoll *xc;     /* xhost/exchange.c: the same, for the others */
 };
+
+/* The sender: how to name (name, key) in its next frame, cap the knob
+ * cache_capacity (0: off): HP_CREF_NONE, or HP_CREF_SET / HP_CREF_USE with
+ * *cid. */
+int hd_nc_encode(struct hd_ncache *nc, uint32_t cap, const char *name,
+                 const struct hd_meta *key, uint32_t *cid);
+/* The receiver: learns a SET; fills name and key for a USE. 0, or -1 for
+ * a number it cannot have (a protocol error of the sender). */
+int hd_nc_decode(struct hd_ncache *nc, uint32_t cap, int cref, uint32_t cid,
+                 char *name, size_t namelen, struct hd_meta *key);
+void hd_nc_free(struct hd_ncache *nc);
+/* The job's cache_capacity, bounded. */
+uint32_t hd_nc_capacity(const struct hd_job *job);
 
 /* An engine executes ready operations (a named struct of function
  * pointers, in a registry: hd_engines). The first whose can_run accepts
@@ -553,6 +579,14 @@ void hd_mesh_announce_gone(struct hd_job *job, int rank, int host,
 
 /* coord.c: negotiation across hosts, on a communicator's first host */
 void hd_coord_ready(struct hd_comm *c, int host, const struct hp_nego_ready *m);
+/* A NEGO_READY from the host at position `host` (> 0), named by the
+ * response cache or not: resolved, then hd_coord_ready. -1: a number that
+ * host never gave (a protocol error). */
+int hd_coord_ready_from(struct hd_comm *c, int host, struct hp_nego_ready *m);
+/* The entries of a NEGO_DECIDE or NEGO_PLAN from the coordinator, named by
+ * number, get their names and metadata. -1: a number it never gave. */
+int hd_decide_resolve(struct hd_comm *c, struct hp_nego_decide *v,
+                      uint32_t n);
 void hd_coord_free(struct hd_comm *c);
 /* Keeps a READY for a set not added here yet (from: global host index);
  * < 0, saying why, when it is too far ahead or HD_HELD_MAX are held

@@ -83,6 +83,7 @@ struct hd_metrics {
   uint64_t measured;
   uint64_t stall_warn, stall_fail, deadlocks;
   uint64_t fused_ops, fused_tensors;
+  uint64_t nego_bytes; /* negotiation sent to other hosts */
   struct mpend *pend[NPEND];
 };
 
@@ -351,6 +352,10 @@ void hd_metrics_fused(struct hd_job *job, int n) {
   job->metrics->fused_tensors += (uint64_t)n;
 }
 
+void hd_metrics_nego_sent(struct hd_job *job, size_t bytes) {
+  if (job->metrics) job->metrics->nego_bytes += bytes;
+}
+
 void hd_metrics_deadlock(struct hd_job *job) {
   if (job->metrics) job->metrics->deadlocks++;
 }
@@ -547,6 +552,10 @@ static void render_job(struct sbuf *b, struct hd_job *job) {
   host_counter(b, host, "hora_fused_tensors_total",
                "Tensors that ran in those fused collectives.",
                mx->fused_tensors);
+  host_counter(b, host, "hora_negotiation_sent_bytes_total",
+               "Bytes of negotiation (readiness, decisions) sent to other "
+               "hosts; the response cache (--cache-capacity) shrinks them.",
+               mx->nego_bytes);
 
   if (job->multi && job->peers) {
     family(b, "hora_link_up", "gauge",

@@ -51,6 +51,9 @@ void hd_metrics_stall(struct hd_job *job, int fail);
 void hd_metrics_deadlock(struct hd_job *job);
 /* The CPU engine ran n tensors fused as one collective. */
 void hd_metrics_fused(struct hd_job *job, int n);
+/* Bytes of negotiation (NEGO_READY, NEGO_DECIDE, NEGO_PLAN) sent to
+ * another host. */
+void hd_metrics_nego_sent(struct hd_job *job, size_t bytes);
 
 /* report.c, before DONE: the ranks' lateness, for horarun (LATENESS). */
 void hd_metrics_report(struct hd_job *job);

@@ -603,6 +603,13 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
     return;
   }
   HD_TL_HOOK(job, hd_tl_flush(job)); /* what came before, first */
+  if (!status) { /* numbered in the response cache */
+    struct hd_meta key;
+    memset(&key, 0, sizeof key);
+    hd_meta_from_ready(&m, &key);
+    m.cref = (uint8_t)hd_nc_encode(&c->nc_ready, hd_nc_capacity(job), m.name,
+                                   &key, &m.cid);
+  }
   hp_enc_nego_ready(&c->ready_out, &m);
   free(arrive);
   if (job->corked) job->readies_held = 1;
@@ -610,6 +617,7 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
 }
 
 static void send_readies(struct hd_comm *c) {
+  hd_metrics_nego_sent(c->job, c->ready_out.len);
   /* a lost coordinator fails all anyway */
   c->job->link->send_frames(c->job, c->hosts[0], &c->ready_out);
   hp_wbuf_free(&c->ready_out);
@@ -772,6 +780,26 @@ static struct hd_tensor *take_decision(struct hd_job *job, struct hd_comm *c,
   t->fuse = (int)m->fuse;
   if (t->meta.coll == HORA_COLL_JOIN) t->value = m->value;
   return t;
+}
+
+int hd_decide_resolve(struct hd_comm *c, struct hp_nego_decide *v,
+                      uint32_t n) {
+  uint32_t cap = hd_nc_capacity(c->job);
+  for (uint32_t k = 0; k < n; k++) {
+    if (v[k].cref == HP_CREF_NONE) continue;
+    struct hd_meta key;
+    memset(&key, 0, sizeof key);
+    if (v[k].cref == HP_CREF_SET) hd_meta_from_ready(&v[k].meta, &key);
+    if (hd_nc_decode(&c->nc_decide, cap, v[k].cref, v[k].cid, v[k].name,
+                     sizeof v[k].name, &key) < 0)
+      return -1;
+    if (v[k].cref == HP_CREF_USE) {
+      uint32_t flags = v[k].meta.flags;
+      hd_meta_to_ready(&key, &v[k].meta);
+      v[k].meta.flags = flags;
+    }
+  }
+  return 0;
 }
 
 void hd_decide(struct hd_job *job, const struct hp_nego_decide *m) {

@@ -595,14 +595,34 @@ static void get_meta(struct hp_rbuf *rb, struct hp_nego_ready *m) {
   m->priority = (int32_t)hp_get_u32(rb);
 }
 
+/* HP_CREF_USE: the flags and priority of the metadata travel alone */
+static void put_ref(struct hp_wbuf *w, const struct hp_nego_ready *m) {
+  hp_put_u32(w, m->flags);
+  hp_put_u32(w, (uint32_t)m->priority);
+}
+
+static void get_ref(struct hp_rbuf *rb, struct hp_nego_ready *m) {
+  m->flags = hp_get_u32(rb);
+  m->priority = (int32_t)hp_get_u32(rb);
+}
+
 void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
+  int use = m->cref == HP_CREF_USE;
   hp_frame_begin(w, HP_MSG_NEGO_READY, 0);
   hp_put_u32(w, m->comm);
-  hp_put_str(w, m->name);
-  put_meta(w, m);
+  hp_put_u8(w, m->cref);
+  hp_put_u32(w, m->cid);
+  if (use) {
+    put_ref(w, m);
+  } else {
+    hp_put_str(w, m->name);
+    put_meta(w, m);
+  }
   hp_put_u32(w, (uint32_t)m->rank);
-  hp_put_u32(w, (uint32_t)m->status);
-  hp_put_str(w, m->msg);
+  if (!use) {
+    hp_put_u32(w, (uint32_t)m->status);
+    hp_put_str(w, m->msg);
+  }
   uint32_t na = m->arrive ? m->narrive : 0;
   hp_put_u32(w, na);
   for (uint32_t i = 0; i < na; i++)
@@ -625,11 +645,20 @@ int hp_dec_nego_ready(const unsigned char *p, size_t n,
   hp_rbuf_init(&r, p, n);
   memset(m, 0, sizeof *m);
   m->comm = hp_get_u32(&r);
-  get_fixed_str(&r, m->name, sizeof m->name);
-  get_meta(&r, m);
+  m->cref = hp_get_u8(&r);
+  m->cid = hp_get_u32(&r);
+  int use = m->cref == HP_CREF_USE;
+  if (use) {
+    get_ref(&r, m);
+  } else {
+    get_fixed_str(&r, m->name, sizeof m->name);
+    get_meta(&r, m);
+  }
   m->rank = (int32_t)hp_get_u32(&r);
-  m->status = (int32_t)hp_get_u32(&r);
-  get_fixed_str(&r, m->msg, sizeof m->msg);
+  if (!use) {
+    m->status = (int32_t)hp_get_u32(&r);
+    get_fixed_str(&r, m->msg, sizeof m->msg);
+  }
   m->narrive = hp_get_u32(&r);
   if (m->narrive > HP_ARRIVE_MAX || r.len - r.off < (size_t)m->narrive * 8) {
     r.err = HORA_EPROTO;
@@ -639,14 +668,23 @@ int hp_dec_nego_ready(const unsigned char *p, size_t n,
     r.off += (size_t)m->narrive * 8;
   }
   int rc = finish(&r);
-  if (rc == 0 && (m->ndims > 8 || m->status > 0 ||
-                  (m->group_n && m->group_idx >= m->group_n)))
+  if (rc == 0 && (m->ndims > 8 || m->status > 0 || m->cref > HP_CREF_USE ||
+                  (m->group_n && m->group_idx >= m->group_n) ||
+                  (m->cref != HP_CREF_NONE && (m->status || m->msg[0]))))
     rc = HORA_EPROTO;
   return rc;
 }
 
 static void put_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
+  hp_put_u8(w, m->cref);
+  hp_put_u32(w, m->cid);
   hp_put_u64(w, m->seq);
+  if (m->cref == HP_CREF_USE) {
+    hp_put_u32(w, (uint32_t)m->value);
+    hp_put_u32(w, m->fuse);
+    put_ref(w, &m->meta);
+    return;
+  }
   hp_put_str(w, m->name);
   hp_put_u32(w, (uint32_t)m->status);
   hp_put_u32(w, (uint32_t)m->value);
@@ -656,14 +694,24 @@ static void put_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
 }
 
 static int get_decide(struct hp_rbuf *r, struct hp_nego_decide *m) {
+  m->cref = hp_get_u8(r);
+  m->cid = hp_get_u32(r);
   m->seq = hp_get_u64(r);
+  if (m->cref == HP_CREF_USE) {
+    m->value = (int32_t)hp_get_u32(r);
+    m->fuse = hp_get_u32(r);
+    get_ref(r, &m->meta);
+    return m->fuse > 1;
+  }
   get_fixed_str(r, m->name, sizeof m->name);
   m->status = (int32_t)hp_get_u32(r);
   m->value = (int32_t)hp_get_u32(r);
   m->fuse = hp_get_u32(r);
   get_fixed_str(r, m->msg, sizeof m->msg);
   get_meta(r, &m->meta);
-  if (m->status > 0 || m->fuse > 1 || (m->fuse && m->status) ||
+  if (m->cref > HP_CREF_USE ||
+      (m->cref == HP_CREF_SET && (m->status || m->msg[0])) ||
+      m->status > 0 || m->fuse > 1 || (m->fuse && m->status) ||
       m->meta.ndims > 8 ||
       (m->meta.group_n && m->meta.group_idx >= m->meta.group_n))
     return HORA_EPROTO;
@@ -704,9 +752,9 @@ int hp_dec_nego_plan(const unsigned char *p, size_t n,
   *out = NULL;
   *count = 0;
   uint32_t comm = hp_get_u32(&r), k = hp_get_u32(&r);
-  /* every entry takes at least 48 bytes: a count the frame cannot hold
-   * is refused before anything is allocated */
-  if (k == 0 || k > HP_PLAN_MAX || k > n / 48) return HORA_EPROTO;
+  /* every entry takes at least 29 bytes (one by number): a count the
+   * frame cannot hold is refused before anything is allocated */
+  if (k == 0 || k > HP_PLAN_MAX || k > n / 29) return HORA_EPROTO;
   struct hp_nego_decide *v = calloc(k, sizeof *v);
   if (!v) return HORA_ENOMEM;
   int bad = 0;

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 6u
+#define HP_PROTO_VERSION 7u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -223,8 +223,17 @@ struct hp_register {
 };
 
 /* NEGO_READY: every local rank of the sender has submitted `name`. */
+/* The response cache (daemon/ncache.c): how a NEGO_READY, or an entry of
+ * a NEGO_DECIDE or NEGO_PLAN, names its operation. */
+#define HP_CREF_NONE 0 /* whole, not numbered */
+#define HP_CREF_SET 1  /* whole, and it is number cid from now on */
+#define HP_CREF_USE 2  /* number cid alone: no name or metadata on the wire
+                          (nor status and message: it carries no failure) */
+
 struct hp_nego_ready {
   uint32_t comm; /* the communicator (process set id) */
+  uint8_t cref;  /* HP_CREF_* */
+  uint32_t cid;
   char name[192];
   uint8_t coll, dtype, op, ndims;
   int32_t root;
@@ -264,6 +273,8 @@ void hp_arrive_store(unsigned char *buf, uint32_t i, uint64_t v);
 
 struct hp_nego_decide {
   uint32_t comm;
+  uint8_t cref; /* HP_CREF_* */
+  uint32_t cid;
   uint64_t seq;
   char name[192];
   int32_t status;

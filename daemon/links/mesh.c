@@ -190,7 +190,12 @@ static int peer_frame(struct hd_job *job, int from, struct hp_conn *c,
     for (int k = 0; cm && k < cm->nhosts; k++)
       if (cm->hosts[k] == from) pos = k;
     if (!cm || cm->me != 0 || pos <= 0) break; /* we do not coordinate it */
-    hd_coord_ready(cm, pos, &m);
+    if (hd_coord_ready_from(cm, pos, &m) < 0) {
+      hc_fmt(c->why, sizeof c->why, "a NEGO_READY names operation number "
+             "%u of process set %u, which that host never numbered",
+             m.cid, m.comm);
+      return -1;
+    }
     return 0;
   }
   case HP_MSG_NEGO_DECIDE: {
@@ -199,6 +204,12 @@ static int peer_frame(struct hd_job *job, int from, struct hp_conn *c,
     struct hd_comm *cm = hd_comm_get(job, m.comm);
     if (cm && cm->removed) return 0;
     if (!cm || cm->nhosts < 2 || cm->hosts[0] != from) break;
+    if (hd_decide_resolve(cm, &m, 1) < 0) {
+      hc_fmt(c->why, sizeof c->why, "a NEGO_DECIDE names operation number "
+             "%u of process set %u, which the coordinator never numbered",
+             m.cid, m.comm);
+      return -1;
+    }
     hd_decide(job, &m);
     return 0;
   }
@@ -208,6 +219,13 @@ static int peer_frame(struct hd_job *job, int from, struct hp_conn *c,
     if (hp_dec_nego_plan(p, h->len, &v, &n) < 0) break;
     struct hd_comm *cm = hd_comm_get(job, v[0].comm);
     int ok = cm && !cm->removed && cm->nhosts > 1 && cm->hosts[0] == from;
+    if (ok && hd_decide_resolve(cm, v, n) < 0) {
+      hc_fmt(c->why, sizeof c->why, "a NEGO_PLAN names an operation of "
+             "process set %u by a number the coordinator never gave",
+             v[0].comm);
+      free(v);
+      return -1;
+    }
     if (ok) hd_decide_plan(job, v, n);
     free(v);
     if (!ok && !(cm && cm->removed)) break;

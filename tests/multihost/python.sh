@@ -17,7 +17,10 @@
 #   wire16.py       Compression.fp16/.bf16 send 16-bit values between
 #                   hosts: within the error bound, the same on every
 #                   rank, about half the bytes (/metrics): 2 x 1, 3 x 1,
-#                   2 x 2.
+#                   2 x 2;
+#   cache.py        the response cache on 2 x 2: results right with it,
+#                   without it and with 8 entries for 40 names; each host
+#                   sends at most half the negotiation bytes with it.
 # Needs PYTHON (default /usr/bin/python3) with torch and numpy, as
 # tests/python/pytest.sh does.
 . "$(dirname "$0")/lib.sh"
@@ -78,4 +81,25 @@ HRUN_NOMARK=1 hrun wire16.2x2 240 --metrics-port 9465 -np 4 -H h1:2,h2:2 \
   $PY "$W/wire16.py" 9465
 ok wire16.2x2 4 wire16
 grep -h "bytes sent compressed" "$MH_TMP"/wire16.*.out | sed 's/^/    /'
+
+# the response cache: the same steps with it (the default, 1024), without
+# it, and too small for the 40 names (numbers reused all the time); every
+# result right each way, and with it each host sends at most half the
+# bytes of negotiation per step that it sends without
+for cap in 1024 0 8; do
+  HRUN_NOMARK=1 hrun cache.$cap 240 --metrics-port 9465 --cache-capacity $cap \
+    -np 4 -H h1:2,h2:2 $PY "$W/cache.py" 9465
+  ok cache.$cap 4 cache
+done
+per_step() { # NAME RANK: the bytes per step that rank printed
+  sed -n "s/^\[$2\]<stdout>:rank $2: negotiation: \([0-9]*\) bytes per step$/\1/p" \
+    "$MH_TMP/$1.out"
+}
+for r in 0 2; do
+  on=$(per_step cache.1024 $r) off=$(per_step cache.0 $r)
+  say "cache: rank $r's host: $on bytes of negotiation per step with the cache, $off without, $(per_step cache.8 $r) with 8 entries"
+  if [ -z "$on" ] || [ -z "$off" ] || [ $((on * 2)) -gt "$off" ]; then
+    fail "cache: rank $r's host sent $on bytes per step with the cache, $off without (expected at most half)"
+  fi
+done
 finish
