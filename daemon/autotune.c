@@ -267,14 +267,6 @@ void hd_at_sample(struct hd_autotune *at, double score) {
 
 /* ---- measuring the job's steps -------------------------------------------- */
 
-static void resolve(const struct hd_job *job, const char *path, char *out,
-                    size_t n) {
-  if (path[0] == '/' || !job->desc.cwd || !job->desc.cwd[0])
-    hc_fmt(out, n, "%s", path);
-  else
-    hc_fmt(out, n, "%s/%s", job->desc.cwd, path);
-}
-
 void hd_at_init(struct hd_job *job) {
   struct hc_knobs *kn = &job->knobs;
   if (!hk_int(kn, autotune) || job->desc.host_index != 0) return;
@@ -282,7 +274,7 @@ void hd_at_init(struct hd_job *job) {
   const char *f = hk_str(kn, autotune_log_file);
   char path[4096];
   if (f && *f) {
-    resolve(job, f, path, sizeof path);
+    hd_job_path(job, f, path, sizeof path);
     if (!(log = fopen(path, "w")))
       hc_error("cannot write the autotune log %s (HOROVOD_AUTOTUNE_LOG, "
                "--autotune-log-file): %s; tuning goes on without it", path,

@@ -634,6 +634,9 @@ int hd_meta_mismatch(const char *name, const struct hd_meta *a, int ra,
                      const struct hd_meta *b, int rb, char *msg, size_t len);
 void hd_meta_to_ready(const struct hd_meta *m, struct hp_nego_ready *r);
 void hd_meta_from_ready(const struct hp_nego_ready *r, struct hd_meta *m);
+/* A path a knob gives, relative to the job's working directory. */
+void hd_job_path(const struct hd_job *job, const char *path, char *out,
+                 size_t n);
 /* The reducescatter block of member `member`: rows [*first, +*n). */
 void hd_rs_block(uint64_t rows, int size, int member, uint64_t *first,
                  uint64_t *n);

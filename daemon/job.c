@@ -55,3 +55,11 @@ void hd_job_free(struct hd_job *job) {
   hc_knobs_free(&job->knobs);
   free(job);
 }
+
+void hd_job_path(const struct hd_job *job, const char *path, char *out,
+                 size_t n) {
+  if (path[0] == '/' || !job->desc.cwd || !job->desc.cwd[0])
+    hc_fmt(out, n, "%s", path);
+  else
+    hc_fmt(out, n, "%s/%s", job->desc.cwd, path);
+}

@@ -644,14 +644,6 @@ static void start_here(struct hd_timeline *tl, uint32_t epoch) {
   if (tl->job->mesh_up) ping(tl->job);
 }
 
-static void resolve(const struct hd_job *job, const char *path, char *out,
-                    size_t n) {
-  if (path[0] == '/' || !job->desc.cwd || !job->desc.cwd[0])
-    hc_fmt(out, n, "%s", path);
-  else
-    hc_fmt(out, n, "%s/%s", job->desc.cwd, path);
-}
-
 void hd_tl_init(struct hd_job *job) {
   const char *f = hk_str(&job->knobs, timeline_filename);
   if (!f || !*f || !strcmp(f, "DYNAMIC")) return;
@@ -666,7 +658,7 @@ void hd_tl_init(struct hd_job *job) {
     return;
   }
   char path[PATH_MAX_TL + 512], why[HP_MSG_MAX + 1];
-  resolve(job, f, path, sizeof path);
+  hd_job_path(job, f, path, sizeof path);
   if (open_file(tl, path, why, sizeof why) < 0) {
     hc_error("%s (HORA_TIMELINE / --timeline-filename): the job runs "
              "without a timeline", why);

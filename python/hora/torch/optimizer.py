@@ -22,6 +22,12 @@ from hora.torch.mpi_ops import (Average, Adasum, HoraInternalError,
 from hora import broadcast_object
 
 
+# Horovod's words for zero_grad() between backward() and step()
+_ZERO_GRAD_RACE = ("optimizer.zero_grad() was called after loss.backward() "
+                   "but before optimizer.step() or optimizer.synchronize(). "
+                   "This is prohibited as it can cause a race condition.")
+
+
 class _DistributedOptimizer:
     """Mixed in before the user's optimizer class (see DistributedOptimizer);
     super() is that class."""
@@ -262,11 +268,7 @@ class _DistributedOptimizer:
 
     def zero_grad(self, *args, **kwargs):
         if self._handles:
-            raise AssertionError("optimizer.zero_grad() was called after "
-                                 "loss.backward() but before optimizer.step() "
-                                 "or optimizer.synchronize(). This is "
-                                 "prohibited as it can cause a race "
-                                 "condition.")
+            raise AssertionError(_ZERO_GRAD_RACE)
         return super().zero_grad(*args, **kwargs)
 
 
@@ -383,11 +385,7 @@ class _DistributedAdasumOptimizer:
 
     def zero_grad(self, *args, **kwargs):
         if self._handles:
-            raise AssertionError("optimizer.zero_grad() was called after "
-                                 "loss.backward() but before optimizer.step() "
-                                 "or optimizer.synchronize(). This is "
-                                 "prohibited as it can cause a race "
-                                 "condition.")
+            raise AssertionError(_ZERO_GRAD_RACE)
         return super().zero_grad(*args, **kwargs)
 
 
