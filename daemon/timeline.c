@@ -307,8 +307,8 @@ enum {
   TL_FINAL_OK, /* host 0 has them */
 };
 /* where a tensor's row is: negotiating, queued, running, waiting for its
- * data while running */
-enum { ST_NONE, ST_NEGO, ST_QUEUE, ST_RUN, ST_WAIT };
+ * data while running, in an activity while running */
+enum { ST_NONE, ST_NEGO, ST_QUEUE, ST_RUN, ST_WAIT, ST_ACT };
 
 struct sample {
   uint64_t rtt;
@@ -1043,6 +1043,21 @@ void hd_tl_resume_(struct hd_tensor *t) {
   wait_ends(job, t);
 }
 
+void hd_tl_act_(struct hd_tensor *t, const char *name) {
+  struct hd_job *job = t->comm->job;
+  hd_tl_resume_(t); /* what it waited for is here */
+  if (state(job->tl, t) != ST_RUN) return;
+  set_state(job->tl, t, ST_ACT);
+  record(job, t->name, 'B', name, NULL);
+}
+
+void hd_tl_act_end_(struct hd_tensor *t) {
+  struct hd_job *job = t->comm->job;
+  if (state(job->tl, t) != ST_ACT) return;
+  set_state(job->tl, t, ST_RUN);
+  record(job, t->name, 'E', "", NULL);
+}
+
 void hd_tl_end_(struct hd_tensor *t, int status, const char *msg) {
   struct hd_job *job = t->comm->job;
   struct hd_timeline *tl = job->tl;
@@ -1050,7 +1065,8 @@ void hd_tl_end_(struct hd_tensor *t, int status, const char *msg) {
   if (st == ST_NONE) return;
   set_state(tl, t, ST_NONE);
   if (st == ST_WAIT) wait_ends(job, t);
-  if (st == ST_QUEUE || st == ST_RUN || st == ST_WAIT)
+  if (st == ST_ACT) record(job, t->name, 'E', "", NULL);
+  if (st == ST_QUEUE || st == ST_RUN || st == ST_WAIT || st == ST_ACT)
     record(job, t->name, 'E', "", NULL);
   char args[ARGS_MAX];
   size_t k = 0;

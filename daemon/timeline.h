@@ -9,7 +9,10 @@
  * engine runs it), this holding WAIT_FOR_DATA for each time the engine
  * had to wait 200 us or more (for the ranks' chunks of a streamed tensor,
  * for staging another operation holds, or for the other hosts' data on
- * the ring or in an exchange) before it went on. With mark_cycles, CYCLE_START markers show the passes
+ * the ring or in an exchange) before it went on, and, for the tensors of
+ * a fused run, MEMCPY_IN_FUSION_BUFFER and MEMCPY_OUT_FUSION_BUFFER (their
+ * parts reduced into the daemon's buffer, and written back from it).
+ * With mark_cycles, CYCLE_START markers show the passes
  * of host 0's loop that took new submissions.
  *
  * The other hosts record their events with their own clock and send them
@@ -113,6 +116,11 @@ void hd_tl_run_(struct hd_tensor *t);
  * (WAIT_FOR_DATA, inside CPU_<COLL>); and goes on with it. */
 void hd_tl_wait_(struct hd_tensor *t);
 void hd_tl_resume_(struct hd_tensor *t);
+/* An activity of the running t begins (MEMCPY_IN_FUSION_BUFFER: its part
+ * of a fused run reduced into the daemon's buffer; MEMCPY_OUT_...: written
+ * back) and ends; a wait before it ends there. */
+void hd_tl_act_(struct hd_tensor *t, const char *name);
+void hd_tl_act_end_(struct hd_tensor *t);
 void hd_tl_end_(struct hd_tensor *t, int status, const char *msg);
 
 #define HD_TL_HOOK(job, call)                                                 \

@@ -31,6 +31,7 @@
 
 #include "../daemon.h"
 #include "../reduce.h"
+#include "../timeline.h"
 #include "half.h"
 
 #define XH_WINDOW 8
@@ -353,8 +354,12 @@ static void finalize_segment(struct hd_xop *x, struct xh_slot *sl,
 
 static void finalize(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl) {
   uint64_t toff, n, woff;
-  FOR_SEGMENTS(x, sl->off, sl->cnt, j, toff, n, woff)
-  finalize_segment(x, sl, x->tv[j], toff, n, sl->buf + woff * x->wes);
+  FOR_SEGMENTS(x, sl->off, sl->cnt, j, toff, n, woff) {
+    if (x->nt > 1)
+      HD_TL_HOOK(job, hd_tl_act_(x->tv[j], "MEMCPY_OUT_FUSION_BUFFER"));
+    finalize_segment(x, sl, x->tv[j], toff, n, sl->buf + woff * x->wes);
+    if (x->nt > 1) HD_TL_HOOK(job, hd_tl_act_end_(x->tv[j]));
+  }
   sl->finalized = 1;
 }
 
@@ -478,6 +483,8 @@ static void start_piece(struct hd_job *job, struct hd_xop *x, uint64_t p) {
       struct hd_tensor *tj = x->tv[j];
       const void *src[256];
       int ns = 0;
+      if (x->nt > 1)
+        HD_TL_HOOK(job, hd_tl_act_(tj, "MEMCPY_IN_FUSION_BUFFER"));
       for (int i = 0; i < x->c->nlocal && ns < 256; i++) {
         if (!tj->part[i].joined)
           hd_scale_buf(tj, part_of(x, tj, i, toff), n, 1);
@@ -490,6 +497,7 @@ static void start_piece(struct hd_job *job, struct hd_xop *x, uint64_t p) {
         widen_float(dst[0], src, ns, n, tj->meta.dtype, tj->meta.op);
       else if (ns > 1 || dst[0] != src[0])
         hd_reduce(dst, 1, src, ns, n, tj->meta.dtype, ring_op(tj), 0);
+      if (x->nt > 1) HD_TL_HOOK(job, hd_tl_act_end_(tj));
     }
     send_step(job, x, sl, 0);
   } else if (x->root_host == x->me) {

@@ -2,7 +2,7 @@
 """timeline_check.py -- checks a timeline file horad wrote.
 
     timeline_check.py FILE [--ranks N] [--hosts H] [--expect NAME=COLL]...
-                      [--absent NAME]... [--waits NAME]...
+                      [--absent NAME]... [--waits NAME]... [--act NAME=ACT]...
                       [--cycles | --no-cycles]
                       [--failed NAME]... [--odd] [--partial] [--causal]
 
@@ -16,7 +16,8 @@ hosts 0..H-1 (threads), NEGOTIATE_COLL, COLL, QUEUE and CPU_COLL (any
 WAIT_FOR_DATA within CPU_COLL), the end of COLL naming the dtype and
 shape, and instants named by every rank 0..N-1 (over all threads);
 --waits NAME (with --expect NAME=COLL): there is a WAIT_FOR_DATA on each
-of those hosts. --absent NAME: no such row. --failed NAME: the row
+of those hosts; --act NAME=ACT: the same for activity ACT
+(MEMCPY_IN_FUSION_BUFFER, MEMCPY_OUT_FUSION_BUFFER). --absent NAME: no such row. --failed NAME: the row
 has an end naming an error. --odd: a row holds the name it_timeline's
 ops gives its last allreduce (a quote, a backslash, control characters,
 UTF-8 and a byte that is none, which reads as U+00FF). --cycles: there
@@ -32,6 +33,9 @@ import argparse
 import json
 import sys
 
+# what CPU_<COLL> may hold
+INNER = ("WAIT_FOR_DATA", "MEMCPY_IN_FUSION_BUFFER", "MEMCPY_OUT_FUSION_BUFFER")
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -41,6 +45,7 @@ def main():
     ap.add_argument("--expect", action="append", default=[])
     ap.add_argument("--absent", action="append", default=[])
     ap.add_argument("--waits", action="append", default=[])
+    ap.add_argument("--act", action="append", default=[])
     ap.add_argument("--failed", action="append", default=[])
     ap.add_argument("--odd", action="store_true")
     ap.add_argument("--cycles", dest="cycles", action="store_true",
@@ -51,6 +56,12 @@ def main():
     ap.add_argument("--slack", type=int, default=0)
     a = ap.parse_args()
     problems = []
+    want_acts = {}
+    for n in a.waits:
+        want_acts.setdefault(n, []).append("WAIT_FOR_DATA")
+    for v in a.act:
+        n, _, act = v.rpartition("=")
+        want_acts.setdefault(n, []).append(act)
 
     def bad(msg):
         problems.append(msg)
@@ -168,19 +179,20 @@ def main():
             if op.get("coll") != coll:
                 bad("row %r, host %d: operation %r, expected %r"
                     % (name, h, op.get("coll"), coll))
-            acts = [x for x in op.get("acts", []) if x != "WAIT_FOR_DATA"]
+            acts = [x for x in op.get("acts", []) if x not in INNER]
             if acts != ["QUEUE", "CPU_" + coll]:
                 bad("row %r, host %d: activities %r, expected %r (and "
-                    "WAIT_FOR_DATA within CPU_%s)"
+                    "%s within CPU_%s)"
                     % (name, h, op.get("acts"), ["QUEUE", "CPU_" + coll],
-                       coll))
+                       " or ".join(INNER), coll))
             for act, parent in op.get("within", []):
-                if act == "WAIT_FOR_DATA" and parent != "CPU_" + coll:
-                    bad("row %r, host %d: WAIT_FOR_DATA within %r, expected "
-                        "within %r" % (name, h, parent, "CPU_" + coll))
-            if name in a.waits and "WAIT_FOR_DATA" not in op.get("acts", []):
-                bad("row %r, host %d: no WAIT_FOR_DATA (activities %r)"
-                    % (name, h, op.get("acts")))
+                if act in INNER and parent != "CPU_" + coll:
+                    bad("row %r, host %d: %s within %r, expected within %r"
+                        % (name, h, act, parent, "CPU_" + coll))
+            for act in want_acts.get(name, []):  # in any of its operations
+                if not any(act in o.get("acts", []) for o in v):
+                    bad("row %r, host %d: no %s (activities of the first: "
+                        "%r)" % (name, h, act, op.get("acts")))
             args = op.get("end_args", {})
             if "dtype" not in args or "shape" not in args:
                 bad("row %r, host %d: the end names no dtype and shape: %r"

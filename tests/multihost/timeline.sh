@@ -13,11 +13,14 @@
 #     complete when rank 0's stop returns, the other hosts' events in it;
 #   waits: allreduces of 24 MiB (streamed, and around the ring) on 3 x 1:
 #     WAIT_FOR_DATA within CPU_ALLREDUCE on every host;
+#   fused: fusion_perf on 2 x 1: a fused tensor's MEMCPY_IN_FUSION_BUFFER
+#     and MEMCPY_OUT_FUSION_BUFFER within CPU_ALLREDUCE on both hosts;
 #   kill: rank 1 (h2) SIGKILLed mid-job: the file still parses.
 # The times may disagree by the error of the clock estimate (half a round
 # trip between the namespaces): --slack 250 us.
 . "$(dirname "$0")/lib.sh"
-need "$HORARUN" "$HORAD" "$T/it_timeline" "$T/it_priority"
+need "$HORARUN" "$HORAD" "$T/it_timeline" "$T/it_priority" \
+  "$BUILD/benchmarks/fusion_perf"
 PY=${PYTHON:-python3}
 command -v "$PY" >/dev/null || skip "no $PY to parse the timeline with"
 CHECK="$HORA_TOP/tests/integration/timeline_check.py"
@@ -91,6 +94,18 @@ hrun waits 120 --arena-size 16M -np 3 -H h1:1,h2:1,h3:1 \
 expect_rc waits 0
 check waits "$MH_TMP/waits.json" --ranks 3 --hosts 3 --causal --slack 250 \
   --expect low.0=ALLREDUCE --waits low.0 --expect high=ALLREDUCE --waits high
+mh_assert_no_job_procs "$MARK"
+
+# fused allreduces (fusion_perf's 100 tensors of 4 KiB a step, 2 x 1): the
+# tensors of a fused run show MEMCPY_IN_FUSION_BUFFER and
+# MEMCPY_OUT_FUSION_BUFFER within CPU_ALLREDUCE on both hosts
+HRUN_NOMARK=1 hrun fused 120 -np 2 -H h1:1,h2:1 \
+  --timeline-filename "$MH_TMP/fused.json" "$BUILD/benchmarks/fusion_perf" \
+  -n 5 -w 2
+expect_rc fused 0
+check fused "$MH_TMP/fused.json" --ranks 2 --hosts 2 --causal --slack 250 \
+  --expect fusion.60=ALLREDUCE --act fusion.60=MEMCPY_IN_FUSION_BUFFER \
+  --act fusion.60=MEMCPY_OUT_FUSION_BUFFER
 mh_assert_no_job_procs "$MARK"
 
 hrun kill 120 -np 3 -H h1:1,h2:1,h3:1 --timeline-filename "$MH_TMP/kill.json" \
