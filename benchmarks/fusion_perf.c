@@ -156,6 +156,11 @@ int main(int argc, char **argv) {
            wrong);
   else if (wrong)
     printf("fusion_perf: rank %d: #wrong %lld\n", rank, wrong);
+  for (long j = 0; j < t; j++) hora_free(buf[j]);
+  free(buf);
+  free(h);
+  free(us);
+  free(count);
   hora_shutdown();
   return wrong ? 1 : 0;
 }
