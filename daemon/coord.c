@@ -104,11 +104,6 @@ static void fill_decide(struct hd_comm *c, struct hp_nego_decide *v,
   hd_metrics_coord_decided(c, v->name, !status && seq != UINT64_MAX);
 }
 
-/* Sends the decisions v[0..n) (one: NEGO_DECIDE, more: NEGO_PLAN) to
- * every host that said ready for them (seen): only those hold them (a
- * stalled operation fails only where it was submitted); when they run
- * (fails 0), also to the hosts whose ranks all joined, which run them
- * with neutral inputs. This host's own go straight to hd_decide_plan. */
 /* Numbers v[0..n) for host i in the response cache: each entry that
  * carries no failure gets its cref and cid (the rest: HP_CREF_NONE). */
 static void number_decides(struct hd_comm *c, int i, struct hp_nego_decide *v,
@@ -126,6 +121,11 @@ static void number_decides(struct hd_comm *c, int i, struct hp_nego_decide *v,
   }
 }
 
+/* Sends the decisions v[0..n) (one: NEGO_DECIDE, more: NEGO_PLAN) to
+ * every host that said ready for them (seen): only those hold them (a
+ * stalled operation fails only where it was submitted); when they run
+ * (fails 0), also to the hosts whose ranks all joined, which run them
+ * with neutral inputs. This host's own go straight to hd_decide_plan. */
 static void send_decides(struct hd_comm *c, const unsigned char *seen,
                          struct hp_nego_decide *v, uint32_t n, int fails) {
   struct hd_job *job = c->job;
