@@ -2128,9 +2128,11 @@ _INT32 = (-2 ** 31, 2 ** 31 - 1)
 class priority:
     """A block whose operations get this priority (hora_request_t.priority,
     hora(3); 0 outside any): among operations that wait together, higher
-    first, so a late one overtakes queued ones of lower priority (never one
-    that has started, nor a barrier, join or process-set change); the
-    highest any rank gives counts. Per thread; blocks nest. Every
+    first, so a late one overtakes queued ones of lower priority (never a
+    barrier, join or process-set change; one that has started only on one
+    host, where a tensor in the arena runs between the chunks of a large
+    one streamed); the highest any rank gives counts. Per thread; blocks
+    nest. Every
     collective also takes `priority=` (None: the block's)::
 
         with hora.priority(10):
