@@ -331,9 +331,15 @@ int hora_stop_timeline(void);
 const char *hora_describe(void);
 
 /* Memory in the rank's shared arena (aligned to 64 bytes, 4096 for larger
- * blocks). NULL when the arena is full or bytes is 0. */
+ * blocks). NULL when the arena is full or bytes is 0. Blocks not freed
+ * when hora_shutdown() runs stay readable and writable until the process
+ * exits (the arena stays mapped); hora_free() of such a block after
+ * hora_shutdown() does nothing. */
 void *hora_alloc(size_t bytes);
 void hora_free(void *ptr);
+/* 1 when [ptr, ptr + bytes) lies in this session's arena (a collective on
+ * it then moves no data through a copy), else 0. */
+int hora_in_arena(const void *ptr, size_t bytes);
 
 size_t hora_dtype_size(hora_dtype_t dtype);
 const char *hora_dtype_name(hora_dtype_t dtype);

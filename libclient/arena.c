@@ -96,6 +96,43 @@ void hl_arena_fini(void) {
   nblocks = capblocks = nfreed = hint = 0;
 }
 
+/* Arenas that hora_shutdown() left mapped because blocks were in use: a
+ * later hora_free() of such a block, even after another hora_init(), does
+ * nothing. */
+#define RETIRED_MAX 16
+static struct {
+  const unsigned char *base;
+  uint64_t size;
+} retired[RETIRED_MAX];
+static size_t nretired;
+
+void hl_arena_retire(const void *base, uint64_t size) {
+  pthread_mutex_lock(&hl.arena_lock);
+  if (nretired < RETIRED_MAX) {
+    retired[nretired].base = base;
+    retired[nretired].size = size;
+    nretired++;
+  }
+  pthread_mutex_unlock(&hl.arena_lock);
+}
+
+static int in_retired(const void *p) {
+  const unsigned char *c = p;
+  int found = 0;
+  pthread_mutex_lock(&hl.arena_lock);
+  for (size_t i = 0; i < nretired && !found; i++)
+    found = c >= retired[i].base && c < retired[i].base + retired[i].size;
+  pthread_mutex_unlock(&hl.arena_lock);
+  return found;
+}
+
+size_t hl_arena_live(void) {
+  pthread_mutex_lock(&hl.arena_lock);
+  size_t n = nblocks - nfreed;
+  pthread_mutex_unlock(&hl.arena_lock);
+  return n;
+}
+
 int hl_in_arena(const void *p, uint64_t bytes) {
   if (!hl.arena || !p) return 0;
   const unsigned char *c = p;
@@ -188,6 +225,10 @@ void *hora_alloc(size_t bytes) {
   return p;
 }
 
+int hora_in_arena(const void *ptr, size_t bytes) {
+  return atomic_load(&hl.initialized) && hl_in_arena(ptr, bytes);
+}
+
 void hora_free(void *ptr) {
   if (!ptr) return;
   if (hl.local_only) {
@@ -202,6 +243,6 @@ void hora_free(void *ptr) {
     return;
   }
   if (!hl.arena) return; /* the arena went away with hora_shutdown() */
-  if (hl_arena_free(ptr) < 0)
+  if (hl_arena_free(ptr) < 0 && !in_retired(ptr))
     hl_error(HORA_EINVAL, "hora_free: %p was not returned by hora_alloc", ptr);
 }

@@ -194,10 +194,17 @@ static int connect_daemon(const char *path) {
   return 0;
 }
 
-static void release_daemon(void) {
-  if (hl.shm) munmap(hl.shm, hl.shm_size);
+/* keep: blocks of the arena are still in use (a program's tensors that
+ * outlive hora_shutdown(), e.g. hora.torch's arena tensors): the segment
+ * stays mapped, as private memory of the process from then on, until it
+ * exits, so that touching them never faults. */
+static void release_daemon(int keep) {
+  if (hl.shm && keep) hl_arena_retire(hl.shm, hl.shm_size);
+  if (hl.shm && !keep) munmap(hl.shm, hl.shm_size);
   hl.shm = NULL;
   hl.hdr = NULL;
+  hl.arena = NULL;
+  hl.arena_size = 0;
   if (hl.efd >= 0) close(hl.efd);
   if (hl.sock >= 0) close(hl.sock);
   hl.efd = hl.sock = -1;
@@ -254,7 +261,7 @@ int hora_init(void) {
   if (rc < 0) {
     hl_ops_fini();
     hl_arena_fini();
-    release_daemon();
+    release_daemon(0);
   } else {
     atomic_store(&hl.initialized, 1);
   }
@@ -291,8 +298,12 @@ int hora_shutdown(void) {
                                   "operation was pending");
   hl_ops_fini();
   hl_psets_fini();
+  int keep = !hl.local_only && hl_arena_live() > 0;
+  if (keep)
+    hc_debug("rank %d: %zu blocks of the arena are still in use: its "
+             "segment stays mapped", hl.rank, hl_arena_live());
   hl_arena_fini();
-  release_daemon();
+  release_daemon(keep);
   pthread_mutex_unlock(&init_lock);
   return 0;
 }

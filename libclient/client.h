@@ -82,6 +82,8 @@ int hl_arena_init(void);
 void hl_arena_fini(void);
 void *hl_arena_alloc(uint64_t bytes);
 int hl_arena_free(void *p); /* 0, or -1 when p is not an arena block */
+size_t hl_arena_live(void); /* blocks hora_alloc gave and nobody freed */
+void hl_arena_retire(const void *base, uint64_t size); /* left mapped */
 int hl_in_arena(const void *p, uint64_t bytes);
 
 /* ops.c */

@@ -251,6 +251,16 @@ static void bad_args(void) {
   void *a = hora_alloc(0);
   g_checks++;
   if (a) fail("hora_alloc(0) returned %p, expected NULL", a);
+  int daemon = getenv("HORA_DAEMON_SOCKET") != NULL;
+  a = hora_alloc(4096);
+  g_checks++;
+  size_t past = (size_t)1 << 40; /* beyond the end of any arena */
+  if (!a || hora_in_arena(a, 4096) != daemon || hora_in_arena(a, past) ||
+      hora_in_arena(stackbuf, 1) || hora_in_arena(NULL, 0))
+    fail("hora_in_arena: a block of 4096 bytes %d, 2^40 from it %d, the "
+         "stack %d", hora_in_arena(a, 4096), hora_in_arena(a, past),
+         hora_in_arena(stackbuf, 1));
+  hora_free(a);
   a = hora_alloc((size_t)1 << 62);
   g_checks++;
   if (a) fail("hora_alloc(2^62) returned %p, expected NULL", a);
@@ -444,8 +454,30 @@ int main(int argc, char **argv) {
     fprintf(stderr, "it_errors: unknown command '%s'\n", cmd);
     return 2;
   }
+  /* a block still in use at shutdown stays mapped; freeing it later,
+   * even in the next session, does nothing and says nothing */
+  int *kept = hora_alloc(4096);
+  if (kept) kept[0] = g_rank;
   rc = hora_shutdown();
   expect_err("hora_shutdown", rc, 0, NULL);
+  if (kept && !strcmp(cmd, "badargs")) {
+    kept[1023] = kept[0] + 1;
+    g_checks++;
+    if (hora_in_arena(kept, 4)) fail("hora_in_arena after hora_shutdown");
+    expect_err("hora_init again", hora_init(), 0, NULL);
+    hora_free(kept);
+    g_checks++;
+    if (*hora_last_error())
+      fail("hora_free of the last session's block: %s", hora_last_error());
+    void *b = hora_alloc(4096);
+    g_checks++;
+    if (!b || (getenv("HORA_DAEMON_SOCKET") && !hora_in_arena(b, 4096)))
+      fail("hora_alloc in the new session: %p: %s", b, hora_last_error());
+    hora_free(b);
+    expect_err("hora_shutdown of the new session", hora_shutdown(), 0, NULL);
+  } else {
+    hora_free(kept);
+  }
   /* after shutdown: not initialized again */
   float x = 1;
   rc = hora_allreduce("late", &x, &x, 1, HORA_FLOAT32, HORA_SUM);
