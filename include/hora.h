@@ -340,6 +340,9 @@ void hora_free(void *ptr);
 /* 1 when [ptr, ptr + bytes) lies in this session's arena (a collective on
  * it then moves no data through a copy), else 0. */
 int hora_in_arena(const void *ptr, size_t bytes);
+/* Bytes of this rank's arena (HORA_ARENA_SIZE, --arena-size); 0 before
+ * hora_init() and in a job of one, which has none. */
+size_t hora_arena_size(void);
 
 size_t hora_dtype_size(hora_dtype_t dtype);
 const char *hora_dtype_name(hora_dtype_t dtype);

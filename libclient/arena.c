@@ -229,6 +229,10 @@ int hora_in_arena(const void *ptr, size_t bytes) {
   return atomic_load(&hl.initialized) && hl_in_arena(ptr, bytes);
 }
 
+size_t hora_arena_size(void) {
+  return atomic_load(&hl.initialized) && hl.arena ? (size_t)hl.arena_size : 0;
+}
+
 void hora_free(void *ptr) {
   if (!ptr) return;
   if (hl.local_only) {

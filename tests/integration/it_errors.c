@@ -114,6 +114,10 @@ static void before_init(void) {
   else if (!*hora_last_error())
     fail("hora_alloc before init returned NULL without a message");
   hora_free(NULL); /* must not crash */
+  g_checks++;
+  if (hora_arena_size() || hora_in_arena(&done, 1))
+    fail("before init: hora_arena_size() %zu, hora_in_arena %d",
+         hora_arena_size(), hora_in_arena(&done, 1));
   /* pure functions work without init */
   g_checks++;
   if (hora_dtype_size(HORA_FLOAT64) != 8 || hora_dtype_size(HORA_BFLOAT16) != 2)
@@ -261,6 +265,9 @@ static void bad_args(void) {
          "stack %d", hora_in_arena(a, 4096), hora_in_arena(a, past),
          hora_in_arena(stackbuf, 1));
   hora_free(a);
+  g_checks++;
+  if ((hora_arena_size() >= 4096) != daemon)
+    fail("hora_arena_size() is %zu", hora_arena_size());
   a = hora_alloc((size_t)1 << 62);
   g_checks++;
   if (a) fail("hora_alloc(2^62) returned %p, expected NULL", a);
