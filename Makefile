@@ -59,7 +59,8 @@ UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 ITEST_SRC := $(wildcard tests/integration/*.c)
 ITEST_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(ITEST_SRC))
 EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
-BENCH     := $(BUILD)/benchmarks/allreduce_perf $(BUILD)/benchmarks/fusion_perf
+BENCH     := $(BUILD)/benchmarks/allreduce_perf $(BUILD)/benchmarks/fusion_perf \
+             $(BUILD)/benchmarks/cma_perf
 
 .PHONY: all check asan bench install uninstall clean deps format
 all: $(HORARUN) $(HORAD) $(LIBSO) $(LIBA) $(PC) $(EXAMPLES) $(BENCH)

@@ -11,8 +11,9 @@
 
 const struct hc_param hc_params[] = {
     {"arena_size", "HORA_ARENA_SIZE", NULL, "--arena-size", HC_P_SIZE, "128M",
-     "bytes of shared arena per rank (hora_alloc memory and staging of small "
-     "tensors); suffixes K, M, G",
+     "bytes of shared arena per rank (hora_alloc memory, hora.torch's arena "
+     "tensors and DDP buckets, staging of the tensors that fit); suffixes "
+     "K, M, G",
      "bytes", 0},
     {"chunk_size", "HORA_CHUNK_SIZE", NULL, "--chunk-size", HC_P_SIZE, "8M",
      "bytes per chunk when a tensor is streamed through the staging area",

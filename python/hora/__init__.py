@@ -183,6 +183,8 @@ def _declare(lib):
         "hora_describe": ([], c_char_p),
         "hora_alloc": ([c_size_t], c_void_p),
         "hora_free": ([c_void_p], None),
+        "hora_in_arena": ([c_void_p, c_size_t], c_int),
+        "hora_arena_size": ([], c_size_t),
         "hora_strerror": ([c_int], c_char_p),
         "hora_err_name": ([c_int], c_char_p),
         "hora_last_error": ([], c_char_p),

@@ -15,7 +15,7 @@ import os
 import pytest
 
 NP2 = ["basic", "adam", "view", "tiny", "nobuffers", "nosync", "unused",
-       "unused_view", "errors"]
+       "unused_view", "errors", "arena"]
 NP3 = ["basic", "unused", "pset", "errors"]
 
 
@@ -29,6 +29,12 @@ def test_ddp_2_ranks(hora_job, hora_expect_ok, scenario):
 def test_ddp_3_ranks(hora_job, hora_expect_ok, scenario):
     res = hora_job(3, "ddp.py", scenario, timeout=180)
     hora_expect_ok(res, "ddp " + scenario, 3)
+
+
+def test_ddp_arena_half(hora_job, hora_expect_ok):
+    res = hora_job(2, "ddp.py", "arena_half", timeout=180,
+                   env={"HORA_ARENA_SIZE": "8M"})
+    hora_expect_ok(res, "ddp arena_half", 2)
 
 
 def test_ddp_alone(hora_job, hora_expect_ok):
@@ -62,3 +68,15 @@ def test_synthetic_benchmark_ddp(hora_job, hora_paths, flag):
                  "Total img/sec on 2 CPU(s):", wait]:
         assert any(l.startswith(want) for l in res.lines(0)), (want, str(res))
     assert not res.lines(1), "only rank 0 prints\n%s" % res
+
+
+def test_torch_allreduce_benchmark(hora_job, hora_paths):
+    """benchmarks/torch_allreduce.py (ordinary and arena tensors) runs,
+    prints its table and finds every result right."""
+    script = os.path.join(hora_paths.root, "benchmarks", "torch_allreduce.py")
+    res = hora_job(2, script, "-b", "64K", "-e", "4M", "-f", "64", "-w", "1",
+                   "-n", "2", timeout=120)
+    assert res.rc == 0, str(res)
+    rows = [l.split() for l in res.lines(0) if l.strip()[:1].isdigit()]
+    assert [int(r[0]) for r in rows] == [65536, 4194304], str(res)
+    assert all(len(r) == 6 for r in rows), str(res)

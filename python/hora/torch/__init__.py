@@ -46,9 +46,11 @@ from hora.torch.functions import (broadcast_parameters,
                                   broadcast_optimizer_state, broadcast_object,
                                   allgather_object)
 from hora.torch.sync_batch_norm import SyncBatchNorm
+from hora.torch.arena import arena_empty, arena_zeros, arena_size, in_arena
 
 __all__ = [
     "__version__", "Compression", "HoraInternalError", "HorovodInternalError",
+    "arena_empty", "arena_zeros", "arena_size", "in_arena",
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank",
     "local_size", "cross_rank", "cross_size", "is_homogeneous",
     "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled",

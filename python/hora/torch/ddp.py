@@ -28,6 +28,7 @@ from hora.torch.mpi_ops import (Average, Max, ProcessSet, allreduce_async_,
                                 broadcast_async_, global_process_set, rank,
                                 synchronize)
 from hora.torch.functions import allgather_object
+from hora.torch.arena import arena_zeros, in_arena
 
 _MIB = 1024 * 1024
 # The first bucket holds at most this much: the gradients of the last layers
@@ -61,7 +62,7 @@ class _Bucket:
     __slots__ = ("index", "params", "offsets", "numels", "flat", "pending",
                  "handle", "name")
 
-    def __init__(self, index, params, dtype, name):
+    def __init__(self, index, params, dtype, name, arena):
         self.index = index
         self.params = params
         self.offsets, self.numels = [], []
@@ -70,7 +71,14 @@ class _Bucket:
             self.offsets.append(at)
             self.numels.append(p.numel())
             at += p.numel()
-        self.flat = torch.zeros(at, dtype=dtype)
+        self.flat = None
+        if arena:
+            try:
+                self.flat = arena_zeros(at, dtype=dtype)
+            except RuntimeError:  # the arena is full
+                pass
+        if self.flat is None:
+            self.flat = torch.zeros(at, dtype=dtype)
         self.pending = len(params)
         self.handle = None
         self.name = name
@@ -103,9 +111,13 @@ class DistributedDataParallel(torch.nn.Module):
     into its bucket's flat tensor, so the backward pass accumulates the
     gradients where they are reduced, with no copy between .grad and the
     bucket (otherwise a gradient is copied into its bucket when it is ready
-    and the average back after the allreduce). The flat tensors are
-    ordinary tensors: hora.torch has no allocator of tensors in libhora's
-    shared arena, so libhora copies each bucket into the arena and back.
+    and the average back after the allreduce). Either way the flat tensors
+    lie in libhora's shared arena (hora.torch.arena_empty), where horad
+    reduces them with no copy, up to half the arena (--arena-size,
+    HORA_ARENA_SIZE: the rest stays for other collectives); a bucket beyond
+    that, or that finds the arena full, is an ordinary tensor, which
+    libhora copies into the arena and back (or streams) for each allreduce.
+    arena_buckets is how many buckets lie in the arena.
     process_set: the ranks that train together; on a rank outside it the
     wrapper does nothing but call the module.
 
@@ -141,6 +153,7 @@ class DistributedDataParallel(torch.nn.Module):
         self.comm_wait_seconds = 0.0
         self.require_backward_grad_sync = True
         self._buckets = []
+        self.arena_buckets = 0
         self._grad_accs = []
         self._hook_handles = []
         self._expect_hooks = False   # the last forward asks for a reduction
@@ -216,9 +229,17 @@ class DistributedDataParallel(torch.nn.Module):
         if cur:
             groups.append(cur)
         self._bucket_of = {}
+        # at most half the arena: the rest stays for the copies of ordinary
+        # tensors and the outputs of allgathers and alltoalls
+        room = _core._lib().hora_arena_size() // 2
         for k, ps in enumerate(groups):
-            b = _Bucket(k, ps, ps[0].dtype, "%s.bucket.%d" % (self._prefix, k))
+            nbytes = sum(p.numel() * p.element_size() for p in ps)
+            b = _Bucket(k, ps, ps[0].dtype, "%s.bucket.%d" % (self._prefix, k),
+                        arena=nbytes <= room)
             self._buckets.append(b)
+            if in_arena(b.flat):
+                self.arena_buckets += 1
+                room -= nbytes
             for i, p in enumerate(ps):
                 self._bucket_of[p] = (b, i)
                 if self.gradient_as_bucket_view and p.grad is not None:

@@ -20,6 +20,12 @@ Scenarios:
              first layer (overlap) and state_dict's "module." keys
   adam       Adam, gradients set to None between steps
   view       gradient_as_bucket_view=True: .grad are views of the buckets
+  arena      hora.torch.arena_zeros: in place allreduce, the buckets in
+             the arena (ordinary tensors when it is full, training still
+             right), blocks given back when their tensors go, a tensor that
+             outlives shutdown(), init() again
+  arena_half run with HORA_ARENA_SIZE=8M: the buckets in the arena take at
+             most half of it, the others are ordinary tensors
   tiny       bucket_cap_mb tiny: one bucket per parameter
   nobuffers  broadcast_buffers=False: every rank keeps its own statistics
   nosync     no_sync(): two micro-batches per step, the first accumulated
@@ -38,6 +44,7 @@ Scenarios:
              ranks stay in step
 """
 import copy
+import os
 import sys
 
 import torch
@@ -289,6 +296,112 @@ def scenario_view(c, r, n):
     # into the buckets and .grad is made a view again
     train(c, "view_none", n, r, gradient_as_bucket_view=True,
           set_to_none=True, on_step=check_views)
+
+
+def scenario_arena(c, r, n):
+    """Arena tensors: made, reduced in place, given back; buckets in the
+    arena, and ordinary ones when it is full; blocks that outlive
+    shutdown()."""
+    daemon = bool(os.environ.get("HORA_DAEMON_SOCKET"))
+    t = hvd.arena_zeros(3, 5, dtype=torch.float64)
+    c.ok(t.shape == (3, 5) and t.dtype == torch.float64 and
+         not t.any() and hvd.in_arena(t) == daemon,
+         "arena: arena_zeros(3, 5) is %s %s, in the arena: %s"
+         % (tuple(t.shape), t.dtype, hvd.in_arena(t)))
+    c.ok(not hvd.in_arena(torch.zeros(15)) and not hvd.in_arena(t.t()),
+         "arena: an ordinary tensor, or a transposed arena one, is not in "
+         "the arena")
+    t.copy_(torch.arange(15, dtype=torch.float64).view(3, 5) * (r + 1))
+    p = t.data_ptr()
+    hvd.allreduce_(t, op=hvd.Sum, name="arena.t")
+    want = torch.arange(15, dtype=torch.float64).view(3, 5) * \
+        (n * (n + 1) / 2)
+    c.ok(torch.equal(t, want) and t.data_ptr() == p,
+         "arena: allreduce_ of an arena tensor, in place: %s" % t)
+    c.raises(ValueError, lambda: hvd.arena_empty(2, -1),
+             "arena: a negative size", ("negative",))
+    model = train(c, "arena", n, r, bucket_cap_mb=0.0005)
+    c.ok(model.arena_buckets == (len(model._buckets) if daemon else 0),
+         "arena: %d of %d buckets in the arena"
+         % (model.arena_buckets, len(model._buckets)))
+    del model
+    if daemon:
+        # the arena filled but for 64-128 KiB (room for the small outputs
+        # of the layout check, none for the model's 1 MiB buckets)
+        fill, big = [], 0
+        for block in (1 << 20, 1 << 16):
+            try:
+                while True:
+                    fill.append(hvd.arena_empty(block, dtype=torch.uint8))
+                    big += block == 1 << 20
+            except RuntimeError as e:
+                c.ok("arena" in str(e) and big > 8,
+                     "arena: full after %d MiB: %s" % (big, e))
+        del fill[-1]
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(*[torch.nn.Linear(200, 200)
+                                    for _ in range(8)])
+        ref = copy.deepcopy(net)
+        model = hvd.DistributedDataParallel(net, gradient_as_bucket_view=True)
+        c.ok(len(model._buckets) == 2 and model.arena_buckets == 0,
+             "arena: %d of %d buckets in a full arena"
+             % (model.arena_buckets, len(model._buckets)))
+        x = torch.linspace(-1, 1, 800).view(4, 200)
+        model(x).sum().backward()
+        ref(x).sum().backward()
+        d = max(float((a.grad - b.grad).abs().max())
+                for a, b in zip(net.parameters(), ref.parameters()))
+        c.ok(d < 1e-5, "arena: ordinary buckets: the average of equal "
+             "gradients is off by %g" % d)
+        del model, net
+        k = len(fill)
+        del fill
+        again = [hvd.arena_empty(1 << 20, dtype=torch.uint8)
+                 for _ in range(big)]
+        c.ok(all(hvd.in_arena(a) for a in again),
+             "arena: %d MiB again once the %d tensors are gone" % (big, k))
+        del again
+    # blocks in use at shutdown stay valid; given back after init(), they
+    # are forgotten without complaint
+    kept = hvd.arena_zeros(1000)
+    kept.fill_(r)
+    hvd.shutdown()
+    kept.add_(1)
+    c.ok(float(kept.sum()) == 1000.0 * (r + 1) and not hvd.in_arena(kept),
+         "arena: a tensor kept across shutdown() holds %g"
+         % float(kept.sum()))
+    hvd.init(process_sets="dynamic")
+    del kept
+    u = hvd.arena_zeros(4)
+    c.ok(hvd.in_arena(u) == daemon, "arena: a new block after init()")
+    del u
+    c.ok(hvd.allreduce(torch.ones(2), op=hvd.Sum,
+                       name="arena.after").tolist() == [n, n],
+         "arena: collectives after the new init()")
+
+
+def scenario_arena_half(c, r, n):
+    """Run with an arena of 8 MiB: buckets take at most half of it, the
+    others are ordinary tensors, and the averages are right in both."""
+    size = hvd.arena_size()
+    c.ok(size == 8 << 20, "arena_half: the arena has %d bytes" % size)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(*[torch.nn.Linear(512, 512) for _ in range(8)])
+    ref = copy.deepcopy(net)
+    model = hvd.DistributedDataParallel(net, bucket_cap_mb=1.5)
+    inside = sum(b.flat.numel() * b.flat.element_size()
+                 for b in model._buckets if hvd.in_arena(b.flat))
+    c.ok(0 < model.arena_buckets < len(model._buckets) and
+         inside <= size // 2,
+         "arena_half: %d of %d buckets, %d bytes, in the arena"
+         % (model.arena_buckets, len(model._buckets), inside))
+    x = torch.linspace(-1, 1, 2048).view(4, 512)
+    model(x).sum().backward()
+    ref(x).sum().backward()
+    d = max(float((a.grad - b.grad).abs().max())
+            for a, b in zip(net.parameters(), ref.parameters()))
+    c.ok(d < 1e-5, "arena_half: the average of equal gradients is off by %g"
+         % d)
 
 
 def scenario_tiny(c, r, n):
