@@ -41,12 +41,6 @@ def _shape(size):
     return shape
 
 
-def _release(addr):
-    lib = _core._state.lib
-    if lib is not None:
-        lib.hora_free(addr)
-
-
 def arena_empty(*size, dtype=None):
     """A new contiguous CPU tensor of the given size (ints, or one tuple,
     list or torch.Size) and dtype (torch's default dtype when None) whose
@@ -68,8 +62,9 @@ def arena_empty(*size, dtype=None):
                            % (shape, dtype, _core._last_error(-1)))
     raw = (ctypes.c_char * (count * es)).from_address(addr)
     # torch.frombuffer holds `raw` until the storage goes; its finalizer
-    # then gives the block back
-    fin = weakref.finalize(raw, _release, addr)
+    # then gives the block back (libhora ignores a block of a session that
+    # has ended)
+    fin = weakref.finalize(raw, lib.hora_free, addr)
     fin.atexit = False
     return torch.frombuffer(raw, dtype=dtype).view(shape)
 
