@@ -99,19 +99,19 @@ void hl_arena_fini(void) {
 /* Arenas that hora_shutdown() left mapped because blocks were in use: a
  * later hora_free() of such a block, even after another hora_init(), does
  * nothing. */
-#define RETIRED_MAX 16
-static struct {
+struct segment {
   const unsigned char *base;
   uint64_t size;
-} retired[RETIRED_MAX];
+};
+static struct segment *retired;
 static size_t nretired;
 
 void hl_arena_retire(const void *base, uint64_t size) {
   pthread_mutex_lock(&hl.arena_lock);
-  if (nretired < RETIRED_MAX) {
-    retired[nretired].base = base;
-    retired[nretired].size = size;
-    nretired++;
+  struct segment *v = realloc(retired, (nretired + 1) * sizeof *v);
+  if (v) { /* else: a later hora_free() of its blocks reports them */
+    retired = v;
+    retired[nretired++] = (struct segment){base, size};
   }
   pthread_mutex_unlock(&hl.arena_lock);
 }

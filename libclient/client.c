@@ -298,12 +298,12 @@ int hora_shutdown(void) {
                                   "operation was pending");
   hl_ops_fini();
   hl_psets_fini();
-  int keep = !hl.local_only && hl_arena_live() > 0;
-  if (keep)
+  size_t live = hl.local_only ? 0 : hl_arena_live();
+  if (live)
     hc_debug("rank %d: %zu blocks of the arena are still in use: its "
-             "segment stays mapped", hl.rank, hl_arena_live());
+             "segment stays mapped", hl.rank, live);
   hl_arena_fini();
-  release_daemon(keep);
+  release_daemon(live > 0);
   pthread_mutex_unlock(&init_lock);
   return 0;
 }

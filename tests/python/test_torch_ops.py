@@ -92,10 +92,12 @@ def test_queries_before_init_raise_the_message():
         for call in (lambda: hvd.allreduce(torch.ones(2)),
                      lambda: hvd.allreduce_async_(torch.ones(2)),
                      lambda: hvd.broadcast(torch.ones(2), 0),
+                     lambda: hvd.arena_empty(4),
                      hvd.barrier):
             with pytest.raises(ValueError) as e:
                 call()
             assert str(e.value) == NOT_INIT
+        assert hvd.arena_size() == 0 and not hvd.in_arena(torch.ones(2))
     finally:
         hvd.init()
     assert hvd.is_initialized() and hvd.size() == 1

@@ -44,9 +44,11 @@ def _shape(size):
 def arena_empty(*size, dtype=None):
     """A new contiguous CPU tensor of the given size (ints, or one tuple,
     list or torch.Size) and dtype (torch's default dtype when None) whose
-    memory is a block of this rank's shared arena, left uninitialized.
-    Needs hora.init(). Raises RuntimeError, with libhora's reason, when the
-    arena has no free block of that size."""
+    memory is a block of this rank's shared arena, left uninitialized (in
+    a job of one, which has no arena, ordinary memory). Before hora.init()
+    raises ValueError, as every query does; RuntimeError, with libhora's
+    reason, when the arena has no free block of that size."""
+    lib = _core._require_init()
     shape = _shape(size)
     dtype = torch.get_default_dtype() if dtype is None else dtype
     es = torch.empty((), dtype=dtype).element_size()
@@ -55,7 +57,6 @@ def arena_empty(*size, dtype=None):
         count *= s
     if count == 0:
         return torch.empty(shape, dtype=dtype)
-    lib = _core._lib()
     addr = lib.hora_alloc(count * es)
     if not addr:
         raise RuntimeError("hora.torch.arena_empty(%s, dtype=%s): %s"

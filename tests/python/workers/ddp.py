@@ -298,6 +298,18 @@ def scenario_view(c, r, n):
           set_to_none=True, on_step=check_views)
 
 
+def same_grads(c, what, model, net, ref, x):
+    """Every rank feeds x to the DDP model (wrapping net) and to ref, a
+    copy of net: the averages of the ranks' equal gradients must be ref's
+    own."""
+    model(x).sum().backward()
+    ref(x).sum().backward()
+    d = max(float((a.grad - b.grad).abs().max())
+            for a, b in zip(net.parameters(), ref.parameters()))
+    c.ok(d < 1e-5, "%s: the average of equal gradients is off by %g"
+         % (what, d))
+
+
 def scenario_arena(c, r, n):
     """Arena tensors: made, reduced in place, given back; buckets in the
     arena, and ordinary ones when it is full; blocks that outlive
@@ -346,13 +358,8 @@ def scenario_arena(c, r, n):
         c.ok(len(model._buckets) == 2 and model.arena_buckets == 0,
              "arena: %d of %d buckets in a full arena"
              % (model.arena_buckets, len(model._buckets)))
-        x = torch.linspace(-1, 1, 800).view(4, 200)
-        model(x).sum().backward()
-        ref(x).sum().backward()
-        d = max(float((a.grad - b.grad).abs().max())
-                for a, b in zip(net.parameters(), ref.parameters()))
-        c.ok(d < 1e-5, "arena: ordinary buckets: the average of equal "
-             "gradients is off by %g" % d)
+        same_grads(c, "arena: ordinary buckets", model, net, ref,
+                   torch.linspace(-1, 1, 800).view(4, 200))
         del model, net
         k = len(fill)
         del fill
@@ -395,13 +402,8 @@ def scenario_arena_half(c, r, n):
          inside <= size // 2,
          "arena_half: %d of %d buckets, %d bytes, in the arena"
          % (model.arena_buckets, len(model._buckets), inside))
-    x = torch.linspace(-1, 1, 2048).view(4, 512)
-    model(x).sum().backward()
-    ref(x).sum().backward()
-    d = max(float((a.grad - b.grad).abs().max())
-            for a, b in zip(net.parameters(), ref.parameters()))
-    c.ok(d < 1e-5, "arena_half: the average of equal gradients is off by %g"
-         % d)
+    same_grads(c, "arena_half", model, net, ref,
+               torch.linspace(-1, 1, 2048).view(4, 512))
 
 
 def scenario_tiny(c, r, n):
