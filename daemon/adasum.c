@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "half.h"
 #include "reduce.h"
+#include "adasum.h"
 
 int hd_adasum_wtype(int dtype) {
   return dtype == HORA_FLOAT64 ? HORA_FLOAT64 : HORA_FLOAT32;

@@ -7,6 +7,7 @@
 
 #include "daemon.h"
 #include "reduce.h"
+#include "adasum.h"
 
 static int check_op(struct hd_comm *c, struct hd_rank *r,
                     const struct hp_sqe *e, char *why, size_t len) {

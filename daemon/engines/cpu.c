@@ -31,7 +31,8 @@
 
 #include "../daemon.h"
 #include "../metrics.h"
-#include "../reduce.h"
+#include "reduce.h"
+#include "../adasum.h"
 #include "../timeline.h"
 
 #define PARALLEL_MIN_BYTES (256u << 10)
@@ -80,13 +81,13 @@ static void run_slice(void *arg, int i, int n) {
   if (t->meta.coll == HORA_COLL_ALLREDUCE) {
     for (int k = 0; k < j->n; k++)
       if (j->out[k]) hd_scale_buf(t, p[k], cnt, 1);
-    hd_reduce(dst, nd, (const void *const *)p, j->n, cnt, t->meta.dtype,
+    hc_reduce(dst, nd, (const void *const *)p, j->n, cnt, t->meta.dtype,
               t->meta.op, j->divisor);
     for (int k = 0; k < nd; k++) hd_scale_buf(t, dst[k], cnt, 0);
   } else { /* broadcast: ptrs[0] is the root */
     for (int k = 1; k < j->n; k++)
       if (j->out[k]) {
-        if (cnt * es >= HD_COPY_NT_MIN) hd_copy_nt(p[k], p[0], cnt * es);
+        if (cnt * es >= HC_COPY_NT_MIN) hc_copy_nt(p[k], p[0], cnt * es);
         else memcpy(p[k], p[0], cnt * es);
       }
   }
@@ -353,7 +354,7 @@ static void add_swap(struct copies *l, unsigned char *a, unsigned char *b,
 }
 
 static void copy(void *dst, const void *src, uint64_t n, int nt) {
-  if (nt) hd_copy_nt(dst, src, n);
+  if (nt) hc_copy_nt(dst, src, n);
   else memcpy(dst, src, n);
 }
 
@@ -367,7 +368,7 @@ static void run_copy_share(void *arg, int i, int n) {
   const struct copies *l = arg;
   uint64_t lo = l->total * (uint64_t)i / (uint64_t)n;
   uint64_t hi = l->total * (uint64_t)(i + 1) / (uint64_t)n, at = 0;
-  int nt = hi - lo >= HD_COPY_NT_MIN; /* this thread's writes */
+  int nt = hi - lo >= HC_COPY_NT_MIN; /* this thread's writes */
   for (size_t k = 0; k < l->n && at < hi; k++) {
     const struct copy *c = &l->v[k];
     uint64_t w = weight(c), len = c->n * w;
@@ -380,7 +381,7 @@ static void run_copy_share(void *arg, int i, int n) {
     if (s0 >= s1) continue;
     unsigned char *const *dst = l->dst + c->first;
     if (c->swap) {
-      hd_swap_bytes((unsigned char *)c->src + s0, dst[0] + s0, s1 - s0);
+      hc_swap_bytes((unsigned char *)c->src + s0, dst[0] + s0, s1 - s0);
     } else if (c->nd == 1) {
       copy(dst[0] + s0, c->src + s0, s1 - s0, nt);
     } else {
@@ -531,7 +532,7 @@ static void run_rs_slice(void *arg, int i, int n) {
   for (int k = 0; k < j->ns; k++)
     s[k] = (const unsigned char *)j->src[k] + lo * es;
   void *dst[1] = {j->dst + lo * es};
-  hd_reduce(dst, 1, s, j->ns, hi - lo, j->t->meta.dtype, j->t->meta.op,
+  hc_reduce(dst, 1, s, j->ns, hi - lo, j->t->meta.dtype, j->t->meta.op,
             j->t->comm->size);
   hd_scale_buf(j->t, dst[0], hi - lo, 0);
 }

@@ -52,7 +52,8 @@
 #include <string.h>
 
 #include "../daemon.h"
-#include "../reduce.h"
+#include "reduce.h"
+#include "../adasum.h"
 #include "half.h"
 
 #define XC_FRAME (4u << 20)
@@ -303,7 +304,7 @@ static void narrow(const struct hd_tensor *t, void *out, const void *w,
   if (wdt == dt) {
     const void *src[1] = {w};
     void *dst[1] = {out};
-    if (n) hd_reduce(dst, 1, src, 1, n, dt, op == HORA_AVERAGE ? HORA_AVERAGE
+    if (n) hc_reduce(dst, 1, src, 1, n, dt, op == HORA_AVERAGE ? HORA_AVERAGE
                                                             : HORA_SUM, size);
     return;
   }
@@ -431,7 +432,7 @@ static void rs_local_slice(void *arg, int i, int n) {
   for (int k = 0; k < j->ns; k++)
     s[k] = (const unsigned char *)j->src[k] + lo * es;
   void *dst[1] = {(unsigned char *)j->w + lo * es};
-  hd_reduce(dst, 1, s, j->ns, hi - lo, j->dtype, j->op, 0);
+  hc_reduce(dst, 1, s, j->ns, hi - lo, j->dtype, j->op, 0);
 }
 
 static int start_reducescatter(struct hd_xcoll *x) {
@@ -496,7 +497,7 @@ static int start_reducescatter(struct hd_xcoll *x) {
         src[1] = tmp;
       }
       void *dst[1] = {w};
-      if (n) hd_reduce(dst, 1, src, 2, n, x->wdtype, x->wop, 0);
+      if (n) hc_reduce(dst, 1, src, 2, n, x->wdtype, x->wop, 0);
     }
     free(tmp);
     if (0) {
@@ -609,7 +610,7 @@ static int a2a_local(struct hd_xcoll *x, int *any_in_place) {
         unsigned char *dst =
             hd_out_ptr(t, j) + split_off(pj->aux + size, mi) * es;
         if (ip[i] && ip[j])
-          hd_swap_bytes(src, dst, n);
+          hc_swap_bytes(src, dst, n);
         else if (dst != src)
           memcpy(dst, src, n);
       }
@@ -933,7 +934,7 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
     }
     void *dst[1] = {x->w + h->offset};
     const void *src[2] = {dst[0], data};
-    if (len) hd_reduce(dst, 1, src, 2, len / x->wes, x->wdtype, x->wop, 0);
+    if (len) hc_reduce(dst, 1, src, 2, len / x->wes, x->wdtype, x->wop, 0);
   }
   }
   x->got[k] += len;

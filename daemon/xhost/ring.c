@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "../daemon.h"
-#include "../reduce.h"
+#include "reduce.h"
 #include "../timeline.h"
 #include "half.h"
 
@@ -346,7 +346,7 @@ static void finalize_segment(struct hd_xop *x, struct xh_slot *sl,
   } else if (t->meta.coll == HORA_COLL_ALLREDUCE) {
     const void *src[1] = {w};
     if (nd)
-      hd_reduce(dst, nd, src, 1, n, t->meta.dtype, t->meta.op, x->c->size);
+      hc_reduce(dst, nd, src, 1, n, t->meta.dtype, t->meta.op, x->c->size);
   } else {
     for (int i = 0; i < nd; i++) memcpy(dst[i], w, n * x->es);
   }
@@ -392,7 +392,7 @@ static int take_step(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl,
     } else if ((int)step < x->n - 1) {
       void *dst[1] = {w};
       const void *src[2] = {w, data};
-      hd_reduce(dst, 1, src, 2, cnt, ring_dtype(x), ring_op(t), 0);
+      hc_reduce(dst, 1, src, 2, cnt, ring_dtype(x), ring_op(t), 0);
     } else if (data != w) {
       memcpy(w, data, len);
     }
@@ -496,7 +496,7 @@ static void start_piece(struct hd_job *job, struct hd_xop *x, uint64_t p) {
       else if (x->wide == WIDE_FLOAT)
         widen_float(dst[0], src, ns, n, tj->meta.dtype, tj->meta.op);
       else if (ns > 1 || dst[0] != src[0])
-        hd_reduce(dst, 1, src, ns, n, tj->meta.dtype, ring_op(tj), 0);
+        hc_reduce(dst, 1, src, ns, n, tj->meta.dtype, ring_op(tj), 0);
       if (x->nt > 1) HD_TL_HOOK(job, hd_tl_act_end_(tj));
     }
     send_step(job, x, sl, 0);
@@ -652,7 +652,7 @@ static int advance(struct hd_job *job, struct hd_xop *x) {
       if (sl->divide_w) { /* in place: dst and src the very same */
         void *dst[1] = {sl->buf};
         const void *src[1] = {sl->buf};
-        hd_reduce(dst, 1, src, 1, sl->cnt, t->meta.dtype, t->meta.op,
+        hc_reduce(dst, 1, src, 1, sl->cnt, t->meta.dtype, t->meta.op,
                   x->c->size);
         sl->divide_w = 0;
       }

@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "half.h"
 #include "reduce.h"
+#include "adasum.h"
 #include "testlib.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;

@@ -1,13 +1,13 @@
-/* test_reduce.c -- hd_reduce() and the float16/bfloat16 conversions against
+/* test_reduce.c -- hc_reduce() and the float16/bfloat16 conversions against
  * straightforward references: every dtype x op, 1..8 sources, sizes that
  * cross block boundaries, in place and out of place.
  *
  *   test_reduce           run the tests
- *   test_reduce bench [MiB]   throughput of hd_reduce beside memcpy
+ *   test_reduce bench [MiB]   throughput of hc_reduce beside memcpy
  *                             (float16/bfloat16 on both kernels, where
  *                             the CPU has the AVX2/F16C ones)
  *
- * HORA_REDUCE_PORTABLE=1 makes hd_reduce use its portable float16/bfloat16
+ * HORA_REDUCE_PORTABLE=1 makes hc_reduce use its portable float16/bfloat16
  * kernels; the tests then check those (test_fast_vs_portable compares the
  * two either way). */
 #include <math.h>
@@ -507,7 +507,7 @@ static int run_case(const struct rcase *c) {
       dst[ndst++] = src[nsrc - 1 - k];
     break;
   }
-  hd_reduce(dst, ndst, (const void *const *)src, nsrc, c->n, c->t, c->op,
+  hc_reduce(dst, ndst, (const void *const *)src, nsrc, c->n, c->t, c->op,
             c->divisor);
   int bad = 0;
   for (int d = 0; d < ndst && !bad; d++) {
@@ -633,7 +633,7 @@ static uint16_t red16(hora_dtype_t t, hora_op_t op, int nsrc,
   for (int k = 0; k < nsrc; k++)
     s[k] = &v[k];
   void *d[1] = {&out};
-  hd_reduce(d, 1, s, nsrc, 1, t, op, 0);
+  hc_reduce(d, 1, s, nsrc, 1, t, op, 0);
   return out;
 }
 #define R16(t, op, n, ...)                                                     \
@@ -678,16 +678,16 @@ static void test_float_cases(void) {
   float a[3] = {1.0f, NAN, -2.0f}, b[3] = {NAN, 3.0f, INFINITY}, o[3];
   const void *s[2] = {a, b};
   void *d[1] = {o};
-  hd_reduce(d, 1, s, 2, 3, HORA_FLOAT32, HORA_MIN, 0);
+  hc_reduce(d, 1, s, 2, 3, HORA_FLOAT32, HORA_MIN, 0);
   CHECK(isnan(o[0]) && isnan(o[1]) && o[2] == -2.0f);
-  hd_reduce(d, 1, s, 2, 3, HORA_FLOAT32, HORA_MAX, 0);
+  hc_reduce(d, 1, s, 2, 3, HORA_FLOAT32, HORA_MAX, 0);
   CHECK(isnan(o[0]) && isnan(o[1]) && o[2] == INFINITY);
   double x[2] = {1e308, -0.0}, y[2] = {1e308, -0.0}, z[2];
   const void *s2[2] = {x, y};
   void *d2[1] = {z};
-  hd_reduce(d2, 1, s2, 2, 2, HORA_FLOAT64, HORA_SUM, 0);
+  hc_reduce(d2, 1, s2, 2, 2, HORA_FLOAT64, HORA_SUM, 0);
   CHECK(isinf(z[0]) && dbits(z[1]) == dbits(-0.0));
-  hd_reduce(d2, 1, s2, 2, 2, HORA_FLOAT64, HORA_AVERAGE, 0);
+  hc_reduce(d2, 1, s2, 2, 2, HORA_FLOAT64, HORA_AVERAGE, 0);
   CHECK(isinf(z[0])); /* the sum overflows before the division */
   CHECK(dbits(z[1]) == dbits(-0.0));
 }
@@ -703,7 +703,7 @@ static int64_t red_int(hora_dtype_t t, hora_op_t op, int div, int nsrc,
     s[k] = &in[k];
   }
   void *d[1] = {&out};
-  hd_reduce(d, 1, s, nsrc, 1, t, op, div);
+  hc_reduce(d, 1, s, nsrc, 1, t, op, div);
   return ld_int(t, &out, 0);
 }
 #define RED1(T, dt, op, div, n, ...)                                           \
@@ -761,22 +761,22 @@ static void test_repeated_buffers(void) {
   float a[5] = {1, 2, 3, 4, 5}, o[5];
   const void *s[3] = {a, a, a};
   void *d[2] = {o, o};
-  hd_reduce(d, 2, s, 3, 5, HORA_FLOAT32, HORA_SUM, 0);
+  hc_reduce(d, 2, s, 3, 5, HORA_FLOAT32, HORA_SUM, 0);
   CHECK(o[0] == 3 && o[4] == 15);
   void *d2[1] = {a};
-  hd_reduce(d2, 1, s, 2, 5, HORA_FLOAT32, HORA_PRODUCT, 0);
+  hc_reduce(d2, 1, s, 2, 5, HORA_FLOAT32, HORA_PRODUCT, 0);
   CHECK(a[0] == 1 && a[1] == 4 && a[4] == 25);
   /* nsrc == 1 copies, also to the source itself. */
   int16_t b[3] = {1, -2, 3}, c[3] = {0};
   const void *s1[1] = {b};
   void *d1[2] = {b, c};
-  hd_reduce(d1, 2, s1, 1, 3, HORA_INT16, HORA_MIN, 0);
+  hc_reduce(d1, 2, s1, 1, 3, HORA_INT16, HORA_MIN, 0);
   CHECK(c[0] == 1 && c[1] == -2 && c[2] == 3 && b[1] == -2);
-  hd_reduce(d1, 2, s1, 1, 3, HORA_INT16, HORA_AVERAGE, 2);
+  hc_reduce(d1, 2, s1, 1, 3, HORA_INT16, HORA_AVERAGE, 2);
   CHECK(c[0] == 0 && c[1] == -1 && c[2] == 1 && b[1] == -1);
   /* Nothing happens for count 0 or no destination. */
-  hd_reduce(d1, 2, s1, 1, 0, HORA_INT16, HORA_SUM, 0);
-  hd_reduce(d1, 0, s1, 1, 3, HORA_INT16, HORA_AVERAGE, 5);
+  hc_reduce(d1, 2, s1, 1, 0, HORA_INT16, HORA_SUM, 0);
+  hc_reduce(d1, 0, s1, 1, 3, HORA_INT16, HORA_AVERAGE, 5);
   CHECK(b[0] == 0 && b[1] == -1 && b[2] == 1);
 }
 
@@ -791,7 +791,7 @@ static void *slice_main(void *arg) {
                       sl->s[2] + sl->off};
   void *d[1] = {sl->d + sl->off};
   for (int r = 0; r < 20; r++)
-    hd_reduce(d, 1, s, 3, sl->n, HORA_FLOAT32, HORA_SUM, 0);
+    hc_reduce(d, 1, s, 3, sl->n, HORA_FLOAT32, HORA_SUM, 0);
   return NULL;
 }
 
@@ -903,8 +903,8 @@ static int fast_case(hora_dtype_t t, hora_op_t op, int nsrc, size_t n,
         dst[path][ndst++] = fresh[path];
       }
     }
-    hd_reduce_fast(path); /* 0: portable, 1: fast */
-    hd_reduce(dst[path], ndst, (const void *const *)src[path], nsrc, n, t, op,
+    hc_reduce_fast(path); /* 0: portable, 1: fast */
+    hc_reduce(dst[path], ndst, (const void *const *)src[path], nsrc, n, t, op,
               divisor);
   }
   int bad = 0;
@@ -943,11 +943,11 @@ static int fast_case(hora_dtype_t t, hora_op_t op, int nsrc, size_t n,
  * and 8 sources, sizes with every tail length modulo the vector (8 elements)
  * and across the fast path's blocks (1024 elements). */
 static void test_fast_vs_portable(void) {
-  int was = hd_reduce_fast(-1);
-  if (!hd_reduce_fast(1)) {
+  int was = hc_reduce_fast(-1);
+  if (!hc_reduce_fast(1)) {
     printf("   (no AVX2/F16C kernels on this CPU or build: nothing to "
            "compare)\n");
-    hd_reduce_fast(was);
+    hc_reduce_fast(was);
     return;
   }
   static const size_t sizes[] = {1,  2,  3,  4,  5,    6,    7,    8,   9,
@@ -983,8 +983,8 @@ static void test_fast_vs_portable(void) {
       for (int path = 0; path < 2; path++) {
         o[path] = malloc(n * 2);
         void *d[1] = {o[path]};
-        hd_reduce_fast(path);
-        hd_reduce(d, 1, s, 2, n, t, ops[k], 0);
+        hc_reduce_fast(path);
+        hc_reduce(d, 1, s, 2, n, t, ops[k], 0);
       }
       size_t i = 0;
       while (i < n && o[0][i] == o[1][i])
@@ -1001,7 +1001,7 @@ static void test_fast_vs_portable(void) {
     free(a);
     free(b);
   }
-  hd_reduce_fast(was);
+  hc_reduce_fast(was);
 }
 
 /* The NaN results, the same in both paths: SUM/PRODUCT/AVERAGE give the
@@ -1029,13 +1029,13 @@ static void nan_cases(void) {
 
 /* The hand-written 16-bit cases and the NaN cases, on each path. */
 static void test_half_cases_both_paths(void) {
-  int was = hd_reduce_fast(-1);
+  int was = hc_reduce_fast(-1);
   for (int path = 0; path < 2; path++) {
-    if (hd_reduce_fast(path) != path) continue; /* no fast path here */
+    if (hc_reduce_fast(path) != path) continue; /* no fast path here */
     test_half_reduce_cases();
     nan_cases();
   }
-  hd_reduce_fast(was);
+  hc_reduce_fast(was);
 }
 
 /* ---- benchmark ----------------------------------------------------------- */
@@ -1046,7 +1046,7 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Best of `reps` runs of hd_reduce in place on nsrc buffers of `bytes`. */
+/* Best of `reps` runs of hc_reduce in place on nsrc buffers of `bytes`. */
 static double bench_reduce(hora_dtype_t t, hora_op_t op, int nsrc, size_t bytes,
                            int reps) {
   size_t es = hora_dtype_size(t), n = bytes / es;
@@ -1058,7 +1058,7 @@ static double bench_reduce(hora_dtype_t t, hora_op_t op, int nsrc, size_t bytes,
   double best = 1e30;
   for (int r = 0; r < reps; r++) {
     double t0 = now_s();
-    hd_reduce(buf, nsrc, (const void *const *)buf, nsrc, n, t, op, 0);
+    hc_reduce(buf, nsrc, (const void *const *)buf, nsrc, n, t, op, 0);
     double dt = now_s() - t0;
     if (dt < best) best = dt;
   }
@@ -1108,13 +1108,13 @@ static int bench(size_t mib) {
   printf("%-9s %-8s nsrc  GB/s (tensor bytes / time)  x memcpy\n", "dtype",
          "op");
   /* float16/bfloat16 also on the portable kernels, where there are others
-   * (see hd_reduce_fast). */
-  int fast = hd_reduce_fast(-1);
+   * (see hc_reduce_fast). */
+  int fast = hc_reduce_fast(-1);
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int half = cases[i].t == HORA_FLOAT16 || cases[i].t == HORA_BFLOAT16;
     for (int path = fast; path >= 0; path--) {
       if (path != fast && !half) break;
-      hd_reduce_fast(path);
+      hc_reduce_fast(path);
       double dt =
           bench_reduce(cases[i].t, cases[i].op, cases[i].nsrc, bytes, reps);
       double gbs = (double)bytes / dt / 1e9;
@@ -1126,7 +1126,7 @@ static int bench(size_t mib) {
              : fast ? "  portable"
                     : "");
     }
-    hd_reduce_fast(fast);
+    hc_reduce_fast(fast);
   }
   return 0;
 }

@@ -18,7 +18,6 @@
  * without undefined behaviour), the element type for integer MIN/MAX, and for
  * integer AVERAGE an exact sum: in float64 when it provably stays below 2^53,
  * else in 64-bit unsigned arithmetic (int64 sums wrap). */
-#define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +31,7 @@
 
 /* Through a small buffer, with plain copies: the blocks of a swap are
  * read and written at once, the lines being in the cache anyway. */
-void hd_swap_bytes(void *a, void *b, size_t n) {
+void hc_swap_bytes(void *a, void *b, size_t n) {
   unsigned char tmp[16u << 10], *pa = a, *pb = b;
   for (size_t off = 0; off < n; off += sizeof tmp) {
     size_t k = n - off < sizeof tmp ? n - off : sizeof tmp;
@@ -42,7 +41,7 @@ void hd_swap_bytes(void *a, void *b, size_t n) {
   }
 }
 
-void hd_copy_nt(void *dst, const void *src, size_t n) {
+void hc_copy_nt(void *dst, const void *src, size_t n) {
 #if defined(__SSE2__)
   if (n >= 256) {
     unsigned char *d = dst;
@@ -372,7 +371,7 @@ static void copy_all(void *const *dsts, int ndst, const unsigned char *src,
  * integer shifts, and hc_f2b's rounding). gcc compiles them for AVX2 through
  * function attributes, whatever -march the rest of the file gets.
  *
- * Same blocks as hd_reduce: every source of a block is read before the
+ * Same blocks as hc_reduce: every source of a block is read before the
  * block is written into dsts[0], then copied to the other destinations.
  * With two sources (or one, for AVERAGE) a block goes from the sources to
  * dsts[0] in one pass, through registers; with more, the sources are
@@ -398,7 +397,7 @@ static void copy_all(void *const *dsts, int ndst, const unsigned char *src,
 #include <cpuid.h>
 #endif
 
-#define HD_FAST 1
+#define HC_FAST 1
 #ifndef FAST_BLK
 #define FAST_BLK 1024u /* elements per block, a multiple of 8 */
 #endif
@@ -593,13 +592,13 @@ static fast_fn *const fast_kernels[2][HORA_OP_ELEMENTWISE] = {
 };
 #endif /* __x86_64__ */
 
-/* Whether hd_reduce uses the fast paths: -1 until decided, then 0 or 1.
+/* Whether hc_reduce uses the fast paths: -1 until decided, then 0 or 1.
  * Decided once, at the first reduction of a 16-bit float type: 1 where the
  * CPU has them and HORA_REDUCE_PORTABLE is unset, empty or "0". */
 static int use_fast = -1;
 
 static int fast_supported(void) {
-#ifdef HD_FAST
+#ifdef HC_FAST
   __builtin_cpu_init();
 #ifdef __clang__
   /* clang may not know "f16c" here. F16C needs the OS to save the YMM
@@ -629,13 +628,13 @@ static int fast_enabled(void) {
  * want 0 forces the portable kernels, with 1 the fast ones if the CPU has
  * them, with -1 changes nothing; returns whether the fast ones are in use.
  * Not for use while other threads reduce. */
-int hd_reduce_fast(int want) {
+int hc_reduce_fast(int want) {
   if (want == 0) __atomic_store_n(&use_fast, 0, __ATOMIC_RELAXED);
   if (want > 0) __atomic_store_n(&use_fast, fast_supported(), __ATOMIC_RELAXED);
   return fast_enabled();
 }
 
-void hd_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
+void hc_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
                size_t count, hora_dtype_t dtype, hora_op_t op, int divisor) {
   if (count == 0 || ndst <= 0 || nsrc < 1 ||
       (unsigned)dtype >= HORA_DTYPE_COUNT ||
@@ -652,7 +651,7 @@ void hd_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
     return;
   }
   struct avg avg = {div, (float)div, (double)div};
-#ifdef HD_FAST
+#ifdef HC_FAST
   if ((dtype == HORA_FLOAT16 || dtype == HORA_BFLOAT16) && fast_enabled()) {
     fast_kernels[dtype == HORA_BFLOAT16][op](dsts, ndst, srcs, nsrc, count,
                                              avg.f32);
