@@ -182,7 +182,9 @@ const struct hc_param *hc_param_find(const char *name);
   X(gloo_timeout_seconds) \
   X(log_hide_timestamp) \
   X(log) \
-  X(metrics_port)
+  X(metrics_port) \
+  X(fast_path_disable) \
+  X(fast_path_wait)
 
 enum hc_knob {
 #define HC_KNOB_ENUM(n) HC_KNOB_##n,

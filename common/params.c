@@ -189,6 +189,18 @@ const struct hc_param hc_params[] = {
      "TCP port on which each host's horad serves Prometheus metrics at "
      "/metrics, on every address of the host (0: none)",
      "port number", 65535},
+    {"fast_path_disable", "HORA_FAST_PATH_DISABLE", NULL, "--no-fast-path",
+     HC_P_BOOL, "0",
+     "turn off the fast path for small operations: on one host, an "
+     "allreduce or broadcast of at most 4 KiB per rank that every rank has "
+     "already run once by the same name is otherwise done by the ranks "
+     "themselves in a shared segment, without a round trip through horad",
+     NULL, 0},
+    {"fast_path_wait", "HORA_FAST_PATH_WAIT_US", NULL, NULL, HC_P_INT, "2000",
+     "microseconds a rank waits for its peers on the fast path before it "
+     "hands the operation to horad (which then waits as long as it takes, "
+     "with stall and deadlock checks)",
+     "microseconds", 10000000},
 };
 const size_t hc_nparams = HC_ARRAY_SIZE(hc_params);
 _Static_assert(HC_ARRAY_SIZE(hc_params) == HC_NKNOBS,

@@ -12,6 +12,7 @@
 #include "common.h"
 #include "conn.h"
 #include "link.h"
+#include "fast.h"
 #include "msg.h"
 #include "shm.h"
 
@@ -351,6 +352,16 @@ struct hd_job {
   char sock_path[108];
   struct hd_conn *conns; /* every accepted connection */
 
+  /* the small-operation fast path (local.c, proto/fast.h): a segment all
+   * the job's ranks share, made when they all lie on this host (-1, NULL:
+   * none); fast_off: what its `off` word says (the timeline is on) */
+  int fast_fd;
+  struct hp_fast_hdr *fast;
+  uint64_t fast_size;
+  uint32_t fast_off;
+  /* what earlier sessions' segments counted (metrics.c adds the rest) */
+  uint64_t fast_prev_ops[HP_FAST_COLLS][16], fast_prev_bytes[HP_FAST_COLLS][16];
+
   /* wake-ups and polling */
   int efd;
   uv_poll_t efd_poll;
@@ -471,6 +482,11 @@ int hd_local_all_back(const struct hd_job *job);
 void hd_new_session(struct hd_job *job);
 /* Refuses the local ranks that are back (the new session cannot start). */
 void hd_local_drop_rejoins(struct hd_job *job);
+/* The fast path's segment: brings its `off` word in line with the
+ * timeline (called after each poll of the rings that took entries); frees
+ * it (the job ends). */
+void hd_fast_sync(struct hd_job *job);
+void hd_fast_free(struct hd_job *job);
 
 /* session.c: a new session across hosts, agreed through host 0 */
 /* Every local rank is back: tells host 0 (or counts itself there). */

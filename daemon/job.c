@@ -18,6 +18,7 @@ struct hd_job *hd_job_new(struct hd_daemon *dm) {
   job->engines = hd_engines;
   hc_knobs_init(&job->knobs);
   job->efd = -1;
+  job->fast_fd = -1;
   job->gone_rank = -1;
   job->next = dm->jobs;
   dm->jobs = job;
@@ -46,6 +47,7 @@ void hd_job_free(struct hd_job *job) {
     if (r->memfd >= 0) close(r->memfd);
   }
   free(job->ranks);
+  hd_fast_free(job);
   free(job->peers);
   free(job->early);
   free(job->early_hello);

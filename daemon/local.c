@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "timeline.h"
 
 /* One accepted connection: before hello it belongs to nobody, after it to
  * its rank. Every one is on the daemon's list so the job's end closes
@@ -160,6 +162,66 @@ static int make_segment(struct hd_job *job, struct hd_rank *r) {
   return 0;
 }
 
+/* ---- the fast path's segment -------------------------------------------
+ * Made for a job whose ranks all lie on this host (2 to HP_FAST_RANKS of
+ * them), unless fast_path_disable says no; one per session, zeroed, so no
+ * round of an earlier session survives. horad writes only its `off` word
+ * and reads only the counters (metrics.c), which a rank may have
+ * scribbled on: numbers, nothing more. */
+static int fast_wanted(const struct hd_job *job) {
+  return !job->multi && job->nlocal >= 2 &&
+         (uint32_t)job->nlocal <= HP_FAST_RANKS &&
+         job->nlocal == job->desc.size &&
+         !hk_int(&job->knobs, fast_path_disable);
+}
+
+void hd_fast_free(struct hd_job *job) {
+  for (uint32_t c = 0; job->fast && c < HP_FAST_COLLS; c++)
+    for (uint32_t d = 0; d < 16; d++) {
+      job->fast_prev_ops[c][d] += atomic_load(&job->fast->ops[c][d]);
+      job->fast_prev_bytes[c][d] += atomic_load(&job->fast->bytes[c][d]);
+    }
+  if (job->fast) munmap(job->fast, job->fast_size);
+  if (job->fast_fd >= 0) close(job->fast_fd);
+  job->fast = NULL;
+  job->fast_fd = -1;
+  job->fast_size = 0;
+}
+
+static void make_fast(struct hd_job *job) {
+  if (job->fast || !fast_wanted(job)) return;
+  struct hp_fast_hdr layout;
+  memset(&layout, 0, sizeof layout);
+  uint64_t size = hp_fast_layout(&layout, (uint32_t)job->nlocal);
+  int fd = memfd_create("hora-fast", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  void *p = MAP_FAILED;
+  if (fd >= 0 && ftruncate(fd, (off_t)size) == 0 &&
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0)
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    /* the job runs without it: every operation goes through horad */
+    hc_warn("no shared memory for the fast path (%s): small operations go "
+            "through horad", strerror(errno));
+    if (fd >= 0) close(fd);
+    return;
+  }
+  memcpy(p, &layout, sizeof layout);
+  job->fast = p;
+  job->fast_fd = fd;
+  job->fast_size = size;
+  job->fast_off = 0;
+  hd_fast_sync(job);
+}
+
+void hd_fast_sync(struct hd_job *job) {
+  if (!job->fast) return;
+  uint32_t off = hd_tl_on(job->tl) ? 1u : 0u;
+  if (off != job->fast_off) {
+    job->fast_off = off;
+    atomic_store(&job->fast->off, off);
+  }
+}
+
 static int send_welcome(struct hd_job *job, struct hd_rank *r, int sock) {
   struct hp_welcome m = {.rank = r->info.rank,
                          .size = job->desc.size,
@@ -168,7 +230,8 @@ static int send_welcome(struct hd_job *job, struct hd_rank *r, int sock) {
                          .cross_rank = r->info.cross_rank,
                          .cross_size = r->info.cross_size,
                          .daemon_pid = (int32_t)getpid(),
-                         .shm_size = r->shm_size};
+                         .shm_size = r->shm_size,
+                         .fast_size = job->fast ? job->fast_size : 0};
   hc_fmt(m.hostname, sizeof m.hostname, "%s",
          hd_here(job));
   struct hp_wbuf w;
@@ -178,19 +241,20 @@ static int send_welcome(struct hd_job *job, struct hd_rank *r, int sock) {
     hp_wbuf_free(&w);
     return HORA_ENOMEM;
   }
-  int fds[2] = {r->memfd, job->efd};
+  int fds[3] = {r->memfd, job->efd, job->fast_fd};
+  size_t nfds = job->fast ? 3 : 2;
   char cbuf[CMSG_SPACE(sizeof fds)];
   memset(cbuf, 0, sizeof cbuf);
   struct iovec iov = {.iov_base = w.data, .iov_len = w.len};
   struct msghdr mh = {.msg_iov = &iov,
                       .msg_iovlen = 1,
                       .msg_control = cbuf,
-                      .msg_controllen = sizeof cbuf};
+                      .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
   struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  memcpy(CMSG_DATA(c), fds, sizeof fds);
+  c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+  memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
   ssize_t n;
   do n = sendmsg(sock, &mh, MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
@@ -279,6 +343,8 @@ void hd_new_session(struct hd_job *job) {
   for (uint32_t i = 0; job->peers && i < job->desc.nhosts; i++)
     job->peers[i].left = 0; /* their ranks shut down, and are back */
   job->session++;
+  hd_fast_free(job);
+  make_fast(job);
   if (hd_comms_init(job) < 0) {
     hc_error("out of memory starting a new session; stopping");
     hd_teardown(job, "horad is out of memory", 0);
@@ -350,6 +416,7 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
            r->gone ? "after it left the job" : "twice");
     return -1;
   }
+  make_fast(job);
   if (!r->shm) {
     int rc = make_segment(job, r);
     if (rc < 0) {

@@ -24,6 +24,7 @@
  * Nothing here blocks the loop: sockets are libuv's. */
 #define HC_LOG_SUB HC_SUB_METRICS
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -475,20 +476,40 @@ static const char *rank_host(const struct hd_job *job, int rank) {
   return hd_here(job);
 }
 
+/* The fast path's operations of (coll, dtype) on this host: counted by
+ * the ranks in the job's segment, and by earlier sessions' segments. */
+static void fast_counts(const struct hd_job *job, int coll, int dtype,
+                        uint64_t *ops, uint64_t *bytes) {
+  uint32_t c = coll == HORA_COLL_ALLREDUCE ? 1 : coll == HORA_COLL_BROADCAST ? 2 : 0;
+  *ops = *bytes = 0;
+  if (!c || dtype < 0 || dtype >= 16) return;
+  *ops = job->fast_prev_ops[c][dtype];
+  *bytes = job->fast_prev_bytes[c][dtype];
+  if (job->fast) {
+    *ops += atomic_load(&job->fast->ops[c][dtype]);
+    *bytes += atomic_load(&job->fast->bytes[c][dtype]);
+  }
+}
+
 static void render_job(struct sbuf *b, struct hd_job *job) {
   struct hd_metrics *mx = job->metrics;
   char host[600], lab[1400], hn[600];
   esc(host, sizeof host, hd_here(job));
 
+  /* an operation goes to the fast path only once horad has completed it:
+   * its series exists (comm 0) */
   family(b, "hora_operations_total", "counter",
          "Operations completed on this host, by collective, data type and "
-         "communicator (0: the whole job, else the process set's id).");
+         "communicator (0: the whole job, else the process set's id), the "
+         "fast path's included.");
   for (size_t i = 0; i < mx->nseries; i++) {
     const struct mseries *s = &mx->series[i];
+    uint64_t fo = 0, fb = 0;
+    if (s->comm == 0) fast_counts(job, s->coll, s->dtype, &fo, &fb);
     sb_printf(b, "hora_operations_total{host=\"%s\",collective=\"%s\","
               "dtype=\"%s\",comm=\"%u\"} %llu\n", host, hd_coll_name(s->coll),
               dtype_label(s->coll, s->dtype), s->comm,
-              (unsigned long long)s->ops);
+              (unsigned long long)(s->ops + fo));
   }
   family(b, "hora_operation_bytes_total", "counter",
          "Bytes of the operations completed on this host: each operation's "
@@ -496,10 +517,25 @@ static void render_job(struct sbuf *b, struct hd_job *job) {
          "submitted it.");
   for (size_t i = 0; i < mx->nseries; i++) {
     const struct mseries *s = &mx->series[i];
+    uint64_t fo = 0, fb = 0;
+    if (s->comm == 0) fast_counts(job, s->coll, s->dtype, &fo, &fb);
     sb_printf(b, "hora_operation_bytes_total{host=\"%s\",collective=\"%s\","
               "dtype=\"%s\",comm=\"%u\"} %llu\n", host, hd_coll_name(s->coll),
               dtype_label(s->coll, s->dtype), s->comm,
-              (unsigned long long)s->bytes);
+              (unsigned long long)(s->bytes + fb));
+  }
+  family(b, "hora_fast_path_operations_total", "counter",
+         "Of those, the operations the ranks did among themselves on the "
+         "fast path (small allreduces and broadcasts on one host), without "
+         "horad; the latency and negotiation histograms do not count them.");
+  for (size_t i = 0; i < mx->nseries; i++) {
+    const struct mseries *s = &mx->series[i];
+    uint64_t fo = 0, fb = 0;
+    if (s->comm == 0) fast_counts(job, s->coll, s->dtype, &fo, &fb);
+    if (fo)
+      sb_printf(b, "hora_fast_path_operations_total{host=\"%s\",collective="
+                "\"%s\",dtype=\"%s\"} %llu\n", host, hd_coll_name(s->coll),
+                dtype_label(s->coll, s->dtype), (unsigned long long)fo);
   }
   family(b, "hora_operation_failures_total", "counter",
          "Operations that failed on this host.");

@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <linux/futex.h>
@@ -162,7 +163,12 @@ static void dispatch(struct hd_rank *r, const struct hp_sqe *e) {
     hd_cancel(r, e);
     break;
   case HP_SQ_TIMELINE:
+    /* no operation may take the fast path from the moment the request
+     * completes: off first, then as the timeline says */
+    if (r->job->fast) atomic_store(&r->job->fast->off, 1);
+    r->job->fast_off = 1;
     hd_tl_request(r, e);
+    hd_fast_sync(r->job);
     break;
   default:
     hc_warn_rl("rank %d sent an entry of unknown kind %u; ignored",
@@ -225,6 +231,7 @@ int hd_poll_rings(struct hd_job *job) {
     }
   }
   job->corked = 0;
+  if (n && job->fast) hd_fast_sync(job); /* a timeline may have started */
   hd_send_readies(job);
   if (n) hd_run_ready(job);
   hd_flush_wakeups(job);

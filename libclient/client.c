@@ -34,12 +34,13 @@ static int env_int(const char *name, int *out) {
   return 0;
 }
 
-/* Reads one frame and up to two passed fds from the socket. */
-static int recv_welcome(int sock, struct hp_welcome *w, int fds[2]) {
+/* Reads one frame and its passed fds (the segment, horad's eventfd, and
+ * the fast path's segment when there is one) from the socket. */
+static int recv_welcome(int sock, struct hp_welcome *w, int fds[3]) {
   unsigned char buf[1024];
-  char cbuf[CMSG_SPACE(2 * sizeof(int))];
+  char cbuf[CMSG_SPACE(3 * sizeof(int))];
   size_t have = 0;
-  fds[0] = fds[1] = -1;
+  fds[0] = fds[1] = fds[2] = -1;
   while (have < HP_FRAME_HDR ||
          have < HP_FRAME_HDR + (size_t)(buf[8] | buf[9] << 8)) {
     struct pollfd pfd = {.fd = sock, .events = POLLIN};
@@ -60,9 +61,17 @@ static int recv_welcome(int sock, struct hp_welcome *w, int fds[2]) {
                       "this rank; its log says why)");
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c && mh.msg_controllen;
          c = CMSG_NXTHDR(&mh, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-          c->cmsg_len == CMSG_LEN(2 * sizeof(int)))
-        memcpy(fds, CMSG_DATA(c), 2 * sizeof(int));
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        if (k > 3) { /* not horad's: close what came */
+          int extra[64];
+          k = k > 64 ? 64 : k;
+          memcpy(extra, CMSG_DATA(c), k * sizeof(int));
+          for (size_t i = 0; i < k; i++) close(extra[i]);
+        } else {
+          memcpy(fds, CMSG_DATA(c), k * sizeof(int));
+        }
+      }
     have += (size_t)n;
     if (have == sizeof buf) break;
   }
@@ -173,10 +182,18 @@ static int connect_daemon(const char *path) {
     return hl_error(HORA_EPEERGONE, "rank %d cannot talk to horad", hl.rank);
   }
   struct hp_welcome wm;
-  int fds[2];
+  int fds[3];
   int rc = recv_welcome(s, &wm, fds);
   if (rc == 0) rc = map_segment(fds[0], wm.shm_size);
   if (fds[0] >= 0) close(fds[0]);
+  if (rc == 0 && wm.fast_size && fds[2] >= 0) {
+    hl.rank = wm.rank; /* fast.c checks it against the segment */
+    hl.size = wm.size;
+    if (hl_fast_map(fds[2], wm.fast_size) < 0)
+      hc_warn("rank %d: the fast path's shared memory is not usable; small "
+              "operations go through horad", wm.rank);
+  }
+  if (fds[2] >= 0) close(fds[2]);
   if (rc < 0) {
     if (fds[1] >= 0) close(fds[1]);
     close(s);
@@ -201,6 +218,7 @@ static int connect_daemon(const char *path) {
 static void release_daemon(int keep) {
   if (hl.shm && keep) hl_arena_retire(hl.shm, hl.shm_size);
   if (hl.shm && !keep) munmap(hl.shm, hl.shm_size);
+  hl_fast_unmap();
   hl.shm = NULL;
   hl.hdr = NULL;
   hl.arena = NULL;
@@ -230,6 +248,11 @@ int hora_init(void) {
   if (atomic_load(&hl.initialized)) {
     pthread_mutex_unlock(&init_lock);
     return 0;
+  }
+  static int log_ready;
+  if (!log_ready) { /* HORA_LOG_LEVEL, HORA_LOG (client:debug ...) */
+    hc_log_init("libhora", HC_WARNING);
+    log_ready = 1;
   }
   hl.spin_ns = (uint64_t)HC_MAX(0, hc_param_int(spin_us)) * 1000u;
   const char *path = getenv("HORA_DAEMON_SOCKET");

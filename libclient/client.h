@@ -34,7 +34,18 @@ struct hl_op {
   int status;
   char msg[HP_MSG_MAX + 1];
   uint32_t next_free;
+  uint32_t qflags; /* the request's flags (HORA_REQ_*) */
+  /* the fast path (fast.c): fkey, the operation's key when it is a
+   * candidate (0: not one); the rest while it is on the fast path */
+  uint64_t fkey;
+  _Atomic int fstate; /* HL_FS_* */
+  uint32_t fslot, fround;
+  _Atomic uint64_t ft0; /* when a waiter first looked at the clock (0: not yet) */
+  int froot, fnolist;
+  struct hp_sqe fe; /* last: op_new() clears only what comes before */
 };
+
+enum { HL_FS_NONE, HL_FS_WAIT, HL_FS_BUSY, HL_FS_DONE, HL_FS_HORAD };
 
 struct hl_state {
   _Atomic int initialized;
@@ -86,7 +97,29 @@ size_t hl_arena_live(void); /* blocks hora_alloc gave and nobody freed */
 void hl_arena_retire(const void *base, uint64_t size); /* left mapped */
 int hl_in_arena(const void *p, uint64_t bytes);
 
+/* fast.c: the fast path for small operations (proto/fast.h) */
+int hl_fast_map(int fd, uint64_t size); /* 0, or -1: no fast path */
+void hl_fast_unmap(void);
+int hl_fast_on(void);
+/* The key of e when it is of a kind the fast path takes (0: not one). */
+uint64_t hl_fast_candidate(const struct hp_sqe *e, uint32_t flags,
+                           uint64_t bytes);
+/* Puts op (op->fkey set) on the fast path: 1, or 0 when it goes to horad. */
+int hl_fast_offer(struct hl_op *op, const struct hp_sqe *e, uint32_t flags);
+void hl_fast_learn(uint64_t key); /* horad completed it: offer it next time */
+int hl_fast_settle(struct hl_op *op, int leave); /* its HL_FS_* after */
+int hl_fast_should_leave(struct hl_op *op, uint64_t now);
+void hl_fast_wait(struct hl_op *op);
+void hl_fast_sweep(void);
+int hl_fast_pending(void);
+uint64_t hl_fast_wait_ns(void);
+void hl_fast_join(int in); /* this rank enters (1) or leaves hora_join() */
+
 /* ops.c */
+/* Submits op (an allreduce or broadcast the fast path gave up on) to
+ * horad from op->fe. */
+int hl_submit_horad(struct hl_op *op);
+struct hl_op *hl_op_get(uint64_t id); /* NULL when stale */
 int hl_ops_init(void);
 void hl_ops_fini(void);
 void hl_drain_locked(void);

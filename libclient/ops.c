@@ -92,7 +92,7 @@ static struct hl_op *op_new(void) {
   }
   struct hl_op *op = op_at(slot);
   uint64_t gen = ++hl.generation;
-  memset(op, 0, sizeof *op);
+  memset(op, 0, offsetof(struct hl_op, fe));
   op->id = gen << SLOT_BITS | slot;
   pthread_mutex_unlock(&hl.op_lock);
   return op;
@@ -104,6 +104,13 @@ static struct hl_op *op_find(uint64_t id) {
   if (!id || slot == 0 || slot >= hl.nops) return NULL;
   struct hl_op *op = op_at(slot);
   return op->id == id ? op : NULL;
+}
+
+struct hl_op *hl_op_get(uint64_t id) {
+  pthread_mutex_lock(&hl.op_lock);
+  struct hl_op *op = op_find(id);
+  pthread_mutex_unlock(&hl.op_lock);
+  return op;
 }
 
 static void op_release(struct hl_op *op) {
@@ -212,6 +219,7 @@ static void finish_op(const struct hp_cqe *c, struct hl_op *op) {
   }
   if (op->aux_temp) hl_arena_free(op->aux_temp);
   op->aux_temp = NULL;
+  if (op->status >= 0 && op->fkey) hl_fast_learn(op->fkey);
   atomic_store_explicit(&op->done, 1, memory_order_release);
 }
 
@@ -259,9 +267,15 @@ void *hl_progress_main(void *arg) {
     uint32_t seq = atomic_load(&hl.hdr->prog_seq);
     atomic_store(&hl.hdr->prog_sleeping, 1);
     atomic_thread_fence(memory_order_seq_cst);
+    /* with the fast path, often enough to withdraw in time what nobody
+     * waits for (hl_fast_sweep) */
+    int ms = 1000;
+    if (hl_fast_on())
+      ms = hl_fast_pending() ? (int)HC_MAX(1, hl_fast_wait_ns() / 1000000) : 100;
     if (!cq_pending() && !atomic_load(&hl.stop))
-      hl_futex_wait(&hl.hdr->prog_seq, seq, 1000);
+      hl_futex_wait(&hl.hdr->prog_seq, seq, ms);
     atomic_store(&hl.hdr->prog_sleeping, 0);
+    if (hl_fast_on()) hl_fast_sweep();
   }
   return NULL;
 }
@@ -273,6 +287,8 @@ void hl_fail_pending(int status, const char *msg) {
   for (uint32_t i = 1; i < hl.nops; i++) {
     struct hl_op *op = op_at(i);
     if (!op->id || atomic_load(&op->done)) continue;
+    int fs = HL_FS_WAIT; /* off the fast path: nobody takes its outcome */
+    atomic_compare_exchange_strong(&op->fstate, &fs, HL_FS_DONE);
     op->status = status;
     hc_fmt(op->msg, sizeof op->msg, "%s", msg);
     if (op->temp) hl_arena_free(op->temp);
@@ -369,6 +385,11 @@ static void wait_done_id(struct hl_op *op, uint64_t id);
 static void wait_done(struct hl_op *op) { wait_done_id(op, 0); }
 
 static void wait_done_id(struct hl_op *op, uint64_t id) {
+  int fs = atomic_load(&op->fstate);
+  if (fs == HL_FS_WAIT || fs == HL_FS_BUSY) {
+    hl_fast_wait(op);
+    if (atomic_load_explicit(&op->done, memory_order_acquire)) return;
+  }
   uint64_t t0 = 0;
   unsigned spins = 0;
   int marked = 0, slot = -1;
@@ -524,6 +545,48 @@ static int sum_splits(const char *fn, const int64_t *v, int n, uint64_t *out) {
   }
   *out = s;
   return 0;
+}
+
+/* Where horad finds op's data (an allreduce, a broadcast, a join...: the
+ * output is the input's place): the arena where it lies, an arena copy,
+ * or else streamed (horad asks for chunks of send, and returns them to
+ * recv). */
+static int place(struct hl_op *op, struct hp_sqe *e, const char *fn) {
+  uint64_t es = hora_dtype_size((hora_dtype_t)op->dtype);
+  uint64_t bytes = op->count * es;
+  void *recv = op->recv;
+  if (bytes && hl_in_arena(recv, bytes) && (uintptr_t)recv % es == 0) {
+    if (op->send != recv) memmove(recv, op->send, bytes);
+    e->flags = HP_F_RESIDENT | (e->flags & HP_F_AUX);
+    e->offset = (uint64_t)((unsigned char *)recv - hl.shm);
+  } else if (bytes && fits_arena(bytes) && (op->temp = hl_arena_alloc(bytes))) {
+    if (op->coll == HORA_COLL_ALLREDUCE || op->froot)
+      memcpy(op->temp, op->send, bytes);
+    op->copy_back = !op->froot;
+    e->flags = HP_F_RESIDENT | (e->flags & HP_F_AUX);
+    e->offset = (uint64_t)((unsigned char *)op->temp - hl.shm);
+  } else if (bytes && e->op == HORA_ADASUM && op->coll == HORA_COLL_ALLREDUCE) {
+    return hl_error(HORA_ELIMIT, "%s '%s': Adasum needs the whole tensor in "
+                    "the arena, and its %llu bytes do not fit in the free "
+                    "part of the arena (HORA_ARENA_SIZE, --arena-size) (rank "
+                    "%d)", fn, e->name, (unsigned long long)bytes, hl.rank);
+  }
+  return 0;
+}
+
+int hl_submit_horad(struct hl_op *op) {
+  struct hp_sqe *e = &op->fe;
+  e->flags &= HP_F_AUX;
+  int rc = place(op, e, coll_word(op->coll));
+  if (rc == 0 && op->coll == HORA_COLL_ALLREDUCE &&
+      (op->qflags & HORA_REQ_WIRE16))
+    e->flags |= HP_F_WIRE16;
+  if (rc == 0) rc = sq_push(e);
+  if (rc < 0 && op->temp) {
+    hl_arena_free(op->temp);
+    op->temp = NULL;
+  }
+  return rc;
 }
 
 /* A group being submitted (hora_submit_group): its key comes from the
@@ -721,6 +784,13 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
     e.group_idx = g->idx;
   }
   int is_root = coll == HORA_COLL_BROADCAST && q->root_rank == hl.rank;
+  op->qflags = q->flags;
+  if (!g && !naux && q->name && hl_fast_on() &&
+      (op->fkey = hl_fast_candidate(&e, q->flags, bytes)) &&
+      hl_fast_offer(op, &e, q->flags)) {
+    *handle = (int64_t)op->id;
+    return 0;
+  }
   rc = 0;
   if (naux) {
     if (!(op->aux_temp = arena_copy(NULL, naux * 8))) {
@@ -799,23 +869,10 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
     e.recv_count = recv_count;
     e.recv_offset = rbytes ? (uint64_t)((unsigned char *)out - hl.shm)
                            : hl.hdr->arena_off;
-  } else if (bytes && hl_in_arena(recv, bytes) &&
-             (uintptr_t)recv % es == 0) {
-    if (q->sendbuf != recv) memmove(recv, q->sendbuf, bytes);
-    e.flags = HP_F_RESIDENT | (e.flags & HP_F_AUX);
-    e.offset = (uint64_t)((unsigned char *)recv - hl.shm);
-  } else if (bytes && fits_arena(bytes) && (op->temp = hl_arena_alloc(bytes))) {
-    if (coll == HORA_COLL_ALLREDUCE || is_root) memcpy(op->temp, q->sendbuf, bytes);
-    op->copy_back = !is_root;
-    e.flags = HP_F_RESIDENT | (e.flags & HP_F_AUX);
-    e.offset = (uint64_t)((unsigned char *)op->temp - hl.shm);
-  } else if (bytes && q->op == HORA_ADASUM && coll == HORA_COLL_ALLREDUCE) {
-    rc = hl_error(HORA_ELIMIT, "%s '%s': Adasum needs the whole tensor in "
-                  "the arena, and its %llu bytes do not fit in the free part "
-                  "of the arena (HORA_ARENA_SIZE, --arena-size) (rank %d)",
-                  fn, e.name, (unsigned long long)bytes, hl.rank);
-    goto fail;
-  } /* else streamed: horad asks for chunks of send, and returns them to recv */
+  } else {
+    op->froot = is_root;
+    if ((rc = place(op, &e, fn)) < 0) goto fail;
+  }
   if (coll == HORA_COLL_ALLREDUCE && (q->flags & HORA_REQ_WIRE16))
     e.flags |= HP_F_WIRE16;
   rc = sq_push(&e);
@@ -940,7 +997,11 @@ int hora_test(int64_t handle, int *done) {
   if (!op)
     return hl_error(HORA_EBADHANDLE, "hora_test: unknown or already "
                     "completed handle %lld", (long long)handle);
-  if (!atomic_load(&op->done) && pthread_mutex_trylock(&hl.cq_lock) == 0) {
+  int fs = atomic_load(&op->fstate);
+  if (fs == HL_FS_WAIT)
+    fs = hl_fast_settle(op, hl_fast_should_leave(op, hc_now_ns()));
+  if (!atomic_load(&op->done) && fs != HL_FS_WAIT && fs != HL_FS_BUSY &&
+      pthread_mutex_trylock(&hl.cq_lock) == 0) {
     hl_drain_locked();
     pthread_mutex_unlock(&hl.cq_lock);
   }
@@ -1028,7 +1089,12 @@ int hora_reducescatter(const char *name, const void *sendbuf, size_t count,
 
 int hora_join(void) {
   hora_request_t r = {.coll = HORA_COLL_JOIN};
-  return run_req(&r);
+  /* the peers' small operations go to horad, which gives this rank's
+   * neutral part, until every rank has joined */
+  if (atomic_load(&hl.initialized)) hl_fast_join(1);
+  int rc = run_req(&r);
+  if (atomic_load(&hl.initialized)) hl_fast_join(0);
+  return rc;
 }
 
 int hora_process_set_add(const int *ranks, int nranks) {

@@ -293,6 +293,7 @@ void hp_enc_welcome(struct hp_wbuf *w, const struct hp_welcome *m) {
   for (size_t i = 0; i < HC_ARRAY_SIZE(v); i++) hp_put_u32(w, (uint32_t)v[i]);
   hp_put_u64(w, m->shm_size);
   hp_put_str(w, m->hostname);
+  hp_put_u64(w, m->fast_size);
   hp_frame_end(w);
 }
 
@@ -306,6 +307,7 @@ int hp_dec_welcome(const unsigned char *p, size_t n, struct hp_welcome *m) {
   for (size_t i = 0; i < HC_ARRAY_SIZE(v); i++) *v[i] = (int32_t)hp_get_u32(&r);
   m->shm_size = hp_get_u64(&r);
   get_fixed_str(&r, m->hostname, sizeof m->hostname);
+  m->fast_size = hp_get_u64(&r);
   return finish(&r);
 }
 

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 7u
+#define HP_PROTO_VERSION 8u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -164,6 +164,9 @@ struct hp_welcome {
   int32_t daemon_pid;
   uint64_t shm_size;
   char hostname[256];
+  /* the job's fast-path segment (proto/fast.h), passed as a third fd;
+   * 0: none (the job spans hosts, or the fast path is off) */
+  uint64_t fast_size;
 };
 
 struct hp_job_rank {
