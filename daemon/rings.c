@@ -74,6 +74,13 @@ static void spin_cb(uv_idle_t *h) {
       idle = 0;
     } else if (++idle < 64) {
       cpu_relax();
+    } else if (job->multi) {
+      /* the other hosts' frames wait in the sockets, which only libuv
+       * polls: back to it (epoll with no timeout while this idle handle
+       * runs) rather than at the end of the slice, which would add up to
+       * SPIN_SLICE_NS to every hop of a small operation */
+      sched_yield();
+      break;
     } else {
       /* Ranks and the daemon may outnumber the cores: let them run. */
       sched_yield();
