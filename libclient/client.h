@@ -109,7 +109,9 @@ int hl_fast_offer(struct hl_op *op, const struct hp_sqe *e, uint32_t flags);
 void hl_fast_learn(uint64_t key); /* horad completed it: offer it next time */
 int hl_fast_settle(struct hl_op *op, int leave); /* its HL_FS_* after */
 int hl_fast_should_leave(struct hl_op *op, uint64_t now);
-void hl_fast_wait(struct hl_op *op);
+/* Waits on op's round until its outcome is taken (or, with id, until
+ * another thread took op's result). */
+void hl_fast_wait(struct hl_op *op, uint64_t id);
 void hl_fast_sweep(void);
 int hl_fast_pending(void);
 uint64_t hl_fast_wait_ns(void);

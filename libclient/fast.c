@@ -55,6 +55,7 @@ static struct {
   /* this rank's lane of the slot holds an operation (claimed by the
    * thread that offers one: a rank's threads may submit at once) */
   _Atomic unsigned char busy[HP_FAST_SLOTS];
+  _Atomic uint64_t busy_key[HP_FAST_SLOTS]; /* the key of what holds it */
   _Atomic uint64_t taken, back; /* done on the fast path; given to horad */
 } fp = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -64,6 +65,12 @@ static void cpu_relax(void) {
 #elif defined(__aarch64__)
   __asm__ __volatile__("yield");
 #endif
+}
+
+/* This rank's lane of slot s is free again. */
+static void lane_release(uint32_t s) {
+  atomic_store(&fp.busy_key[s], 0);
+  atomic_store(&fp.busy[s], 0);
 }
 
 static struct hp_fast_slot *slot_at(uint32_t s) {
@@ -107,7 +114,7 @@ int hl_fast_map(int fd, uint64_t size) {
   fp.wait_ns = (uint64_t)HC_MAX(0, hc_param_int(fast_path_wait)) * 1000u;
   atomic_store(&fp.taken, 0);
   atomic_store(&fp.back, 0);
-  for (uint32_t i = 0; i < HP_FAST_SLOTS; i++) atomic_store(&fp.busy[i], 0);
+  for (uint32_t i = 0; i < HP_FAST_SLOTS; i++) lane_release(i);
   return 0;
 }
 
@@ -182,7 +189,10 @@ void hl_fast_learn(uint64_t key) {
 /* ---- closing a round ------------------------------------------------ */
 
 static void wake_lane(struct hp_fast_lane *l) {
-  if (atomic_load_explicit(&l->sleeping, memory_order_seq_cst))
+  /* the outcome is stored: a sleeper that announced itself before is seen
+   * here (it checks the outcome again after its announcement) */
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&l->sleeping, memory_order_relaxed))
     syscall(SYS_futex, (uint32_t *)&l->outcome, FUTEX_WAKE, INT_MAX, NULL,
             NULL, 0);
 }
@@ -190,19 +200,15 @@ static void wake_lane(struct hp_fast_lane *l) {
 /* Every rank is in round `round` of slot s: this rank does the collective
  * for all (or fails the round when their metadata differ) and writes each
  * lane's outcome. */
-static void close_round(uint32_t s, uint64_t round) {
-  struct hp_fast_lane *mine = lane_at(s, fp.me);
-  const struct hp_fast_meta *m = &mine->meta;
+static void close_round(uint32_t s, uint64_t round,
+                        const struct hp_fast_meta *m) {
+  /* m is this rank's own copy, checked when it was offered: what the
+   * lanes say is compared with it, never used */
   int ok = 1;
   for (uint32_t r = 0; r < fp.n && ok; r++)
-    if (r != fp.me) ok = meta_equal(m, &lane_at(s, r)->meta);
+    ok = meta_equal(m, &lane_at(s, r)->meta);
   uint64_t es = hora_dtype_size((hora_dtype_t)m->dtype);
   uint64_t bytes = m->count * es;
-  if (ok && (m->dtype >= HORA_DTYPE_COUNT || bytes > HP_FAST_BYTES ||
-             (m->coll == HORA_COLL_ALLREDUCE && m->op >= HORA_OP_ELEMENTWISE) ||
-             (m->coll == HORA_COLL_BROADCAST &&
-              (m->root < 0 || (uint32_t)m->root >= fp.n))))
-    ok = 0; /* never offered so: a peer scribbled on its lane */
   if (ok && m->count) {
     void *v[HP_FAST_RANKS];
     for (uint32_t r = 0; r < fp.n; r++) v[r] = lane_at(s, r)->data;
@@ -299,10 +305,21 @@ int hl_fast_offer(struct hl_op *op, const struct hp_sqe *e, uint32_t flags) {
       must_leave())
     return 0;
   uint32_t s = (uint32_t)(key >> 40) & (HP_FAST_SLOTS - 1);
-  if (atomic_exchange(&fp.busy[s], 1)) return 0; /* this rank's lane there
-                                                    is taken */
+  if (atomic_exchange(&fp.busy[s], 1)) {
+    /* this rank's lane there is taken: by the very same operation, a
+     * name still in flight, which horad would refuse too */
+    if (atomic_load(&fp.busy_key[s]) != key) return 0;
+    op->status = HORA_EDUPNAME;
+    hc_fmt(op->msg, sizeof op->msg, "rank %d submitted tensor '%s' while an "
+           "operation of the same name is still in flight on that rank; "
+           "names of pending operations must be unique", hl.rank, e->name);
+    atomic_store(&op->fstate, HL_FS_DONE);
+    atomic_store_explicit(&op->done, 1, memory_order_release);
+    return 1;
+  }
+  atomic_store(&fp.busy_key[s], key);
   int rc = offer_at(op, e, flags, s);
-  if (!rc) atomic_store(&fp.busy[s], 0);
+  if (!rc) lane_release(s);
   return rc;
 }
 
@@ -314,13 +331,16 @@ static int offer_at(struct hl_op *op, const struct hp_sqe *e, uint32_t flags,
   uint32_t bit = 1u << fp.me;
   uint64_t bytes = op->count * hora_dtype_size((hora_dtype_t)op->dtype);
   int written = 0;
+  struct hp_fast_meta m;
+  meta_of(&m, e, flags);
   uint64_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
   for (;;) {
     uint32_t tomb = HP_FAST_TOMB(st), arrived = HP_FAST_ARRIVED(st);
     uint64_t round = HP_FAST_ROUND(st);
     if (tomb) {
       uint32_t from = HP_FAST_FROM(st);
-      if (hc_now_ns() - atomic_load(&sl->tomb_ns) > TOMB_TTL_NS) {
+      uint64_t now = hc_now_ns(), laid = atomic_load(&sl->tomb_ns);
+      if (now > laid && now - laid > TOMB_TTL_NS) {
         /* nobody came for it: the slot is free again */
         if (atomic_compare_exchange_weak(&sl->state, &st,
                                          HP_FAST_STATE(round, 0, 0, 0)))
@@ -329,8 +349,6 @@ static int offer_at(struct hl_op *op, const struct hp_sqe *e, uint32_t flags,
       }
       if (!(tomb & bit) || from >= fp.n) return 0;
       /* peers withdrew this very operation: go where they went */
-      struct hp_fast_meta m;
-      meta_of(&m, e, flags);
       if (!meta_equal(&m, &lane_at(s, from)->meta)) return 0;
       uint64_t nst = HP_FAST_STATE(round, tomb & ~bit, tomb & ~bit ? from : 0, 0);
       if (atomic_compare_exchange_weak(&sl->state, &st, nst)) return 0;
@@ -338,7 +356,7 @@ static int offer_at(struct hl_op *op, const struct hp_sqe *e, uint32_t flags,
     }
     if (arrived & bit) return 0; /* cannot be: busy[] says otherwise */
     if (!written) {
-      meta_of(&mine->meta, e, flags);
+      memcpy(&mine->meta, &m, meta_len(&m));
       if (bytes && (e->coll == HORA_COLL_ALLREDUCE ||
                     (uint32_t)e->root == fp.me))
         memcpy(mine->data, op->send, bytes);
@@ -360,7 +378,7 @@ static int offer_at(struct hl_op *op, const struct hp_sqe *e, uint32_t flags,
     atomic_store(&op->fstate, HL_FS_WAIT);
     if (closing) {
       op->fnolist = 1;
-      close_round(s, op->fround);
+      close_round(s, op->fround, &m);
       hl_fast_settle(op, 0); /* the result is there: take it now */
     } else if (pending_add(op->id) < 0) {
       /* the progress thread could not find it: leave now */
@@ -407,6 +425,13 @@ int hl_fast_settle(struct hl_op *op, int leave) {
   if (!atomic_compare_exchange_strong(&op->fstate, &want, HL_FS_BUSY))
     return want;
   struct hp_fast_lane *mine = lane_at(op->fslot, fp.me);
+  if (atomic_load_explicit(&op->done, memory_order_acquire)) {
+    /* failed meanwhile (hora shut down, horad gone): nothing to take */
+    if (!op->fnolist) pending_del(op->id);
+    lane_release(op->fslot);
+    atomic_store(&op->fstate, HL_FS_DONE);
+    return HL_FS_DONE;
+  }
   uint32_t done_ok = HP_FAST_OUTCOME(op->fround, 0);
   uint32_t done_bad = HP_FAST_OUTCOME(op->fround, 1);
   uint32_t out = atomic_load_explicit(&mine->outcome, memory_order_acquire);
@@ -416,11 +441,19 @@ int hl_fast_settle(struct hl_op *op, int leave) {
         atomic_store(&op->fstate, HL_FS_WAIT);
         return HL_FS_WAIT;
       }
-      /* the round closed first: its closer is writing the outcome */
+      /* the round closed first: its closer is writing the outcome (a
+       * closer that died meanwhile: taken as a failed round, and horad,
+       * which ends the job, says why) */
+      uint64_t t0 = hc_now_ns();
       while ((out = atomic_load_explicit(&mine->outcome,
                                          memory_order_acquire)) != done_ok &&
-             out != done_bad)
+             out != done_bad) {
+        if (atomic_load(&hl.hdr->closed) || hc_now_ns() - t0 > 1000000000u) {
+          out = done_bad;
+          break;
+        }
         sched_yield();
+      }
     } else {
       out = done_bad;
     }
@@ -429,7 +462,7 @@ int hl_fast_settle(struct hl_op *op, int leave) {
   if (out == done_ok) {
     uint64_t bytes = op->count * hora_dtype_size((hora_dtype_t)op->dtype);
     if (!op->froot && bytes) memcpy(op->recv, mine->data, bytes);
-    atomic_store(&fp.busy[op->fslot], 0); /* the lane is free again */
+    lane_release(op->fslot);
     op->status = 0;
     op->msg[0] = '\0';
     atomic_fetch_add_explicit(&fp.taken, 1, memory_order_relaxed);
@@ -439,7 +472,7 @@ int hl_fast_settle(struct hl_op *op, int leave) {
   }
   /* the round failed (metadata differ, or someone withdrew): horad
    * decides, as if the fast path had never been tried */
-  atomic_store(&fp.busy[op->fslot], 0);
+  lane_release(op->fslot);
   atomic_fetch_add_explicit(&fp.back, 1, memory_order_relaxed);
   atomic_store(&op->fstate, HL_FS_HORAD);
   int rc = hl_submit_horad(op);
@@ -456,8 +489,8 @@ int hl_fast_settle(struct hl_op *op, int leave) {
  * done before anyone looks). */
 static uint64_t waited(struct hl_op *op, uint64_t now) {
   uint64_t t0 = atomic_load_explicit(&op->ft0, memory_order_relaxed);
-  if (!t0 && !atomic_compare_exchange_strong(&op->ft0, &t0, now)) return now - t0;
-  return t0 ? now - t0 : 0;
+  if (!t0 && atomic_compare_exchange_strong(&op->ft0, &t0, now)) return 0;
+  return now > t0 ? now - t0 : 0; /* another thread's clock may be later */
 }
 
 int hl_fast_should_leave(struct hl_op *op, uint64_t now) {
@@ -466,11 +499,13 @@ int hl_fast_should_leave(struct hl_op *op, uint64_t now) {
 
 /* Waits for op's round (spinning, then asleep on its lane) until its
  * outcome is taken or the wait limit says leave. */
-void hl_fast_wait(struct hl_op *op) {
+void hl_fast_wait(struct hl_op *op, uint64_t id) {
   struct hp_fast_lane *mine = lane_at(op->fslot, fp.me);
   unsigned spins = 0;
   for (;;) {
     if (atomic_load_explicit(&op->done, memory_order_acquire)) return;
+    if (id && __atomic_load_n(&op->id, __ATOMIC_ACQUIRE) != id)
+      return; /* another thread took the result (hora_wait_ready) */
     /* the outcome usually comes within a few hundred nanoseconds: no
      * look at the clock before then */
     if (++spins < 256) {
@@ -499,6 +534,9 @@ void hl_fast_wait(struct hl_op *op) {
     }
     uint64_t left = w < fp.wait_ns ? fp.wait_ns - w : 1000;
     uint32_t seen = atomic_load_explicit(&mine->outcome, memory_order_acquire);
+    if (seen == HP_FAST_OUTCOME(op->fround, 0) ||
+        seen == HP_FAST_OUTCOME(op->fround, 1))
+      continue; /* it came meanwhile: no sleep */
     atomic_store(&mine->sleeping, 1);
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load(&mine->outcome) == seen) {

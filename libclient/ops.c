@@ -270,8 +270,8 @@ void *hl_progress_main(void *arg) {
     /* with the fast path, often enough to withdraw in time what nobody
      * waits for (hl_fast_sweep) */
     int ms = 1000;
-    if (hl_fast_on())
-      ms = hl_fast_pending() ? (int)HC_MAX(1, hl_fast_wait_ns() / 1000000) : 100;
+    if (hl_fast_on()) /* (what is added while it sleeps waits <= 10 ms) */
+      ms = hl_fast_pending() ? (int)HC_MAX(1, hl_fast_wait_ns() / 1000000) : 10;
     if (!cq_pending() && !atomic_load(&hl.stop))
       hl_futex_wait(&hl.hdr->prog_seq, seq, ms);
     atomic_store(&hl.hdr->prog_sleeping, 0);
@@ -287,8 +287,10 @@ void hl_fail_pending(int status, const char *msg) {
   for (uint32_t i = 1; i < hl.nops; i++) {
     struct hl_op *op = op_at(i);
     if (!op->id || atomic_load(&op->done)) continue;
-    int fs = HL_FS_WAIT; /* off the fast path: nobody takes its outcome */
-    atomic_compare_exchange_strong(&op->fstate, &fs, HL_FS_DONE);
+    /* on the fast path: a thread taking its outcome now (BUSY) completes
+     * it, or gives it to horad, which fails it; otherwise failed here,
+     * and whoever looks at it later finds it done */
+    if (atomic_load(&op->fstate) == HL_FS_BUSY) continue;
     op->status = status;
     hc_fmt(op->msg, sizeof op->msg, "%s", msg);
     if (op->temp) hl_arena_free(op->temp);
@@ -387,8 +389,10 @@ static void wait_done(struct hl_op *op) { wait_done_id(op, 0); }
 static void wait_done_id(struct hl_op *op, uint64_t id) {
   int fs = atomic_load(&op->fstate);
   if (fs == HL_FS_WAIT || fs == HL_FS_BUSY) {
-    hl_fast_wait(op);
-    if (atomic_load_explicit(&op->done, memory_order_acquire)) return;
+    hl_fast_wait(op, id);
+    if (atomic_load_explicit(&op->done, memory_order_acquire) ||
+        (id && __atomic_load_n(&op->id, __ATOMIC_ACQUIRE) != id))
+      return;
   }
   uint64_t t0 = 0;
   unsigned spins = 0;

@@ -2,9 +2,10 @@
 # fast.sh -- the fast path for small operations on one host (it_fast.c):
 # results equal to horad's bit for bit, for every dtype x op, scale
 # factors and broadcast roots; operations in different orders and more
-# of them than slots; threads of a rank at once; a late rank, a mismatch, join, a rank that keeps
-# out, a rank that dies; off with --no-fast-path and while the timeline
-# records; counted in /metrics.
+# of them than slots; threads of a rank at once; a late rank, a mismatch,
+# a name twice in flight, join, a rank that keeps out, a rank that dies;
+# off with --no-fast-path and while the timeline records; counted in
+# /metrics.
 . "$(dirname "$0")/lib.sh"
 
 ok() { # NAME NP MODE
@@ -24,6 +25,10 @@ done
 for np in 2 3; do
   hrun order.np$np 120 HORA_LOG=client:debug -np $np "$T/it_fast" order 3
   ok order.np$np $np order && used order.np$np $np
+  hrun dup.np$np 120 -np $np "$T/it_fast" dup
+  ok dup.np$np $np dup &&
+    expect_grep dup.np$np out "^\[0\]<stdout>:rank 0: dup error: rank 0 submitted tensor 'd' while an operation of the same name is still in flight" \
+      "rank 0's second 'd' in flight was refused"
   hrun join.np$np 120 -np $np "$T/it_fast" join 5
   ok join.np$np $np join
   hrun mismatch.np$np 120 -np $np "$T/it_fast" mismatch

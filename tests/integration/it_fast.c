@@ -12,6 +12,9 @@
  *   skew     rank 1 comes 5 ms late to each (longer than the wait limit)
  *   mismatch rank 1 gives a learnt name another count: horad's error on
  *            every rank, then the job goes on
+ *   dup      rank 0 submits a learnt name twice while the first is in
+ *            flight (the others come 50 ms later, once): the second
+ *            fails with HORA_EDUPNAME, the first completes
  *   join     rank 0 joins while the others go on with learnt operations:
  *            its part is the neutral one
  *   diverge  rank 1 keeps out of the fast path (HORA_FAST_PATH_DISABLE=1
@@ -256,6 +259,22 @@ int main(int argc, char **argv) {
           hora_last_error());
     if (rc) printf("rank %d: mismatch error: %s\n", rank, hora_last_error());
     for (int i = 0; i < 3; i++) sum1("after", rank + i, tri + size * i);
+  } else if (!strcmp(mode, "dup")) {
+    for (int i = 0; i < 3; i++) sum1("d", rank, tri); /* learnt */
+    double x = rank, y = rank;
+    int64_t h1, h2;
+    if (rank != 0) sleep_us(50000); /* rank 0's first 'd' is still open */
+    int rc1 = hora_allreduce_async("d", &x, &x, 1, HORA_FLOAT64, HORA_SUM, &h1);
+    if (rank == 0) {
+      int rc2 = hora_allreduce_async("d", &y, &y, 1, HORA_FLOAT64, HORA_SUM, &h2);
+      if (rc2 == 0) rc2 = hora_wait(h2);
+      CHECK(rc2 == HORA_EDUPNAME && strstr(hora_last_error(), "'d'"),
+            "a second 'd' in flight: rc %d (%s)", rc2, hora_last_error());
+      if (rc2) printf("rank %d: dup error: %s\n", rank, hora_last_error());
+    }
+    if (rc1 == 0) rc1 = hora_wait(h1);
+    CHECK(rc1 == 0 && x == tri, "the first 'd': rc %d got %g", rc1, x);
+    for (int i = 0; i < 3; i++) sum1("d", rank + i, tri + size * i);
   } else if (!strcmp(mode, "join")) {
     for (int i = 0; i < 3; i++) sum1("j", rank, tri); /* learnt */
     if (rank == 0) {
