@@ -441,14 +441,16 @@ int hl_fast_settle(struct hl_op *op, int leave) {
         atomic_store(&op->fstate, HL_FS_WAIT);
         return HL_FS_WAIT;
       }
-      /* the round closed first: its closer is writing the outcome (a
-       * closer that died meanwhile: taken as a failed round, and horad,
-       * which ends the job, says why) */
+      /* the round closed first: its closer is writing the outcome. A
+       * closer that died meanwhile: horad ends the job (closed), and the
+       * round counts as failed; the 30 s are for a horad gone too (a
+       * closer merely descheduled that long is not waited for) */
       uint64_t t0 = hc_now_ns();
       while ((out = atomic_load_explicit(&mine->outcome,
                                          memory_order_acquire)) != done_ok &&
              out != done_bad) {
-        if (atomic_load(&hl.hdr->closed) || hc_now_ns() - t0 > 1000000000u) {
+        if (atomic_load(&hl.hdr->closed) ||
+            hc_now_ns() - t0 > 30000000000ull) {
           out = done_bad;
           break;
         }
