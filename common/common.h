@@ -126,6 +126,15 @@ void hc_log_flush_suppressed(int all);
 /* ---- time ------------------------------------------------------------- */
 uint64_t hc_now_ns(void); /* CLOCK_MONOTONIC */
 
+/* One pause of a spin-wait loop (the CPU's hint; nothing elsewhere). */
+static inline void hc_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 /* ---- parameters ------------------------------------------------------- */
 enum hc_ptype { HC_P_INT, HC_P_SIZE, HC_P_DOUBLE, HC_P_STRING, HC_P_BOOL };
 

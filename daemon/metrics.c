@@ -480,7 +480,7 @@ static const char *rank_host(const struct hd_job *job, int rank) {
  * the ranks in the job's segment, and by earlier sessions' segments. */
 static void fast_counts(const struct hd_job *job, int coll, int dtype,
                         uint64_t *ops, uint64_t *bytes) {
-  uint32_t c = coll == HORA_COLL_ALLREDUCE ? 1 : coll == HORA_COLL_BROADCAST ? 2 : 0;
+  uint32_t c = hp_fast_coll_index(coll);
   *ops = *bytes = 0;
   if (!c || dtype < 0 || dtype >= 16) return;
   *ops = job->fast_prev_ops[c][dtype];

@@ -24,14 +24,6 @@
 
 #define SPIN_SLICE_NS 50000u /* back to libuv at least this often */
 
-static void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 
 static void set_sleeping(struct hd_job *job, uint32_t v) {
   for (int i = 0; i < job->nlocal; i++)
@@ -73,7 +65,7 @@ static void spin_cb(uv_idle_t *h) {
       job->last_activity = hc_now_ns();
       idle = 0;
     } else if (++idle < 64) {
-      cpu_relax();
+      hc_cpu_relax();
     } else if (job->multi) {
       /* the other hosts' frames wait in the sockets, which only libuv
        * polls: back to it (epoll with no timeout while this idle handle

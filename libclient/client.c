@@ -180,15 +180,8 @@ static int connect_daemon(const char *path) {
   int rc = recv_welcome(s, &wm, fds);
   if (rc == 0) rc = map_segment(fds[0], wm.shm_size);
   if (fds[0] >= 0) close(fds[0]);
-  if (rc == 0 && wm.fast_size && fds[2] >= 0) {
-    hl.rank = wm.rank; /* fast.c checks it against the segment */
-    hl.size = wm.size;
-    if (hl_fast_map(fds[2], wm.fast_size) < 0)
-      hc_warn("rank %d: the fast path's shared memory is not usable; small "
-              "operations go through horad", wm.rank);
-  }
-  if (fds[2] >= 0) close(fds[2]);
   if (rc < 0) {
+    if (fds[2] >= 0) close(fds[2]);
     if (fds[1] >= 0) close(fds[1]);
     close(s);
     return rc;
@@ -202,6 +195,11 @@ static int connect_daemon(const char *path) {
   hl.cross_rank = wm.cross_rank;
   hl.cross_size = wm.cross_size;
   hc_fmt(hl.hostname, sizeof hl.hostname, "%s", wm.hostname);
+  /* fast.c checks the segment against the rank and size just set */
+  if (wm.fast_size && fds[2] >= 0 && hl_fast_map(fds[2], wm.fast_size) < 0)
+    hc_warn("rank %d: the fast path's shared memory is not usable; small "
+            "operations go through horad", hl.rank);
+  if (fds[2] >= 0) close(fds[2]);
   return 0;
 }
 

@@ -101,11 +101,15 @@ int hl_in_arena(const void *p, uint64_t bytes);
 int hl_fast_map(int fd, uint64_t size); /* 0, or -1: no fast path */
 void hl_fast_unmap(void);
 int hl_fast_on(void);
-/* The key of e when it is of a kind the fast path takes (0: not one). */
+/* The key of e when it is of a kind the fast path takes (0: not one),
+ * with its metadata in *m for hl_fast_offer(). */
+struct hp_fast_meta;
 uint64_t hl_fast_candidate(const struct hp_sqe *e, uint32_t flags,
-                           uint64_t bytes);
-/* Puts op (op->fkey set) on the fast path: 1, or 0 when it goes to horad. */
-int hl_fast_offer(struct hl_op *op, const struct hp_sqe *e, uint32_t flags);
+                           uint64_t bytes, struct hp_fast_meta *m);
+/* Puts op (op->fkey set from m) on the fast path: 1, or 0 when it goes to
+ * horad. */
+int hl_fast_offer(struct hl_op *op, const struct hp_sqe *e,
+                  const struct hp_fast_meta *m);
 void hl_fast_learn(uint64_t key); /* horad completed it: offer it next time */
 int hl_fast_settle(struct hl_op *op, int leave); /* its HL_FS_* after */
 int hl_fast_should_leave(struct hl_op *op, uint64_t now);

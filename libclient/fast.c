@@ -18,8 +18,6 @@
  * longer than fast_path_wait, so that no operation is left on the fast
  * path while a peer waits for it in horad. */
 #define HC_LOG_SUB HC_SUB_CLIENT
-#include <errno.h>
-#include <stdio.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
@@ -58,14 +56,6 @@ static struct {
   _Atomic uint64_t busy_key[HP_FAST_SLOTS]; /* the key of what holds it */
   _Atomic uint64_t taken, back; /* done on the fast path; given to horad */
 } fp = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-static void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 /* This rank's lane of slot s is free again. */
 static void lane_release(uint32_t s) {
@@ -226,7 +216,7 @@ static void close_round(uint32_t s, uint64_t round,
     }
   }
   if (ok) {
-    uint32_t c = m->coll == HORA_COLL_ALLREDUCE ? 1 : 2;
+    uint32_t c = hp_fast_coll_index(m->coll);
     atomic_fetch_add_explicit(&fp.hdr->ops[c][m->dtype], 1,
                               memory_order_relaxed);
     atomic_fetch_add_explicit(&fp.hdr->bytes[c][m->dtype], bytes,
@@ -285,20 +275,20 @@ static int must_leave(void) {
 }
 
 uint64_t hl_fast_candidate(const struct hp_sqe *e, uint32_t flags,
-                           uint64_t bytes) {
+                           uint64_t bytes, struct hp_fast_meta *m) {
   if (!fp.hdr || bytes > HP_FAST_BYTES || e->comm != 0 ||
-      (e->coll != HORA_COLL_ALLREDUCE && e->coll != HORA_COLL_BROADCAST) ||
+      !hp_fast_coll_index(e->coll) ||
       (e->coll == HORA_COLL_ALLREDUCE && e->op >= HORA_OP_ELEMENTWISE))
     return 0;
-  struct hp_fast_meta m;
-  meta_of(&m, e, flags);
-  return meta_key(&m);
+  meta_of(m, e, flags);
+  return meta_key(m);
 }
 
-static int offer_at(struct hl_op *op, const struct hp_sqe *e, uint32_t flags,
-                    uint32_t s);
+static int offer_at(struct hl_op *op, const struct hp_sqe *e,
+                    const struct hp_fast_meta *m, uint32_t s);
 
-int hl_fast_offer(struct hl_op *op, const struct hp_sqe *e, uint32_t flags) {
+int hl_fast_offer(struct hl_op *op, const struct hp_sqe *e,
+                  const struct hp_fast_meta *m) {
   uint64_t key = op->fkey;
   if (!key || atomic_load_explicit(&fp.learnt[key % LEARNT],
                                    memory_order_relaxed) != key ||
@@ -318,21 +308,19 @@ int hl_fast_offer(struct hl_op *op, const struct hp_sqe *e, uint32_t flags) {
     return 1;
   }
   atomic_store(&fp.busy_key[s], key);
-  int rc = offer_at(op, e, flags, s);
+  int rc = offer_at(op, e, m, s);
   if (!rc) lane_release(s);
   return rc;
 }
 
 /* offer(), with this rank's lane of slot s claimed. */
-static int offer_at(struct hl_op *op, const struct hp_sqe *e, uint32_t flags,
-                    uint32_t s) {
+static int offer_at(struct hl_op *op, const struct hp_sqe *e,
+                    const struct hp_fast_meta *m, uint32_t s) {
   struct hp_fast_slot *sl = slot_at(s);
   struct hp_fast_lane *mine = lane_at(s, fp.me);
   uint32_t bit = 1u << fp.me;
   uint64_t bytes = op->count * hora_dtype_size((hora_dtype_t)op->dtype);
   int written = 0;
-  struct hp_fast_meta m;
-  meta_of(&m, e, flags);
   uint64_t st = atomic_load_explicit(&sl->state, memory_order_acquire);
   for (;;) {
     uint32_t tomb = HP_FAST_TOMB(st), arrived = HP_FAST_ARRIVED(st);
@@ -349,14 +337,14 @@ static int offer_at(struct hl_op *op, const struct hp_sqe *e, uint32_t flags,
       }
       if (!(tomb & bit) || from >= fp.n) return 0;
       /* peers withdrew this very operation: go where they went */
-      if (!meta_equal(&m, &lane_at(s, from)->meta)) return 0;
+      if (!meta_equal(m, &lane_at(s, from)->meta)) return 0;
       uint64_t nst = HP_FAST_STATE(round, tomb & ~bit, tomb & ~bit ? from : 0, 0);
       if (atomic_compare_exchange_weak(&sl->state, &st, nst)) return 0;
       continue;
     }
     if (arrived & bit) return 0; /* cannot be: busy[] says otherwise */
     if (!written) {
-      memcpy(&mine->meta, &m, meta_len(&m));
+      memcpy(&mine->meta, m, meta_len(m));
       if (bytes && (e->coll == HORA_COLL_ALLREDUCE ||
                     (uint32_t)e->root == fp.me))
         memcpy(mine->data, op->send, bytes);
@@ -378,7 +366,7 @@ static int offer_at(struct hl_op *op, const struct hp_sqe *e, uint32_t flags,
     atomic_store(&op->fstate, HL_FS_WAIT);
     if (closing) {
       op->fnolist = 1;
-      close_round(s, op->fround, &m);
+      close_round(s, op->fround, m);
       hl_fast_settle(op, 0); /* the result is there: take it now */
     } else if (pending_add(op->id) < 0) {
       /* the progress thread could not find it: leave now */
@@ -514,7 +502,7 @@ void hl_fast_wait(struct hl_op *op, uint64_t id) {
       uint32_t out = atomic_load_explicit(&mine->outcome, memory_order_acquire);
       if (out != HP_FAST_OUTCOME(op->fround, 0) &&
           out != HP_FAST_OUTCOME(op->fround, 1)) {
-        cpu_relax();
+        hc_cpu_relax();
         continue;
       }
     }

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "fast.h"
 #include "half.h"
 
 #define SLOT_BITS 24u
@@ -37,14 +38,6 @@ static struct hl_op *op_at(uint32_t slot) {
   return &hl.op_blocks[slot / BLOCK_OPS][slot % BLOCK_OPS];
 }
 #define SLEEP_CHECK_MS 100
-
-static void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 void hl_futex_wake_all(_Atomic uint32_t *w) {
   syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
@@ -155,7 +148,7 @@ static int sq_push(const struct hp_sqe *e) {
                       hl.rank, hl.hostname);
     }
     if (++spins > 16) sched_yield();
-    else cpu_relax();
+    else hc_cpu_relax();
   }
   /* the header and the name: horad reads no more */
   size_t n = offsetof(struct hp_sqe, name) + e->name_len + 1;
@@ -407,7 +400,7 @@ static void wait_done_id(struct hl_op *op, uint64_t id) {
     }
     if (!t0) t0 = hc_now_ns();
     if (++spins < 32) {
-      cpu_relax();
+      hc_cpu_relax();
       continue;
     }
     uint64_t waited = hc_now_ns() - t0;
@@ -789,9 +782,10 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
   }
   int is_root = coll == HORA_COLL_BROADCAST && q->root_rank == hl.rank;
   op->qflags = q->flags;
+  struct hp_fast_meta fm;
   if (!g && !naux && q->name && hl_fast_on() &&
-      (op->fkey = hl_fast_candidate(&e, q->flags, bytes)) &&
-      hl_fast_offer(op, &e, q->flags)) {
+      (op->fkey = hl_fast_candidate(&e, q->flags, bytes, &fm)) &&
+      hl_fast_offer(op, &e, &fm)) {
     *handle = (int64_t)op->id;
     return 0;
   }

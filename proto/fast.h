@@ -97,6 +97,11 @@ struct hp_fast_lane {
 #define HP_FAST_OUTCOME(round, failed)                                         \
   ((uint32_t)(((uint32_t)(round) + 1u) << 1 | ((failed) ? 1u : 0u)))
 
+/* The counters' index of a collective (0: not one the fast path takes). */
+static inline uint32_t hp_fast_coll_index(int coll) {
+  return coll == HORA_COLL_ALLREDUCE ? 1u : coll == HORA_COLL_BROADCAST ? 2u : 0u;
+}
+
 /* Fills the layout for n ranks into *h; returns the total size. */
 static inline uint64_t hp_fast_layout(struct hp_fast_hdr *h, uint32_t n) {
   const uint64_t page = 4096;
