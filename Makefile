@@ -137,7 +137,14 @@ $(BUILD)/tests/mh_probe: tests/multihost/mh_probe.c $(call obj,$(COMMON_SRC) pro
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $^ -o $@ $(LDFLAGS) $(PKG_LIBS)
 
-check: all $(UNIT_BIN) $(ITEST_BIN) $(MH_BIN)
+# A stand-in for the CUDA driver, for the tests of device buffers
+# (it_cuda): libhora finds it as it finds the real one.
+FAKECUDA := $(BUILD)/tests/fakecuda/libcuda.so.1
+$(FAKECUDA): tests/fakecuda/libcuda.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libcuda.so.1 $< -o $@ $(LDFLAGS)
+
+check: all $(UNIT_BIN) $(ITEST_BIN) $(MH_BIN) $(FAKECUDA)
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) sh tests/run.sh
 
 asan:

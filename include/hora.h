@@ -46,7 +46,8 @@ extern "C" {
   X(EVERSION, -2012, "libhora and horad speak different protocol versions")  \
   X(ELIMIT, -2013, "a limit of hora was reached")                             \
   X(EDEADLOCK, -2014, "deadlock: ranks wait on operations that cannot "        \
-                      "complete")
+                      "complete")                                              \
+  X(EDEVICE, -2015, "a call to the GPU's driver failed")
 
 typedef enum {
   HORA_OK = 0,
@@ -223,7 +224,10 @@ int hora_thread_helper(void);
  *                process-set change; one that has started only when it
  *                is streamed on one host: one in the arenas runs between
  *                its chunks); the highest any rank gave counts
- *   flags        HORA_REQ_* bits; others are refused */
+ *   flags        HORA_REQ_* bits; others are refused
+ *   stream       for device (CUDA) buffers: the stream (a cudaStream_t or
+ *                CUstream; NULL: the default stream) that orders the work
+ *                producing the input; see DEVICE BUFFERS in hora(3) */
 typedef struct hora_request {
   hora_coll_t coll;
   const char *name;
@@ -242,7 +246,8 @@ typedef struct hora_request {
   const int64_t *recv_splits;
   int priority;
   int flags;
-  int reserved[6];
+  void *stream;
+  int reserved[4];
 } hora_request_t;
 
 /* hora_request_t.flags. HORA_REQ_WIRE16: an allreduce of float16 or

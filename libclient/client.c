@@ -208,6 +208,7 @@ static int connect_daemon(const char *path) {
  * stays mapped, as private memory of the process from then on, until it
  * exits, so that touching them never faults. */
 static void release_daemon(int keep) {
+  hl_cuda_release_segment();
   if (hl.shm && keep) hl_arena_retire(hl.shm, hl.shm_size);
   if (hl.shm && !keep) munmap(hl.shm, hl.shm_size);
   hl_fast_unmap();

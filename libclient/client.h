@@ -35,6 +35,10 @@ struct hl_op {
   char msg[HP_MSG_MAX + 1];
   uint32_t next_free;
   uint32_t qflags; /* the request's flags (HORA_REQ_*) */
+  /* device buffers (cuda.c): their contexts (NULL: host memory), the
+   * caller's stream, and a failed copy's error (its message in msg) */
+  void *send_ctx, *recv_ctx, *stream;
+  int copy_err;
   /* the fast path (fast.c): fkey, the operation's key when it is a
    * candidate (0: not one); the rest while it is on the fast path */
   uint64_t fkey;
@@ -120,6 +124,20 @@ void hl_fast_sweep(void);
 int hl_fast_pending(void);
 uint64_t hl_fast_wait_ns(void);
 void hl_fast_join(int in); /* this rank enters (1) or leaves hora_join() */
+
+/* cuda.c: device buffers, staged through the shared segment */
+/* 1 and its context in *ctx when p is device memory, 0 when it is host
+ * memory (always, in a process that has not loaded the CUDA driver), or a
+ * HORA_E* error. */
+int hl_cuda_locate(const void *p, void **ctx);
+/* Copies bytes between a device buffer of context ctx and host memory
+ * (or device to device), on stream or (own) on libhora's own stream of
+ * ctx, and waits for the copy: 0 or HORA_EDEVICE. */
+int hl_cuda_copy(void *dst, const void *src, uint64_t bytes, void *ctx,
+                 void *stream, int own);
+/* Waits until the work queued on stream so far is done. */
+int hl_cuda_sync(void *ctx, void *stream);
+void hl_cuda_release_segment(void); /* before the segment is unmapped */
 
 /* ops.c */
 /* Submits op (an allreduce or broadcast the fast path gave up on) to

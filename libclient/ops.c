@@ -167,6 +167,30 @@ static void wake_waiters(void) {
   }
 }
 
+/* Copies of an operation's data into and out of the shared segment: a
+ * device buffer's through the CUDA driver (cuda.c): in, at submission, on
+ * the caller's stream (own: a chunk, later, on libhora's stream); out, on
+ * libhora's stream; a host buffer's with memmove. */
+static int copy_in(struct hl_op *op, void *dst, const void *src, uint64_t n,
+                   int own) {
+  if (op->send_ctx)
+    return hl_cuda_copy(dst, src, n, op->send_ctx, op->stream, own);
+  if (n) memmove(dst, src, n);
+  return 0;
+}
+
+/* A failed copy back fails the operation, whatever horad reported. */
+static void copy_out(struct hl_op *op, void *dst, const void *src, uint64_t n) {
+  if (!op->recv_ctx) {
+    if (n) memmove(dst, src, n);
+    return;
+  }
+  if (!op->copy_err && hl_cuda_copy(dst, src, n, op->recv_ctx, NULL, 1) < 0) {
+    op->copy_err = HORA_EDEVICE;
+    hc_fmt(op->msg, sizeof op->msg, "%s", hora_last_error());
+  }
+}
+
 static void chunk_copy(const struct hp_cqe *c, struct hl_op *op) {
   uint64_t es = hora_dtype_size(op->dtype);
   const struct hp_shm_hdr *h = hl.hdr;
@@ -184,10 +208,16 @@ static void chunk_copy(const struct hp_cqe *c, struct hl_op *op) {
   e.id = c->id;
   e.chunk = c->chunk;
   if (c->kind == HP_CQ_COPY_IN) {
-    memcpy(stage, (const char *)op->send + c->elem_off * es, bytes);
+    /* a chunk that could not be copied still goes back (horad waits for
+     * it); the operation fails when it completes */
+    if (copy_in(op, stage, (const char *)op->send + c->elem_off * es, bytes, 1) < 0 &&
+        !op->copy_err) {
+      op->copy_err = HORA_EDEVICE;
+      hc_fmt(op->msg, sizeof op->msg, "%s", hora_last_error());
+    }
     e.kind = HP_SQ_CHUNK_READY;
   } else {
-    memcpy((char *)op->recv + c->elem_off * es, stage, bytes);
+    copy_out(op, (char *)op->recv + c->elem_off * es, stage, bytes);
     e.kind = HP_SQ_CHUNK_DONE;
   }
   e.name[0] = '\0';
@@ -196,20 +226,23 @@ static void chunk_copy(const struct hp_cqe *c, struct hl_op *op) {
 
 static void finish_op(const struct hp_cqe *c, struct hl_op *op) {
   op->status = c->status;
-  uint32_t n = c->msg_len <= HP_MSG_MAX ? c->msg_len : HP_MSG_MAX;
-  memcpy(op->msg, c->msg, n);
-  op->msg[n] = '\0';
+  if (!op->copy_err) {
+    uint32_t n = c->msg_len <= HP_MSG_MAX ? c->msg_len : HP_MSG_MAX;
+    memcpy(op->msg, c->msg, n);
+    op->msg[n] = '\0';
+  }
   if (op->temp) {
     if (op->status >= 0 && op->copy_back)
-      memcpy(op->recv, op->temp, op->count * hora_dtype_size(op->dtype));
+      copy_out(op, op->recv, op->temp, op->count * hora_dtype_size(op->dtype));
     hl_arena_free(op->temp);
     op->temp = NULL;
   }
   if (op->out_temp) {
-    if (op->status >= 0) memcpy(op->recv, op->out_temp, op->out_bytes);
+    if (op->status >= 0) copy_out(op, op->recv, op->out_temp, op->out_bytes);
     hl_arena_free(op->out_temp);
     op->out_temp = NULL;
   }
+  if (op->copy_err && op->status >= 0) op->status = op->copy_err;
   if (op->aux_temp) hl_arena_free(op->aux_temp);
   op->aux_temp = NULL;
   if (op->status >= 0 && op->fkey) hl_fast_learn(op->fkey);
@@ -552,16 +585,23 @@ static int place(struct hl_op *op, struct hp_sqe *e, const char *fn) {
   uint64_t es = hora_dtype_size((hora_dtype_t)op->dtype);
   uint64_t bytes = op->count * es;
   void *recv = op->recv;
+  int rc;
   if (bytes && hl_in_arena(recv, bytes) && (uintptr_t)recv % es == 0) {
-    if (op->send != recv) memmove(recv, op->send, bytes);
+    if (op->send != recv && (rc = copy_in(op, recv, op->send, bytes, 0)) < 0)
+      return rc;
     e->flags = HP_F_RESIDENT | (e->flags & HP_F_AUX);
     e->offset = (uint64_t)((unsigned char *)recv - hl.shm);
   } else if (bytes && fits_arena(bytes) && (op->temp = hl_arena_alloc(bytes))) {
-    if (op->coll == HORA_COLL_ALLREDUCE || op->froot)
-      memcpy(op->temp, op->send, bytes);
+    if ((op->coll == HORA_COLL_ALLREDUCE || op->froot) &&
+        (rc = copy_in(op, op->temp, op->send, bytes, 0)) < 0)
+      return rc; /* the caller frees temp */
     op->copy_back = !op->froot;
     e->flags = HP_F_RESIDENT | (e->flags & HP_F_AUX);
     e->offset = (uint64_t)((unsigned char *)op->temp - hl.shm);
+  } else if (bytes && op->send_ctx &&
+             (op->coll == HORA_COLL_ALLREDUCE || op->froot) &&
+             (rc = hl_cuda_sync(op->send_ctx, op->stream)) < 0) {
+    return rc; /* streamed: its chunks are copied later, on libhora's stream */
   } else if (bytes && e->op == HORA_ADASUM && op->coll == HORA_COLL_ALLREDUCE) {
     return hl_error(HORA_ELIMIT, "%s '%s': Adasum needs the whole tensor in "
                     "the arena, and its %llu bytes do not fit in the free "
@@ -584,6 +624,41 @@ int hl_submit_horad(struct hl_op *op) {
     op->temp = NULL;
   }
   return rc;
+}
+
+/* A job of one with a device buffer: the collective is a copy on the
+ * caller's stream, through host memory when it must be scaled. */
+static int local_device(struct hl_op *op, const hora_request_t *q,
+                        unsigned traits, uint64_t bytes, uint64_t rbytes,
+                        uint64_t recv_count, double pre, double post) {
+  int coll = q->coll;
+  uint64_t n = 0, count = 0;
+  if (traits & HORA_CF_OUT) {
+    n = coll == HORA_COLL_REDUCESCATTER ? rbytes : bytes;
+    count = coll == HORA_COLL_REDUCESCATTER ? recv_count : 0;
+  } else if (coll == HORA_COLL_ALLREDUCE || coll == HORA_COLL_BROADCAST) {
+    n = bytes;
+    count = coll == HORA_COLL_ALLREDUCE ? q->count : 0;
+  }
+  void *ctx = op->send_ctx ? op->send_ctx : op->recv_ctx;
+  int rc = 0;
+  if (count && (pre != 1.0 || post != 1.0)) {
+    void *h = malloc(n ? n : 1);
+    if (!h) return hl_error(HORA_ENOMEM, "out of memory");
+    rc = hl_cuda_copy(h, q->sendbuf, n, ctx, op->stream, 0);
+    if (rc == 0) {
+      hc_scale(h, count, q->dtype, pre);
+      hc_scale(h, count, q->dtype, post);
+      rc = hl_cuda_copy(op->recv, h, n, ctx, op->stream, 0);
+    }
+    free(h);
+  } else if (n && op->recv != q->sendbuf) {
+    rc = hl_cuda_copy(op->recv, q->sendbuf, n, ctx, op->stream, 0);
+  }
+  if (rc < 0) return rc;
+  op->status = 0;
+  atomic_store(&op->done, 1);
+  return 0;
 }
 
 /* A group being submitted (hora_submit_group): its key comes from the
@@ -717,6 +792,16 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
   double pre = q->prescale == 0 ? 1.0 : q->prescale;
   double post = q->postscale == 0 ? 1.0 : q->postscale;
   void *recv = coll == HORA_COLL_BROADCAST ? (void *)q->sendbuf : q->recvbuf;
+  /* device buffers (cuda.c); the arena is host memory */
+  void *send_ctx = NULL, *recv_ctx = NULL;
+  if (bytes && !hl_in_arena(q->sendbuf, bytes) &&
+      (rc = hl_cuda_locate(q->sendbuf, &send_ctx)) < 0)
+    return rc;
+  if (recv == q->sendbuf)
+    recv_ctx = send_ctx;
+  else if (rbytes && recv && !hl_in_arena(recv, rbytes) &&
+           (rc = hl_cuda_locate(recv, &recv_ctx)) < 0)
+    return rc;
 
   struct hl_op *op = op_new();
   if (!op) return hl_error(HORA_ENOMEM, "too many operations in flight");
@@ -725,6 +810,18 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
   op->count = count;
   op->send = q->sendbuf;
   op->recv = recv;
+  op->send_ctx = send_ctx;
+  op->recv_ctx = recv_ctx;
+  op->stream = q->stream;
+  if (hl.local_only && (send_ctx || recv_ctx)) {
+    rc = local_device(op, q, traits, bytes, rbytes, recv_count, pre, post);
+    if (rc < 0) {
+      op_release(op);
+      return rc;
+    }
+    *handle = (int64_t)op->id;
+    return 0;
+  }
   if (hl.local_only) {
     /* a job of one: the collective is a copy */
     int value = 0;
@@ -783,7 +880,7 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
   int is_root = coll == HORA_COLL_BROADCAST && q->root_rank == hl.rank;
   op->qflags = q->flags;
   struct hp_fast_meta fm;
-  if (!g && !naux && q->name && hl_fast_on() &&
+  if (!g && !naux && q->name && !send_ctx && !recv_ctx && hl_fast_on() &&
       (op->fkey = hl_fast_candidate(&e, q->flags, bytes, &fm)) &&
       hl_fast_offer(op, &e, &fm)) {
     *handle = (int64_t)op->id;
@@ -810,13 +907,14 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
                                (uintptr_t)q->sendbuf % es == 0 &&
                                (pre == 1.0 || coll != HORA_COLL_REDUCESCATTER));
     if (!in_ok) {
-      if (!fits_arena(bytes) || !(op->temp = arena_copy(q->sendbuf, bytes))) {
+      if (!fits_arena(bytes) || !(op->temp = arena_copy(NULL, bytes))) {
         rc = hl_error(HORA_ELIMIT, "%s '%s': its %llu-byte input does not fit "
                       "in the free part of the arena (HORA_ARENA_SIZE, "
                       "--arena-size) (rank %d)", fn, e.name,
                       (unsigned long long)bytes, hl.rank);
         goto fail;
       }
+      if ((rc = copy_in(op, op->temp, q->sendbuf, bytes, 0)) < 0) goto fail;
       op->copy_back = 0;
     }
     void *in = op->temp ? op->temp : (void *)q->sendbuf;
@@ -1275,6 +1373,10 @@ static void describe_fill(void) {
   describe_add(&n, "limit", "MAX_DIMS", HORA_MAX_DIMS);
   describe_add(&n, "limit", "NAME_MAX", HP_NAME_MAX);
   describe_add(&n, "limit", "GLOBAL_PROCESS_SET", HORA_GLOBAL_PROCESS_SET);
+  /* hora_request_t's layout, which a binding that declares it checks */
+  describe_add(&n, "layout", "request_size", (int)sizeof(hora_request_t));
+  describe_add(&n, "layout", "request_stream",
+               (int)offsetof(hora_request_t, stream));
 }
 
 const char *hora_describe(void) {
