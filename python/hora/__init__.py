@@ -153,7 +153,8 @@ class _Request(ctypes.Structure):
         ("recv_splits", ctypes.POINTER(ctypes.c_int64)),
         ("priority", ctypes.c_int),
         ("flags", ctypes.c_int),
-        ("reserved", ctypes.c_int * 6),
+        ("stream", ctypes.c_void_p),
+        ("reserved", ctypes.c_int * 4),
     ]
 
 
@@ -204,7 +205,7 @@ def _declare(lib):
 class _Consts:
     """The constants of the loaded libhora, from hora_describe(): one
     "kind name value" line each (kind: dtype, op, err, coll, traits, cf,
-    limit)."""
+    req, limit, layout)."""
 
     def __init__(self, text):
         self.by_kind = {}
@@ -245,8 +246,20 @@ def _lib():
             except (OSError, AttributeError) as e:
                 errors.append("%s: %s" % (name, e))
                 continue
+            consts = _Consts(lib.hora_describe().decode())
+            layout = consts.by_kind.get("layout", {})
+            if layout.get("request_size") != ctypes.sizeof(_Request) or \
+                    layout.get("request_stream") != _Request.stream.offset:
+                errors.append("%s: its hora_request_t (%s) is not the one "
+                              "this package declares (size %d, stream at "
+                              "%d): the package and the library are from "
+                              "different versions"
+                              % (name, layout or "not described",
+                                 ctypes.sizeof(_Request),
+                                 _Request.stream.offset))
+                continue
             _state.path = name
-            _state.consts = _Consts(lib.hora_describe().decode())
+            _state.consts = consts
             _state.lib = lib
             return lib
         where = ("HORA_LIBRARY=%s" % names[0]) if from_env else \
@@ -1250,10 +1263,12 @@ def _c_shape(shape):
 
 def _request(coll, cname, cid, send=None, recv=None, count=0, recv_count=0,
              dtype=0, op=0, root=0, pre=1.0, post=1.0, shape=None,
-             recv_counts=None, splits=None, recv_splits=None, flags=0):
+             recv_counts=None, splits=None, recv_splits=None, flags=0,
+             stream=None):
     """One libhora request and what must live as long as it (its arrays).
     Pointers are ints or ctypes objects; shape and the count lists are
-    sequences; flags: HORA_REQ_* bits (_k("req", ...))."""
+    sequences; flags: HORA_REQ_* bits (_k("req", ...)); stream: the CUDA
+    stream (an int) ordering the work on device buffers."""
     lib = _state.lib
     if lib is None or not lib.hora_is_initialized():
         raise ValueError(_NOT_INIT_MSG)
@@ -1280,6 +1295,7 @@ def _request(coll, cname, cid, send=None, recv=None, count=0, recv_count=0,
     req.prescale = float(pre)
     req.postscale = float(post)
     req.flags = int(flags)
+    req.stream = stream or None
     req.priority = getattr(_prio, "value", 0)
     keep = []
     if shape is not None:
@@ -1397,13 +1413,15 @@ def _sub_name(name, suffix):
 
 
 class _Buf:
-    """A buffer libhora may read or write: address, shape, dtype code."""
-    __slots__ = ("ptr", "shape", "code")
+    """A buffer libhora may read or write: address, shape, dtype code, and
+    for device memory the CUDA stream (an int) that orders its work."""
+    __slots__ = ("ptr", "shape", "code", "stream")
 
-    def __init__(self, ptr, shape, code):
+    def __init__(self, ptr, shape, code, stream=None):
         self.ptr = ptr
         self.shape = tuple(int(d) for d in shape)
         self.code = code
+        self.stream = stream
 
     @property
     def numel(self):
@@ -1441,7 +1459,8 @@ def _start_allreduce(pairs, op, pre, post, name, ps, keep, finish,
             reqs.append(_request("allreduce", cname, cid, s.ptr, r.ptr,
                                  s.numel, s.numel, s.code, c_op, 0, p1, p2,
                                  s.shape,
-                                 flags=_k("req", "WIRE16") if wire16 else 0))
+                                 flags=_k("req", "WIRE16") if wire16 else 0,
+                                 stream=s.stream or r.stream))
         cs = _submit_all(reqs, grouped, keep)
     except BaseException:
         _release_names(names)
@@ -1467,7 +1486,8 @@ def _start_broadcast(bufs, root_rank, name, ps, keep, finish,
     try:
         for b, cname in zip(bufs, names):
             cs.append(_submit("broadcast", cname, cid, b.ptr, b.ptr, b.numel,
-                              b.numel, b.code, 0, job_root, shape=b.shape))
+                              b.numel, b.code, 0, job_root, shape=b.shape,
+                              stream=b.stream))
     except BaseException:
         if cs:
             _orphans.append((cs, keep))
@@ -1516,7 +1536,8 @@ def _start_allgather(bufs, alloc, name, ps, keep, finish, grouped=False):
                 reqs.append(_request("allgather", names[i], cid, b.ptr, ptr,
                                      b.numel, total * b.row, b.code,
                                      shape=b.shape,
-                                     recv_counts=[r * b.row for r in rows[i]]))
+                                     recv_counts=[r * b.row for r in rows[i]],
+                                     stream=b.stream))
             if grouped and len(reqs) > 1:  # as one unit
                 cs = _submit_all(reqs, True, None)
             else:
@@ -1611,7 +1632,7 @@ def _start_alltoall(buf, splits, alloc, name, ps, keep, finish):
         c = _submit("alltoall", cname, cid, buf.ptr, ptr, buf.numel,
                     total * row, buf.code, shape=buf.shape,
                     splits=[s * row for s in splits],
-                    recv_splits=[r * row for r in rs])
+                    recv_splits=[r * row for r in rs], stream=buf.stream)
         return [c], None
 
     return _register_chain([c1], advance, (keep, sent, got, state),
@@ -1644,7 +1665,7 @@ def _start_reducescatter(bufs, outs_alloc, op, pre, post, name, ps, keep,
                                            n)
             reqs.append(_request("reducescatter", cname, cid, b.ptr, ptr,
                                  b.numel, mine * b.row, b.code, c_op, 0, p1,
-                                 p2, b.shape))
+                                 p2, b.shape, stream=b.stream))
         cs = _submit_all(reqs, grouped, (keep, outs))
     except BaseException:
         _release_names(names)

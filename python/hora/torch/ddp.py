@@ -48,13 +48,25 @@ def _engine_callback():
     return getattr(engine, "queue_callback", None)
 
 
-def _is_cpu_device(d):
-    if isinstance(d, int):
-        return False
+def _as_device(d):
+    """torch.device of d (an int is a CUDA device's index), or None."""
     try:
-        return torch.device(d).type == "cpu"
-    except (RuntimeError, TypeError):
+        return torch.device("cuda", d) if isinstance(d, int) and \
+            not isinstance(d, bool) else torch.device(d)
+    except (RuntimeError, TypeError, ValueError):
+        return None
+
+
+def _same_device(a, b):
+    """Whether devices a and b are one (cuda without an index is the
+    current one)."""
+    if a.type != b.type:
         return False
+    if a.type != "cuda":
+        return True
+    cur = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return (cur if a.index is None else a.index) == \
+        (cur if b.index is None else b.index)
 
 
 class _Bucket:
@@ -62,7 +74,7 @@ class _Bucket:
     __slots__ = ("index", "params", "offsets", "numels", "flat", "pending",
                  "handle", "name")
 
-    def __init__(self, index, params, dtype, name, arena):
+    def __init__(self, index, params, dtype, name, arena, device):
         self.index = index
         self.params = params
         self.offsets, self.numels = [], []
@@ -78,7 +90,7 @@ class _Bucket:
             except RuntimeError:  # the arena is full
                 pass
         if self.flat is None:
-            self.flat = torch.zeros(at, dtype=dtype)
+            self.flat = torch.zeros(at, dtype=dtype, device=device)
         self.pending = len(params)
         self.handle = None
         self.name = name
@@ -92,7 +104,8 @@ class _Bucket:
 class DistributedDataParallel(torch.nn.Module):
     """Wraps `module` so that every backward pass averages the gradients of
     its parameters over the ranks of `process_set` (torch's
-    DistributedDataParallel, with hora as the backend; CPU tensors only).
+    DistributedDataParallel, with hora as the backend; the module on the
+    CPU or on one CUDA device).
 
     Every rank of the process set must run the same number of forward and
     backward passes, with models of the same structure; each usually feeds
@@ -121,9 +134,10 @@ class DistributedDataParallel(torch.nn.Module):
     process_set: the ranks that train together; on a rank outside it the
     wrapper does nothing but call the module.
 
-    device_ids may be None or a list of the CPU device only, output_device
-    None or the CPU, dim 0: hora runs one CPU model per process and
-    scatters no inputs. process_group is refused: pass a hora process set
+    device_ids may be None or a list of the module's device only,
+    output_device None or that device, dim 0: hora runs one model per
+    process and scatters no inputs. Buckets of a CUDA module are on its
+    device (staged through shared memory by libhora for each allreduce). process_group is refused: pass a hora process set
     as process_set=. check_reduction (deprecated in torch) has no effect;
     static_graph=True is accepted and lets parameters go unused, as
     find_unused_parameters does.
@@ -235,7 +249,8 @@ class DistributedDataParallel(torch.nn.Module):
         for k, ps in enumerate(groups):
             nbytes = sum(p.numel() * p.element_size() for p in ps)
             b = _Bucket(k, ps, ps[0].dtype, "%s.bucket.%d" % (self._prefix, k),
-                        arena=nbytes <= room)
+                        arena=nbytes <= room and ps[0].device.type == "cpu",
+                        device=ps[0].device)
             self._buckets.append(b)
             if in_arena(b.flat):
                 self.arena_buckets += 1
@@ -486,19 +501,39 @@ def _check_arguments(module, device_ids, output_device, dim, process_group,
                          "supported by hora (it has no torch process "
                          "groups); pass a hora process set as process_set= "
                          "(hvd.add_process_set([...]))")
+    # one device per process: the module's (its tensors all on it)
+    devices = []
+    for name, t in itertools.chain(module.named_parameters(),
+                                   module.named_buffers()):
+        if t.device.type not in ("cpu", "cuda"):
+            raise ValueError("DistributedDataParallel: %s is on %s; hora "
+                             "takes CPU and CUDA tensors" % (name, t.device))
+        if devices and not _same_device(devices[0][1], t.device):
+            raise ValueError("DistributedDataParallel: %s is on %s but %s "
+                             "is on %s; hora's DistributedDataParallel runs "
+                             "one model on one device per process"
+                             % (devices[0][0], devices[0][1], name, t.device))
+        if not devices:
+            devices.append((name, t.device))
+    where = devices[0][1] if devices else torch.device("cpu")
     if device_ids is not None:
         ids = list(device_ids) if isinstance(device_ids, (list, tuple)) \
             else None
         if ids is None or len(ids) > 1 or \
-                not all(_is_cpu_device(d) for d in ids):
+                not all(_as_device(d) is not None and
+                        _same_device(_as_device(d), where) for d in ids):
             raise ValueError("DistributedDataParallel: device_ids=%r is not "
-                             "supported: hora trains on the CPU, one model "
-                             "per process; pass device_ids=None (or [\"cpu\"])"
-                             % (device_ids,))
-    if output_device is not None and not _is_cpu_device(output_device):
+                             "supported: hora runs one model per process, "
+                             "on one device (this module's is %s); pass "
+                             "device_ids=None or [its device]"
+                             % (device_ids, where))
+    if output_device is not None and (
+            _as_device(output_device) is None or
+            not _same_device(_as_device(output_device), where)):
         raise ValueError("DistributedDataParallel: output_device=%r is not "
-                         "supported: hora trains on the CPU; pass "
-                         "output_device=None" % (output_device,))
+                         "supported: hora scatters no inputs and gathers no "
+                         "outputs (this module's device is %s); pass "
+                         "output_device=None" % (output_device, where))
     if dim != 0:
         raise ValueError("DistributedDataParallel: dim=%r is not supported: "
                          "hora's DistributedDataParallel scatters no inputs "
@@ -518,10 +553,6 @@ def _check_arguments(module, device_ids, output_device, dim, process_group,
     _core._require_init()
     for name, t in itertools.chain(module.named_parameters(),
                                    module.named_buffers()):
-        if t.device.type != "cpu":
-            raise ValueError("DistributedDataParallel: %s is on %s; hora "
-                             "supports CPU tensors only (move the module to "
-                             "the CPU)" % (name, t.device))
         if t.layout != torch.strided:
             raise ValueError("DistributedDataParallel: %s is a %s tensor; "
                              "only dense tensors are supported"

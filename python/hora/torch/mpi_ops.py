@@ -89,7 +89,11 @@ def ccl_built():
 
 
 def cuda_built():
-    return False
+    """True: CUDA tensors are taken by every op in every build of hora
+    (libhora finds the CUDA driver a program has loaded; it links none).
+    Until horad has its GPU engine (nccl_built()), they are staged through
+    the rank's shared memory and reduced by the CPU engine."""
+    return True
 
 
 def rocm_built():
@@ -114,14 +118,9 @@ def _dtype_code(tensor, what):
         raise TypeError("hora.torch.%s: expected a torch.Tensor, got %s"
                         % (what, type(tensor).__name__))
     device = tensor.device
-    if device.type != "cpu":
-        if device.type == "cuda":
-            raise ValueError(
-                "hora.torch.%s: the tensor is a CUDA tensor (on %s), but hora "
-                "has no GPU engine yet: only CPU tensors can be used. Move it "
-                "to the CPU first (tensor.cpu())." % (what, device))
+    if device.type not in ("cpu", "cuda"):
         raise ValueError("hora.torch.%s: the tensor is on device %s; hora "
-                         "supports CPU tensors only" % (what, device))
+                         "takes CPU and CUDA tensors" % (what, device))
     if tensor.layout != torch.strided:
         raise ValueError("hora.torch.%s: %s tensors are not supported; use a "
                          "dense tensor (tensor.to_dense())"
@@ -139,13 +138,21 @@ def _contig(t):
     return t if t.is_contiguous() else t.contiguous()
 
 
+def _stream(t):
+    """The CUDA stream that orders the work on t (its device's current
+    stream), or None for a CPU tensor."""
+    if t.device.type != "cuda":
+        return None
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
 def _buf(t, code):
-    return _core._Buf(t.data_ptr(), t.shape, code)
+    return _core._Buf(t.data_ptr(), t.shape, code, _stream(t))
 
 
 def _alloc_like(t):
     def alloc(i, shape):
-        out = torch.empty(shape, dtype=t.dtype)
+        out = torch.empty(shape, dtype=t.dtype, device=t.device)
         return out, out.data_ptr()
     return alloc
 
@@ -166,7 +173,8 @@ def _allreduce_group(tensors, name, op, prescale_factor, postscale_factor,
             code = _dtype_code(tensor, "allreduce")
             t = tensor.detach()
             src = _contig(t)
-            out = src if inplace else torch.empty(t.shape, dtype=t.dtype)
+            out = src if inplace else torch.empty(t.shape, dtype=t.dtype,
+                                                  device=t.device)
             works.append((tensor, t, src, out))
             pairs.append((_buf(src, code), _buf(out, code)))
 
@@ -391,7 +399,7 @@ def _broadcast_async(tensor, root_rank, name, process_set, inplace):
         elif rank() == root_rank:
             buf = t.clone(memory_format=torch.contiguous_format)
         else:
-            buf = torch.empty(t.shape, dtype=t.dtype)
+            buf = torch.empty(t.shape, dtype=t.dtype, device=t.device)
 
     def finish():
         if inplace:
@@ -467,7 +475,8 @@ def _allgather_async(tensors, name, process_set, grouped, with_counts):
     outs_keep = []
 
     def alloc(i, shape):
-        out = torch.empty(shape, dtype=works[i].dtype)
+        out = torch.empty(shape, dtype=works[i].dtype,
+                          device=works[i].device)
         outs_keep.append(out)
         return out, out.data_ptr()
 
@@ -583,7 +592,7 @@ def alltoall_async(tensor, splits=None, name=None,
     keep = []
 
     def alloc(i, shape):
-        out = torch.empty(shape, dtype=t.dtype)
+        out = torch.empty(shape, dtype=t.dtype, device=t.device)
         keep.append(out)
         return out, out.data_ptr()
 
@@ -644,7 +653,8 @@ def _reducescatter_async(tensors, name, op, process_set, prescale_factor,
             bufs.append(_buf(t, code))
 
     def alloc(i, shape):
-        out = torch.empty(shape, dtype=works[i].dtype)
+        out = torch.empty(shape, dtype=works[i].dtype,
+                          device=works[i].device)
         return out, out.data_ptr()
 
     def finish(outs):
