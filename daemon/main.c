@@ -43,7 +43,7 @@ static void usage(FILE *f) {
          "  --metrics-port PORT  serve Prometheus metrics at\n"
          "                    http://HOST:PORT/metrics (every address)\n"
          "  -h, --help        this text\n"
-         "  -v, --version     print the version\n"
+         "  -v, --version     print the version and the engines built in\n"
          "\n"
          "See horad(8).\n");
 }
@@ -140,7 +140,11 @@ int main(int argc, char **argv) {
       usage(stdout);
       return 0;
     } else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--version")) {
-      printf("horad %s\n", hora_version());
+      printf("horad %s\nengines:", hora_version());
+      for (const struct hd_engine *const *e = hd_engines; *e; e++)
+        printf(" %s", (*e)->name);
+      printf("\nCUDA tensors: staged through shared memory by libhora "
+             "(no GPU engine in this build)\n");
       return 0;
     } else if (!strcmp(argv[i], "--control-fd") && i + 1 < argc) {
       char *end;

@@ -46,6 +46,11 @@ run_hr -np 1 sh -c 'echo "$1"' prog --version
 expect_rc 0 "program's own --version"
 grep -qx '\[0\]<stdout>:--version' "$TMP/out" || fail "program got --version"
 note "--version prints 'horarun $version'"
+"$BUILD/bin/horad" --version >"$TMP/out" 2>&1 || fail "horad --version: exit $?"
+grep -q "^horad $version" "$TMP/out" && grep -qx "engines: cpu" "$TMP/out" &&
+  grep -q "^CUDA tensors: staged" "$TMP/out" ||
+  fail "horad --version names its version, engines and CUDA tensors' path: $(cat "$TMP/out")"
+note "horad --version prints its version and engines"
 
 # ---- usage errors -----------------------------------------------------------
 # usage_error WHAT EXPECTED-FRAGMENT ARGS...
