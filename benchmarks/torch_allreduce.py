@@ -11,6 +11,9 @@ chunks when it does not fit), and "arena" (hora.torch.arena_empty: horad
 reduces it where it lies, as allreduce_perf's hora_alloc buffers). Rank 0
 prints one table:
     size  ordinary us  busbw  arena us  busbw  arena/ordinary
+With --cuda, a third kind: tensors on the rank's GPU (local rank modulo
+the GPUs), staged by libhora through the arena; two more columns, and
+cuda/ordinary.
 """
 import argparse
 import sys
@@ -48,18 +51,27 @@ def main():
     ap.add_argument("-f", type=int, default=4)
     ap.add_argument("-w", type=int, default=5)
     ap.add_argument("-n", type=int, default=20)
+    ap.add_argument("--cuda", action="store_true",
+                    help="also time tensors on the rank's GPU")
     a = ap.parse_args()
     hvd.init()
     torch.set_num_threads(1)
     n = hvd.size()
     factor = 2.0 * (n - 1) / n if n > 1 else 1.0
+    dev = None
+    if a.cuda:
+        dev = torch.device("cuda",
+                           hvd.local_rank() % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
     if hvd.rank() == 0:
         print("# hora.torch.allreduce_, float32 sum, %d ranks" % n)
-        print("%12s %13s %9s %13s %9s %9s" % ("size", "ordinary(us)",
-              "busbw", "arena(us)", "busbw", "ratio"))
+        print("%12s %13s %9s %13s %9s %9s%s"
+              % ("size", "ordinary(us)", "busbw", "arena(us)", "busbw",
+                 "ratio", "" if dev is None else
+                 " %13s %9s %9s" % ("cuda(us)", "busbw", "cuda/ord")))
     size = a.b
     while size <= a.e:
-        count = size // 4
+        count = max(size // 4, 1)
         plain = torch.empty(count, dtype=torch.float32).fill_(hvd.rank())
         t_plain = timed(plain, "tb.plain.%d" % size, a.w, a.n)
         del plain
@@ -68,11 +80,20 @@ def main():
         t_arena = timed(arena, "tb.arena.%d" % size, a.w, a.n)
         ok = bool((arena == arena[0]).all())
         del arena
+        extra = ""
+        bw = lambda us: size / us / 1e3 * factor  # GB/s
+        if dev is not None:
+            g = torch.empty(count, dtype=torch.float32,
+                            device=dev).fill_(hvd.rank())
+            t_cuda = timed(g, "tb.cuda.%d" % size, a.w, a.n)
+            ok = ok and bool((g == g[0]).all())
+            del g
+            extra = " %13.1f %9.2f %9.2f" % (t_cuda, bw(t_cuda),
+                                             t_cuda / t_plain)
         if hvd.rank() == 0:
-            bw = lambda us: size / us / 1e3 * factor  # GB/s
-            print("%12d %13.1f %9.2f %13.1f %9.2f %9.2f%s"
+            print("%12d %13.1f %9.2f %13.1f %9.2f %9.2f%s%s"
                   % (size, t_plain, bw(t_plain), t_arena, bw(t_arena),
-                     t_plain / t_arena, "" if ok else "  WRONG"),
+                     t_plain / t_arena, extra, "" if ok else "  WRONG"),
                   flush=True)
         size *= a.f
     hvd.shutdown()
