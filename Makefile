@@ -60,7 +60,7 @@ ITEST_SRC := $(wildcard tests/integration/*.c)
 ITEST_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(ITEST_SRC))
 EXAMPLES  := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 BENCH     := $(BUILD)/benchmarks/allreduce_perf $(BUILD)/benchmarks/fusion_perf \
-             $(BUILD)/benchmarks/cma_perf
+             $(BUILD)/benchmarks/cma_perf $(BUILD)/benchmarks/pingpong
 
 .PHONY: all check asan bench install uninstall clean deps format
 all: $(HORARUN) $(HORAD) $(LIBSO) $(LIBA) $(PC) $(EXAMPLES) $(BENCH)
@@ -105,6 +105,10 @@ $(BUILD)/examples/%: examples/%.c $(LIBSO)
 $(BUILD)/benchmarks/%_perf: benchmarks/%_perf.c $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_HORA)
+
+$(BUILD)/benchmarks/pingpong: benchmarks/pingpong.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS)
 
 $(BUILD)/benchmarks/mpi_allreduce_perf: benchmarks/peers/mpi_allreduce_perf.c
 	@mkdir -p $(dir $@)

@@ -6,14 +6,18 @@
 # third namespace (the "client", as a user's machine):
 #   iperf3       one TCP stream h1 -> h2 for IPERF_SECONDS, then one each
 #                way at once (--bidir): the ceilings, one way and both ways
+#   pingpong     8 B back and forth on one TCP connection h1 <-> h2
+#                (benchmarks/pingpong.c, 2000 trips): the round trip that
+#                small collectives are measured against
 #   then, for each collective, one after the other:
 #   hora         horarun -H h1:1,h2:1 allreduce_perf
 #   OpenMPI      mpirun -H h1:1,h2:1 mpi_allreduce_perf, over TCP between
 #                the namespaces (btl tcp,self[,vader])
 #   hora, OpenMPI  the same with -H h1:2,h2:2
 # shows each table as it comes, then per collective one markdown table of
-# bus bandwidth (GB/s) per size with the ratios hora/OpenMPI and
-# hora/iperf3, and "#S" summary lines (benchmarks/medians.sh reads them).
+# bus bandwidth (GB/s) per size with the ratios hora/OpenMPI, hora/iperf3
+# and hora's time over the round trip, and "#S" summary lines
+# (benchmarks/medians.sh reads them; "#R rtt_us MEDIAN" gives the round trip).
 #
 #   sh benchmarks/multihost.sh                  -b 1M -e 64M -f 4 (float32 sum)
 #   sh benchmarks/multihost.sh -b 1M -e 256M -f 2 -n 10
@@ -159,6 +163,25 @@ else
   done
 fi
 
+# ---- the round trip of one TCP connection ------------------------------------------
+echo
+rtt=""
+pp=$BUILD/benchmarks/pingpong
+if [ -x "$pp" ]; then
+  echo "== TCP round trip h1 <-> h2: pingpong 8 B, 2000 trips (blocking reads, TCP_NODELAY)"
+  mh_exec h2 timeout 60 "$pp" -s "$(mh_addr h2)" 5202 >/dev/null 2>&1 &
+  _srv=$!
+  MH_BG="$MH_BG $_srv"
+  mh_exec h1 timeout 60 "$pp" -c h2 5202 -b 8 >"$MH_TMP/pingpong.out" 2>&1
+  wait "$_srv" 2>/dev/null
+  MH_BG=$(echo "$MH_BG" | tr ' ' '\n' | grep -vx "$_srv" | tr '\n' ' ')
+  cat "$MH_TMP/pingpong.out"
+  rtt=$(awk '$1 == "rtt_us" { print $6 }' "$MH_TMP/pingpong.out")
+  [ -n "$rtt" ] && echo "#R rtt_us $rtt"
+else
+  echo "== TCP round trip: skipped: $pp is missing (make)"
+fi
+
 # ---- hora and OpenMPI ----------------------------------------------------------------
 # run_hora COLL KEY NP HOSTS: rank 0's table, without horarun's "[0]<stdout>:"
 run_hora() {
@@ -266,9 +289,9 @@ END {
     echo "all/alone: the time of all sets at once over that of one set alone (1: no slower; $SETS: as if one after the other)."
     return
   fi
-  echo "== $title between two namespace hosts, bus bandwidth in GB/s ($ceiling)"
+  echo "== $title between two namespace hosts, bus bandwidth in GB/s ($ceiling; TCP round trip ${rtt:-not measured} us)"
   echo
-  awk -v coll="$coll" -v gbit="$iperf_uni" -v bgbit="$iperf_bi" -v st_h1="$(cat "$MH_TMP/hora.1.status")" \
+  awk -v coll="$coll" -v gbit="$iperf_uni" -v bgbit="$iperf_bi" -v rtt="$rtt" -v st_h1="$(cat "$MH_TMP/hora.1.status")" \
     -v st_h2="$(cat "$MH_TMP/hora.2.status")" -v st_m1="$(cat "$MH_TMP/mpi.1.status")" \
     -v st_m2="$(cat "$MH_TMP/mpi.2.status")" '
 function isrow() {
@@ -303,19 +326,22 @@ FNR == 1 { k = FILENAME; sub(/.*\//, "", k); sub(/\.table$/, "", k); sub(/\.[a-z
 }
 END {
   oneway = coll ~ /^(broadcast|bcast)$/
-  print "| size | hora 1/host | OpenMPI 1/host | hora 2/host | OpenMPI 2/host | hora/OpenMPI 1/host | hora/OpenMPI 2/host | hora 1/host / iperf3 | hora 1/host / iperf3 both ways |"
-  print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  print "| size | hora 1/host | OpenMPI 1/host | hora 2/host | OpenMPI 2/host | hora/OpenMPI 1/host | hora/OpenMPI 2/host | hora 1/host / iperf3 | hora 1/host / iperf3 both ways | hora 1/host time / round trip | OpenMPI 1/host time / round trip |"
+  print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for (i = 1; i <= n; i++) {
     s = order[i]
     ri = rb = "-"
     if (gbit != "" && ("hora.1", s) in t) ri = sprintf("%.2f", bus("hora.1", s) / (gbit / 8))
     if (bgbit != "" && ("hora.1", s) in t && !oneway) rb = sprintf("%.2f", bus("hora.1", s) / (bgbit / 8))
-    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(s),
+    th = tm = "-"
+    if (rtt != "" && ("hora.1", s) in t) th = sprintf("%.2f", t["hora.1", s] / rtt)
+    if (rtt != "" && ("mpi.1", s) in t) tm = sprintf("%.2f", t["mpi.1", s] / rtt)
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(s),
       cell("hora.1", s, st_h1), cell("mpi.1", s, st_m1),
       cell("hora.2", s, st_h2), cell("mpi.2", s, st_m2),
-      ratio("hora.1", "mpi.1", s), ratio("hora.2", "mpi.2", s), ri, rb
+      ratio("hora.1", "mpi.1", s), ratio("hora.2", "mpi.2", s), ri, rb, th, tm
   }
-  if (n == 0) print "| (no rows: every run failed) | | | | | | | | |"
+  if (n == 0) print "| (no rows: every run failed) | | | | | | | | | | |"
   # one line per size for benchmarks/medians.sh: times (us) of hora and
   # OpenMPI, 1/host and 2/host, busbw of hora 1/host, iperf3 (GB/s)
   for (i = 1; i <= n; i++) {
