@@ -7,8 +7,10 @@
 #   iperf3       one TCP stream h1 -> h2 for IPERF_SECONDS, then one each
 #                way at once (--bidir): the ceilings, one way and both ways
 #   pingpong     8 B back and forth on one TCP connection h1 <-> h2
-#                (benchmarks/pingpong.c, 2000 trips): the round trip that
-#                small collectives are measured against
+#                (benchmarks/pingpong.c, 2000 trips), with reads that poll
+#                (the round trip small collectives are measured against:
+#                no sleep and wake-up, as OpenMPI's and horad's polling)
+#                and with blocking reads
 #   then, for each collective, one after the other:
 #   hora         horarun -H h1:1,h2:1 allreduce_perf
 #   OpenMPI      mpirun -H h1:1,h2:1 mpi_allreduce_perf, over TCP between
@@ -17,7 +19,8 @@
 # shows each table as it comes, then per collective one markdown table of
 # bus bandwidth (GB/s) per size with the ratios hora/OpenMPI, hora/iperf3
 # and hora's time over the round trip, and "#S" summary lines
-# (benchmarks/medians.sh reads them; "#R rtt_us MEDIAN" gives the round trip).
+# (benchmarks/medians.sh reads them; "#R rtt_us POLLING BLOCKING" gives the
+# round trips' medians).
 #
 #   sh benchmarks/multihost.sh                  -b 1M -e 64M -f 4 (float32 sum)
 #   sh benchmarks/multihost.sh -b 1M -e 256M -f 2 -n 10
@@ -168,16 +171,21 @@ echo
 rtt=""
 pp=$BUILD/benchmarks/pingpong
 if [ -x "$pp" ]; then
-  echo "== TCP round trip h1 <-> h2: pingpong 8 B, 2000 trips (blocking reads, TCP_NODELAY)"
-  mh_exec h2 timeout 60 "$pp" -s "$(mh_addr h2)" 5202 >/dev/null 2>&1 &
-  _srv=$!
-  MH_BG="$MH_BG $_srv"
-  mh_exec h1 timeout 60 "$pp" -c h2 5202 -b 8 >"$MH_TMP/pingpong.out" 2>&1
-  wait "$_srv" 2>/dev/null
-  MH_BG=$(echo "$MH_BG" | tr ' ' '\n' | grep -vx "$_srv" | tr '\n' ' ')
-  cat "$MH_TMP/pingpong.out"
-  rtt=$(awk '$1 == "rtt_us" { print $6 }' "$MH_TMP/pingpong.out")
-  [ -n "$rtt" ] && echo "#R rtt_us $rtt"
+  echo "== TCP round trip h1 <-> h2: pingpong 8 B, 2000 trips, TCP_NODELAY"
+  for mode in poll block; do
+    flag=""
+    [ $mode = poll ] && flag=-p
+    mh_exec h2 timeout 60 "$pp" -s "$(mh_addr h2)" 5202 $flag >/dev/null 2>&1 &
+    _srv=$!
+    MH_BG="$MH_BG $_srv"
+    mh_exec h1 timeout 60 "$pp" -c h2 5202 -b 8 $flag >"$MH_TMP/pingpong.$mode" 2>&1
+    wait "$_srv" 2>/dev/null
+    MH_BG=$(echo "$MH_BG" | tr ' ' '\n' | grep -vx "$_srv" | tr '\n' ' ')
+    cat "$MH_TMP/pingpong.$mode"
+  done
+  rtt=$(awk '$1 == "rtt_us" { print $6 }' "$MH_TMP/pingpong.poll")
+  rttb=$(awk '$1 == "rtt_us" { print $6 }' "$MH_TMP/pingpong.block")
+  [ -n "$rtt" ] && echo "#R rtt_us $rtt ${rttb:--}"
 else
   echo "== TCP round trip: skipped: $pp is missing (make)"
 fi
@@ -289,7 +297,7 @@ END {
     echo "all/alone: the time of all sets at once over that of one set alone (1: no slower; $SETS: as if one after the other)."
     return
   fi
-  echo "== $title between two namespace hosts, bus bandwidth in GB/s ($ceiling; TCP round trip ${rtt:-not measured} us)"
+  echo "== $title between two namespace hosts, bus bandwidth in GB/s ($ceiling; TCP round trip, polling reads: ${rtt:-not measured} us)"
   echo
   awk -v coll="$coll" -v gbit="$iperf_uni" -v bgbit="$iperf_bi" -v rtt="$rtt" -v st_h1="$(cat "$MH_TMP/hora.1.status")" \
     -v st_h2="$(cat "$MH_TMP/hora.2.status")" -v st_m1="$(cat "$MH_TMP/mpi.1.status")" \

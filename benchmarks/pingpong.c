@@ -1,13 +1,16 @@
 /* pingpong.c -- one TCP connection's round trip, the yardstick for small
  * collectives between hosts: BYTES go one way and come back, N times after
- * W warm-up trips, on a connection with TCP_NODELAY and blocking reads (the
- * kernel's path, no polling).
+ * W warm-up trips, on a connection with TCP_NODELAY, with blocking reads
+ * (the kernel's path: each side sleeps and is woken), or with -p on both
+ * sides, reads that poll (MSG_DONTWAIT in a loop: no sleep and wake-up, as
+ * MPI's progress loop and horad's spin do).
  *
- *   pingpong -s ADDR PORT              serve one connection, echo each message
- *   pingpong -c HOST PORT [-n N] [-w W] [-b BYTES]
+ *   pingpong -s ADDR PORT [-p]     serve one connection, echo each message
+ *   pingpong -c HOST PORT [-n N] [-w W] [-b BYTES] [-p]
  *
  * The client prints one line:
- *   rtt_us BYTES min MIN median MEDIAN p90 P90 (N trips) */
+ *   rtt_us BYTES min MIN median MEDIAN p90 P90 (N trips, blocking|polling reads) */
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,10 +21,15 @@
 #include <time.h>
 #include <unistd.h>
 
+static int poll_reads;
+
 static int full(int fd, void *buf, size_t n, int out) {
   char *p = buf;
   while (n) {
-    ssize_t k = out ? write(fd, p, n) : read(fd, p, n);
+    ssize_t k = out ? write(fd, p, n)
+                : poll_reads ? recv(fd, p, n, MSG_DONTWAIT)
+                             : read(fd, p, n);
+    if (k < 0 && !out && poll_reads && errno == EAGAIN) continue;
     if (k <= 0) return -1;
     p += k;
     n -= (size_t)k;
@@ -79,15 +87,17 @@ static int dial(const char *host, const char *port, int listen_too) {
 
 int main(int argc, char **argv) {
   if (argc < 4 || (strcmp(argv[1], "-s") && strcmp(argv[1], "-c"))) {
-    fprintf(stderr, "usage: pingpong -s ADDR PORT | -c HOST PORT [-n N] [-w W] [-b BYTES]\n");
+    fprintf(stderr, "usage: pingpong -s ADDR PORT [-p] | -c HOST PORT [-n N] "
+                    "[-w W] [-b BYTES] [-p]\n");
     return 2;
   }
   int server = !strcmp(argv[1], "-s");
   long n = 2000, w = 200, bytes = 8;
-  for (int i = 4; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "-n")) n = atol(argv[i + 1]);
-    else if (!strcmp(argv[i], "-w")) w = atol(argv[i + 1]);
-    else if (!strcmp(argv[i], "-b")) bytes = atol(argv[i + 1]);
+  for (int i = 4; i < argc; i++) {
+    if (!strcmp(argv[i], "-p")) poll_reads = 1;
+    else if (i + 1 < argc && !strcmp(argv[i], "-n")) n = atol(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "-w")) w = atol(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "-b")) bytes = atol(argv[++i]);
   }
   if (n < 1 || w < 0 || bytes < 1 || bytes > (1 << 24)) {
     fprintf(stderr, "pingpong: bad -n, -w or -b\n");
@@ -123,7 +133,8 @@ int main(int argc, char **argv) {
     if (i >= w) t[i - w] = now_us() - t0;
   }
   qsort(t, (size_t)n, sizeof *t, cmp);
-  printf("rtt_us %ld min %.1f median %.1f p90 %.1f (%ld trips)\n", bytes, t[0],
-         t[n / 2], t[n * 9 / 10], n);
+  printf("rtt_us %ld min %.1f median %.1f p90 %.1f (%ld trips, %s reads)\n",
+         bytes, t[0], t[n / 2], t[n * 9 / 10], n,
+         poll_reads ? "polling" : "blocking");
   return 0;
 }
