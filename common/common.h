@@ -193,7 +193,8 @@ const struct hc_param *hc_param_find(const char *name);
   X(log) \
   X(metrics_port) \
   X(fast_path_disable) \
-  X(fast_path_wait)
+  X(fast_path_wait) \
+  X(small_allreduce)
 
 enum hc_knob {
 #define HC_KNOB_ENUM(n) HC_KNOB_##n,

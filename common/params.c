@@ -201,6 +201,14 @@ const struct hc_param hc_params[] = {
      "hands the operation to horad (which then waits as long as it takes, "
      "with stall and deadlock checks)",
      "microseconds", 10000000},
+    {"small_allreduce", "HORA_SMALL_ALLREDUCE", NULL, "--small-allreduce",
+     HC_P_SIZE, "4K",
+     "across hosts, an allreduce of at most this many bytes per rank travels "
+     "with the negotiation: each host sends its part to the set's first "
+     "host, which sends the result back with its decision (one round trip; "
+     "the ring takes two more hops); 0: every allreduce takes the ring. At "
+     "most 16K (8K for float16 and bfloat16, 2K for integer averages)",
+     "bytes", 16384},
 };
 const size_t hc_nparams = HC_ARRAY_SIZE(hc_params);
 _Static_assert(HC_ARRAY_SIZE(hc_params) == HC_NKNOBS,
@@ -300,8 +308,11 @@ int hc_param_check(const struct hc_param *p, const char *v, char *why,
   case HC_P_SIZE: {
     long long x = hc_parse_size(v);
     if (x >= 0 && (p->max <= 0 || x <= p->max)) return 0;
-    hc_fmt(why, whylen,
-           "expected a size in bytes, like 64M (suffixes K, M, G)");
+    if (x >= 0)
+      hc_fmt(why, whylen, "expected a size of at most %.0f bytes", p->max);
+    else
+      hc_fmt(why, whylen,
+             "expected a size in bytes, like 64M (suffixes K, M, G)");
     return -1;
   }
   case HC_P_DOUBLE: {

@@ -25,6 +25,11 @@ struct centry {
   char msg[HP_MSG_MAX + 1];
   uint64_t t_first;
   int warned;
+  /* a small allreduce (xhost/ring.c): each host's part, by host, until
+   * every host's is here; then the whole, reduced in host order */
+  unsigned char **parts; /* partcap of them, by host */
+  uint32_t partcap, npart, nparts; /* npart: bytes of each; nparts: kept */
+  unsigned char *whole;
   unsigned char seen[]; /* one per host */
 };
 
@@ -53,6 +58,14 @@ struct hd_coord {
    * decisions to each */
   struct hd_ncache *nc_ready, *nc_decide;
 };
+
+static void centry_free(struct centry *e) {
+  if (!e) return;
+  for (uint32_t i = 0; e->parts && i < e->partcap; i++) free(e->parts[i]);
+  free(e->parts);
+  free(e->whole);
+  free(e);
+}
 
 static struct hd_coord *coord(struct hd_comm *c) {
   if (!c->coord) {
@@ -101,6 +114,10 @@ static void fill_decide(struct hd_comm *c, struct hp_nego_decide *v,
   v->meta = e->first;
   memcpy(v->name, e->first.name, sizeof v->name);
   if (status) hc_fmt(v->msg, sizeof v->msg, "%s", msg);
+  if (!status && seq != UINT64_MAX && e->whole) {
+    v->data = e->whole;
+    v->ndata = e->npart;
+  }
   hd_metrics_coord_decided(c, v->name, !status && seq != UINT64_MAX);
 }
 
@@ -132,12 +149,15 @@ static void send_decides(struct hd_comm *c, const unsigned char *seen,
   unsigned char *joined = c->coord->joined;
   struct hp_wbuf w;
   hp_wbuf_init(&w);
+  uint64_t data = 0; /* small allreduces' results: data, not negotiation */
+  for (uint32_t k = 0; k < n; k++) data += v[k].data ? v[k].ndata : 0;
   for (int i = 1; i < c->nhosts; i++) {
     if (!seen[i] && (!joined[i] || fails)) continue;
     number_decides(c, i, v, n);
     if (n == 1) hp_enc_nego_decide(&w, v);
     else hp_enc_nego_plan(&w, v, n);
-    hd_metrics_nego_sent(job, w.len);
+    hd_metrics_nego_sent(job, w.len - data);
+    hd_metrics_star_sent(job, data);
     job->link->send_frames(job, c->hosts[i], &w);
   }
   hp_wbuf_free(&w);
@@ -211,7 +231,8 @@ void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
   for (uint32_t i = 0; i < n; i++) {
     const struct hp_nego_ready *m = &v[i].meta, *p = &v[i > 0 ? i - 1 : 0].meta;
     uint64_t b = entry_bytes(m);
-    int fusable = !v[i].status && m->coll == HORA_COLL_ALLREDUCE &&
+    int fusable = !v[i].status && !v[i].ndata && /* a whole: no ring */
+                  m->coll == HORA_COLL_ALLREDUCE &&
                   m->op != HORA_ADASUM && /* norms are per tensor */
                   (m->flags & HP_NR_RESIDENT) && m->count > 0 &&
                   b < FUSE_RUN_MAX && threshold > 0;
@@ -254,7 +275,7 @@ void hd_coord_flush(struct hd_comm *c) {
   co->batch_bytes = 0;
   struct hp_nego_decide *v = calloc(n, sizeof *v);
   if (!v) {
-    for (uint32_t i = 0; i < n; i++) free(b[i]);
+    for (uint32_t i = 0; i < n; i++) centry_free(b[i]);
     free(b);
     hc_error("coordinator out of memory: the job cannot go on");
     hd_teardown(c->job, "horad is out of memory", 0);
@@ -268,7 +289,7 @@ void hd_coord_flush(struct hd_comm *c) {
   hd_coord_mark_fusion(v, n, fusion_threshold(c->job));
   /* every host said ready for each (none is batched otherwise) */
   send_decides(c, b[0]->seen, v, n, 0);
-  for (uint32_t i = 0; i < n; i++) free(b[i]);
+  for (uint32_t i = 0; i < n; i++) centry_free(b[i]);
   free(b);
   free(v);
 }
@@ -370,7 +391,7 @@ static void cgroup_free(struct hd_coord *co, struct cgroup *g) {
   struct cgroup **pp = &co->groups;
   while (*pp && *pp != g) pp = &(*pp)->next;
   if (*pp) *pp = g->next;
-  for (uint32_t i = 0; i < g->n; i++) free(g->e[i]);
+  for (uint32_t i = 0; i < g->n; i++) centry_free(g->e[i]);
   free(g);
 }
 
@@ -431,6 +452,46 @@ static void check_joined(struct hd_comm *c, struct centry *e) {
 static void unlink_entry(struct hd_coord *c, struct centry *e);
 static void decide(struct hd_comm *c, struct centry *e);
 
+/* ---- small allreduces (xhost/ring.c): the hosts' parts, the whole ----- */
+
+/* Keeps host's part of e (a copy: m's is the frame's). Parts of another
+ * size than the first's are not kept: then the ring runs. */
+static void keep_part(struct hd_comm *c, struct centry *e, int host,
+                      const struct hp_nego_ready *m) {
+  if (!e->parts) {
+    if (!(e->parts = calloc((size_t)c->nhosts, sizeof *e->parts))) return;
+    e->partcap = (uint32_t)c->nhosts;
+    e->npart = m->ndata;
+  }
+  if (m->ndata != e->npart || e->parts[host]) return;
+  if ((e->parts[host] = malloc(m->ndata))) {
+    memcpy(e->parts[host], m->data, m->ndata);
+    e->nparts++;
+  }
+}
+
+/* Every host is ready for e and agrees: when every host sent its part
+ * (and use), the whole, reduced in host order (the same bits, whatever
+ * order the parts came in), goes with the decision. */
+static void make_whole(struct hd_comm *c, struct centry *e, int use) {
+  const struct hp_nego_ready *m = &e->first;
+  if (!use || !e->parts || e->nparts != (uint32_t)c->nhosts ||
+      entry_status(e) ||
+      e->npart != hd_star_bytes(c->job, m->coll, m->dtype, m->op, m->count,
+                                (m->flags & HP_NR_WIRE16) != 0) ||
+      !(e->whole = malloc(e->npart))) {
+    e->npart = 0;
+  } else {
+    memcpy(e->whole, e->parts[0], e->npart);
+    for (int h = 1; h < c->nhosts; h++)
+      hd_star_fold(m->dtype, m->op, e->whole, e->parts[h], m->count);
+  }
+  for (uint32_t h = 0; e->parts && h < e->partcap; h++) free(e->parts[h]);
+  free(e->parts);
+  e->parts = NULL;
+  e->nparts = e->partcap = 0;
+}
+
 /* A host joined: what waited only for it is ready now. */
 static void recheck(struct hd_comm *c) {
   struct hd_coord *co = c->coord;
@@ -454,7 +515,7 @@ static void detach_entry(struct hd_coord *c, struct centry *e) {
 
 static void unlink_entry(struct hd_coord *c, struct centry *e) {
   detach_entry(c, e);
-  free(e);
+  centry_free(e);
 }
 
 /* Every host is ready for e, of a group: it waits out of the table for
@@ -477,7 +538,7 @@ static void group_entry(struct hd_comm *c, struct centry *e) {
            !g ? "the coordinator is out of memory"
               : "another tensor of its group has its place or another size");
     send_decision(c, e, UINT64_MAX, !g ? HORA_ENOMEM : HORA_EINVAL);
-    free(e);
+    centry_free(e);
     return;
   }
   g->e[m->group_idx] = e;
@@ -501,12 +562,17 @@ static void decide(struct hd_comm *c, struct centry *e) {
     group_entry(c, e);
     return;
   }
-  if (may_batch(c, e)) {
+  int batch = may_batch(c, e);
+  /* a decision that waits in a batch runs fused round the ring, as a
+   * burst of small tensors (a training step's) should: the whole is for
+   * one that would run at once, where the latency is what counts */
+  make_whole(c, e, !batch);
+  if (batch) {
     detach_entry(c->coord, e);
     if (batch_add(c, e) == 0) return;
     hd_coord_flush(c); /* out of memory: it goes alone, after the batch */
     send_decision(c, e, c->coord->seq++, 0);
-    free(e);
+    centry_free(e);
     return;
   }
   send_decision(c, e, c->coord->seq++, entry_status(e));
@@ -533,6 +599,8 @@ void hd_coord_ready(struct hd_comm *cm, int host,
     e->first = *m;
     e->first.arrive = NULL; /* the caller's */
     e->first.narrive = 0;
+    e->first.data = NULL;
+    e->first.ndata = 0;
     e->t_first = hc_now_ns();
     if (m->msg[0]) {
       e->mismatch = m->status < 0 ? m->status : 1;
@@ -562,6 +630,7 @@ void hd_coord_ready(struct hd_comm *cm, int host,
   if (e->nready && m->priority > e->first.priority)
     e->first.priority = m->priority; /* the highest any host's ranks gave */
   e->seen[host] = 1;
+  if (m->ndata) keep_part(cm, e, host, m);
   hd_metrics_coord_ready(cm, host, m);
   e->last_rank = m->rank;
   e->nready++;
@@ -696,10 +765,10 @@ void hd_coord_free(struct hd_comm *cm) {
     while (c->table[i]) {
       struct centry *e = c->table[i];
       c->table[i] = e->next;
-      free(e);
+      centry_free(e);
     }
   while (c->groups) cgroup_free(c, c->groups);
-  for (uint32_t i = 0; i < c->nbatch; i++) free(c->batch[i]);
+  for (uint32_t i = 0; i < c->nbatch; i++) centry_free(c->batch[i]);
   free(c->batch);
   free(c->table);
   free(c->joined);
@@ -801,7 +870,7 @@ void hd_coord_fail(struct hd_comm *cm, const char *why) {
     hc_fmt(e->msg, sizeof e->msg, "%s '%s' cannot run: %s",
            hd_coll_name(e->first.coll), e->first.name, why);
     send_decision(cm, e, UINT64_MAX, HORA_EPEERGONE);
-    free(e);
+    centry_free(e);
   }
   c->nbatch = 0;
   for (size_t i = 0; i < c->size; i++)

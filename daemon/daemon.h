@@ -143,6 +143,8 @@ struct hd_tensor {
   /* execution of a streamed operation */
   uint64_t nchunks, chunk_elems, reduced;
   void *neutral; /* a joined member's input */
+  unsigned char *star; /* the coordinator's whole result (hd_star_*), */
+  uint32_t nstar;      /* its bytes; NULL: none, the ring runs */
   struct hd_meta *metas; /* one per local member */
   struct hd_part part[]; /* one per local member */
 };
@@ -212,6 +214,7 @@ struct hd_comm {
   /* NEGO_READYs for the coordinator, held while the rings are polled and
    * sent together after (one write for a burst of submissions) */
   struct hp_wbuf ready_out;
+  uint64_t ready_data; /* bytes of small allreduces' parts in ready_out */
   /* the response cache (ncache.c) with its coordinator, when that is
    * another host: the numbers this host gives its NEGO_READYs, and those
    * the coordinator gives its decisions */
@@ -725,6 +728,18 @@ void *hd_xhost_place(struct hd_job *job, int from, const unsigned char *pre,
                      size_t len);
 void hd_xhost_abort(struct hd_comm *c);
 void hd_xhost_free(struct hd_comm *c);
+/* A small allreduce through the coordinator (ring.c): the bytes of a
+ * host's part of one of that kind (0: it goes round the ring); this
+ * host's part of t (every member's input resident, none joined) into out;
+ * another part folded into acc; the whole (t->star) written into the
+ * members' outputs, which completes t. */
+uint32_t hd_star_bytes(const struct hd_job *job, int coll, int dtype, int op,
+                       uint64_t count, int wire16);
+int hd_star_part(struct hd_comm *c, const struct hd_tensor *t,
+                 unsigned char *out);
+void hd_star_fold(int dtype, int op, unsigned char *acc,
+                  const unsigned char *part, uint64_t count);
+void hd_star_finish(struct hd_comm *c, struct hd_tensor *t);
 
 /* pool.c: reduction threads */
 int hd_pool_init(int nthreads);

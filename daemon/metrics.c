@@ -85,6 +85,7 @@ struct hd_metrics {
   uint64_t stall_warn, stall_fail, deadlocks;
   uint64_t fused_ops, fused_tensors;
   uint64_t nego_bytes; /* negotiation sent to other hosts */
+  uint64_t star_bytes; /* small allreduces' data sent with it */
   struct mpend *pend[NPEND];
 };
 
@@ -357,6 +358,10 @@ void hd_metrics_nego_sent(struct hd_job *job, size_t bytes) {
   if (job->metrics) job->metrics->nego_bytes += bytes;
 }
 
+void hd_metrics_star_sent(struct hd_job *job, size_t bytes) {
+  if (job->metrics) job->metrics->star_bytes += bytes;
+}
+
 void hd_metrics_deadlock(struct hd_job *job) {
   if (job->metrics) job->metrics->deadlocks++;
 }
@@ -592,6 +597,11 @@ static void render_job(struct sbuf *b, struct hd_job *job) {
                "Bytes of negotiation (readiness, decisions) sent to other "
                "hosts; the response cache (--cache-capacity) shrinks them.",
                mx->nego_bytes);
+  host_counter(b, host, "hora_small_allreduce_sent_bytes_total",
+               "Bytes of small allreduces' data sent with the negotiation "
+               "(--small-allreduce): this host's parts, or the coordinator's "
+               "results; not counted in hora_negotiation_sent_bytes_total.",
+               mx->star_bytes);
 
   if (job->multi && job->peers) {
     family(b, "hora_link_up", "gauge",

@@ -54,6 +54,9 @@ void hd_metrics_fused(struct hd_job *job, int n);
 /* Bytes of negotiation (NEGO_READY, NEGO_DECIDE, NEGO_PLAN) sent to
  * another host. */
 void hd_metrics_nego_sent(struct hd_job *job, size_t bytes);
+/* Of such frames, bytes of small allreduces' parts and results (not
+ * counted as negotiation). */
+void hd_metrics_star_sent(struct hd_job *job, size_t bytes);
 
 /* report.c, before DONE: the ranks' lateness, for horarun (LATENESS). */
 void hd_metrics_report(struct hd_job *job);

@@ -205,6 +205,9 @@ static void free_tensor(struct hd_comm *c, struct hd_tensor *t) {
     free(t->part[i].aux);
   }
   free(t->neutral);
+  free(t->star);
+  t->star = NULL;
+  t->nstar = 0;
   tensor_release(c, t);
 }
 
@@ -597,9 +600,21 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
   }
   t->awaiting = 1;
   unsigned char *arrive = hd_metrics_arrivals(c, t, &m);
+  /* a small allreduce: this host's part goes with it (ring.c) */
+  unsigned char *part = NULL;
+  uint32_t np = !status && !t->group && (m.flags & HP_NR_RESIDENT)
+                    ? hd_star_bytes(job, t->meta.coll, t->meta.dtype,
+                                    t->meta.op, t->meta.count,
+                                    (t->meta.flags & HD_MF_WIRE16) != 0)
+                    : 0;
+  if (np && (part = malloc(np)) && hd_star_part(c, t, part) == 0) {
+    m.data = part;
+    m.ndata = np;
+  }
   if (c->me == 0) {
     hd_coord_ready(c, 0, &m);
     free(arrive);
+    free(part);
     return;
   }
   HD_TL_HOOK(job, hd_tl_flush(job)); /* what came before, first */
@@ -611,13 +626,17 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
                                    &key, &m.cid);
   }
   hp_enc_nego_ready(&c->ready_out, &m);
+  c->ready_data += m.ndata;
   free(arrive);
+  free(part);
   if (job->corked) job->readies_held = 1;
   else send_readies(c);
 }
 
 static void send_readies(struct hd_comm *c) {
-  hd_metrics_nego_sent(c->job, c->ready_out.len);
+  hd_metrics_nego_sent(c->job, c->ready_out.len - c->ready_data);
+  hd_metrics_star_sent(c->job, c->ready_data);
+  c->ready_data = 0;
   /* a lost coordinator fails all anyway */
   c->job->link->send_frames(c->job, c->hosts[0], &c->ready_out);
   hp_wbuf_free(&c->ready_out);
@@ -779,6 +798,29 @@ static struct hd_tensor *take_decision(struct hd_job *job, struct hd_comm *c,
   t->seq = m->seq;
   t->fuse = (int)m->fuse;
   if (t->meta.coll == HORA_COLL_JOIN) t->value = m->value;
+  if (m->ndata) { /* the whole result of a small allreduce (ring.c) */
+    /* written where each member's data lie: all must be in the arena */
+    int ok = 1;
+    for (int i = 0; i < c->nlocal; i++)
+      ok &= t->part[i].joined || (t->part[i].submitted && t->part[i].resident);
+    if (!ok || m->ndata != hd_star_bytes(job, t->meta.coll, t->meta.dtype,
+                                         t->meta.op, t->meta.count,
+                                         (t->meta.flags & HD_MF_WIRE16) != 0)) {
+      char msg[HP_MSG_MAX + 1];
+      hc_fmt(msg, sizeof msg, "%s '%s': the coordinator's result (%u "
+             "bytes) does not fit this host's data", hd_coll_name(t->meta.coll),
+             t->name, m->ndata);
+      hc_warn_rl("%s", msg);
+      fail_tensor(c, t, HORA_EPROTO, msg);
+      return NULL;
+    }
+    if (!(t->star = malloc(m->ndata))) {
+      fail_tensor(c, t, HORA_ENOMEM, "horad is out of memory");
+      return NULL;
+    }
+    memcpy(t->star, m->data, m->ndata);
+    t->nstar = m->ndata;
+  }
   return t;
 }
 

@@ -608,6 +608,26 @@ static void get_ref(struct hp_rbuf *rb, struct hp_nego_ready *m) {
   m->priority = (int32_t)hp_get_u32(rb);
 }
 
+/* A part or result of a small allreduce: its length, then its bytes. */
+static void put_data(struct hp_wbuf *w, const unsigned char *p, uint32_t n) {
+  n = p ? n : 0;
+  hp_put_u32(w, n);
+  if (n) hp_put_raw(w, p, n);
+}
+
+static void get_data(struct hp_rbuf *r, const unsigned char **p,
+                     uint32_t *n) {
+  *n = hp_get_u32(r);
+  *p = NULL;
+  if (*n > HP_STAR_MAX || r->len - r->off < *n) {
+    r->err = HORA_EPROTO;
+    *n = 0;
+  } else if (*n) {
+    *p = r->p + r->off;
+    r->off += *n;
+  }
+}
+
 void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   int use = m->cref == HP_CREF_USE;
   hp_frame_begin(w, HP_MSG_NEGO_READY, 0);
@@ -629,6 +649,7 @@ void hp_enc_nego_ready(struct hp_wbuf *w, const struct hp_nego_ready *m) {
   hp_put_u32(w, na);
   for (uint32_t i = 0; i < na; i++)
     hp_put_u64(w, le_load(m->arrive + (size_t)i * 8, 8));
+  put_data(w, m->data, m->ndata);
   hp_frame_end(w);
 }
 
@@ -669,10 +690,12 @@ int hp_dec_nego_ready(const unsigned char *p, size_t n,
     m->arrive = m->narrive ? r.p + r.off : NULL;
     r.off += (size_t)m->narrive * 8;
   }
+  get_data(&r, &m->data, &m->ndata);
   int rc = finish(&r);
   if (rc == 0 && (m->ndims > 8 || m->status > 0 || m->cref > HP_CREF_USE ||
                   (m->group_n && m->group_idx >= m->group_n) ||
-                  (m->cref != HP_CREF_NONE && (m->status || m->msg[0]))))
+                  (m->cref != HP_CREF_NONE && (m->status || m->msg[0])) ||
+                  (m->ndata && (m->status || m->msg[0]))))
     rc = HORA_EPROTO;
   return rc;
 }
@@ -685,6 +708,7 @@ static void put_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
     hp_put_u32(w, (uint32_t)m->value);
     hp_put_u32(w, m->fuse);
     put_ref(w, &m->meta);
+    put_data(w, m->data, m->ndata);
     return;
   }
   hp_put_str(w, m->name);
@@ -693,6 +717,7 @@ static void put_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
   hp_put_u32(w, m->fuse);
   hp_put_str(w, m->msg);
   put_meta(w, &m->meta);
+  put_data(w, m->data, m->ndata);
 }
 
 static int get_decide(struct hp_rbuf *r, struct hp_nego_decide *m) {
@@ -703,7 +728,8 @@ static int get_decide(struct hp_rbuf *r, struct hp_nego_decide *m) {
     m->value = (int32_t)hp_get_u32(r);
     m->fuse = hp_get_u32(r);
     get_ref(r, &m->meta);
-    return m->fuse > 1;
+    get_data(r, &m->data, &m->ndata);
+    return m->fuse > 1 || (m->fuse && m->ndata);
   }
   get_fixed_str(r, m->name, sizeof m->name);
   m->status = (int32_t)hp_get_u32(r);
@@ -711,7 +737,8 @@ static int get_decide(struct hp_rbuf *r, struct hp_nego_decide *m) {
   m->fuse = hp_get_u32(r);
   get_fixed_str(r, m->msg, sizeof m->msg);
   get_meta(r, &m->meta);
-  if (m->cref > HP_CREF_USE ||
+  get_data(r, &m->data, &m->ndata);
+  if (m->cref > HP_CREF_USE || (m->ndata && (m->status || m->fuse)) ||
       (m->cref == HP_CREF_SET && (m->status || m->msg[0])) ||
       m->status > 0 || m->fuse > 1 || (m->fuse && m->status) ||
       m->meta.ndims > 8 ||

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 8u
+#define HP_PROTO_VERSION 9u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -262,8 +262,16 @@ struct hp_nego_ready {
    * does not carry it). */
   uint32_t narrive;
   const unsigned char *arrive;
+  /* a small allreduce: the sender's part of the result (its members'
+   * inputs prescaled and reduced, in the cross-host ring's element type),
+   * for the coordinator to reduce with the other hosts' and send back in
+   * its decision (daemon/xhost/ring.c, "star"); ndata 0: none. Valid as
+   * long as arrive. */
+  uint32_t ndata;
+  const unsigned char *data;
 };
 #define HP_ARRIVE_MAX 65536u
+#define HP_STAR_MAX 16384u /* the most bytes of a part or a result */
 /* Every local member submitted it and its data lie in the arena (none is
  * streamed through staging, none joined): it may be fused with others. */
 #define HP_NR_RESIDENT 1u
@@ -289,6 +297,11 @@ struct hp_nego_decide {
    * with neutral contributions without having seen it): meta.name and
    * meta.msg are not sent */
   struct hp_nego_ready meta;
+  /* a small allreduce every host sent its part of: the whole result, in
+   * the ring's element type (ndata 0: none; it runs as usual). Points into
+   * the decoded frame, or the coordinator's memory. */
+  uint32_t ndata;
+  const unsigned char *data;
 };
 
 struct hp_data_hdr {

@@ -597,6 +597,10 @@ static int cpu_step(struct hd_job *job, struct hd_tensor *t) {
     hd_tensor_finish(job, t);
     return 1;
   }
+  if (t->star) { /* the coordinator sent the result (xhost/ring.c) */
+    hd_star_finish(c, t);
+    return 1;
+  }
   int adasum = coll == HORA_COLL_ALLREDUCE && t->meta.op == HORA_ADASUM;
   if (c->nhosts > 1 && (adasum || (coll != HORA_COLL_ALLREDUCE &&
                                    coll != HORA_COLL_BROADCAST)))

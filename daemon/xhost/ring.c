@@ -269,6 +269,20 @@ static void wire_fold(float *w, const void *h, uint64_t cnt, int dtype,
   }
 }
 
+/* What W holds for a collective of that dtype and op (WIDE_*). */
+static int wide_of(int coll, int dtype, int op) {
+  if (coll != HORA_COLL_ALLREDUCE) return WIDE_NONE;
+  if (op == HORA_AVERAGE && dtype <= HORA_INT64) return WIDE_INT;
+  if ((dtype == HORA_FLOAT16 || dtype == HORA_BFLOAT16) &&
+      (op == HORA_SUM || op == HORA_AVERAGE || op == HORA_PRODUCT))
+    return WIDE_FLOAT;
+  return WIDE_NONE;
+}
+
+static uint64_t wide_bytes(int wide, int dtype) {
+  return wide == WIDE_INT ? 8 : wide == WIDE_FLOAT ? 4 : hora_dtype_size(dtype);
+}
+
 static int ring_dtype(const struct hd_xop *x) {
   return x->wide == WIDE_INT     ? HORA_INT64
          : x->wide == WIDE_FLOAT ? HORA_FLOAT32
@@ -578,16 +592,8 @@ static int start_op(struct hd_job *job, struct hd_xop *x,
   if (t->meta.coll == HORA_COLL_BROADCAST)
     x->root_host = hd_comm_host_of(c, hd_comm_member(c, t->meta.root));
   x->es = hora_dtype_size(t->meta.dtype);
-  x->wide = WIDE_NONE;
-  if (t->meta.coll == HORA_COLL_ALLREDUCE && t->meta.op == HORA_AVERAGE &&
-      t->meta.dtype <= HORA_INT64)
-    x->wide = WIDE_INT;
-  if (t->meta.coll == HORA_COLL_ALLREDUCE &&
-      (t->meta.dtype == HORA_FLOAT16 || t->meta.dtype == HORA_BFLOAT16) &&
-      (t->meta.op == HORA_SUM || t->meta.op == HORA_AVERAGE ||
-       t->meta.op == HORA_PRODUCT))
-    x->wide = WIDE_FLOAT;
-  x->wes = x->wide == WIDE_INT ? 8 : x->wide == WIDE_FLOAT ? 4 : x->es;
+  x->wide = wide_of(t->meta.coll, t->meta.dtype, t->meta.op);
+  x->wes = wide_bytes(x->wide, t->meta.dtype);
   x->nes = x->wide == WIDE_FLOAT && (t->meta.flags & HD_MF_WIRE16) ? 2
                                                                   : x->wes;
   /* fused tensors are resident: one chunk, the whole */
@@ -863,4 +869,96 @@ void hd_xhost_free(struct hd_comm *c) {
   free(x->base);
   free(x);
   c->xop = NULL;
+}
+
+/* ---- small allreduces through the coordinator ------------------------------
+ *
+ * The ring costs a small tensor two network hops after the decision (its
+ * reduce-scatter and allgather steps), on top of the two of the
+ * negotiation. So a small allreduce goes with the negotiation instead:
+ * each host puts its part -- its members' inputs prescaled and reduced,
+ * as start_piece would into W -- in its NEGO_READY; the coordinator
+ * reduces the hosts' parts in host order (the same bits whatever order
+ * they came in) and puts the whole in its decision; each host writes it
+ * into its members' outputs as finalize would. Two hops in all. Where a
+ * host sent no part (a member joined, one not in the arena, another
+ * horad setting), the decision carries none and the ring runs. */
+
+uint32_t hd_star_bytes(const struct hd_job *job, int coll, int dtype, int op,
+                       uint64_t count, int wire16) {
+  uint64_t most = (uint64_t)HC_MAX(0, hk_int(&job->knobs, small_allreduce));
+  if (coll != HORA_COLL_ALLREDUCE || op == HORA_ADASUM || wire16 ||
+      count == 0 || (unsigned)dtype >= HORA_DTYPE_COUNT ||
+      count * hora_dtype_size(dtype) > most)
+    return 0;
+  uint64_t b = count * wide_bytes(wide_of(coll, dtype, op), dtype);
+  return b <= HP_STAR_MAX ? (uint32_t)b : 0;
+}
+
+int hd_star_part(struct hd_comm *c, const struct hd_tensor *t,
+                 unsigned char *out) {
+  const struct hd_meta *m = &t->meta;
+  uint64_t n = m->count, es = hora_dtype_size(m->dtype);
+  int nl = c->nlocal, wide = wide_of(m->coll, m->dtype, m->op);
+  if (nl < 1 || nl > 256) return -1;
+  /* copies, scaled: the inputs stay as they are, should the ring run */
+  unsigned char *copy = malloc((size_t)(nl * n * es));
+  if (!copy) return -1;
+  const void *src[256];
+  for (int i = 0; i < nl; i++) {
+    struct hd_rank *r = hd_comm_local(c, i);
+    unsigned char *dst = copy + (size_t)i * n * es;
+    memcpy(dst, r->shm + t->part[i].offset, n * es);
+    hd_scale_buf(t, dst, n, 1);
+    src[i] = dst;
+  }
+  if (wide == WIDE_INT) {
+    widen_sum((uint64_t *)out, src, nl, n, m->dtype);
+  } else if (wide == WIDE_FLOAT) {
+    widen_float((float *)out, src, nl, n, m->dtype, m->op);
+  } else {
+    void *dst[1] = {out};
+    hora_op_t op = m->op == HORA_AVERAGE ? HORA_SUM : (hora_op_t)m->op;
+    hc_reduce(dst, 1, src, nl, n, m->dtype, op, 0);
+  }
+  free(copy);
+  return 0;
+}
+
+void hd_star_fold(int dtype, int op, unsigned char *acc,
+                  const unsigned char *part, uint64_t count) {
+  int wide = wide_of(HORA_COLL_ALLREDUCE, dtype, op);
+  int wd = wide == WIDE_INT ? HORA_INT64 : wide == WIDE_FLOAT ? HORA_FLOAT32
+                                                               : dtype;
+  hora_op_t rop = op == HORA_AVERAGE ? HORA_SUM : (hora_op_t)op;
+  void *dst[1] = {acc};
+  const void *src[2] = {acc, part};
+  hc_reduce(dst, 1, src, 2, count, wd, rop, 0);
+}
+
+void hd_star_finish(struct hd_comm *c, struct hd_tensor *t) {
+  const struct hd_meta *m = &t->meta;
+  uint64_t n = m->count;
+  int wide = wide_of(m->coll, m->dtype, m->op);
+  void *dst[256];
+  int nd = 0;
+  for (int i = 0; i < c->nlocal && nd < 256; i++)
+    if (!t->part[i].joined)
+      dst[nd++] = hd_comm_local(c, i)->shm + t->part[i].offset;
+  if (wide == WIDE_INT) {
+    narrow_avg(dst, nd, (const uint64_t *)t->star, n, m->dtype, c->size);
+  } else if (wide == WIDE_FLOAT) {
+    narrow_float(dst, nd, (const float *)t->star, n, m->dtype, m->op,
+                 c->size);
+  } else if (nd) {
+    const void *src[1] = {t->star};
+    hc_reduce(dst, nd, src, 1, n, m->dtype, m->op, c->size);
+  }
+  for (int i = 0; i < nd; i++) hd_scale_buf(t, dst[i], n, 0);
+  hc_debug("allreduce '%s': the result came with the decision (%u bytes); "
+           "no ring", t->name, t->nstar);
+  free(t->star);
+  t->star = NULL;
+  t->nstar = 0;
+  hd_tensor_finish(c->job, t);
 }

@@ -129,6 +129,9 @@ usage_error "--network-interface empty entry" \
 usage_error "--fusion-threshold-mb fraction" \
   "invalid --fusion-threshold-mb value '1.5': expected a whole number" \
   --fusion-threshold-mb 1.5 -np 1 true
+usage_error "--small-allreduce above its most" \
+  "invalid --small-allreduce value '32K': expected a size of at most 16384 bytes" \
+  --small-allreduce 32K -np 1 true
 usage_error "--autotune-gaussian-process-noise above 1" \
   "expected a number from 0 to 1" --autotune-gaussian-process-noise 2 \
   -np 1 true

@@ -5,6 +5,8 @@
 #   matrix  every dtype x every op x buffer kind x sizes 0..4099, broadcast
 #           from every root, barriers: 3 hosts x 2 ranks (-H), 2 hosts x 1
 #           rank (--hostfile), 2 x 2 from h1 itself (h1 is this machine);
+#           the small allreduces' results come with the decisions, and
+#           with HORA_SMALL_ALLREDUCE=0 they take the ring, 2 x 1;
 #   edges   the limits of the documented arithmetic, 3 x 2 (--config-file);
 #   mib     every dtype and op at just over 1 MiB (odd element counts), 3 x 1
 #           (ring chunks that do not divide evenly over the hosts);
@@ -35,8 +37,19 @@ hrun matrix.3x2 240 -np 6 -H h1:2,h2:2,h3:2 "$T/it_coll" matrix -b -B "$MH_TMP/b
 ok matrix.3x2 6
 
 mh_write_hostfile "$MH_TMP/hosts.2x1" h1:1 h2:1
-hrun matrix.2x1 240 --hostfile "$MH_TMP/hosts.2x1" "$T/it_coll" matrix -b -B "$MH_TMP/barrier.2x1" -x 2
+hrun matrix.2x1 240 HORA_LOG=engine:debug --hostfile "$MH_TMP/hosts.2x1" "$T/it_coll" matrix -b -B "$MH_TMP/barrier.2x1" -x 2
 ok matrix.2x1 2
+# small allreduces (HORA_SMALL_ALLREDUCE, 4 KiB) go with the negotiation:
+# the result comes with the coordinator's decision on both hosts, no ring;
+# with 0 every one takes the ring, small ones included
+for h in h1 h2; do
+  expect_grep matrix.2x1 err "^horarun: host $h: horad\[[0-9]+\] DEBUG: allreduce '.*': the result came with the decision \([0-9]+ bytes\); no ring" \
+    "$h's horad wrote small allreduces' results from the decision"
+done
+hrun ring.2x1 240 HORA_LOG=engine:debug HORA_SMALL_ALLREDUCE=0 --hostfile "$MH_TMP/hosts.2x1" "$T/it_coll" matrix -b -B "$MH_TMP/barrier.ring" -x 2
+ok ring.2x1 2
+expect_nogrep ring.2x1 err "the result came with the decision" \
+  "HORA_SMALL_ALLREDUCE=0: every allreduce took the ring"
 
 HRUN_FROM=h1 hrun matrix.fromh1 240 -np 4 -H h1:2,h2:2 "$T/it_coll" matrix -x 4 -q
 ok matrix.fromh1 4

@@ -99,7 +99,9 @@ mh_assert_no_job_procs "$MARK"
 # fused allreduces (fusion_perf's 100 tensors of 4 KiB a step, 2 x 1): the
 # tensors of a fused run show MEMCPY_IN_FUSION_BUFFER and
 # MEMCPY_OUT_FUSION_BUFFER within CPU_ALLREDUCE on both hosts
-HRUN_NOMARK=1 hrun fused 120 -np 2 -H h1:1,h2:1 \
+# (HORA_SMALL_ALLREDUCE=0: the ring's fused runs, not the negotiation's
+# shortcut for small allreduces)
+HRUN_NOMARK=1 hrun fused 120 HORA_SMALL_ALLREDUCE=0 -np 2 -H h1:1,h2:1 \
   --timeline-filename "$MH_TMP/fused.json" "$BUILD/benchmarks/fusion_perf" \
   -n 5 -w 2
 expect_rc fused 0

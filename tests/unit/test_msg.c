@@ -72,7 +72,7 @@ static int enc_all(struct hp_wbuf *w) {
   struct hp_hello he = {3, 4242, "0123456789abcdef0123456789abcdef",
                         HP_SHM_VERSION};
   hp_enc_hello(w, &he);
-  struct hp_welcome we = {3, 8, 3, 4, 0, 2, 999, 1ull << 40, "host-a"};
+  struct hp_welcome we = {3, 8, 3, 4, 0, 2, 999, 1ull << 40, "host-a", 0};
   hp_enc_welcome(w, &we);
   struct hp_job j = sample_job();
   hp_enc_job(w, &j);
@@ -230,7 +230,7 @@ static void test_hello_welcome(void) {
   CHECK_EQ_INT(hp_dec_refuse(p, n, &rf2), HORA_EPROTO);
 
   hp_wbuf_reset(&w);
-  struct hp_welcome we = {1, 2, 3, 4, 5, 6, 7, UINT64_MAX - 1, ""};
+  struct hp_welcome we = {1, 2, 3, 4, 5, 6, 7, UINT64_MAX - 1, "", 0};
   memset(we.hostname, 'h', 255);
   we.hostname[255] = '\0';
   hp_enc_welcome(&w, &we);
@@ -1032,6 +1032,96 @@ static void test_nego_plan_fuse(void) {
   hp_wbuf_free(&w);
 }
 
+/* A small allreduce's part (NEGO_READY) and whole (NEGO_DECIDE, each
+ * entry of a NEGO_PLAN, numbered in the response cache or not) round-trip
+ * byte for byte; more than HP_STAR_MAX bytes, a length beyond the frame,
+ * and data with a failure or a fused decision are refused. */
+static void test_nego_star(void) {
+  unsigned char part[HP_STAR_MAX + 1];
+  for (size_t i = 0; i < sizeof part; i++) part[i] = (unsigned char)(i * 7 + 1);
+  struct hp_nego_decide v[3];
+  plan_decides(v, 3, 2, 40);
+  struct hp_nego_ready r = v[0].meta, r2;
+  snprintf(r.name, sizeof r.name, "%s", v[0].name);
+  r.data = part;
+  r.ndata = 40;
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  for (int use = 0; use < 2; use++) { /* whole, then by number */
+    r.cref = use ? HP_CREF_USE : HP_CREF_NONE;
+    hp_wbuf_reset(&w);
+    hp_enc_nego_ready(&w, &r);
+    size_t n;
+    const unsigned char *p = one_frame(&w, HP_MSG_NEGO_READY, &n);
+    CHECK_EQ_INT(hp_dec_nego_ready(p, n, &r2), 0);
+    CHECK_EQ_INT(r2.ndata, 40);
+    CHECK(r2.data && !memcmp(r2.data, part, 40));
+    for (size_t cut = 0; cut < n; cut++)
+      CHECK(hp_dec_nego_ready(p, cut, &r2) < 0);
+  }
+  r.cref = HP_CREF_NONE;
+  r.ndata = HP_STAR_MAX; /* the most */
+  hp_wbuf_reset(&w);
+  hp_enc_nego_ready(&w, &r);
+  size_t n;
+  const unsigned char *p = one_frame(&w, HP_MSG_NEGO_READY, &n);
+  CHECK_EQ_INT(hp_dec_nego_ready(p, n, &r2), 0);
+  CHECK_EQ_INT(r2.ndata, HP_STAR_MAX);
+  r.ndata = HP_STAR_MAX + 1; /* too many */
+  hp_wbuf_reset(&w);
+  hp_enc_nego_ready(&w, &r);
+  p = one_frame(&w, HP_MSG_NEGO_READY, &n);
+  CHECK(hp_dec_nego_ready(p, n, &r2) < 0);
+  r.ndata = 8; /* with a failure */
+  r.status = HORA_EMISMATCH;
+  snprintf(r.msg, sizeof r.msg, "ranks disagree");
+  hp_wbuf_reset(&w);
+  hp_enc_nego_ready(&w, &r);
+  p = one_frame(&w, HP_MSG_NEGO_READY, &n);
+  CHECK(hp_dec_nego_ready(p, n, &r2) < 0);
+  /* decisions: the first and last with a whole, one numbered */
+  v[0].data = part;
+  v[0].ndata = 12;
+  v[2].data = part + 100;
+  v[2].ndata = 4;
+  v[2].cref = HP_CREF_USE;
+  hp_wbuf_reset(&w);
+  hp_enc_nego_plan(&w, v, 3);
+  p = one_frame(&w, HP_MSG_NEGO_PLAN, &n);
+  struct hp_nego_decide *out = NULL;
+  uint32_t k = 0;
+  CHECK_EQ_INT(hp_dec_nego_plan(p, n, &out, &k), 0);
+  CHECK_EQ_INT(k, 3);
+  if (out) {
+    CHECK(out[0].ndata == 12 && !memcmp(out[0].data, part, 12));
+    CHECK(out[1].ndata == 0 && out[1].data == NULL);
+    CHECK(out[2].ndata == 4 && !memcmp(out[2].data, part + 100, 4));
+  }
+  free(out);
+  hp_wbuf_reset(&w);
+  hp_enc_nego_decide(&w, &v[0]);
+  p = one_frame(&w, HP_MSG_NEGO_DECIDE, &n);
+  struct hp_nego_decide one;
+  CHECK_EQ_INT(hp_dec_nego_decide(p, n, &one), 0);
+  CHECK(one.ndata == 12 && !memcmp(one.data, part, 12));
+  /* a whole with a failure, or fused with the decision before it */
+  struct hp_nego_decide u[3];
+  memcpy(u, v, sizeof u);
+  u[0].status = HORA_EMISMATCH;
+  u[0].seq = UINT64_MAX;
+  hp_wbuf_reset(&w);
+  hp_enc_nego_plan(&w, u, 3);
+  p = one_frame(&w, HP_MSG_NEGO_PLAN, &n);
+  CHECK(hp_dec_nego_plan(p, n, &out, &k) < 0);
+  memcpy(u, v, sizeof u);
+  u[2].fuse = 1;
+  hp_wbuf_reset(&w);
+  hp_enc_nego_plan(&w, u, 3);
+  p = one_frame(&w, HP_MSG_NEGO_PLAN, &n);
+  CHECK(hp_dec_nego_plan(p, n, &out, &k) < 0);
+  hp_wbuf_free(&w);
+}
+
 static void test_fuzz(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
@@ -1120,6 +1210,7 @@ int main(void) {
   RUN(test_decoder_good_then_bad);
   RUN(test_nego_plan);
   RUN(test_nego_plan_fuse);
+  RUN(test_nego_star);
   RUN(test_fuzz);
   /* Last: while msg.c passes a NULL buffer to memcpy/memcmp, UBSan aborts
    * here, after the other results are out. */
