@@ -9,7 +9,8 @@ usage: metrics_check.py ADDR PORT OPS COUNT SLOW NRANKS [--edges]
   and idle connections. With --member, the host does not coordinate the
   job (another host of a multi-host job): it counts no lateness. With
   --peers N, it has links to N other hosts, up, that carried at least
-  the allreduces' bytes.
+  the allreduces' bytes (of 4 KiB or less: as small allreduces' parts or
+  results, with the negotiation).
 Exits 0 when every check passed, 1 otherwise (each failure printed)."""
 import socket
 import sys
@@ -134,6 +135,11 @@ def main():
               "bytes sent to the other hosts: %s" % sent)
         check(len(got) == peers and sum(got) >= ops * count * 4,
               "bytes received from the other hosts: %s" % got)
+        if count * 4 <= 4096:  # small: parts or results with the negotiation
+            star = get(sm, "hora_small_allreduce_sent_bytes_total")
+            check(len(star) == 1 and star[0] >= ops * count * 4,
+                  "small allreduces' bytes sent with the negotiation: %s"
+                  % star)
     for r in range(nranks if not member else 0):
         n = get(sm, "hora_rank_lateness_seconds_count", rank=str(r))
         check(n == [ops + 1], "rank %d lateness count %s" % (r, n))
