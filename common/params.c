@@ -192,9 +192,10 @@ const struct hc_param hc_params[] = {
     {"fast_path_disable", "HORA_FAST_PATH_DISABLE", NULL, "--no-fast-path",
      HC_P_BOOL, "0",
      "turn off the fast path for small operations: on one host, an "
-     "allreduce or broadcast of at most 4 KiB per rank that every rank has "
-     "already run once by the same name is otherwise done by the ranks "
-     "themselves in a shared segment, without a round trip through horad",
+     "allreduce or broadcast of at most 4 KiB per rank that every rank of "
+     "its process set has already run once by the same name is otherwise "
+     "done by those ranks themselves in a shared segment, without a round "
+     "trip through horad",
      NULL, 0},
     {"fast_path_wait", "HORA_FAST_PATH_WAIT_US", NULL, NULL, HC_P_INT, "2000",
      "microseconds a rank waits for its peers on the fast path before it "

@@ -16,6 +16,7 @@ struct hl_pset {
   int exists;
   int size, rank; /* rank: this rank's index in it, -1 when not a member */
   int *ranks;
+  uint64_t noname[HORA_COLL_MAX + 1]; /* unnamed operations in it (ps_lock) */
 };
 
 /* One operation from submission until its result is taken. */
@@ -43,7 +44,7 @@ struct hl_op {
    * candidate (0: not one); the rest while it is on the fast path */
   uint64_t fkey;
   _Atomic int fstate; /* HL_FS_* */
-  uint32_t fslot, fround;
+  uint32_t fslot, fround, fmembers;
   _Atomic uint64_t ft0; /* when a waiter first looked at the clock (0: not yet) */
   int froot, fnolist;
   struct hp_sqe fe; /* last: op_new() clears only what comes before */
@@ -140,6 +141,9 @@ int hl_cuda_sync(void *ctx, void *stream);
 void hl_cuda_release_segment(void); /* before the segment is unmapped */
 
 /* ops.c */
+/* The members of process set id (one bit per rank; 0: unknown, or a
+ * rank past the fast path's 16). */
+uint32_t hl_pset_members(int id);
 /* Submits op (an allreduce or broadcast the fast path gave up on) to
  * horad from op->fe. */
 int hl_submit_horad(struct hl_op *op);

@@ -127,8 +127,10 @@ int hl_fast_on(void) { return fp.hdr != NULL; }
 /* ---- what must match ------------------------------------------------ */
 
 static void meta_of(struct hp_fast_meta *m, const struct hp_sqe *e,
-                    uint32_t flags) {
+                    uint32_t flags, uint32_t members) {
   memset(m, 0, offsetof(struct hp_fast_meta, name));
+  m->comm = e->comm;
+  m->members = members;
   m->coll = e->coll;
   m->dtype = e->dtype;
   m->op = e->coll == HORA_COLL_ALLREDUCE ? e->op : 0;
@@ -187,32 +189,36 @@ static void wake_lane(struct hp_fast_lane *l) {
             NULL, 0);
 }
 
-/* Every rank is in round `round` of slot s: this rank does the collective
- * for all (or fails the round when their metadata differ) and writes each
- * lane's outcome. */
+/* Every member of the set is in round `round` of slot s: this rank does
+ * the collective for all (or fails the round when their metadata differ)
+ * and writes each member's lane's outcome. */
 static void close_round(uint32_t s, uint64_t round,
                         const struct hp_fast_meta *m) {
   /* m is this rank's own copy, checked when it was offered: what the
    * lanes say is compared with it, never used */
   int ok = 1;
-  for (uint32_t r = 0; r < fp.n && ok; r++)
-    ok = meta_equal(m, &lane_at(s, r)->meta);
+  uint32_t mem[HP_FAST_RANKS], k = 0;
+  for (uint32_t r = 0; r < fp.n; r++)
+    if (m->members >> r & 1u) mem[k++] = r;
+  for (uint32_t i = 0; i < k && ok; i++)
+    ok = meta_equal(m, &lane_at(s, mem[i])->meta);
   uint64_t es = hora_dtype_size((hora_dtype_t)m->dtype);
   uint64_t bytes = m->count * es;
   if (ok && m->count) {
     void *v[HP_FAST_RANKS];
-    for (uint32_t r = 0; r < fp.n; r++) v[r] = lane_at(s, r)->data;
+    for (uint32_t i = 0; i < k; i++) v[i] = lane_at(s, mem[i])->data;
     hora_dtype_t dt = (hora_dtype_t)m->dtype;
     if (m->coll == HORA_COLL_ALLREDUCE) {
-      for (uint32_t r = 0; r < fp.n; r++)
-        if (m->prescale != 1.0) hc_scale(v[r], m->count, dt, m->prescale);
-      hc_reduce(v, (int)fp.n, (const void *const *)v, (int)fp.n, m->count, dt,
-                (hora_op_t)m->op, (int)fp.n);
-      for (uint32_t r = 0; r < fp.n; r++)
-        if (m->postscale != 1.0) hc_scale(v[r], m->count, dt, m->postscale);
+      for (uint32_t i = 0; i < k; i++)
+        if (m->prescale != 1.0) hc_scale(v[i], m->count, dt, m->prescale);
+      hc_reduce(v, (int)k, (const void *const *)v, (int)k, m->count, dt,
+                (hora_op_t)m->op, (int)k);
+      for (uint32_t i = 0; i < k; i++)
+        if (m->postscale != 1.0) hc_scale(v[i], m->count, dt, m->postscale);
     } else {
-      for (uint32_t r = 0; r < fp.n; r++)
-        if (r != (uint32_t)m->root) memcpy(v[r], v[m->root], bytes);
+      const void *from = lane_at(s, (uint32_t)m->root)->data;
+      for (uint32_t i = 0; i < k; i++)
+        if (mem[i] != (uint32_t)m->root) memcpy(v[i], from, bytes);
     }
   }
   if (ok) {
@@ -222,8 +228,8 @@ static void close_round(uint32_t s, uint64_t round,
     atomic_fetch_add_explicit(&fp.hdr->bytes[c][m->dtype], bytes,
                               memory_order_relaxed);
   }
-  for (uint32_t r = 0; r < fp.n; r++) {
-    struct hp_fast_lane *l = lane_at(s, r);
+  for (uint32_t i = 0; i < k; i++) {
+    struct hp_fast_lane *l = lane_at(s, mem[i]);
     atomic_store_explicit(&l->outcome, HP_FAST_OUTCOME(round, !ok),
                           memory_order_release);
     wake_lane(l);
@@ -276,11 +282,16 @@ static int must_leave(void) {
 
 uint64_t hl_fast_candidate(const struct hp_sqe *e, uint32_t flags,
                            uint64_t bytes, struct hp_fast_meta *m) {
-  if (!fp.hdr || bytes > HP_FAST_BYTES || e->comm != 0 ||
-      !hp_fast_coll_index(e->coll) ||
+  if (!fp.hdr || bytes > HP_FAST_BYTES || !hp_fast_coll_index(e->coll) ||
       (e->coll == HORA_COLL_ALLREDUCE && e->op >= HORA_OP_ELEMENTWISE))
     return 0;
-  meta_of(m, e, flags);
+  /* a process set: its members (a broadcast's root among them) */
+  uint32_t members = e->comm ? hl_pset_members(e->comm) : fp.full;
+  if (!(members & (1u << fp.me)) || __builtin_popcount(members) < 2 ||
+      (e->coll == HORA_COLL_BROADCAST &&
+       (e->root < 0 || e->root >= (int32_t)fp.n || !(members >> e->root & 1u))))
+    return 0;
+  meta_of(m, e, flags, members);
   return meta_key(m);
 }
 
@@ -351,7 +362,7 @@ static int offer_at(struct hl_op *op, const struct hp_sqe *e,
       written = 1;
     }
     uint32_t now_in = arrived | bit;
-    int closing = now_in == fp.full;
+    int closing = now_in == m->members;
     uint64_t nst = closing ? HP_FAST_STATE(round + 1, 0, 0, 0)
                            : HP_FAST_STATE(round, 0, 0, now_in);
     if (!atomic_compare_exchange_weak_explicit(&sl->state, &st, nst,
@@ -360,6 +371,7 @@ static int offer_at(struct hl_op *op, const struct hp_sqe *e,
       continue;
     op->fslot = s;
     op->fround = round & 0x0fffffffu;
+    op->fmembers = m->members;
     atomic_store_explicit(&op->ft0, 0, memory_order_relaxed);
     op->froot = e->coll == HORA_COLL_BROADCAST && (uint32_t)e->root == fp.me;
     memcpy(&op->fe, e, offsetof(struct hp_sqe, name) + e->name_len + 1);
@@ -389,8 +401,8 @@ static int withdraw(struct hl_op *op) {
     if ((HP_FAST_ROUND(st) & 0x0fffffffu) != op->fround) return 0;
     uint32_t arrived = HP_FAST_ARRIVED(st);
     atomic_store(&sl->tomb_ns, hc_now_ns());
-    uint64_t nst = HP_FAST_STATE(HP_FAST_ROUND(st) + 1, fp.full & ~arrived,
-                                 fp.me, 0);
+    uint64_t nst = HP_FAST_STATE(HP_FAST_ROUND(st) + 1,
+                                 op->fmembers & ~arrived, fp.me, 0);
     if (atomic_compare_exchange_weak_explicit(&sl->state, &st, nst,
                                               memory_order_acq_rel,
                                               memory_order_acquire)) {

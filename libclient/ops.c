@@ -481,9 +481,24 @@ static const char *coll_word(int coll) {
 
 /* Fills e->name from the user's name, or names the operation by call
  * order; long names keep a prefix and get a hash so they stay unique. */
+static struct hl_pset *pset_locked(int id);
+
+/* An unnamed operation is named by its order among the unnamed ones of
+ * its collective and process set ("allreduce.noname.N", and
+ * "allreduce.ps<id>.noname.N" in a set other than the global one), so
+ * that the members of a set agree whatever the ranks do elsewhere. */
 static void set_name(struct hp_sqe *e, const char *name, int coll) {
   char buf[64];
-  if (!name) {
+  if (!name && e->comm) {
+    uint64_t n = 0;
+    pthread_mutex_lock(&hl.ps_lock);
+    struct hl_pset *p = pset_locked((int)e->comm);
+    if (p) n = p->noname[coll]++;
+    pthread_mutex_unlock(&hl.ps_lock);
+    snprintf(buf, sizeof buf, "%s.ps%u.noname.%llu", coll_word(coll), e->comm,
+             (unsigned long long)n);
+    name = buf;
+  } else if (!name) {
     uint64_t n = atomic_fetch_add(&hl.noname[coll], 1);
     snprintf(buf, sizeof buf, "%s.noname.%llu", coll_word(coll),
              (unsigned long long)n);
@@ -516,6 +531,21 @@ static struct hl_pset *pset_locked(int id) {
   }
   return id > 0 && id < hl.npsets && hl.psets[id].exists ? &hl.psets[id]
                                                           : NULL;
+}
+
+uint32_t hl_pset_members(int id) {
+  uint32_t m = 0;
+  pthread_mutex_lock(&hl.ps_lock);
+  struct hl_pset *p = pset_locked(id);
+  for (int i = 0; p && p->ranks && i < p->size; i++) {
+    if (p->ranks[i] < 0 || p->ranks[i] >= 16) {
+      m = 0;
+      break;
+    }
+    m |= 1u << p->ranks[i];
+  }
+  pthread_mutex_unlock(&hl.ps_lock);
+  return m;
 }
 
 /* Copies the set's size and this rank's index in it; HORA_ENOSET. */
@@ -1239,6 +1269,7 @@ int hora_process_set_add(const int *ranks, int nranks) {
     }
     struct hl_pset *s = &hl.psets[id];
     free(s->ranks);
+    memset(s->noname, 0, sizeof s->noname); /* a new set under that id */
     s->ranks = malloc((size_t)nranks * sizeof *s->ranks);
     s->exists = s->ranks != NULL;
     s->size = nranks;

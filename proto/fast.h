@@ -4,9 +4,9 @@
  *
  *   [hp_fast_hdr | nslots x hp_fast_slot | nslots x nranks x hp_fast_lane]
  *
- * A small allreduce or broadcast that every rank has already completed
- * once through horad, with the same name and metadata, meets its peers at
- * a slot chosen by a hash of those: each rank writes its metadata and data
+ * A small allreduce or broadcast that every rank of its process set has
+ * already completed once through horad, with the same name and metadata,
+ * meets its peers at a slot chosen by a hash of those: each rank writes its metadata and data
  * into its own lane of the slot and adds itself to the slot's round; the
  * rank that completes the round (the closer) compares every lane's
  * metadata, reduces the lanes into each other with horad's kernels and
@@ -23,7 +23,8 @@
  *
  * The state word of a slot (all changes by compare-and-swap):
  *   bits  0-15  ranks in the current round
- *   bits 16-31  ranks still to be told of a withdrawn round (tombstone)
+ *   bits 16-31  ranks of its set still to be told of a withdrawn round
+ *               (tombstone)
  *   bits 32-35  the rank that withdrew it (its lane names the operation)
  *   bits 36-63  the round's number
  * A lane's outcome word is (round + 1) << 1 | failed (0: none yet), written
@@ -37,7 +38,7 @@
 #include "shm.h"
 
 #define HP_FAST_MAGIC 0x5453414641524f48ull /* "HORAFAST" */
-#define HP_FAST_VERSION 1u
+#define HP_FAST_VERSION 2u
 #define HP_FAST_RANKS 16u   /* ranks on the host, at most */
 #define HP_FAST_SLOTS 512u  /* a power of two */
 #define HP_FAST_BYTES 4096u /* data bytes of one rank's tensor, at most */
@@ -48,6 +49,9 @@ struct hp_fast_meta {
   uint8_t coll, dtype, op, ndims;
   int32_t root;
   uint32_t flags;
+  uint32_t comm;    /* the process set */
+  uint32_t members; /* its ranks, one bit each: the round is complete when
+                       they all are in it */
   uint16_t name_len, pad0;
   uint64_t count;
   double prescale, postscale;

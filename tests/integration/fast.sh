@@ -1,11 +1,11 @@
 #!/bin/sh
 # fast.sh -- the fast path for small operations on one host (it_fast.c):
 # results equal to horad's bit for bit, for every dtype x op, scale
-# factors and broadcast roots; operations in different orders and more
-# of them than slots; threads of a rank at once; a late rank, a mismatch,
-# a name twice in flight, join, a rank that keeps out, a rank that dies;
-# off with --no-fast-path and while the timeline records; counted in
-# /metrics.
+# factors and broadcast roots, in the global set and in process sets;
+# operations in different orders and more of them than slots; threads of
+# a rank at once; a late rank, a mismatch, a name twice in flight, join, a
+# rank that keeps out, a rank that dies; off with --no-fast-path and while
+# the timeline records; counted in /metrics.
 . "$(dirname "$0")/lib.sh"
 
 ok() { # NAME NP MODE
@@ -22,6 +22,10 @@ for np in 2 3 4; do
   hrun check.np$np 300 HORA_LOG=client:debug -np $np "$T/it_fast" check 3
   ok check.np$np $np check && used check.np$np $np
 done
+# process sets {0,1,2} and {1,3}: each set's members meet by themselves
+# (and unnamed operations in a set are named by their order in it)
+hrun sets.np4 300 HORA_LOG=client:debug -np 4 "$T/it_fast" sets 3
+ok sets.np4 4 sets && used sets.np4 4
 for np in 2 3; do
   hrun order.np$np 120 HORA_LOG=client:debug -np $np "$T/it_fast" order 3
   ok order.np$np $np order && used order.np$np $np

@@ -6,6 +6,8 @@
  *            operation under a repeated name (the fast path, once learnt)
  *            equals, bit for bit, that of the same operation under a
  *            fresh name (always horad), on the same input
+ *   sets     the same in process sets {0,1,2} and {1,3} (4 ranks), each
+ *            rank in the sets it is a member of
  *   order    learnt operations submitted asynchronously in a different
  *            order on each rank, and 700 at once (more than the slots)
  *   threads  4 threads of each rank, each with its own names, at once
@@ -96,6 +98,7 @@ static void fill(void *p, size_t n, hora_dtype_t dt) {
 }
 
 static const char *opname[] = {"avg", "sum", "min", "max", "prod"};
+static int set_id; /* the process set of check_allreduce / check_broadcast */
 
 /* One allreduce both ways on the same input: the repeated name's result
  * (ROUNDS times: the first learns it) against a fresh name's. */
@@ -104,13 +107,14 @@ static void check_allreduce(hora_dtype_t dt, hora_op_t op, size_t n,
   size_t es = hora_dtype_size(dt), bytes = n * es;
   unsigned char in[4096], a[4096], b[4096];
   char name[96];
-  snprintf(name, sizeof name, "chk.%s.%s.%zu.%g", hora_dtype_name(dt),
-           opname[op], n, pre);
+  snprintf(name, sizeof name, "chk.%s.%s.%zu.%g.%d", hora_dtype_name(dt),
+           opname[op], n, pre, set_id);
   for (int i = 0; i < rounds; i++) {
     fill(in, n, dt);
     hora_request_t q = {.coll = HORA_COLL_ALLREDUCE, .name = name,
                         .sendbuf = in, .recvbuf = a, .count = n, .dtype = dt,
-                        .op = op, .prescale = pre, .postscale = post};
+                        .op = op, .prescale = pre, .postscale = post,
+                        .process_set = set_id};
     int64_t h;
     int rc = hora_submit(&q, &h);
     if (rc == 0) rc = hora_wait(h);
@@ -128,12 +132,18 @@ static void check_broadcast(hora_dtype_t dt, size_t n, int root, int rounds) {
   size_t es = hora_dtype_size(dt), bytes = n * es;
   unsigned char want[4096], a[4096];
   char name[96];
-  snprintf(name, sizeof name, "bc.%s.%zu.%d", hora_dtype_name(dt), n, root);
+  snprintf(name, sizeof name, "bc.%s.%zu.%d.%d", hora_dtype_name(dt), n, root,
+           set_id);
   for (int i = 0; i < rounds; i++) {
     fill(want, n, dt); /* every rank draws the same sequence */
     if (rank == root) memcpy(a, want, bytes);
     else memset(a, 0x5a, bytes);
-    int rc = hora_broadcast(name, a, n, dt, root);
+    hora_request_t q = {.coll = HORA_COLL_BROADCAST, .name = name,
+                        .sendbuf = a, .count = n, .dtype = dt,
+                        .root_rank = root, .process_set = set_id};
+    int64_t h;
+    int rc = hora_submit(&q, &h);
+    if (rc == 0) rc = hora_wait(h);
     CHECK(rc == 0 && memcmp(a, want, bytes) == 0, "%s round %d: rc %d, wrong "
           "data", name, i, rc);
   }
@@ -159,6 +169,40 @@ static void mode_check(int rounds) {
       check_broadcast((hora_dtype_t)d, 4096 / hora_dtype_size((hora_dtype_t)d),
                       root, rounds);
     }
+}
+
+/* Process sets {0,1,2} and {1,3} (4 ranks): in each a rank is a member
+ * of, allreduces of some dtypes, every op, with and without scale factors,
+ * against horad's, and broadcasts from each member. */
+static void mode_sets(int rounds) {
+  static const int a[] = {0, 1, 2}, b[] = {1, 3};
+  static const hora_dtype_t dts[] = {HORA_FLOAT32, HORA_INT32, HORA_FLOAT16,
+                                     HORA_FLOAT64};
+  int ida = hora_process_set_add(a, 3), idb = hora_process_set_add(b, 2);
+  CHECK(ida > 0 && idb > 0, "process sets: %d %d (%s)", ida, idb,
+        hora_last_error());
+  const int *sets[2] = {a, b}, nset[2] = {3, 2}, ids[2] = {ida, idb};
+  for (int k = 0; k < 2 && ida > 0 && idb > 0; k++) {
+    int member = 0;
+    for (int i = 0; i < nset[k]; i++) member |= sets[k][i] == rank;
+    if (!member) continue;
+    set_id = ids[k];
+    for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+      for (int op = 0; op < HORA_OP_ELEMENTWISE; op++) {
+        size_t n = d == 0 ? 1000 : 33;
+        rng = 88172645463325252ull + (uint64_t)rank * 7919 + d;
+        check_allreduce(dts[d], (hora_op_t)op, n, 1.0, 1.0, rounds);
+        if (op == HORA_AVERAGE)
+          check_allreduce(dts[d], (hora_op_t)op, n, 0.5, 3.0, rounds);
+      }
+    for (int i = 0; i < nset[k]; i++) {
+      rng = 4242 + (uint64_t)i;
+      check_broadcast(HORA_INT64, 100, sets[k][i], rounds);
+    }
+  }
+  set_id = 0;
+  if (ida > 0) hora_process_set_remove(ida);
+  if (idb > 0) hora_process_set_remove(idb);
 }
 
 /* n learnt float64 sums, submitted in rank-dependent order */
@@ -228,6 +272,8 @@ int main(int argc, char **argv) {
   double tri = size * (size - 1) / 2.0;
   if (!strcmp(mode, "check")) {
     mode_check(rounds);
+  } else if (!strcmp(mode, "sets")) {
+    mode_sets(rounds);
   } else if (!strcmp(mode, "order")) {
     async_many(8, rounds, "ord");
     async_many(700, 2, "many");
