@@ -21,6 +21,7 @@
 #include "common.h"
 #include "conn.h"
 #include "job.h"
+#include "slurm.h"
 #include "msg.h"
 #include "output.h"
 #include "remote.h"
@@ -1300,6 +1301,11 @@ static void print_layout(struct hr_job *j) {
   const struct hr_layout *l = j->l;
   hr_say(j->out, "job: %d process%s of %s, in %s", l->np,
          l->np == 1 ? "" : "es", j->o->prog[0], j->cwd);
+  const char *nodelist, *tasks;
+  if (j->o->host_source == HR_HOSTS_NONE && hr_slurm_env(&nodelist, &tasks))
+    hr_say(j->out, "hosts: the Slurm allocation's, SLURM_JOB_NODELIST=%s "
+           "SLURM_TASKS_PER_NODE=%s", nodelist, tasks ? tasks : "(unset: 1 "
+           "per node)");
   for (int r = 0; r < l->np; r++) {
     const struct hr_rank *k = &l->ranks[r];
     hr_say(j->out,

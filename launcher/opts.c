@@ -11,6 +11,7 @@
 #include "common.h"
 #include "hosts.h"
 #include "opts.h"
+#include "slurm.h"
 
 /* Knobs whose flag takes another unit than their variables: the flag's
  * value is multiplied by `scale` (horovodrun's --fusion-threshold-mb). */
@@ -201,6 +202,11 @@ static int pick_hosts(const struct hr_opts *o, struct hr_host **hosts,
     return -1;
   default:
     break;
+  }
+  /* inside a Slurm allocation: its nodes, with their tasks as slots */
+  const char *nodelist, *tasks;
+  if (hr_slurm_env(&nodelist, &tasks)) {
+    return hr_slurm_hosts(nodelist, tasks, hosts, n, err, errlen);
   }
   if (o->np == 0) {
     hc_fmt(err, errlen, "-np is required: the number of processes to run");
