@@ -31,13 +31,15 @@ static void usage(FILE *f) {
          "  --bootstrap       read the job's host index, secret and heartbeat\n"
          "                    timeout from the first line of standard input\n"
          "                    (multi-host)\n"
-         "  --rendezvous      started over ssh: read the bootstrap line, then\n"
-         "                    connect to horarun (the client address of\n"
-         "                    $SSH_CONNECTION, or --launcher)\n"
+         "  --rendezvous      started over ssh or srun: read the bootstrap\n"
+         "                    line, then connect to horarun (the client\n"
+         "                    address of $SSH_CONNECTION, else\n"
+         "                    $SLURM_LAUNCH_NODE_IPADDR, or --launcher)\n"
          "  --probe           for horarun --doctor: report this host's\n"
          "                    version, interfaces, /dev/shm, memory, GPUs,\n"
          "                    and test the links to the other hosts\n"
          "  --launcher ADDR   horarun's address, instead of $SSH_CONNECTION\n"
+         "                    or $SLURM_LAUNCH_NODE_IPADDR\n"
          "  --iface IF        use this network interface's address for\n"
          "                    hora's TCP\n"
          "  --metrics-port PORT  serve Prometheus metrics at\n"
@@ -96,9 +98,12 @@ static int read_bootstrap(struct hd_job *job, int *port) {
   return 0;
 }
 
-/* The client address of $SSH_CONNECTION ("client port server port"). */
-static int launcher_from_ssh(char *buf, size_t len) {
+/* Where horarun is: the client address of $SSH_CONNECTION ("client port
+ * server port") when ssh started this horad, else $SLURM_LAUNCH_NODE_IPADDR
+ * when srun did (the address of the node srun ran on). */
+static int launcher_from_env(char *buf, size_t len) {
   const char *sc = getenv("SSH_CONNECTION");
+  if (!sc || !*sc) sc = getenv("SLURM_LAUNCH_NODE_IPADDR");
   if (!sc) return -1;
   size_t n = strcspn(sc, " ");
   if (n == 0 || n >= len) return -1;
@@ -186,7 +191,7 @@ int main(int argc, char **argv) {
   }
   if (probe) {
     char addr[128];
-    if (!launcher && launcher_from_ssh(addr, sizeof addr) == 0)
+    if (!launcher && launcher_from_env(addr, sizeof addr) == 0)
       launcher = addr;
     return hd_probe_main(iface, launcher);
   }
@@ -224,8 +229,9 @@ int main(int argc, char **argv) {
     char addr[128];
     if (launcher) {
       hc_fmt(addr, sizeof addr, "%s", launcher);
-    } else if (launcher_from_ssh(addr, sizeof addr) < 0) {
-      hc_error("no $SSH_CONNECTION to find horarun by: give --launcher");
+    } else if (launcher_from_env(addr, sizeof addr) < 0) {
+      hc_error("no $SSH_CONNECTION or $SLURM_LAUNCH_NODE_IPADDR to find "
+               "horarun by: give --launcher");
       rc = 2;
       goto out;
     }

@@ -35,6 +35,7 @@ enum opt_id {
   O_OUTPUT,
   O_PREFIX_TS,
   O_VERBOSE,
+  O_LAUNCHER,
   O_DOCTOR,
   O_VERSION,
   O_HELP,
@@ -81,6 +82,11 @@ static const struct opt builtin_opts[] = {
      "put the time in front of every output line"},
     {NULL, "--verbose", NULL, O_VERBOSE,
      "print what horarun does (horad command line, job layout) on stderr"},
+    {NULL, "--launcher", "NAME", O_LAUNCHER,
+     "how horad starts on the hosts other than this machine: ssh, or srun "
+     "(a job step of the Slurm allocation horarun runs in: no ssh to the "
+     "nodes); default: srun when the hosts are the allocation's and srun is "
+     "at hand, else ssh"},
     {NULL, "--doctor", NULL, O_DOCTOR,
      "run no program: check the hosts a job would run on (ssh, horad and "
      "its version, the network interfaces, TCP between each pair of hosts "
@@ -331,6 +337,11 @@ static int apply(struct hr_opts *o, const struct match *m, const char *name,
     return 0;
   case O_VERBOSE:
     o->verbose = 1;
+    return 0;
+  case O_LAUNCHER:
+    if (hr_launcher_check(v, err, sizeof err) < 0)
+      return hr_usage_error("invalid %s value '%s': %s", name, v, err);
+    o->launcher = v;
     return 0;
   case O_DOCTOR:
     o->doctor = 1;

@@ -706,6 +706,18 @@ static int key_output(struct cfg *c, yaml_node_t *v, const char *path,
   return get_str(c, v, path, &c->o->output_dir);
 }
 
+static int key_launcher(struct cfg *c, yaml_node_t *v, const char *path,
+                        const void *arg) {
+  const char *s;
+  char why[128];
+  (void)arg;
+  if (get_str(c, v, path, &s) < 0) return -1;
+  if (hr_launcher_check(s, why, sizeof why) < 0)
+    return fail(c, v, "'%s': bad value '%s': %s", path, s, why);
+  c->o->launcher = s;
+  return 0;
+}
+
 static const struct key top_keys[] = {
     /* horovodrun's */
     {"controller", key_controller, NULL},
@@ -725,6 +737,7 @@ static const struct key top_keys[] = {
     KNOB("start_timeout", "start_timeout", KK_PLAIN),
     {"verbose", key_verbose, NULL},
     {"output_filename", key_output, NULL},
+    {"launcher", key_launcher, NULL},
     {"prefix_output_with_timestamp", key_prefix_ts, NULL},
     {"knobs", key_knobs, NULL},
 };

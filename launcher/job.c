@@ -1089,8 +1089,9 @@ static void check_daemon(struct hr_daemon *d) {
   char st[64];
   describe_status(d->wstatus, st, sizeof st);
   if (d->remote && d->started && !d->registered && !d->quiet) {
-    hr_say(j->out, "error: cannot start horad on host %s: ssh exited with "
-           "%s%s", d->name, st, d->ntail ? "; it said:" : "");
+    hr_say(j->out, "error: cannot start horad on host %s: %s exited with "
+           "%s%s", d->name, hr_launcher_name(j->o->launch), st,
+           d->ntail ? "; it said:" : "");
     print_tail(d);
     set_exit(j, HR_EXIT_LAUNCHER);
     stop_job(j, "a horad could not be started");
@@ -1181,9 +1182,10 @@ static void on_start_timeout(uv_timer_t *t) {
     if (d->remote && !d->registered) {
       hr_say(j->out,
              "error: host %s: horad did not connect back within %d s "
-             "(--start-timeout)%s",
-             d->name, j->start_timeout,
-             d->ntail ? "; ssh said:" : "; ssh said nothing");
+             "(--start-timeout)%s%s%s",
+             d->name, j->start_timeout, d->ntail ? "; " : "; ",
+             hr_launcher_name(j->o->launch),
+             d->ntail ? " said:" : " said nothing");
       print_tail(d);
     } else if (j->multi && d->registered) {
       hr_say(j->out,
@@ -1219,7 +1221,10 @@ static void start_remote(struct hr_job *j, struct hr_daemon *d,
   char err[1024];
   int fd = -1;
   const char *path = j->o->horad_path ? j->o->horad_path : j->horad;
-  char **argv = hr_ssh_argv(j->o, &j->l->hosts[d->host], path);
+  char **argv =
+      j->o->launch == HR_LAUNCH_SRUN
+          ? hr_srun_argv(j->o, &j->l->hosts[d->host], path, "--rendezvous")
+          : hr_ssh_argv(j->o, &j->l->hosts[d->host], path);
   if (!argv) {
     hr_say(j->out, "error: out of memory");
     set_exit(j, HR_EXIT_LAUNCHER);

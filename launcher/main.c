@@ -150,6 +150,12 @@ int main(int argc, char **argv) {
     hr_opts_free(&o);
     return rc;
   }
+  char lerr[512];
+  if ((o.launch = hr_opts_launcher(&o, lerr, sizeof lerr)) < 0) {
+    hr_layout_free(&l);
+    hr_opts_free(&o);
+    return hr_usage_error("%s", lerr);
+  }
   if (o.doctor) {
     char *horad = hr_horad_path();
     rc = horad ? hr_doctor_run(&o, &l, horad) : HR_EXIT_LAUNCHER;

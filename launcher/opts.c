@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "hosts.h"
@@ -181,6 +182,49 @@ double hr_opts_knob_num(const struct hr_opts *o, const char *name) {
     return p->type == HC_P_SIZE ? (double)hc_parse_size(v) : strtod(v, NULL);
   }
   return hc_param_double_named(name);
+}
+
+int hr_launcher_check(const char *v, char *why, size_t whylen) {
+  if (!strcmp(v, "ssh") || !strcmp(v, "srun")) return 0;
+  hc_fmt(why, whylen, "expected ssh or srun");
+  return -1;
+}
+
+const char *hr_launcher_name(int launcher) {
+  return launcher == HR_LAUNCH_SRUN ? "srun" : "ssh";
+}
+
+/* Whether an executable `name` is on PATH. */
+static int on_path(const char *name) {
+  const char *path = getenv("PATH");
+  char buf[4096];
+  while (path && *path) {
+    size_t n = strcspn(path, ":");
+    hc_fmt(buf, sizeof buf, "%.*s/%s", (int)n, n ? path : ".", name);
+    if (access(buf, X_OK) == 0) return 1;
+    path += n;
+    if (*path) path++;
+  }
+  return 0;
+}
+
+int hr_opts_launcher(const struct hr_opts *o, char *err, size_t errlen) {
+  const char *nodelist, *tasks, *id = getenv("SLURM_JOB_ID");
+  int in_job = id && *id;
+  int slurm_hosts = o->host_source == HR_HOSTS_NONE &&
+                    hr_slurm_env(&nodelist, &tasks);
+  if (!o->launcher)
+    return slurm_hosts && in_job && on_path("srun") ? HR_LAUNCH_SRUN
+                                                     : HR_LAUNCH_SSH;
+  if (strcmp(o->launcher, "srun")) return HR_LAUNCH_SSH;
+  if (!in_job) {
+    hc_fmt(err, errlen, "--launcher srun starts horad in a job step of the "
+           "Slurm allocation horarun runs in (salloc, sbatch), and "
+           "SLURM_JOB_ID is not set: run horarun inside one, or use "
+           "--launcher ssh");
+    return -1;
+  }
+  return HR_LAUNCH_SRUN;
 }
 
 /* The hosts from o->host_source, before defaults are applied. */

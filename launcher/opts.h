@@ -43,6 +43,8 @@ struct hr_opts {
   int doctor;             /* --doctor: check the hosts, run nothing */
   int prefix_timestamp;   /* --prefix-output-with-timestamp */
   const char *output_dir; /* --output-filename, or NULL */
+  const char *launcher;   /* --launcher (ssh, srun), or NULL: the default */
+  int launch;             /* the one the job uses (HR_LAUNCH_*; main.c) */
   /* Values of the hc_params knobs given as flags or in a config file,
    * indexed like hc_params; NULL where not given. Each points into argv,
    * to a literal or to a string the opts own. */
@@ -50,6 +52,19 @@ struct hr_opts {
   char **prog; /* the program and its arguments (points into argv) */
   int nprog;
 };
+
+/* How horad is started on the hosts other than this machine. */
+enum { HR_LAUNCH_SSH, HR_LAUNCH_SRUN };
+/* Checks a --launcher / `launcher:` value: 0, or -1 with "expected ..."
+ * in why. */
+int hr_launcher_check(const char *v, char *why, size_t whylen);
+/* The launcher of the job: the one given, else srun when the hosts are a
+ * Slurm allocation's (no -H, --hostfile or config hosts; SLURM_JOB_ID set)
+ * and srun is on PATH, else ssh. Returns HR_LAUNCH_*, or -1 with a reason in err (srun
+ * outside an allocation). */
+int hr_opts_launcher(const struct hr_opts *o, char *err, size_t errlen);
+/* "ssh" or "srun". */
+const char *hr_launcher_name(int launcher);
 
 /* Sets *o to "nothing given" (knob array allocated). Returns 0, or -1
  * when out of memory. hr_cli_parse() calls it. */

@@ -123,11 +123,32 @@ oom:
   return NULL;
 }
 
+char **hr_srun_argv(const struct hr_opts *o, const struct hr_host *h,
+                    const char *horad, const char *mode) {
+  char *iface = hr_iface_arg(o, h);
+  size_t len = strlen(h->name) + 32;
+  char *node = malloc(len);
+  if (node) hc_fmt(node, len, "--nodelist=%s", h->name);
+  const char *v[] = {"srun", "--nodes=1", "--ntasks=1", node, "--overlap",
+                     "--cpu-bind=none", "--kill-on-bad-exit=1", "--quiet",
+                     "--", horad, mode, iface ? "--iface" : NULL, iface, NULL};
+  size_t n = sizeof v / sizeof v[0];
+  char **out = node ? calloc(n, sizeof *out) : NULL;
+  for (size_t i = 0; out && v[i]; i++)
+    if (!(out[i] = strdup(v[i]))) {
+      hr_strv_free(out);
+      out = NULL;
+    }
+  free(node);
+  free(iface);
+  return out;
+}
+
 int hr_spawn_ssh(char *const argv[], const char *line, pid_t *pid,
                  int *out_fd, char *err, size_t errlen) {
   int in[2] = {-1, -1}, out[2] = {-1, -1}, ep[2] = {-1, -1};
   if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(ep, O_CLOEXEC)) {
-    hc_fmt(err, errlen, "cannot start ssh: %s", strerror(errno));
+    hc_fmt(err, errlen, "cannot start %s: %s", argv[0], strerror(errno));
     int fds[] = {in[0], in[1], out[0], out[1], ep[0], ep[1]};
     for (size_t i = 0; i < HC_ARRAY_SIZE(fds); i++)
       if (fds[i] >= 0) close(fds[i]);

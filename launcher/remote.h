@@ -33,6 +33,15 @@ char **hr_ssh_argv(const struct hr_opts *o, const struct hr_host *h,
 char **hr_ssh_argv_mode(const struct hr_opts *o, const struct hr_host *h,
                         const char *horad, const char *mode);
 
+/* The srun command that starts horad on host h as a job step of the
+ * Slurm allocation horarun runs in (--launcher srun): one task on that
+ * node, sharing the allocation's resources with the other steps
+ * (--overlap), not bound to cores (its ranks are spawned by horad), ended
+ * with its step; as command `horad MODE [--iface IF]`. Returns a
+ * NULL-terminated malloc'd vector, or NULL. */
+char **hr_srun_argv(const struct hr_opts *o, const struct hr_host *h,
+                    const char *horad, const char *mode);
+
 /* Starts argv[0] (looked up on PATH) in a session of its own with `line`
  * written to its standard input (then closed), stdout and stderr on a new
  * pipe: *out_fd, horarun's end, close-on-exec. Returns 0 with *pid, or -1

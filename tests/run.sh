@@ -13,7 +13,8 @@ export BUILD HORA_TOP="$top"
 export PATH="$BUILD/bin:$PATH"
 # run inside a Slurm allocation, horarun without -H would use its nodes:
 # the tests' jobs are meant for this machine (cli/slurm.sh sets its own)
-unset SLURM_JOB_NODELIST SLURM_NODELIST SLURM_TASKS_PER_NODE SLURM_NTASKS_PER_NODE
+unset SLURM_JOB_ID SLURM_JOB_NODELIST SLURM_NODELIST SLURM_TASKS_PER_NODE \
+  SLURM_NTASKS_PER_NODE
 logdir="$BUILD/test-logs"
 rm -rf "$logdir"; mkdir -p "$logdir"
 pass=0 fail=0 skip=0 failed=""

@@ -127,6 +127,9 @@ bad_config "wrong type" 'params:
 bad_config "bad number" 'np: 2
 params: {cache_capacity: -3}
 ' "bad.yaml:2: 'params.cache_capacity': bad value '-3': expected a non-negative whole number of entries"
+bad_config "bad launcher" 'np: 1
+launcher: rsh
+' "bad.yaml:2: 'launcher': bad value 'rsh': expected ssh or srun"
 bad_config "duplicate key" 'np: 1
 verbose: true
 np: 2

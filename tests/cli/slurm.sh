@@ -8,7 +8,8 @@
 # usage error that names it.
 . "$(dirname "$0")/lib.sh"
 [ -x "$BUILD/bin/horad" ] || { echo "no $BUILD/bin/horad: run make first"; exit 77; }
-unset HORA_HORAD SLURM_JOB_NODELIST SLURM_NODELIST SLURM_TASKS_PER_NODE SLURM_NTASKS_PER_NODE
+unset HORA_HORAD SLURM_JOB_ID SLURM_JOB_NODELIST SLURM_NODELIST \
+  SLURM_TASKS_PER_NODE SLURM_NTASKS_PER_NODE
 use_fake_ssh
 me=$(hostname)
 show='echo "r=$HORA_RANK/$HORA_SIZE l=$HORA_LOCAL_RANK/$HORA_LOCAL_SIZE h=$HORA_HOSTNAME"'
