@@ -8,8 +8,9 @@
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
-Plain Python over ctypes: it works with any PyTorch version. CPU tensors
-only until hora's GPU engine exists. Every collective takes process_set=
+Plain Python over ctypes: it works with any PyTorch version. CPU and CUDA
+tensors (CUDA ones staged through shared memory by libhora until horad
+has its GPU engine). Every collective takes process_set=
 (static sets: init(process_sets=[...]); dynamic ones: add_process_set()).
 Errors from the runtime (ranks that disagree about an operation, a rank that is gone, a stall) raise
 HoraInternalError (also importable as HorovodInternalError), a RuntimeError
@@ -47,6 +48,7 @@ from hora.torch.functions import (broadcast_parameters,
                                   allgather_object)
 from hora.torch.sync_batch_norm import SyncBatchNorm
 from hora.torch.arena import arena_empty, arena_zeros, arena_size, in_arena
+from hora.torch import elastic
 
 __all__ = [
     "__version__", "Compression", "HoraInternalError", "HorovodInternalError",
@@ -72,5 +74,5 @@ __all__ = [
     "HoraReducescatter", "HoraGroupedReducescatter", "priority",
     "DistributedOptimizer", "DistributedDataParallel", "broadcast_parameters",
     "broadcast_optimizer_state", "broadcast_object", "allgather_object",
-    "SyncBatchNorm",
+    "SyncBatchNorm", "elastic",
 ]
