@@ -36,12 +36,12 @@ expect_rc 2 "no bootstrap line"
 expect_in err "malformed bootstrap line" "no bootstrap line"
 
 # a good line, but nothing tells horad where horarun is
-(unset SSH_CONNECTION
+(unset SSH_CONNECTION SLURM_LAUNCH_NODE_IPADDR
  run_hd "HORA1 0 5000 $secret 3
 " --rendezvous
  expect_rc 2 "no SSH_CONNECTION"
- expect_in err 'no $SSH_CONNECTION to find horarun by' "no SSH_CONNECTION") || exit 1
-note "no \$SSH_CONNECTION and no --launcher -> exit 2"
+ expect_in err 'no $SSH_CONNECTION or $SLURM_LAUNCH_NODE_IPADDR to find horarun by' "no SSH_CONNECTION") || exit 1
+note "no \$SSH_CONNECTION, \$SLURM_LAUNCH_NODE_IPADDR or --launcher -> exit 2"
 
 # horarun is not there: the connection is refused
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 9)
