@@ -79,11 +79,6 @@ for h in h1 h2; do
     done <"$1"' sh "$S/cgroups" || fail "cannot give $h a /sys/fs/cgroup"
   mh_exec $h slurmd -f "$SLURM_CONF" -N $h || fail "slurmd on $h did not start"
 done
-# the cluster's daemons are infrastructure, not a job's leftovers
-for f in munged slurmctld slurmd.h1 slurmd.h2; do
-  cat "$S/$f.pid" >>"$MH_TMP/infra.pids" 2>/dev/null
-done
-pgrep -f "slurmscriptd" >>"$MH_TMP/infra.pids"
 t0=$(date +%s.%N)
 until [ "$(mh_client sinfo -h -o '%T %D' 2>/dev/null)" = "idle 2" ]; do
   if mh_past "$t0" 30; then
@@ -94,6 +89,13 @@ until [ "$(mh_client sinfo -h -o '%T %D' 2>/dev/null)" = "idle 2" ]; do
   sleep 0.3
 done
 say "cluster up: $(mh_client sinfo -h -o '%P %D %T %N')"
+# the cluster's daemons are infrastructure, not a job's leftovers
+ctld=$(cat "$S/slurmctld.pid" 2>/dev/null)
+{
+  pgrep -f "$S/slurm.conf"
+  pgrep -f "$S/munge.sock"
+  [ -n "$ctld" ] && pgrep -P "$ctld"
+} >>"$MH_TMP/infra.pids"
 
 # ---- salloc: the allocation's hosts, horad started by srun ---------------------
 # (run from the client, which is none of the hosts)
