@@ -36,6 +36,8 @@ enum opt_id {
   O_PREFIX_TS,
   O_VERBOSE,
   O_LAUNCHER,
+  O_MPI,
+  O_GLOO,
   O_DOCTOR,
   O_VERSION,
   O_HELP,
@@ -83,10 +85,17 @@ static const struct opt builtin_opts[] = {
     {NULL, "--verbose", NULL, O_VERBOSE,
      "print what horarun does (horad command line, job layout) on stderr"},
     {NULL, "--launcher", "NAME", O_LAUNCHER,
-     "how horad starts on the hosts other than this machine: ssh, or srun "
+     "how horad starts on the hosts other than this machine: ssh; srun "
      "(a job step of the Slurm allocation horarun runs in: no ssh to the "
-     "nodes); default: srun when the hosts are the allocation's and srun is "
-     "at hand, else ssh"},
+     "nodes); or mpirun (one process per host, started the way mpirun "
+     "reaches hosts). Default: srun when the hosts are the allocation's and "
+     "srun is at hand, else ssh"},
+    {NULL, "--mpi", NULL, O_MPI,
+     "horovodrun's: --launcher mpirun (hora's own protocol runs the "
+     "collectives either way)"},
+    {NULL, "--gloo", NULL, O_GLOO,
+     "horovodrun's: --launcher ssh (hora's own controller plays Gloo's "
+     "part)"},
     {NULL, "--doctor", NULL, O_DOCTOR,
      "run no program: check the hosts a job would run on (ssh, horad and "
      "its version, the network interfaces, TCP between each pair of hosts "
@@ -342,6 +351,12 @@ static int apply(struct hr_opts *o, const struct match *m, const char *name,
     if (hr_launcher_check(v, err, sizeof err) < 0)
       return hr_usage_error("invalid %s value '%s': %s", name, v, err);
     o->launcher = v;
+    return 0;
+  case O_MPI:
+    o->launcher = "mpirun";
+    return 0;
+  case O_GLOO:
+    o->launcher = "ssh";
     return 0;
   case O_DOCTOR:
     o->doctor = 1;

@@ -1221,10 +1221,22 @@ static void start_remote(struct hr_job *j, struct hr_daemon *d,
   char err[1024];
   int fd = -1;
   const char *path = j->o->horad_path ? j->o->horad_path : j->horad;
-  char **argv =
-      j->o->launch == HR_LAUNCH_SRUN
-          ? hr_srun_argv(j->o, &j->l->hosts[d->host], path, "--rendezvous")
-          : hr_ssh_argv(j->o, &j->l->hosts[d->host], path);
+  const struct hr_host *h = &j->l->hosts[d->host];
+  char **argv = NULL, addr[128];
+  if (j->o->launch == HR_LAUNCH_MPIRUN) {
+    /* mpirun's processes know of no ssh connection: where horarun is,
+     * as the host would reach it */
+    if (hr_route_addr(h, addr, sizeof addr) < 0) {
+      start_failed(j, d, "cannot find a route to it (does its name "
+                         "resolve?)");
+      return;
+    }
+    argv = hr_mpirun_argv(j->o, h, path, "--rendezvous", addr);
+  } else if (j->o->launch == HR_LAUNCH_SRUN) {
+    argv = hr_srun_argv(j->o, h, path, "--rendezvous");
+  } else {
+    argv = hr_ssh_argv(j->o, h, path);
+  }
   if (!argv) {
     hr_say(j->out, "error: out of memory");
     set_exit(j, HR_EXIT_LAUNCHER);

@@ -54,7 +54,7 @@ struct hr_opts {
 };
 
 /* How horad is started on the hosts other than this machine. */
-enum { HR_LAUNCH_SSH, HR_LAUNCH_SRUN };
+enum { HR_LAUNCH_SSH, HR_LAUNCH_SRUN, HR_LAUNCH_MPIRUN };
 /* Checks a --launcher / `launcher:` value: 0, or -1 with "expected ..."
  * in why. */
 int hr_launcher_check(const char *v, char *why, size_t whylen);
@@ -63,7 +63,7 @@ int hr_launcher_check(const char *v, char *why, size_t whylen);
  * and srun is on PATH, else ssh. Returns HR_LAUNCH_*, or -1 with a reason in err (srun
  * outside an allocation). */
 int hr_opts_launcher(const struct hr_opts *o, char *err, size_t errlen);
-/* "ssh" or "srun". */
+/* "ssh", "srun" or "mpirun". */
 const char *hr_launcher_name(int launcher);
 
 /* Sets *o to "nothing given" (knob array allocated). Returns 0, or -1

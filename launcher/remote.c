@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <netdb.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,6 +142,69 @@ char **hr_srun_argv(const struct hr_opts *o, const struct hr_host *h,
       out = NULL;
     }
   free(node);
+  free(iface);
+  return out;
+}
+
+int hr_route_addr(const struct hr_host *h, char *buf, size_t len) {
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_socktype = SOCK_DGRAM;
+  const char *name = h->address ? h->address : h->name;
+  if (getaddrinfo(name, "9", &hints, &res) != 0 || !res) return -1;
+  int rc = -1, fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_storage me;
+  socklen_t ml = sizeof me;
+  if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+      getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
+      getnameinfo((struct sockaddr *)&me, ml, buf, (socklen_t)len, NULL, 0,
+                  NI_NUMERICHOST) == 0)
+    rc = 0;
+  if (fd >= 0) close(fd);
+  freeaddrinfo(res);
+  return rc;
+}
+
+char **hr_mpirun_argv(const struct hr_opts *o, const struct hr_host *h,
+                      const char *horad, const char *mode, const char *addr) {
+  char *iface = hr_iface_arg(o, h);
+  char rsh[1024] = "";
+  int p = h->ssh_port ? h->ssh_port : o->ssh_port;
+  size_t n = 0;
+  if (p) n += (size_t)snprintf(rsh + n, sizeof rsh - n, "-p %d ", p);
+  if (o->ssh_identity && n < sizeof rsh)
+    n += (size_t)snprintf(rsh + n, sizeof rsh - n, "-i %s ", o->ssh_identity);
+  if (h->user && n < sizeof rsh)
+    snprintf(rsh + n, sizeof rsh - n, "-l %s ", h->user);
+  const char *host = h->address ? h->address : h->name;
+  const char *v[24];
+  int k = 0;
+  v[k++] = "mpirun";
+  if (geteuid() == 0) v[k++] = "--allow-run-as-root";
+  v[k++] = "-np";
+  v[k++] = "1";
+  v[k++] = "-H";
+  v[k++] = host;
+  if (rsh[0]) {
+    v[k++] = "--mca";
+    v[k++] = "plm_rsh_args";
+    v[k++] = rsh;
+  }
+  v[k++] = horad;
+  v[k++] = mode;
+  v[k++] = "--launcher";
+  v[k++] = addr;
+  if (iface) {
+    v[k++] = "--iface";
+    v[k++] = iface;
+  }
+  v[k] = NULL;
+  char **out = calloc((size_t)k + 1, sizeof *out);
+  for (int i = 0; out && i < k; i++)
+    if (!(out[i] = strdup(v[i]))) {
+      hr_strv_free(out);
+      out = NULL;
+    }
   free(iface);
   return out;
 }

@@ -42,6 +42,20 @@ char **hr_ssh_argv_mode(const struct hr_opts *o, const struct hr_host *h,
 char **hr_srun_argv(const struct hr_opts *o, const struct hr_host *h,
                     const char *horad, const char *mode);
 
+/* The address of this machine that traffic to host h leaves from (a UDP
+ * socket connected towards it: no packet is sent), as text into buf; -1
+ * when h does not resolve. */
+int hr_route_addr(const struct hr_host *h, char *buf, size_t len);
+
+/* The mpirun command that starts horad on host h (--launcher mpirun,
+ * horovodrun's --mpi): one process on that host, which mpirun reaches
+ * its own way (its rsh agent, ssh, given -p and -i; or a resource
+ * manager's launcher); as command `horad MODE --launcher ADDR [--iface
+ * IF]`, ADDR being where horarun listens as seen from h. NULL when out
+ * of memory. */
+char **hr_mpirun_argv(const struct hr_opts *o, const struct hr_host *h,
+                      const char *horad, const char *mode, const char *addr);
+
 /* Starts argv[0] (looked up on PATH) in a session of its own with `line`
  * written to its standard input (then closed), stdout and stderr on a new
  * pipe: *out_fd, horarun's end, close-on-exec. Returns 0 with *pid, or -1

@@ -13,6 +13,7 @@
 #   horad_path in a config file: a wrapper that records each host it ran on
 #   horarun on h1 with h1 in the list: h1's horad starts without ssh (h1's
 #     sshd logs no login), h2's over ssh
+#   --mpi: the horads started by mpirun; --gloo: by ssh
 # After each, no process of the job is left on any host.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD"
@@ -103,5 +104,24 @@ check_layout fromh1 4 2 2
   fail "fromh1: horarun on h1 logged in to h1 over ssh ($((l1)) -> $(logins h1) logins); h1 is this machine"
 [ "$(logins h2)" -gt "$l2" ] || fail "fromh1: no ssh login to h2"
 expect_quiet fromh1
+mh_assert_no_job_procs "$MARK"
+
+# --mpi (horovodrun's; --launcher mpirun): each host's horad is started by
+# mpirun (which reaches h1 and h2 over ssh itself) and told where horarun
+# listens; --gloo is ssh
+if command -v mpirun >/dev/null 2>&1; then
+  hrun mpi 120 --verbose --mpi -np 4 -H h1:2,h2:2 "$T/it_coll" matrix -x 4
+  expect_rc mpi 0 &&
+    expect_count mpi out "^\[[0-3]\]<stdout>:rank [0-3] of 4: [0-9]+ checks, 0 failures" 4 \
+      "every rank's results right" &&
+    expect_grep mpi err "starting horad on host h2: mpirun .*-np 1 -H h2 .*horad --rendezvous --launcher $(mh_addr client)" \
+      "horad started by mpirun, told horarun's address on the way to h2"
+  mh_assert_no_job_procs "$MARK"
+else
+  say "mpi: skipped: no mpirun (Debian: openmpi-bin)"
+fi
+hrun gloo 60 --verbose --gloo -np 2 -H h1:1,h2:1 sh -c 'echo "r=$HORA_RANK"'
+expect_rc gloo 0 &&
+  expect_grep gloo err "starting horad on host h2: ssh " "--gloo: over ssh"
 mh_assert_no_job_procs "$MARK"
 finish
