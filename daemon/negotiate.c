@@ -572,6 +572,12 @@ static int resident_here(const struct hd_comm *c, const struct hd_tensor *t) {
 
 static void send_readies(struct hd_comm *c);
 
+/* The bytes of a host's part of t through the coordinator (0: the ring). */
+static uint32_t star_bytes(const struct hd_job *job, const struct hd_tensor *t) {
+  return hd_star_bytes(job, t->meta.coll, t->meta.dtype, t->meta.op,
+                       t->meta.count, (t->meta.flags & HD_MF_WIRE16) != 0);
+}
+
 /* Multi-host: asks the coordinator; hd_decide() queues it. */
 static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
                              int status, const char *msg) {
@@ -603,10 +609,7 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
   /* a small allreduce: this host's part goes with it (ring.c) */
   unsigned char *part = NULL;
   uint32_t np = !status && !t->group && (m.flags & HP_NR_RESIDENT)
-                    ? hd_star_bytes(job, t->meta.coll, t->meta.dtype,
-                                    t->meta.op, t->meta.count,
-                                    (t->meta.flags & HD_MF_WIRE16) != 0)
-                    : 0;
+                    ? star_bytes(job, t) : 0;
   if (np && (part = malloc(np)) && hd_star_part(c, t, part) == 0) {
     m.data = part;
     m.ndata = np;
@@ -803,9 +806,7 @@ static struct hd_tensor *take_decision(struct hd_job *job, struct hd_comm *c,
     int ok = 1;
     for (int i = 0; i < c->nlocal; i++)
       ok &= t->part[i].joined || (t->part[i].submitted && t->part[i].resident);
-    if (!ok || m->ndata != hd_star_bytes(job, t->meta.coll, t->meta.dtype,
-                                         t->meta.op, t->meta.count,
-                                         (t->meta.flags & HD_MF_WIRE16) != 0)) {
+    if (!ok || m->ndata != star_bytes(job, t)) {
       char msg[HP_MSG_MAX + 1];
       hc_fmt(msg, sizeof msg, "%s '%s': the coordinator's result (%u "
              "bytes) does not fit this host's data", hd_coll_name(t->meta.coll),

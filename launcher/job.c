@@ -1182,10 +1182,9 @@ static void on_start_timeout(uv_timer_t *t) {
     if (d->remote && !d->registered) {
       hr_say(j->out,
              "error: host %s: horad did not connect back within %d s "
-             "(--start-timeout)%s%s%s",
-             d->name, j->start_timeout, d->ntail ? "; " : "; ",
-             hr_launcher_name(j->o->launch),
-             d->ntail ? " said:" : " said nothing");
+             "(--start-timeout); %s %s",
+             d->name, j->start_timeout, hr_launcher_name(j->o->launch),
+             d->ntail ? "said:" : "said nothing");
       print_tail(d);
     } else if (j->multi && d->registered) {
       hr_say(j->out,

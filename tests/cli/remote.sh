@@ -16,6 +16,13 @@ expect_rc 0 "two hosts"
 for r in 0 1 2; do expect_in out "[$r]<stdout>:r=$r" "two hosts, rank $r"; done
 note "a job on localhost and one fake remote host"
 
+# ---- --mpi with a host that does not resolve: said, naming the host -------------
+run_hr --mpi -np 2 -H localhost:1,no-such-host.invalid:1 true
+expect_rc 1 "--mpi, unresolvable host"
+expect_in err "horarun: error: host no-such-host.invalid: cannot find a route to it (does its name resolve?)" \
+  "--mpi: the host without a route is named"
+note "--mpi: a host without a route is an error naming it"
+
 # ---- a scoped IPv6 host: the zone reaches ssh ---------------------------------
 : >"$TMP/ssh.hosts"
 run_hr -np 2 -H 'localhost:1,[fe80::1%eth0]:1' sh -c 'echo "h=$HORA_HOSTNAME"'

@@ -1344,6 +1344,47 @@ static void test_fused_with_missing(void) {
   fx_free(&f);
 }
 
+/* A small allreduce's decision carrying the coordinator's whole result:
+ * one of the size this host expects is written into every member's
+ * output (no ring); one of another size fails the operation on this
+ * host's ranks with HORA_EPROTO, naming it, and writes nothing. */
+static void test_star_whole(void) {
+  struct fx f;
+  setup(&f);
+  const char *nm[2] = {"sa", "sb"};
+  struct hp_sqe e[2][5];
+  struct hd_tensor *t[2];
+  submit_fz(&f, nm, 2, e, t);
+  CHECK(t[0] && t[0]->awaiting && t[1] && t[1]->awaiting);
+  float whole[4] = {1.5f, -2.0f, 3.0f, 40.0f};
+  struct hp_nego_decide v;
+  memset(&v, 0, sizeof v);
+  v.meta = rdy(0, "sa", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2);
+  v.meta.flags = HP_NR_RESIDENT;
+  snprintf(v.name, sizeof v.name, "sa");
+  v.seq = 50;
+  v.data = (const unsigned char *)whole;
+  v.ndata = sizeof whole;
+  hd_decide_plan(&f.job, &v, 1);
+  for (int r = 0; r < 2; r++) {
+    EXPECT_DONE(&f, r, e[r][0].id, 0);
+    CHECK(!memcmp(fx_arena(&f, r, 0), whole, sizeof whole));
+  }
+  /* another size: a protocol error of the coordinator, for this one only */
+  float before[4];
+  memcpy(before, fx_arena(&f, 0, 64), sizeof before);
+  v.meta = rdy(0, "sb", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2);
+  snprintf(v.name, sizeof v.name, "sb");
+  v.seq = 51;
+  v.ndata = 12;
+  hd_decide_plan(&f.job, &v, 1);
+  for (int r = 0; r < 2; r++) EXPECT_DONE(&f, r, e[r][1].id, HORA_EPROTO);
+  CHECK(!memcmp(fx_arena(&f, 0, 64), before, sizeof before));
+  CHECK(fx_find(f.job.comms[0], "sb") == NULL);
+  hd_fail_all(&f.job);
+  fx_free(&f);
+}
+
 /* A batch that nothing drains goes out when it has waited cycle_time
  * (the job's fusion timer); cycle_time 0 batches nothing. */
 static void test_batch_timer(void) {
@@ -1407,6 +1448,7 @@ int main(void) {
   RUN(test_batch_fails_with_host);
   RUN(test_batch_timer);
   RUN(test_fused_with_missing);
+  RUN(test_star_whole);
   RUN(test_group_mismatch_across_hosts);
   RUN(test_group_stall_across_hosts);
   RUN(test_stall_names_missing_ranks);

@@ -45,73 +45,48 @@ def run(func):
 
 
 class _Handler:
-    """How one value of a TorchState is saved, restored and synced."""
+    """One value of a TorchState with a state_dict (a model, an optimizer,
+    an ElasticSampler): saved and restored as its state_dict, synced by
+    sync_fn(value)."""
 
-    def __init__(self, value):
+    def __init__(self, value, sync_fn):
         self.value = value
+        self._sync_fn = sync_fn
         self.save()
 
     def save(self):
-        raise NotImplementedError()
+        self._saved = copy.deepcopy(self.value.state_dict())
 
     def restore(self):
-        raise NotImplementedError()
+        self.value.load_state_dict(self._saved)
 
     def sync(self):
-        raise NotImplementedError()
+        self._sync_fn(self.value)
 
     def set_value(self, value):
         self.value = value
         self.save()
 
 
-class _ModelHandler(_Handler):
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
-    def sync(self):
-        broadcast_parameters(self.value.state_dict(), root_rank=0)
-
-
-class _OptimizerHandler(_Handler):
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
-    def sync(self):
-        broadcast_optimizer_state(self.value, root_rank=0)
-
-
-class _SamplerHandler(_Handler):
-    def save(self):
-        self._saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(self._saved)
-
-    def sync(self):
-        # every rank's processed samples, then rank 0's state with them
-        everyone = allgather_object(self.value.processed_indices,
-                                    name="hora.elastic.sampler.indices")
-        st = self.value.state_dict()
-        st["processed_indices"] = set().union(*everyone)
-        self.value.load_state_dict(
-            broadcast_object(st, root_rank=0,
-                             name="hora.elastic.sampler.state"))
+def _sync_sampler(sampler):
+    # every rank's processed samples, then rank 0's state with them
+    everyone = allgather_object(sampler.processed_indices,
+                                name="hora.elastic.sampler.indices")
+    st = sampler.state_dict()
+    st["processed_indices"] = set().union(*everyone)
+    sampler.load_state_dict(
+        broadcast_object(st, root_rank=0, name="hora.elastic.sampler.state"))
 
 
 def _handler_for(value):
     if isinstance(value, torch.nn.Module):
-        return _ModelHandler(value)
+        return _Handler(value, lambda m: broadcast_parameters(
+            m.state_dict(), root_rank=0))
     if isinstance(value, torch.optim.Optimizer):
-        return _OptimizerHandler(value)
+        return _Handler(value, lambda o: broadcast_optimizer_state(
+            o, root_rank=0))
     if isinstance(value, ElasticSampler):
-        return _SamplerHandler(value)
+        return _Handler(value, _sync_sampler)
     return None
 
 
