@@ -265,6 +265,12 @@ int hd_meta_mismatch(const char *name, const struct hd_meta *a, int ra,
            "or .bf16), but rank %d does not.", name,
            a->flags & HD_MF_WIRE16 ? ra : rb,
            a->flags & HD_MF_WIRE16 ? rb : ra);
+  } else if ((a->flags ^ b->flags) & HD_MF_DEVICE) {
+    hc_fmt(msg, len, "Mismatched %s CPU/GPU device selection on tensor "
+           "'%s': rank %d specified device GPU, but rank %d specified "
+           "device CPU.", hd_coll_name(a->coll), name,
+           a->flags & HD_MF_DEVICE ? ra : rb,
+           a->flags & HD_MF_DEVICE ? rb : ra);
   } else if ((tr & HORA_CF_ROOT) && b->root != a->root) {
     hc_fmt(msg, len, "Mismatched broadcast root ranks on tensor '%s': rank "
            "%d gave root %d, but rank %d gave root %d.", name, ra, a->root,
@@ -300,6 +306,7 @@ void hd_meta_to_ready(const struct hd_meta *m, struct hp_nego_ready *r) {
   r->group_n = m->group_n;
   r->group_idx = m->group_idx;
   if (m->flags & HD_MF_WIRE16) r->flags |= HP_NR_WIRE16;
+  if (m->flags & HD_MF_DEVICE) r->flags |= HP_NR_DEVICE;
 }
 
 void hd_meta_from_ready(const struct hp_nego_ready *r, struct hd_meta *m) {
@@ -316,7 +323,8 @@ void hd_meta_from_ready(const struct hp_nego_ready *r, struct hd_meta *m) {
   m->group = r->group;
   m->group_n = r->group_n;
   m->group_idx = r->group_idx;
-  m->flags = r->flags & HP_NR_WIRE16 ? HD_MF_WIRE16 : 0;
+  m->flags = (r->flags & HP_NR_WIRE16 ? HD_MF_WIRE16 : 0) |
+             (r->flags & HP_NR_DEVICE ? HD_MF_DEVICE : 0);
 }
 
 void hd_rs_block(uint64_t rows, int size, int member, uint64_t *first,

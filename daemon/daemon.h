@@ -99,6 +99,7 @@ struct hd_meta {
   uint32_t spare;              /* 0: no padding for memcmp() to see */
 };
 #define HD_MF_WIRE16 1u /* 16-bit values between hosts (HORA_REQ_WIRE16) */
+#define HD_MF_DEVICE 2u /* the tensor lies in GPU memory (HP_F_DEVICE) */
 
 /* A participant's view of one operation (index: the local member). */
 struct hd_part {

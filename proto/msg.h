@@ -278,6 +278,9 @@ struct hp_nego_ready {
 /* The ranks asked for 16-bit values between hosts (HORA_REQ_WIRE16):
  * part of the metadata, compared across hosts. */
 #define HP_NR_WIRE16 2u
+/* The tensor lies in GPU memory on the ranks (HP_F_DEVICE): part of the
+ * metadata, compared across hosts. */
+#define HP_NR_DEVICE 4u
 uint64_t hp_nego_ready_before(const struct hp_nego_ready *m, uint32_t i);
 /* Stores v as entry i of an arrive buffer. */
 void hp_arrive_store(unsigned char *buf, uint32_t i, uint64_t v);

@@ -96,6 +96,8 @@ enum hp_sq_kind {
                             recv_splits; process_set_add: the ranks */
 #define HP_F_WIRE16 8u   /* allreduce: 16-bit values between hosts
                             (HORA_REQ_WIRE16) */
+#define HP_F_DEVICE 16u  /* the rank's tensor lies in GPU memory (libhora
+                            stages it); compared across ranks */
 #define HP_MAX_DIMS 8
 
 struct hp_sqe {

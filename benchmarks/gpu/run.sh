@@ -12,13 +12,20 @@
 #      buffers, 64 at once, a group, a name used again, in a job of one and
 #      at 2 ranks (each on GPU local_rank modulo the GPUs: ranks share a
 #      GPU where there is one)
-#   3. hora.torch on CUDA tensors (tests/python/workers/torch_cuda.py) at
+#   3. which ways of sharing device memory between processes the machine
+#      allows (benchmarks/gpu/ipc_probe.c: legacy CUDA IPC, and the
+#      virtual-memory API's file descriptors); reported, not judged
+#   4. hora.torch on CUDA tensors (tests/python/workers/torch_cuda.py) at
 #      1 and 2 ranks: every collective against the CPU's result, the
 #      current stream, DistributedOptimizer and DistributedDataParallel
-#   4. Horovod's own suite at 2 ranks with HOROVOD_TEST_GPU=1, when its
-#      file is given and pytest is at hand (tests/compat)
-#   5. hora.torch.allreduce_ on CUDA tensors beside CPU and arena tensors,
-#      8 B to 64 MiB, 2 ranks (benchmarks/torch_allreduce.py --cuda)
+#   5. Horovod's own suite with HOROVOD_TEST_GPU=1, when its file is given
+#      and pytest is at hand (tests/compat), at 2 ranks where there are 2
+#      GPUs, else 1 (the suite puts each rank on GPU local_rank; SUITE_NP
+#      chooses), in SHARDS (default 4) runs side by side; with LOGDIR set,
+#      the failing tests' logs are kept in LOGDIR/suite-failures.txt
+#   6. hora.torch.allreduce_ on CUDA tensors beside CPU and arena tensors,
+#      8 B to 64 MiB, 2 ranks (benchmarks/torch_allreduce.py --cuda);
+#      SKIP_BENCH=1 leaves it out
 # Every step prints PASS/FAIL (or SKIP and why); the last line says how
 # many failed. Meant to finish well under 8 minutes.
 set -u
@@ -82,6 +89,16 @@ result "it_cuda matrix, 2 ranks, 8 MiB arena (streamed ones too)" $?
 timeout 180 horarun -np 2 "$B/tests/it_cuda" late
 result "it_cuda late (driver loaded after hora_init)" $?
 
+step "sharing device memory between processes (ipc_probe.c)"
+cuda=${CUDA_HOME:-/usr/local/cuda}
+if cc -O2 -I"$cuda/include" benchmarks/gpu/ipc_probe.c -o "$B/ipc_probe" \
+    -L"$cuda/lib64/stubs" -lcuda; then
+  timeout 60 "$B/ipc_probe"
+  echo "(ipc_probe: $? of the 2 mechanisms failed)"
+else
+  result "ipc_probe build" 1
+fi
+
 step "hora.torch on CUDA tensors (torch_cuda.py)"
 if [ "$ngpu" -gt 0 ]; then
   timeout 300 $PY tests/python/workers/torch_cuda.py
@@ -94,15 +111,36 @@ fi
 
 step "Horovod's suite, GPU cases"
 if [ $# -ge 1 ] && [ -f "$1" ] && $PY -c 'import pytest' 2>/dev/null; then
-  HOROVOD_TEST_GPU=1 BUILD="$B" PYTHON=$(command -v $PY) TIMEOUT=120 \
-    sh tests/compat/run_horovod_suite.sh "$1" -np 2 | tail -n 40
-  echo "(the runner's summary line is above)"
+  # SHARDS runs side by side, each a share of the tests (SHARD=i/N).
+  # The suite puts rank r's tensors on GPU local_rank: one GPU per rank.
+  snp=${SUITE_NP:-$([ "$ngpu" -ge 2 ] && echo 2 || echo 1)}
+  echo "at -np $snp ($ngpu GPUs)"
+  n=${SHARDS:-4} i=1
+  rm -rf "$B/suite" && mkdir -p "$B/suite"
+  while [ "$i" -le "$n" ]; do
+    HOROVOD_TEST_GPU=1 SHARD=$i/$n BUILD="$B" PYTHON=$(command -v $PY) TIMEOUT=120 \
+      LOGS="$B/suite/logs" sh tests/compat/run_horovod_suite.sh "$1" -np "$snp" \
+      >"$B/suite/shard$i.out" 2>&1 &
+    i=$((i + 1))
+  done
+  wait
+  grep -hE '^(PASS|FAIL|SKIP|HANG) ' "$B"/suite/shard*.out | sort -k2 | grep -v '^PASS' || true
+  cat "$B"/suite/shard*.out | awk '/ passed, .* hung of /{p+=$1; f+=$3; s+=$5; h+=$7; t+=$10}
+    END{printf "%d passed, %d failed, %d skipped, %d hung of %d\n", p, f, s, h, t; exit (f + h > 0)}'
+  result "Horovod's test_torch.py, HOROVOD_TEST_GPU=1, $snp rank(s)" $?
+  if [ -n "${LOGDIR:-}" ]; then
+    for f in $(grep -lE 'FAILED|Error' "$B"/suite/logs/*.log 2>/dev/null); do
+      echo "==== $f"; tail -n 60 "$f"
+    done >"$LOGDIR/suite-failures.txt" 2>&1
+  fi
 else
   echo "SKIP: give Horovod's test/parallel/test_torch.py (and have pytest) to run it"
 fi
 
 step "hora.torch.allreduce_ on CUDA, CPU and arena tensors, 2 ranks"
-if [ "$ngpu" -gt 0 ]; then
+if [ -n "${SKIP_BENCH:-}" ]; then
+  echo "SKIP: SKIP_BENCH is set"
+elif [ "$ngpu" -gt 0 ]; then
   timeout 300 horarun -np 2 $PY benchmarks/torch_allreduce.py --cuda -b 8 -e 64M -f 8 -w 3 -n 10
   result "torch_allreduce --cuda" $?
 else

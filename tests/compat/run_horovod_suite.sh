@@ -29,7 +29,9 @@
 # Horovod's default, and the test then hangs until TIMEOUT).
 #
 # Environment: TIMEOUT (seconds per test, default 120), TESTS (an extended
-# regular expression: only the tests whose name matches), BUILD (hora's
+# regular expression: only the tests whose name matches), SHARD (I/N: only
+# every Nth test from the Ith, 1-based, of those chosen, so that N runs side
+# by side share the suite), BUILD (hora's
 # build directory, default build), PYTHON (default /usr/bin/python3), LOGS
 # (where each test's output is kept; default a directory in the temporary
 # one, named at the end).
@@ -86,6 +88,19 @@ EOF
 ) || exit 2
 if [ -n "${TESTS:-}" ]; then
   tests=$(printf '%s\n' "$tests" | grep -E -- "$TESTS")
+fi
+if [ -n "${SHARD:-}" ]; then
+  case "$SHARD" in
+    */*) si=${SHARD%/*} sn=${SHARD#*/} ;;
+    *) si=x sn=x ;;
+  esac
+  case "$si$sn" in
+    *[!0-9]*|'') echo "SHARD=$SHARD: expected I/N, e.g. 1/4" >&2; exit 2 ;;
+  esac
+  if [ "$sn" -lt 1 ] || [ "$si" -lt 1 ] || [ "$si" -gt "$sn" ]; then
+    echo "SHARD=$SHARD: expected 1 <= I <= N" >&2; exit 2
+  fi
+  tests=$(printf '%s\n' "$tests" | awk -v i="$si" -v n="$sn" '(NR - i) % n == 0')
 fi
 
 # The reason a test failed or was skipped, from its log: the first line of

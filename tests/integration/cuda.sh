@@ -4,7 +4,8 @@
 # anything but the driver touches it: every collective on device buffers,
 # streamed ones, mixed host and device buffers, many at once, a group;
 # the driver loaded after hora_init(); a failed copy in and out; a job of
-# one; a program without the driver never loads it.
+# one; a program without the driver never loads it; a device tensor on
+# some ranks and a host tensor on others fails with the mismatch.
 . "$(dirname "$0")/lib.sh"
 
 FAKECUDA_LIB=$T/fakecuda/libcuda.so.1

@@ -372,6 +372,25 @@ static void vmm_case(void) {
 }
 
 /* the elements of an allreduce larger than half the arena (streamed) */
+/* Even ranks give a device tensor, odd ranks a host tensor: every rank's
+ * operation fails with the mismatch, as in Horovod, and nothing hangs. */
+static void device_mismatch_case(void) {
+  size_t n = 17;
+  float h[17], o[17];
+  for (size_t i = 0; i < n; i++) h[i] = val(rank, i);
+  void *d = dev_alloc(n * 4), *od = dev_alloc(n * 4);
+  h2d(d, h, n * 4);
+  int on_dev = rank % 2 == 0;
+  hora_request_t q = req(HORA_COLL_ALLREDUCE, "cpu_gpu", on_dev ? d : (void *)h,
+                         on_dev ? od : (void *)o, n, HORA_FLOAT32);
+  int rc = run(&q);
+  CHECK(rc == HORA_EMISMATCH &&
+            strstr(hora_last_error(), "CPU/GPU device selection on tensor 'cpu_gpu'"),
+        "cpu_gpu: rc %d (%s)", rc, hora_last_error());
+  dev_free(d);
+  dev_free(od);
+}
+
 static size_t big_count(void) { return hora_arena_size() / 4 / 2 + 4099; }
 
 static void matrix(void) {
@@ -391,6 +410,7 @@ static void matrix(void) {
   many_case();
   repeat_case();
   vmm_case();
+  device_mismatch_case();
   if (!cu.stats) return; /* the real driver */
   struct fakecuda_stats st;
   cu.stats(&st);

@@ -151,6 +151,16 @@ static void test_mismatch(void) {
   MISMATCH(&f, a, b, "Mismatched compression on tensor 'w16'",
            "rank 1 sends it between hosts in 16 bits", "rank 0 does not");
 
+  /* one rank's tensor lies in GPU memory, the other's in host memory */
+  a = sq(HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, "dev");
+  b = sq(HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, "dev");
+  fx_in(&f, 0, &a, 0);
+  fx_in(&f, 1, &b, 0);
+  a.flags |= HP_F_DEVICE;
+  MISMATCH(&f, a, b, "Mismatched allreduce CPU/GPU device selection on "
+           "tensor 'dev'", "rank 0 specified device GPU",
+           "rank 1 specified device CPU");
+
   /* the same number of elements in another shape */
   const int64_t s2[2] = {17, 1311}, s3[3] = {17, 23, 57};
   a = sq(HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 17 * 1311, "sh");

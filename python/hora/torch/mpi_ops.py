@@ -567,26 +567,31 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 
 def _splits_list(splits):
+    """The splits as a list, and the dtype and device of received_splits:
+    those of a splits tensor (on the GPU when splits is), else int32 on the
+    CPU."""
     if splits is None:
-        return None, torch.int32
+        return None, torch.int32, "cpu"
     if isinstance(splits, torch.Tensor):
         if splits.dtype not in (torch.int32, torch.int64):
             raise ValueError("Alltoall: splits must be a tensor of 32-bit "
                              "integers, not %s" % splits.dtype)
-        return [int(s) for s in splits.reshape(-1).tolist()], splits.dtype
+        return ([int(s) for s in splits.reshape(-1).tolist()], splits.dtype,
+                splits.device)
     values = list(splits)
     if any(not isinstance(s, int) or isinstance(s, bool) for s in values):
         raise ValueError("Alltoall: splits must be integers: %r" % (splits,))
-    return values, torch.int32
+    return values, torch.int32, "cpu"
 
 
 def alltoall_async(tensor, splits=None, name=None,
                    process_set=global_process_set):
     """Starts an alltoall of `tensor` along dimension 0 (splits[j] rows to
     member j; equal parts when None). synchronize() returns (tensor,
-    received_splits)."""
+    received_splits); received_splits has the dtype and device of a splits
+    tensor (int32 on the CPU otherwise)."""
     code = _dtype_code(tensor, "alltoall")
-    values, sdtype = _splits_list(splits)
+    values, sdtype, sdevice = _splits_list(splits)
     with torch.no_grad():
         t = _contig(tensor.detach())
     keep = []
@@ -597,7 +602,7 @@ def alltoall_async(tensor, splits=None, name=None,
         return out, out.data_ptr()
 
     def finish(out, recv):
-        return out, torch.tensor(recv, dtype=sdtype)
+        return out, torch.tensor(recv, dtype=sdtype, device=sdevice)
 
     return _core._start_alltoall(_buf(t, code), values, alloc, name,
                                  process_set, (tensor, t, keep), finish)

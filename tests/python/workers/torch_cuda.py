@@ -1,7 +1,9 @@
 """torch_cuda.py -- hora.torch on CUDA tensors (a machine with a GPU): every
 collective on tensors of the rank's device, compared with the same
 collective on the CPU; results stay on the input's device; in place and
-async; the current stream respected (the input is produced by work queued
+async; alltoall's received_splits on the splits' device; a GPU tensor on
+some ranks and a CPU one on others fails on every rank; the current stream
+respected (the input is produced by work queued
 on a side stream just before the call); DistributedOptimizer and
 DistributedDataParallel on a CUDA model, against the CPU model's steps.
 Ranks share the machine's GPUs round robin (several ranks on one GPU
@@ -55,8 +57,25 @@ g = gen(r, 102, shape=(r + 1, 3))
 same(hvd.allgather(g.to(dev), name="ag"), hvd.allgather(g, name="ag.cpu"),
      "allgather")
 a = gen(r, 103, shape=(2 * n, 3))
-out, splits = hvd.alltoall(a.to(dev), name="a2a")
-same(out, hvd.alltoall(a, name="a2a.cpu")[0], "alltoall")
+same(hvd.alltoall(a.to(dev), name="a2a"), hvd.alltoall(a, name="a2a.cpu"),
+     "alltoall")
+sp = torch.tensor([j % 2 + 1 for j in range(n)], dtype=torch.int32)
+a = gen(r, 106, shape=(int(sp.sum()), 3))
+out, got = hvd.alltoall(a.to(dev), splits=sp.to(dev), name="a2a.sp")
+ref, ref_got = hvd.alltoall(a, splits=sp, name="a2a.sp.cpu")
+same(out, ref, "alltoall with splits")
+c.ok(got.device == dev and ref_got.device.type == "cpu" and
+     torch.equal(got.cpu(), ref_got),
+     "received_splits: on %s and %s, %s and %s" % (got.device, ref_got.device,
+                                                  got.tolist(),
+                                                  ref_got.tolist()))
+if n > 1:
+    # a GPU tensor on even ranks, a CPU tensor on odd ones: every rank fails
+    try:
+        hvd.allreduce(x.to(dev) if r % 2 == 0 else x, name="cpu_gpu")
+        c.ok(False, "allreduce of GPU and CPU tensors did not fail")
+    except hvd.HorovodInternalError as e:
+        c.ok("CPU/GPU device selection" in str(e), "cpu_gpu: %s" % e)
 rs = gen(r, 104, shape=(3 * n + 1, 2))
 same(hvd.reducescatter(rs.to(dev), op=hvd.Sum, name="rs"),
      hvd.reducescatter(rs, op=hvd.Sum, name="rs.cpu"), "reducescatter")
