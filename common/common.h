@@ -194,7 +194,14 @@ const struct hc_param *hc_param_find(const char *name);
   X(metrics_port) \
   X(fast_path_disable) \
   X(fast_path_wait) \
-  X(small_allreduce)
+  X(small_allreduce) \
+  X(min_np) \
+  X(max_np) \
+  X(host_discovery_script) \
+  X(slots_per_host) \
+  X(elastic_timeout) \
+  X(reset_limit) \
+  X(blacklist_cooldown_range)
 
 enum hc_knob {
 #define HC_KNOB_ENUM(n) HC_KNOB_##n,

@@ -210,6 +210,41 @@ const struct hc_param hc_params[] = {
      "the ring takes two more hops); 0: every allreduce takes the ring. At "
      "most 16K (8K for float16 and bfloat16, 2K for integer averages)",
      "bytes", 16384},
+    {"min_np", "HORA_MIN_NP", NULL, "--min-np", HC_P_INT, "0",
+     "elastic: the fewest ranks the job may go on with after a host or rank "
+     "is lost (0: -np's number, i.e. none may be lost). --min-np, --max-np "
+     "or --host-discovery-script makes the job elastic",
+     "ranks", 1 << 20},
+    {"max_np", "HORA_MAX_NP", NULL, "--max-np", HC_P_INT, "0",
+     "elastic: the most ranks the job runs with when it starts again (0: "
+     "-np's number, else every slot of the usable hosts)",
+     "ranks", 1 << 20},
+    {"host_discovery_script", "HORA_HOST_DISCOVERY_SCRIPT", NULL,
+     "--host-discovery-script", HC_P_STRING, "",
+     "elastic: a command that prints the usable hosts, one 'HOST:SLOTS' (or "
+     "'HOST') per line; run when the job starts and each time it starts "
+     "again, and polled while too few hosts are usable",
+     NULL, 0},
+    {"slots_per_host", "HORA_SLOTS_PER_HOST", NULL, "--slots-per-host",
+     HC_P_INT, "0",
+     "elastic: the slots of a host the discovery script names without "
+     "':SLOTS' (0: 1)",
+     "slots", 1 << 20},
+    {"elastic_timeout", "HORA_ELASTIC_TIMEOUT", "HOROVOD_ELASTIC_TIMEOUT",
+     "--elastic-timeout", HC_P_INT, "600",
+     "elastic: seconds to wait for enough usable hosts (--min-np) before "
+     "the job ends",
+     "seconds", 0},
+    {"reset_limit", "HORA_RESET_LIMIT", NULL, "--reset-limit", HC_P_INT, "0",
+     "elastic: the most times the job starts again after a failure before "
+     "it ends with the failure (0: no limit)",
+     "resets", 0},
+    {"blacklist_cooldown_range", "HORA_BLACKLIST_COOLDOWN_RANGE", NULL,
+     "--blacklist-cooldown-range", HC_P_STRING, "",
+     "elastic: 'MIN MAX' (or MIN,MAX) seconds a failed host stays out: MIN "
+     "after its first failure, doubling with each further one, at most MAX "
+     "(unset: a failed host stays out for the rest of the job, as Horovod)",
+     NULL, 0},
 };
 const size_t hc_nparams = HC_ARRAY_SIZE(hc_params);
 _Static_assert(HC_ARRAY_SIZE(hc_params) == HC_NKNOBS,

@@ -402,6 +402,20 @@ static int parse_one(struct hr_opts *o, int argc, char **argv, int *i,
   } else if (eq) {
     return hr_usage_error("option '%s' takes no value", name);
   }
+  /* horovodrun's --blacklist-cooldown-range MIN MAX: two words */
+  if (m.op->id == O_KNOB && !eq && *i + 1 < argc &&
+      !strcmp(hc_params[m.knob].name, "blacklist_cooldown_range") &&
+      v[strspn(v, "0123456789")] == '\0' && *v &&
+      argv[*i + 1][strspn(argv[*i + 1], "0123456789")] == '\0' &&
+      *argv[*i + 1]) {
+    char *both = malloc(strlen(v) + strlen(argv[*i + 1]) + 2);
+    if (!both || !hr_opts_own(o, both)) {
+      fprintf(stderr, "horarun: error: out of memory\n");
+      return 1;
+    }
+    sprintf(both, "%s %s", v, argv[++*i]);
+    v = both;
+  }
   return apply(o, &m, name, v, done);
 }
 

@@ -128,7 +128,16 @@ struct hr_job {
   struct hp_conn *conns; /* every rendezvous connection, also unproven */
   unsigned nrejected;    /* strangers turned away (logging is thinned) */
   struct hp_late_rank *late; /* by rank: the daemons' LATENESS, merged */
+  struct hr_job_outcome *outcome; /* the caller's, or NULL */
 };
+
+/* The end of the job is blamed on layout host h (an elastic job leaves it
+ * out of its next start). */
+static void blame_host(struct hr_job *j, int h, int level) {
+  if (j->outcome && j->outcome->culprit && h >= 0 &&
+      (size_t)h < j->l->nhosts && j->outcome->culprit[h] < level)
+    j->outcome->culprit[h] = level;
+}
 
 static void check_daemon(struct hr_daemon *d);
 
@@ -328,6 +337,7 @@ static int failure_status(const struct hp_exit *m) {
 static void first_failure(struct hr_job *j, int rank, const char *host,
                           const char *what, int status) {
   j->failure_seen = 1;
+  if (rank >= 0 && rank < j->l->np) blame_host(j, j->l->ranks[rank].host, HR_BLAME_RANK);
   hr_say(j->out, "rank %d on host %s %s", rank, host, what);
   hr_out_print_tail(j->out, rank);
   set_exit(j, status);
@@ -552,6 +562,8 @@ static void blame_verdict(struct hr_job *j) {
   blame_watch_self(j, hc_now_ns());
   int who[8], clear;
   int n = hr_blame_decide(&j->blame, who, 8, &clear);
+  for (int i = 0; i < n; i++)
+    if (who[i] < (int)j->nd) blame_host(j, j->d[who[i]].host, HR_BLAME_HOST);
   char msg[1400], name[300], reason[400];
   if (n == 1) {
     int c = who[0], nodes = j->blame.nodes;
@@ -1092,6 +1104,7 @@ static void check_daemon(struct hr_daemon *d) {
     hr_say(j->out, "error: cannot start horad on host %s: %s exited with "
            "%s%s", d->name, hr_launcher_name(j->o->launch), st,
            d->ntail ? "; it said:" : "");
+    blame_host(j, d->host, HR_BLAME_HOST);
     print_tail(d);
     set_exit(j, HR_EXIT_LAUNCHER);
     stop_job(j, "a horad could not be started");
@@ -1102,6 +1115,7 @@ static void check_daemon(struct hr_daemon *d) {
      * most likely this: its verdict first. */
     hr_say(j->out, "error: horad on host %s exited unexpectedly (%s)", d->name,
            st);
+    blame_host(j, d->host, HR_BLAME_HOST);
     set_exit(j, HR_EXIT_LAUNCHER);
     char why[128];
     hc_fmt(why, sizeof why, "its horad exited (%s)", st);
@@ -1198,6 +1212,7 @@ static void on_start_timeout(uv_timer_t *t) {
              d->name, j->start_timeout);
     }
     d->quiet = 1;
+    blame_host(j, d->host, HR_BLAME_HOST);
     kill(-d->pid, SIGKILL); /* its session: it called setsid() */
     kill(d->pid, SIGKILL);
   }
@@ -1210,6 +1225,7 @@ static void on_start_timeout(uv_timer_t *t) {
 static void start_failed(struct hr_job *j, struct hr_daemon *d,
                          const char *err) {
   hr_say(j->out, "error: host %s: %s", d->name, err);
+  blame_host(j, d->host, HR_BLAME_HOST);
   d->reaped = 1;
   set_exit(j, HR_EXIT_LAUNCHER);
   stop_job(j, "a horad could not be started");
@@ -1403,12 +1419,12 @@ static int job_init(struct hr_job *j) {
 }
 
 int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
-               const char *horad) {
+               const char *horad, struct hr_job_outcome *out) {
   struct hr_job *j = calloc(1, sizeof *j);
   if (!j) return HR_EXIT_LAUNCHER;
   *j = (struct hr_job){
       .o = o, .l = l, .envp = envp, .horad = horad, .exit_code = -1,
-      .noinit_rank = -1};
+      .noinit_rank = -1, .outcome = out};
   while (envp[j->envc])
     j->envc++;
   j->start_timeout = (int)hr_opts_knob_num(o, "start_timeout");
@@ -1465,6 +1481,7 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
     uv_loop_close(&j->loop);
     straggler_summary(j);
     rc = j->exit_code < 0 ? 0 : j->exit_code;
+    if (out) out->interrupted = j->interrupted != 0;
   }
   free(j->d);
   free(j->late);

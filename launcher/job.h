@@ -9,13 +9,26 @@
 
 #define HR_EXIT_LAUNCHER 1 /* horarun or horad failed, not a rank */
 
+enum { HR_BLAME_RANK = 1, HR_BLAME_HOST = 2 };
+
+/* What ended a job, for an elastic job's next start (elastic.c). */
+struct hr_job_outcome {
+  int *culprit;    /* by layout host (l->nhosts entries, zeroed by the
+                      caller): for each host the end is blamed on,
+                      HR_BLAME_RANK (a rank of it failed) or, above it,
+                      HR_BLAME_HOST (its horad exited or could not start,
+                      the verdict on a lost link named it) */
+  int interrupted; /* a stop signal (SIGINT, SIGTERM, SIGHUP) ended it */
+};
+
 /* Runs the job described by the options and layout, with `envp` as the
  * environment of horad and the ranks, and `horad` as the daemon's path.
  * Only local hosts are supported. Returns horarun's exit status: 0 when
  * every rank exited 0; the first failed rank's code (128+N for signal N,
  * 127/126 when it could not be started); 128+N when interrupted by signal
- * N; HR_EXIT_LAUNCHER when a horad failed. Borrows every argument. */
+ * N; HR_EXIT_LAUNCHER when a horad failed. Borrows every argument; `out`
+ * (may be NULL) says what ended the job. */
 int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
-               const char *horad);
+               const char *horad, struct hr_job_outcome *out);
 
 #endif

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "common.h"
 #include "doctor.h"
+#include "elastic.h"
 #include "hosts.h"
 #include "job.h"
 #include "output.h"
@@ -143,9 +144,16 @@ int main(int argc, char **argv) {
                          : hc_knob_lookup(ls, environ, SIZE_MAX);
   if (spec) hc_log_apply_spec(spec); /* checked: it came through the knobs */
   struct hr_layout l;
+  memset(&l, 0, sizeof l);
   /* the doctor of this machine alone: one rank's worth */
   if (o.doctor && !o.np && o.host_source == HR_HOSTS_NONE) o.np = 1;
-  rc = make_layout(&o, &l);
+  if ((rc = hr_elastic_check(&o)) != 0) {
+    hr_opts_free(&o);
+    return rc;
+  }
+  int elastic = !o.doctor && hr_elastic_wanted(&o);
+  /* an elastic job lays its ranks out at each start (elastic.c) */
+  rc = elastic ? 0 : make_layout(&o, &l);
   if (rc != 0) {
     hr_opts_free(&o);
     return rc;
@@ -171,8 +179,10 @@ int main(int argc, char **argv) {
   if (!envp || !horad) {
     hr_say(NULL, "error: out of memory");
     rc = HR_EXIT_LAUNCHER;
+  } else if (elastic) {
+    rc = hr_elastic_run(&o, envp, horad);
   } else {
-    rc = hr_job_run(&o, &l, envp, horad);
+    rc = hr_job_run(&o, &l, envp, horad, NULL);
   }
   free(horad);
   hr_strv_free(envp);

@@ -8,15 +8,36 @@ host lost) restores the last commit, re-initialises hora and calls the
 function again, and a HostsUpdatedInterrupt re-initialises and goes on
 from the current state.
 
-What the runtime does today: a job does not re-form yet when a rank or a
-host is lost (horarun ends it, with the failure's exit status), so the
-re-initialisation after a HoraInternalError fails and the error reaches
-the caller, naming what was lost; nothing announces new hosts yet. The
-states, their commit/restore/sync and the sampler work in every job.
+What the runtime does today: the daemons do not re-form a running job
+when a rank or a host is lost. horarun makes a job elastic by starting it
+again: with --min-np, --max-np or --host-discovery-script, a failed job is
+started anew on the hosts still usable (the failed ones left out), and
+its ranks take up the last commit. For that, commit() also writes the
+state into HORA_ELASTIC_DIR (set by horarun, on each rank's host: one
+file per rank, replaced at each commit), and run() begins from the newest
+commit found there, which sync() then gives every rank. Inside one start,
+a HoraInternalError's reset fails (its job is ending) and the rank exits
+with it; the next start goes on. Nothing announces new hosts to a running
+start yet: the discovery script's hosts take part from the next start.
 """
 import copy
 import functools
+import glob
+import os
+import pickle
 import queue
+
+
+def _commit_dir():
+    """The directory horarun gives an elastic job's commits, or None."""
+    return os.environ.get("HORA_ELASTIC_DIR") or None
+
+
+def _commit_key():
+    try:
+        return int(os.environ.get("HORA_ELASTIC_RESETS", "0"))
+    except ValueError:
+        return 0
 
 
 class HostsUpdatedInterrupt(RuntimeError):
@@ -47,6 +68,7 @@ class State:
         self._host_messages = queue.Queue()
         self._last_updated_timestamp = 0
         self._reset_callbacks = []
+        self._commits = 0
 
     def register_reset_callbacks(self, callbacks):
         """Functions run (in order) after each reset, before training goes
@@ -64,10 +86,83 @@ class State:
         self._host_messages.put((timestamp, update_res))
 
     def commit(self):
-        """Saves the state (restore() comes back here), then raises
+        """Saves the state (restore() comes back here; in an elastic job
+        of horarun's, the next start too), then raises
         HostsUpdatedInterrupt on every rank at once if the hosts changed."""
         self.save()
+        self._write_commit()
         self.check_host_updates()
+
+    def _write_commit(self):
+        d = _commit_dir()
+        if d is None:
+            return
+        try:
+            snap = self.snapshot()
+        except NotImplementedError:
+            return  # a State of the user's own: its commits stay in memory
+        self._commits += 1
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        path = os.path.join(d, "commit.%d.pkl" % self._rank())
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump({"start": _commit_key(), "seq": self._commits,
+                         "state": snap}, f,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+
+    def _read_commit(self):
+        """Takes up the newest commit in HORA_ELASTIC_DIR on this host (of
+        the latest start, then the latest of its commits): True when one
+        was found."""
+        d = _commit_dir()
+        if d is None:
+            return False
+        best = None
+        for path in glob.glob(os.path.join(d, "commit.*.pkl")):
+            try:
+                with open(path, "rb") as f:
+                    data = pickle.load(f)
+                key = (data["start"], data["seq"])
+            except Exception:  # a torn or foreign file: not a commit
+                continue
+            if best is None or key > best[0]:
+                best = (key, data["state"])
+        if best is None:
+            return False
+        try:
+            self.load_snapshot(best[1])
+        except NotImplementedError:
+            return False
+        return True
+
+    def _drop_commits(self):
+        """The job is done: its commits on this host go (every rank
+        first reaches this point, so that none is still writing)."""
+        d = _commit_dir()
+        if d is None:
+            return
+        self._bcast_object(None)
+        for path in glob.glob(os.path.join(d, "commit.*.pkl*")):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+    def snapshot(self):
+        """The committed state as one picklable value (ObjectState and
+        TorchState have one; a State of one's own without it keeps its
+        commits in memory only, and a later start of an elastic job begins
+        from its initial values)."""
+        raise NotImplementedError()
+
+    def load_snapshot(self, snap):
+        """Makes snap (a snapshot()) the committed and the current state."""
+        raise NotImplementedError()
 
     def check_host_updates(self):
         """Raises HostsUpdatedInterrupt, on every rank at once, when the
@@ -125,23 +220,35 @@ class ObjectState(State):
         for attr, value in self._saved_state.items():
             setattr(self, attr, copy.deepcopy(value))
 
+    def snapshot(self):
+        return self._saved_state
+
+    def load_snapshot(self, snap):
+        self._saved_state = dict(snap)
+        self._set_attrs()
+
 
 def run_fn(func, reset):
-    """The elastic loop around func(state, ...): sync, run; on
+    """The elastic loop around func(state, ...): take up the newest commit
+    of an earlier start (HORA_ELASTIC_DIR), sync, run; on
     HoraInternalError restore the last commit, reset (re-initialise hora)
     and run again; on HostsUpdatedInterrupt reset and run again (syncing
     unless only hosts were added). A reset that fails (the job did not
-    re-form) ends it with that error."""
+    re-form) ends it with that error. Once func returns, the job's commits
+    on this host are removed."""
     from hora import HoraInternalError
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
         skip_sync = False
+        state._read_commit()  # a later start of an elastic job
         while True:
             try:
                 if not skip_sync:
                     state.sync()
-                return func(state, *args, **kwargs)
+                result = func(state, *args, **kwargs)
+                state._drop_commits()
+                return result
             except HoraInternalError:
                 state.restore()
                 skip_sync = False

@@ -141,6 +141,17 @@ class TorchState(ObjectState):
             h.save()
         super().sync()
 
+    def snapshot(self):
+        return {"handlers": {k: h._saved for k, h in self._handlers.items()},
+                "values": super().snapshot()}
+
+    def load_snapshot(self, snap):
+        for k, saved in snap["handlers"].items():
+            if k in self._handlers:
+                self._handlers[k]._saved = saved
+                self._handlers[k].restore()
+        super().load_snapshot(snap["values"])
+
 
 class ElasticSampler(torch.utils.data.Sampler):
     """A DistributedSampler that knows which samples were processed in the

@@ -1,0 +1,439 @@
+/* elastic.c -- an elastic job (--min-np, --max-np or
+ * --host-discovery-script): when the job fails, horarun leaves out the
+ * hosts the failure is blamed on and starts the job again on the hosts
+ * that are still usable, with as many ranks as they hold (at least
+ * --min-np, at most --max-np), up to --reset-limit times.
+ *
+ * Each start is a whole job of its own (job.c): new daemons, new ranks,
+ * ranks numbered anew. What training carries over is what the ranks
+ * committed: hora.elastic's commit() writes the state into
+ * HORA_ELASTIC_DIR on the rank's host (one directory per horarun, the same
+ * on every start), and the next start's ranks begin from the newest
+ * commit there (rank 0's, which sync() gives every rank). HORA_ELASTIC_RESETS
+ * says how many starts came before.
+ *
+ * Blacklisting, as Horovod: a host blamed for a failure (its rank failed,
+ * its horad exited or could not start, the verdict on a lost link named
+ * it) stays out for the rest of the job, or with --blacklist-cooldown-range
+ * MIN MAX for MIN seconds after its first failure, doubling with each
+ * further one, at most MAX. Too few usable hosts: horarun waits (running
+ * the discovery script every second, and for cooled-down hosts) up to
+ * --elastic-timeout seconds; when no host can come back (no script, and
+ * every missing host is out for good) it ends at once. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "cli.h"
+#include "common.h"
+#include "elastic.h"
+#include "hosts.h"
+#include "job.h"
+#include "output.h"
+#include "spawn.h"
+
+#define SCRIPT_OUT_MAX (1 << 20) /* bytes of the discovery script's output */
+
+struct black {
+  char *name;
+  int failures;
+  int secs;     /* its last cool-down */
+  double until; /* monotonic seconds; < 0: for good */
+};
+
+struct elastic {
+  struct hr_opts *o;
+  const char *script; /* NULL: the hosts given */
+  int slots_per_host;
+  int min_np, max_np;
+  int timeout;     /* seconds */
+  int reset_limit; /* 0: none */
+  int cooling;            /* --blacklist-cooldown-range given */
+  int cool_min, cool_max; /* its seconds */
+  struct black *black;
+  size_t nblack;
+};
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static const char *knob_str(const struct hr_opts *o, const char *name) {
+  const struct hc_param *p = hc_param_find(name);
+  const char *v = p && o->knob[p - hc_params] ? o->knob[p - hc_params]
+                                                : hc_param_str_named(name);
+  return v && *v ? v : NULL;
+}
+
+/* "MIN MAX" or "MIN,MAX", whole seconds, MIN <= MAX. */
+static int parse_cooldown(const char *v, int *lo, int *hi) {
+  char *end;
+  errno = 0;
+  long a = strtol(v, &end, 10);
+  if (end == v || errno || a < 0 || a > INT_MAX) return -1;
+  while (*end == ' ' || *end == ',') end++;
+  const char *b = end;
+  long c = strtol(b, &end, 10);
+  if (end == b || errno || *end || c < a || c > INT_MAX) return -1;
+  *lo = (int)a;
+  *hi = (int)c;
+  return 0;
+}
+
+static const char *const elastic_only[] = {
+    "slots_per_host", "elastic_timeout", "reset_limit",
+    "blacklist_cooldown_range"};
+
+int hr_elastic_check(const struct hr_opts *o) {
+  const char *cool = knob_str(o, "blacklist_cooldown_range");
+  int lo, hi;
+  if (cool && parse_cooldown(cool, &lo, &hi) < 0)
+    return hr_usage_error("invalid --blacklist-cooldown-range value '%s': "
+                          "expected MIN MAX (or MIN,MAX), whole seconds "
+                          "with MIN <= MAX", cool);
+  if (o->doctor || hr_elastic_wanted(o)) return 0;
+  for (size_t i = 0; i < HC_ARRAY_SIZE(elastic_only); i++) {
+    const struct hc_param *p = hc_param_find(elastic_only[i]);
+    if (p && o->knob[p - hc_params])
+      return hr_usage_error("%s is for elastic jobs: give --min-np, --max-np "
+                            "or --host-discovery-script too", p->flag);
+  }
+  return 0;
+}
+
+int hr_elastic_wanted(const struct hr_opts *o) {
+  return hr_opts_knob_num(o, "min_np") > 0 ||
+         hr_opts_knob_num(o, "max_np") > 0 ||
+         knob_str(o, "host_discovery_script") != NULL;
+}
+
+/* ---- the hosts --------------------------------------------------------- */
+
+/* Runs the discovery script and parses its lines into hosts. Returns 0, or
+ * -1 with a reason in err. */
+static int discover(const struct elastic *e, struct hr_host **hosts, size_t *n,
+                    char *err, size_t errlen) {
+  FILE *f = popen(e->script, "r");
+  if (!f) {
+    hc_fmt(err, errlen, "cannot run the host discovery script '%s': %s",
+           e->script, strerror(errno));
+    return -1;
+  }
+  char *buf = malloc(SCRIPT_OUT_MAX + 1);
+  size_t len = 0, k;
+  while (buf && len < SCRIPT_OUT_MAX &&
+         (k = fread(buf + len, 1, SCRIPT_OUT_MAX - len, f)) > 0)
+    len += k;
+  int st = pclose(f);
+  if (!buf) {
+    hc_fmt(err, errlen, "out of memory");
+    return -1;
+  }
+  buf[len] = '\0';
+  if (st != 0) {
+    hc_fmt(err, errlen, "the host discovery script '%s' failed (status %d)",
+           e->script, st);
+    free(buf);
+    return -1;
+  }
+  /* one "HOST[:SLOTS]" per line -> "HOST:SLOTS,..." for hr_hosts_parse */
+  /* each line gains at most ",", ":SLOTS" */
+  char *spec = malloc(len + 14 * (len + 1) + 1);
+  if (!spec) {
+    free(buf);
+    hc_fmt(err, errlen, "out of memory");
+    return -1;
+  }
+  size_t sl = 0;
+  int line = 0;
+  for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l;
+       l = strtok_r(NULL, "\n", &save)) {
+    line++;
+    while (*l == ' ' || *l == '\t') l++;
+    size_t ll = strlen(l);
+    while (ll && (l[ll - 1] == ' ' || l[ll - 1] == '\t' || l[ll - 1] == '\r'))
+      l[--ll] = '\0';
+    if (!ll || *l == '#') continue;
+    if (strchr(l, ',')) {
+      hc_fmt(err, errlen, "the host discovery script's line %d, '%s': "
+             "expected HOST or HOST:SLOTS", line, l);
+      free(buf);
+      free(spec);
+      return -1;
+    }
+    /* a bare name (no ":SLOTS" after it; IPv6 only in brackets) */
+    const char *colon = strrchr(l, ':');
+    int bare = !colon || (l[0] == '[' && colon < strchr(l, ']')) ||
+               colon[1 + strspn(colon + 1, "0123456789")] != '\0';
+    sl += (size_t)sprintf(spec + sl, "%s%s", sl ? "," : "", l);
+    if (bare && e->slots_per_host > 0)
+      sl += (size_t)sprintf(spec + sl, ":%d", e->slots_per_host);
+  }
+  free(buf);
+  if (sl == 0) {
+    *hosts = NULL;
+    *n = 0;
+    free(spec);
+    return 0;
+  }
+  int rc = hr_hosts_parse(spec, hosts, n, err, errlen);
+  free(spec);
+  if (rc < 0) {
+    char why[512];
+    hc_fmt(why, sizeof why, "%s", err);
+    hc_fmt(err, errlen, "the host discovery script's output: %s", why);
+  }
+  return rc;
+}
+
+static struct black *find_black(struct elastic *e, const char *name) {
+  for (size_t i = 0; i < e->nblack; i++)
+    if (!strcmp(e->black[i].name, name)) return &e->black[i];
+  return NULL;
+}
+
+/* 1 while host `name` is left out. */
+static int blacklisted(struct elastic *e, const char *name, double now) {
+  struct black *b = find_black(e, name);
+  return b && (b->until < 0 || now < b->until);
+}
+
+static void blacklist(struct elastic *e, const char *name) {
+  struct black *b = find_black(e, name);
+  if (!b) {
+    struct black *g = realloc(e->black, (e->nblack + 1) * sizeof *g);
+    char *n = strdup(name);
+    if (!g || !n) {
+      free(n);
+      if (g) e->black = g;
+      return; /* out of memory: the host stays usable */
+    }
+    e->black = g;
+    b = &e->black[e->nblack++];
+    *b = (struct black){.name = n};
+  }
+  b->failures++;
+  if (!e->cooling) {
+    b->until = -1;
+    return;
+  }
+  double d = e->cool_min;
+  for (int i = 1; i < b->failures && d < e->cool_max; i++) d *= 2;
+  if (d > e->cool_max) d = e->cool_max;
+  b->secs = (int)d;
+  b->until = now_s() + d;
+}
+
+/* The usable hosts now (the script's or the given ones, less the left-out
+ * ones). Sets *could_grow when a host may still come (a script, or a host
+ * cooling down). Returns 0, or -1 with a reason in err. */
+static int usable_hosts(struct elastic *e, struct hr_host **out, size_t *nout,
+                        int *could_grow, char *err, size_t errlen) {
+  struct hr_host *h;
+  size_t n;
+  int rc = e->script ? discover(e, &h, &n, err, errlen)
+                     : hr_opts_hosts(e->o, &h, &n, err, errlen);
+  if (rc < 0) return -1;
+  double now = now_s();
+  *could_grow = e->script != NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct black *b = find_black(e, h[i].name);
+    if (b && b->until >= 0 && now < b->until) *could_grow = 1;
+    if (blacklisted(e, h[i].name, now)) continue;
+    if (k != i) {
+      struct hr_host t = h[k];
+      h[k] = h[i];
+      h[i] = t;
+    }
+    k++;
+  }
+  /* h[k..n) are the left-out ones: free their strings */
+  for (size_t i = k; i < n; i++) {
+    free(h[i].name);
+    free(h[i].user);
+    free(h[i].address);
+    free(h[i].iface);
+    memset(&h[i], 0, sizeof h[i]);
+  }
+  *out = h;
+  *nout = k;
+  return 0;
+}
+
+static void list_hosts(const struct hr_host *h, size_t n, char *buf,
+                       size_t len) {
+  size_t k = 0;
+  buf[0] = '\0';
+  for (size_t i = 0; i < n && k + 1 < len; i++)
+    k += (size_t)snprintf(buf + k, len - k, "%s%s:%d", i ? "," : "", h[i].name,
+                          h[i].slots);
+  if (!n) hc_fmt(buf, len, "none");
+}
+
+/* ---- the job's environment -------------------------------------------- */
+
+static char **env_with(char **envp, const char *dir, int resets) {
+  size_t n = 0;
+  while (envp[n]) n++;
+  char **v = calloc(n + 3, sizeof *v);
+  if (!v) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!strncmp(envp[i], "HORA_ELASTIC_DIR=", 17) ||
+        !strncmp(envp[i], "HORA_ELASTIC_RESETS=", 20))
+      continue;
+    if (!(v[k++] = strdup(envp[i]))) goto oom;
+  }
+  char b[64];
+  hc_fmt(b, sizeof b, "HORA_ELASTIC_RESETS=%d", resets);
+  if (!(v[k++] = strdup(b))) goto oom;
+  char *d = malloc(strlen(dir) + 18);
+  if (!d) goto oom;
+  sprintf(d, "HORA_ELASTIC_DIR=%s", dir);
+  v[k++] = d;
+  return v;
+oom:
+  hr_strv_free(v);
+  return NULL;
+}
+
+/* ---- the loop ---------------------------------------------------------- */
+
+int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
+  struct elastic e = {.o = o};
+  e.script = knob_str(o, "host_discovery_script");
+  e.slots_per_host = (int)hr_opts_knob_num(o, "slots_per_host");
+  e.min_np = (int)hr_opts_knob_num(o, "min_np");
+  e.max_np = (int)hr_opts_knob_num(o, "max_np");
+  e.timeout = (int)hr_opts_knob_num(o, "elastic_timeout");
+  e.reset_limit = (int)hr_opts_knob_num(o, "reset_limit");
+  const char *cool = knob_str(o, "blacklist_cooldown_range");
+  e.cooling = cool && parse_cooldown(cool, &e.cool_min, &e.cool_max) == 0;
+  int want = e.max_np ? e.max_np : o->np; /* 0: every usable slot */
+  if (o->np && e.max_np && o->np > e.max_np)
+    return hr_usage_error("-np %d is more than --max-np %d", o->np, e.max_np);
+  if (!e.min_np) e.min_np = o->np ? o->np : 1;
+  if (want && e.min_np > want)
+    return hr_usage_error("--min-np %d is more than the %s %d", e.min_np,
+                          e.max_np ? "--max-np" : "-np", want);
+
+  /* where the ranks keep their commits: the same path on every host */
+  char dir[256];
+  unsigned char rnd[6];
+  if (hp_random(rnd, sizeof rnd) < 0) {
+    hr_say(NULL, "error: no random bytes for the elastic directory's name");
+    return HR_EXIT_LAUNCHER;
+  }
+  const char *tmp = getenv("TMPDIR");
+  hc_fmt(dir, sizeof dir, "%s/hora-elastic-%u-%02x%02x%02x%02x%02x%02x",
+         tmp && *tmp == '/' && strlen(tmp) < 180 ? tmp : "/tmp",
+         (unsigned)getuid(), rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+
+  int rc = HR_EXIT_LAUNCHER, resets = 0;
+  int np0 = o->np; /* the first start's -np */
+  for (;;) {
+    /* the hosts, waiting for enough of them */
+    struct hr_host *h = NULL;
+    size_t nh = 0;
+    char err[1024], list[1024];
+    double give_up = now_s() + e.timeout;
+    int waited = 0;
+    for (;;) {
+      int grow = 0;
+      if (usable_hosts(&e, &h, &nh, &grow, err, sizeof err) < 0) {
+        hr_say(NULL, "error: elastic: %s", err);
+        goto out;
+      }
+      long slots = hr_hosts_slots(h, nh);
+      if (slots >= e.min_np) break;
+      list_hosts(h, nh, list, sizeof list);
+      hr_hosts_free(h, nh);
+      h = NULL;
+      if (!grow || now_s() >= give_up) {
+        hr_say(NULL, "error: elastic: %ld slot(s) on the usable hosts (%s), "
+               "fewer than --min-np %d%s; ending the job", slots, list,
+               e.min_np,
+               !grow ? " (no host can come back: the failed ones are left out "
+                       "for good)"
+                     : " after waiting --elastic-timeout");
+        goto out;
+      }
+      if (!waited++)
+        hr_say(NULL, "elastic: %ld slot(s) on the usable hosts (%s), fewer "
+               "than --min-np %d: waiting up to %d s for more", slots, list,
+               e.min_np, e.timeout);
+      sleep(1);
+    }
+    long slots = hr_hosts_slots(h, nh);
+    int np = resets == 0 && np0 ? np0 : want;
+    if (!np || np > slots) np = slots > HR_NP_MAX ? HR_NP_MAX : (int)slots;
+    if (np < e.min_np) np = e.min_np;
+    struct hr_layout l;
+    size_t nlh = nh;
+    if (hr_layout_make(&l, h, nh, np, err, sizeof err) < 0) {
+      hr_say(NULL, "error: elastic: %s", err);
+      goto out;
+    }
+    if (resets) {
+      list_hosts(l.hosts, nlh, list, sizeof list);
+      hr_say(NULL, "elastic: start %d: %d rank(s) on %s", resets + 1, np, list);
+    }
+    o->np = np;
+    char **env = env_with(envp, dir, resets);
+    if (!env) {
+      hr_layout_free(&l);
+      hr_say(NULL, "error: out of memory");
+      goto out;
+    }
+    int *culprit = calloc(l.nhosts ? l.nhosts : 1, sizeof *culprit);
+    struct hr_job_outcome oc = {.culprit = culprit};
+    rc = hr_job_run(o, &l, env, horad, &oc);
+    hr_strv_free(env);
+    if (rc == 0 || oc.interrupted || !culprit) {
+      free(culprit);
+      hr_layout_free(&l);
+      break;
+    }
+    /* a lost host's ranks' failures (or their peers') come from it */
+    int nbl = 0, level = HR_BLAME_RANK;
+    for (size_t i = 0; i < l.nhosts; i++)
+      if (culprit[i] > level) level = culprit[i];
+    for (size_t i = 0; i < l.nhosts; i++)
+      if (culprit[i] == level) {
+        blacklist(&e, l.hosts[i].name);
+        struct black *b = find_black(&e, l.hosts[i].name);
+        if (b && b->until >= 0)
+          hr_say(NULL, "elastic: host %s is left out for %d s (failure %d)",
+                 l.hosts[i].name, b->secs, b->failures);
+        else
+          hr_say(NULL, "elastic: host %s is left out for the rest of the job",
+                 l.hosts[i].name);
+        nbl++;
+      }
+    free(culprit);
+    hr_layout_free(&l);
+    resets++;
+    if (e.reset_limit > 0 && resets > e.reset_limit) {
+      hr_say(NULL, "error: elastic: the job failed %d times; --reset-limit "
+             "%d reached, ending it (exit status %d)", resets, e.reset_limit,
+             rc);
+      break;
+    }
+    char lim[64] = "";
+    if (e.reset_limit) hc_fmt(lim, sizeof lim, " of at most %d", e.reset_limit);
+    hr_say(NULL, "elastic: the job failed (exit status %d)%s: reset %d%s",
+           rc, nbl ? "" : ", and no host was blamed", resets, lim);
+  }
+out:
+  for (size_t i = 0; i < e.nblack; i++) free(e.black[i].name);
+  free(e.black);
+  return rc;
+}

@@ -1,0 +1,144 @@
+#!/bin/sh
+# elastic.sh -- elastic jobs across hosts (network namespaces, see lib.sh),
+# with a real training loop (tests/python/workers/elastic_train.py: torch,
+# DistributedOptimizer, ElasticSampler, a commit after every step):
+#   lost      3 hosts x 1, --min-np 2: h3's horad is SIGKILLed mid-epoch;
+#             horarun leaves h3 out and starts the job again on h1 and h2,
+#             which take up the last commit within 10 s of the kill; every
+#             sample of every epoch is used by exactly one committed step,
+#             the two ranks end with the same weights, exit status 0
+#   minnp     the same with --min-np 3: nothing can replace h3, so horarun
+#             ends the job at once, saying why (exit status not 0)
+#   discover  --host-discovery-script (a file the test rewrites): h1 and
+#             h2 at first, --min-np 2; h2's horad is SIGKILLed; horarun
+#             waits for a second host, and h3, added to the script's
+#             output, takes part in the next start
+# After each, no process of the job is left on any host.
+. "$(dirname "$0")/lib.sh"
+need "$HORARUN" "$HORAD"
+PYTHON=${PYTHON:-/usr/bin/python3}
+"$PYTHON" -c 'import torch' 2>/dev/null || {
+  echo "FAIL: $PYTHON lacks torch (Debian: python3-torch)"
+  exit 1
+}
+W=$HORA_TOP/tests/python/workers
+export PYTHONPATH="$HORA_TOP/python:$W${PYTHONPATH:+:$PYTHONPATH}"
+export HORA_LIBRARY="$BUILD/lib/libhora.so" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+PY=$PYTHON
+if ldd "$HORA_LIBRARY" | grep -q libasan; then
+  PY="env LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)
+      ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS} $PYTHON"
+fi
+mh_setup 3
+
+started() { # NAME START COUNT: COUNT ranks said they began start START
+  wait_for "$1" out "^\[[0-9]+\]<stdout>:rank [0-9]+ of [0-9]+: start $2 at " "$3" 90
+}
+
+# kill_horad NAME HOST: SIGKILLs HOST's horad; T0 the time of the kill
+kill_horad() {
+  local _pids
+  _pids=$(mh_host_pids "$2" horad)
+  [ -n "$_pids" ] || fail "$1: no horad process in $2's namespace"
+  T0=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  kill -9 $_pids
+}
+
+# resumed NAME START LIMIT: the ranks of start START took up the last commit
+# within LIMIT seconds of T0
+resumed() {
+  local _t _late
+  _t=$(sed -n "s/^\[0\]<stdout>:rank 0 of [0-9]*: start $2 at .* (\([0-9.]*\))\$/\1/p" \
+    "$MH_TMP/$1.out" | head -n 1)
+  if [ -z "$_t" ]; then
+    fail "$1: rank 0 did not begin start $2"
+    return
+  fi
+  _late=$(awk -v a="$T0" -v b="$_t" 'BEGIN { printf "%.2f", b - a }')
+  say "$1: start $2 took up the last commit ${_late}s after the kill"
+  awk -v l="$_late" -v m="$3" 'BEGIN { exit !(l <= m) }' ||
+    fail "$1: start $2 began ${_late}s after the kill (expected at most $3s)"
+}
+
+# trained NAME NP: every rank of the last start passed its checks and holds
+# the same weights
+trained() {
+  expect_rc "$1" 0
+  expect_count "$1" out "^\[[0-9]+\]<stdout>:rank [0-9]+ of $2: elastic_train: [0-9]+ checks, 0 failures, weights " "$2" \
+    "each of the $2 ranks of the last start passed its checks"
+  expect_nogrep "$1" out "FAIL" "no check failed (every sample used once per epoch)"
+  [ "$(sed -n 's/^.*elastic_train: .* weights //p' "$MH_TMP/$1.out" | sort -u | wc -l)" = 1 ] ||
+    fail "$1: the ranks ended with different weights"
+}
+
+# ---- a host lost: the job goes on without it ---------------------------------
+HRUN_NOMARK=1 hrun_start lost EPOCHS=3 STEP_SLEEP=0.1 -np 3 -H h1:1,h2:1,h3:1 \
+  --min-np 2 $PY "$W/elastic_train.py"
+if started lost 1 3; then
+  sleep 2
+  kill_horad lost h3
+  hrun_wait lost 180
+  resumed lost 2 10
+  trained lost 2
+  expect_grep lost err "elastic: host h3 is left out for the rest of the job" \
+    "horarun says h3 is left out"
+  expect_grep lost err "elastic: start 2: 2 rank\(s\) on h1:1,h2:1" \
+    "the second start runs 2 ranks on h1 and h2"
+  expect_grep lost out "^\[[01]\]<stdout>:rank [01] of 2: start 2 at epoch [0-9]+ batch [0-9]+ " \
+    "the second start's ranks began from a commit"
+else
+  fail "lost: the 3 ranks did not start within 90 s"
+  hrun_wait lost 10
+  show lost
+fi
+mh_assert_no_job_procs "$MARK" 10
+
+# ---- too few hosts left: the job ends, saying why ----------------------------
+HRUN_NOMARK=1 hrun_start minnp EPOCHS=3 STEP_SLEEP=0.1 -np 3 -H h1:1,h2:1,h3:1 \
+  --min-np 3 $PY "$W/elastic_train.py"
+if started minnp 1 3; then
+  sleep 1
+  kill_horad minnp h3
+  hrun_wait minnp 60
+  expect_rc minnp nonzero
+  expect_grep minnp err "fewer than --min-np 3 \(no host can come back" \
+    "horarun ends the job: fewer slots than --min-np, and no host can come back"
+  expect_nogrep minnp err "start 2:" "no second start"
+else
+  fail "minnp: the 3 ranks did not start within 90 s"
+  hrun_wait minnp 10
+  show minnp
+fi
+mh_assert_no_job_procs "$MARK" 10
+
+# ---- hosts from a discovery script ---------------------------------------
+list=$MH_TMP/discover.hosts
+printf 'h1:1\nh2\n' >"$list"
+cat >"$MH_TMP/discover.sh" <<EOF
+#!/bin/sh
+cat "$list"
+EOF
+chmod +x "$MH_TMP/discover.sh"
+HRUN_NOMARK=1 hrun_start discover EPOCHS=3 STEP_SLEEP=0.1 --min-np 2 \
+  --host-discovery-script "$MH_TMP/discover.sh" --slots-per-host 1 \
+  --elastic-timeout 60 $PY "$W/elastic_train.py"
+if started discover 1 2; then
+  sleep 1
+  kill_horad discover h2
+  if wait_for discover err "fewer than --min-np 2: waiting up to 60 s" 1 30; then
+    printf 'h1:1\nh2\nh3:1\n' >"$list"
+  else
+    fail "discover: horarun did not wait for more hosts"
+  fi
+  hrun_wait discover 180
+  trained discover 2
+  expect_grep discover err "elastic: start 2: 2 rank\(s\) on h1:1,h3:1" \
+    "the second start runs on h1 and h3, which the script added"
+else
+  fail "discover: the 2 ranks did not start within 90 s"
+  hrun_wait discover 10
+  show discover
+fi
+mh_assert_no_job_procs "$MARK" 10
+finish
