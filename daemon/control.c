@@ -125,6 +125,8 @@ static void handle_frame(struct hd_job *job, const struct hp_frame_hdr *h,
     free(why);
   } else if (h->type == HP_MSG_HEARTBEAT) {
     /* nothing to do: arriving refreshed the connection's last_rx */
+  } else if (h->type == HP_MSG_HOSTS_UPDATED && h->len == 0) {
+    hd_local_hosts_updated(job);
   } else {
     hc_warn_rl("unexpected message type %u from horarun; ignored", h->type);
   }

@@ -398,6 +398,7 @@ struct hd_job {
   size_t nheld, capheld;
   int staging_freed; /* a streamed operation let go of a rank's staging */
   int in_run_ready;
+  uint64_t hosts_updated; /* host updates horarun announced (local.c) */
 
   /* first rank that left the job, and why: later operations fail with it
    * (-1: none; HD_GONE_SHUTDOWN: torn down; HD_GONE_DEADLOCK: a deadlock) */
@@ -486,6 +487,9 @@ int hd_local_all_back(const struct hd_job *job);
 void hd_new_session(struct hd_job *job);
 /* Refuses the local ranks that are back (the new session cannot start). */
 void hd_local_drop_rejoins(struct hd_job *job);
+/* horarun announced a host update: every local rank's count (and the
+ * count new segments start from) grows by one. */
+void hd_local_hosts_updated(struct hd_job *job);
 /* The fast path's segment: brings its `off` word in line with the
  * timeline (called after each poll of the rings that took entries); frees
  * it (the job ends). */

@@ -124,6 +124,15 @@ void hd_local_close(struct hd_job *job) {
   job->sock_path[0] = '\0';
 }
 
+void hd_local_hosts_updated(struct hd_job *job) {
+  job->hosts_updated++;
+  hc_info("horarun announced a host update (%llu so far)",
+          (unsigned long long)job->hosts_updated);
+  for (int i = 0; i < job->nlocal; i++)
+    if (job->ranks[i].hdr)
+      atomic_store(&job->ranks[i].hdr->hosts_updated, job->hosts_updated);
+}
+
 /* Creates and maps the rank's segment and attaches the daemon's cursors. */
 static int make_segment(struct hd_job *job, struct hd_rank *r) {
   struct hp_shm_hdr layout;
@@ -155,6 +164,7 @@ static int make_segment(struct hd_job *job, struct hd_rank *r) {
   hp_ring_init(&r->hdr->sq);
   hp_ring_init(&r->hdr->cq);
   atomic_store(&r->hdr->daemon_sleeping, job->spinning ? 0 : 1);
+  atomic_store(&r->hdr->hosts_updated, job->hosts_updated);
   hp_ring_attach(&r->sq, &r->hdr->sq, r->shm + layout.sq_slots_off,
                  layout.sq_slots, layout.sqe_size, 0);
   hp_ring_attach(&r->cq, &r->hdr->cq, r->shm + layout.cq_slots_off,

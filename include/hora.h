@@ -159,6 +159,12 @@ int hora_local_rank(void);
 int hora_local_size(void);
 int hora_cross_rank(void);
 int hora_cross_size(void);
+/* How many times horarun has announced that the job's hosts changed (an
+ * elastic job whose --host-discovery-script now names hosts added or
+ * removed); it only grows. Horovod's elastic API turns a change into
+ * HostsUpdatedInterrupt at the next commit (hora.elastic). 0 in a job of
+ * one; HORA_ENOTINIT before hora_init(). */
+int64_t hora_hosts_updated(void);
 
 /* Collectives. `name` identifies the operation across ranks; NULL names it
  * by call order (the n-th unnamed allreduce of every rank matches). Buffers

@@ -19,9 +19,17 @@
  * further one, at most MAX. Too few usable hosts: horarun waits (running
  * the discovery script every second, and for cooled-down hosts) up to
  * --elastic-timeout seconds; when no host can come back (no script, and
- * every missing host is out for good) it ends at once. */
+ * every missing host is out for good) it ends at once.
+ *
+ * While a start runs, a thread runs the discovery script every second.
+ * When a host of the start is gone from its output, or new slots would let
+ * the job grow, the start's horads are told (HP_MSG_HOSTS_UPDATED, job.c);
+ * the ranks see it at their next commit() (HostsUpdatedInterrupt on every
+ * rank at once), commit and exit with HR_EXIT_RESTART, and the job starts
+ * again on the hosts the script names. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +286,57 @@ static void list_hosts(const struct hr_host *h, size_t n, char *buf,
   if (!n) hc_fmt(buf, len, "none");
 }
 
+/* ---- watching the discovery script during a start ----------------------- */
+
+struct watch {
+  struct elastic *e;
+  const struct hr_layout *l;
+  int want; /* the ranks a start would run with enough slots (0: all) */
+  struct hr_job_outcome *oc;
+  pthread_t th;
+  _Atomic int stop;
+};
+
+/* 1 when the script's hosts h would change the start's layout l: a host
+ * of l is gone from them, or there are usable slots for more ranks than l
+ * has while more are wanted. */
+static int hosts_differ(const struct watch *w, const struct hr_host *h,
+                        size_t n) {
+  double now = now_s();
+  long usable = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!blacklisted(w->e, h[i].name, now)) usable += h[i].slots;
+  for (size_t k = 0; k < w->l->nhosts; k++) {
+    if (!w->l->hosts[k].nranks) continue;
+    size_t i = 0;
+    while (i < n && strcmp(h[i].name, w->l->hosts[k].name)) i++;
+    if (i == n) return 1; /* removed */
+  }
+  return usable > w->l->np && (!w->want || w->want > w->l->np);
+}
+
+/* Runs the script every second while the start runs; the first change is
+ * announced (one per start: the ranks then leave for the next). */
+static void *watch_main(void *arg) {
+  struct watch *w = arg;
+  for (;;) {
+    for (int i = 0; i < 10; i++) {
+      if (atomic_load(&w->stop)) return NULL;
+      usleep(100 * 1000);
+    }
+    struct hr_host *h;
+    size_t n;
+    char err[1024];
+    if (discover(w->e, &h, &n, err, sizeof err) < 0) continue; /* next time */
+    int changed = hosts_differ(w, h, n);
+    hr_hosts_free(h, n);
+    if (changed) {
+      atomic_fetch_add(&w->oc->hosts_changed, 1);
+      return NULL;
+    }
+  }
+}
+
 /* ---- the job's environment -------------------------------------------- */
 
 static char **env_with(char **envp, const char *dir, int resets) {
@@ -395,8 +454,27 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
     }
     int *culprit = calloc(l.nhosts ? l.nhosts : 1, sizeof *culprit);
     struct hr_job_outcome oc = {.culprit = culprit};
+    struct watch w = {.e = &e, .l = &l, .want = want, .oc = &oc};
+    int watching = e.script && pthread_create(&w.th, NULL, watch_main, &w) == 0;
     rc = hr_job_run(o, &l, env, horad, &oc);
+    if (watching) {
+      atomic_store(&w.stop, 1);
+      pthread_join(w.th, NULL);
+    }
     hr_strv_free(env);
+    if (rc == 0 && oc.restart) {
+      free(culprit);
+      hr_layout_free(&l);
+      resets++;
+      if (e.reset_limit > 0 && resets > e.reset_limit) {
+        hr_say(NULL, "error: elastic: the hosts changed, but --reset-limit "
+               "%d is reached; ending the job", e.reset_limit);
+        rc = HR_EXIT_LAUNCHER;
+        break;
+      }
+      hr_say(NULL, "elastic: the hosts changed: reset %d", resets);
+      continue;
+    }
     if (rc == 0 || oc.interrupted || !culprit) {
       free(culprit);
       hr_layout_free(&l);

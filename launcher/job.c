@@ -129,6 +129,8 @@ struct hr_job {
   unsigned nrejected;    /* strangers turned away (logging is thinned) */
   struct hp_late_rank *late; /* by rank: the daemons' LATENESS, merged */
   struct hr_job_outcome *outcome; /* the caller's, or NULL */
+  uv_timer_t hosts_timer; /* watches outcome->hosts_changed */
+  int announced;          /* host updates announced so far */
 };
 
 /* The end of the job is blamed on layout host h (an elastic job leaves it
@@ -370,6 +372,25 @@ static void noinit_exit(struct hr_daemon *d, const struct hp_exit *m,
     hr_say(j->out, "rank %d on host %s %s", m->rank, d->name, what);
 }
 
+/* Announces host updates another thread found (outcome->hosts_changed)
+ * to every horad. */
+static void on_hosts_timer(uv_timer_t *t) {
+  struct hr_job *j = t->data;
+  int n = atomic_load(&j->outcome->hosts_changed);
+  if (n <= j->announced || j->stopping) return;
+  j->announced = n;
+  for (size_t i = 0; i < j->nd; i++) {
+    struct hr_daemon *d = &j->d[i];
+    if (!d->ctl_open || d->done) continue;
+    struct hp_wbuf w;
+    hp_wbuf_init(&w);
+    hp_frame_begin(&w, HP_MSG_HOSTS_UPDATED, 0);
+    hp_frame_end(&w);
+    send_frames(d, &w);
+  }
+  if (j->o->verbose) hr_say(j->out, "elastic: host update %d announced", n);
+}
+
 static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,
                          size_t n) {
   struct hr_job *j = d->job;
@@ -385,6 +406,15 @@ static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,
   char what[1024];
   describe_exit(j, &m, what, sizeof what);
   int failed = m.how != HP_EXIT_CODE || m.code != 0;
+  if (failed && j->announced && m.how == HP_EXIT_CODE &&
+      m.code == HR_EXIT_RESTART && !j->stopping) {
+    /* it leaves for the next start, on the updated hosts */
+    j->outcome->restart = 1;
+    failed = 0;
+    if (j->o->verbose)
+      hr_say(j->out, "rank %d on host %s left for the next start", m.rank,
+             d->name);
+  }
   if (!failed && m.noinit) {
     noinit_exit(d, &m, what);
   } else if (failed && !j->stopping && (j->blaming || links_failing(j))) {
@@ -1083,6 +1113,7 @@ static void check_all(struct hr_job *j) {
   close_handle((uv_handle_t *)&j->sigchld);
   close_handle((uv_handle_t *)&j->start_timer);
   close_handle((uv_handle_t *)&j->stop_timer);
+  close_handle((uv_handle_t *)&j->hosts_timer);
   if (j->multi) {
     close_handle((uv_handle_t *)&j->hb_timer);
     close_handle((uv_handle_t *)&j->blame_timer);
@@ -1377,6 +1408,9 @@ static void watch_signals(struct hr_job *j) {
   j->start_timer.data = j;
   uv_timer_init(&j->loop, &j->stop_timer);
   j->stop_timer.data = j;
+  uv_timer_init(&j->loop, &j->hosts_timer);
+  j->hosts_timer.data = j;
+  if (j->outcome) uv_timer_start(&j->hosts_timer, on_hosts_timer, 250, 250);
   if (j->start_timeout > 0)
     uv_timer_start(&j->start_timer, on_start_timeout,
                    (uint64_t)j->start_timeout * 1000, 0);

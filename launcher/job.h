@@ -4,12 +4,19 @@
 #ifndef HORA_LAUNCHER_JOB_H
 #define HORA_LAUNCHER_JOB_H
 
+#include <stdatomic.h>
+
 #include "opts.h"
 #include "hosts.h"
 
 #define HR_EXIT_LAUNCHER 1 /* horarun or horad failed, not a rank */
 
 enum { HR_BLAME_RANK = 1, HR_BLAME_HOST = 2 };
+
+/* A rank's exit status when it leaves a start of an elastic job for the
+ * next one, after a host update was announced (hora.elastic's
+ * RESTART_EXIT): not a failure. */
+#define HR_EXIT_RESTART 75
 
 /* What ended a job, for an elastic job's next start (elastic.c). */
 struct hr_job_outcome {
@@ -19,6 +26,11 @@ struct hr_job_outcome {
                       HR_BLAME_HOST (its horad exited or could not start,
                       the verdict on a lost link named it) */
   int interrupted; /* a stop signal (SIGINT, SIGTERM, SIGHUP) ended it */
+  /* Host updates to announce to the ranks (HP_MSG_HOSTS_UPDATED to every
+   * horad): another thread raises it (elastic.c's discovery), the job
+   * sends one announcement per step, within a quarter of a second. */
+  _Atomic int hosts_changed;
+  int restart; /* a rank left with HR_EXIT_RESTART after an announcement */
 };
 
 /* Runs the job described by the options and layout, with `envp` as the

@@ -353,3 +353,12 @@ QUERY(hora_local_size, local_size)
 QUERY(hora_cross_rank, cross_rank)
 QUERY(hora_cross_size, cross_size)
 #undef QUERY
+
+int64_t hora_hosts_updated(void) {
+  if (!atomic_load(&hl.initialized))
+    return hl_error(HORA_ENOTINIT, "hora_hosts_updated: hora is not "
+                    "initialized; call hora_init() first");
+  if (hl.local_only || !hl.hdr) return 0;
+  return (int64_t)atomic_load_explicit(&hl.hdr->hosts_updated,
+                                       memory_order_acquire);
+}

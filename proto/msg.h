@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 9u
+#define HP_PROTO_VERSION 10u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -48,6 +48,10 @@ enum hp_msg_type {
   HP_MSG_LATENESS = 26,  /* daemon -> launcher, before DONE: how late each
                             rank submitted its operations, for the
                             communicators it coordinates (hp_lateness) */
+  HP_MSG_HOSTS_UPDATED = 27, /* launcher -> daemon: the job's hosts changed
+                                (an elastic job's discovery script); no
+                                payload: the ranks' hosts_updated count
+                                grows by one */
   /* authentication, first on every TCP connection (auth.h) */
   HP_MSG_AUTH_HELLO = 32,     /* connector -> acceptor: purpose, nonce */
   HP_MSG_AUTH_CHALLENGE = 33, /* acceptor -> connector: nonce, MAC */

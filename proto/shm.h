@@ -19,7 +19,7 @@
 #include "ring.h"
 
 #define HP_SHM_MAGIC 0x4d454d5341524f48ull /* "HORASMEM" */
-#define HP_SHM_VERSION 4u
+#define HP_SHM_VERSION 5u
 #define HP_SQ_SLOTS 256u
 #define HP_CQ_SLOTS 256u
 #define HP_NAME_MAX 191u /* longer names are shortened with a hash suffix */
@@ -71,6 +71,10 @@ struct hp_shm_hdr {
    * faulthandler), 0: none; horad sends it to the ranks of a deadlock */
   _Atomic uint32_t stack_signal;
   _Atomic uint64_t wait_ids[HP_WAIT_SLOTS];
+  /* host updates horarun announced to the job (an elastic job's discovery
+   * script found hosts added or removed): their count, which only grows;
+   * hora_hosts_updated() reads it */
+  _Alignas(64) _Atomic uint64_t hosts_updated;
 };
 
 /* Collective ids are hora.h's HORA_COLL_* (HORA_COLL_MAP). */

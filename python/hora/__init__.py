@@ -167,7 +167,7 @@ def _declare(lib):
         "hora_is_initialized": ([], c_int), "hora_rank": ([], c_int),
         "hora_size": ([], c_int), "hora_local_rank": ([], c_int),
         "hora_local_size": ([], c_int), "hora_cross_rank": ([], c_int),
-        "hora_cross_size": ([], c_int),
+        "hora_cross_size": ([], c_int), "hora_hosts_updated": ([], c_int64),
         "hora_submit": ([ctypes.POINTER(_Request), p_int64], c_int),
         "hora_submit_group": ([ctypes.POINTER(_Request), c_int, p_int64],
                               c_int),
@@ -651,6 +651,13 @@ def cross_size():
     """The number of hosts that have a rank with this process's
     local_rank."""
     return _query("hora_cross_size")
+
+
+def hosts_updated():
+    """How many times horarun announced that the job's hosts changed (an
+    elastic job's --host-discovery-script); it only grows.
+    hora.elastic's commit() turns a change into HostsUpdatedInterrupt."""
+    return _query("hora_hosts_updated")
 
 
 def is_homogeneous():

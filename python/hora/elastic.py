@@ -17,8 +17,10 @@ state into HORA_ELASTIC_DIR (set by horarun, on each rank's host: one
 file per rank, replaced at each commit), and run() begins from the newest
 commit found there, which sync() then gives every rank. Inside one start,
 a HoraInternalError's reset fails (its job is ending) and the rank exits
-with it; the next start goes on. Nothing announces new hosts to a running
-start yet: the discovery script's hosts take part from the next start.
+with it; the next start goes on. When the discovery script's hosts
+change, horarun announces it (hora.hosts_updated()); the next commit()
+raises HostsUpdatedInterrupt on every rank, and run() keeps the state for
+the next start, which horarun begins on the new hosts.
 """
 import copy
 import functools
@@ -26,6 +28,11 @@ import glob
 import os
 import pickle
 import queue
+import time
+
+# A rank's exit status when it leaves a start of an elastic job for the
+# next one, which horarun begins on the updated hosts (horarun(1)).
+RESTART_EXIT = 75
 
 
 def _commit_dir():
@@ -69,6 +76,7 @@ class State:
         self._last_updated_timestamp = 0
         self._reset_callbacks = []
         self._commits = 0
+        self._runtime_updates = 0
 
     def register_reset_callbacks(self, callbacks):
         """Functions run (in order) after each reset, before training goes
@@ -92,6 +100,20 @@ class State:
         self.save()
         self._write_commit()
         self.check_host_updates()
+
+    def _poll_runtime(self):
+        """horarun's host updates (hora.hosts_updated()) as messages."""
+        try:
+            from hora import hosts_updated, is_initialized
+            if not is_initialized():
+                return
+            n = hosts_updated()
+        except Exception:  # no runtime to ask
+            return
+        if n > self._runtime_updates:
+            self._runtime_updates = n
+            stamp = max(time.time(), self._last_updated_timestamp + 1e-6)
+            self.on_hosts_updated(stamp, HostUpdateResult.mixed)
 
     def _write_commit(self):
         d = _commit_dir()
@@ -166,8 +188,10 @@ class State:
 
     def check_host_updates(self):
         """Raises HostsUpdatedInterrupt, on every rank at once, when the
-        job's hosts changed since the last check: rank 0's view of the
-        updates is broadcast, so all ranks agree."""
+        job's hosts changed since the last check (horarun's announcements,
+        and on_hosts_updated()'s): rank 0's view of the updates is
+        broadcast, so all ranks agree."""
+        self._poll_runtime()
         last = prev = self._last_updated_timestamp
         update = HostUpdateResult.no_update
         while not self._host_messages.empty():
@@ -234,8 +258,11 @@ def run_fn(func, reset):
     HoraInternalError restore the last commit, reset (re-initialise hora)
     and run again; on HostsUpdatedInterrupt reset and run again (syncing
     unless only hosts were added). A reset that fails (the job did not
-    re-form) ends it with that error. Once func returns, the job's commits
-    on this host are removed."""
+    re-form) ends it with that error. In an elastic job of horarun's
+    (HORA_ELASTIC_DIR set), a HostsUpdatedInterrupt instead commits the
+    current state and exits with RESTART_EXIT: horarun starts the job
+    again on the updated hosts. Once func returns, the job's commits on
+    this host are removed."""
     from hora import HoraInternalError
 
     @functools.wraps(func)
@@ -254,6 +281,12 @@ def run_fn(func, reset):
                 skip_sync = False
             except HostsUpdatedInterrupt as e:
                 skip_sync = e.skip_sync
+                if _commit_dir() is not None:
+                    # horarun starts the job again on the updated hosts:
+                    # the state as it is now goes to that start
+                    state.save()
+                    state._write_commit()
+                    raise SystemExit(RESTART_EXIT)
             reset()
             state.on_reset()
     return wrapper

@@ -13,6 +13,10 @@
 #             h2 at first, --min-np 2; h2's horad is SIGKILLed; horarun
 #             waits for a second host, and h3, added to the script's
 #             output, takes part in the next start
+#   grow      the script names h1 and h2, --max-np 3; h3 is added while
+#             the job trains: horarun announces it, the ranks leave at
+#             their next commit (HostsUpdatedInterrupt) and the job goes
+#             on with 3 ranks from that commit, within 10 s
 # After each, no process of the job is left on any host.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD"
@@ -45,8 +49,8 @@ kill_horad() {
   kill -9 $_pids
 }
 
-# resumed NAME START LIMIT: the ranks of start START took up the last commit
-# within LIMIT seconds of T0
+# resumed NAME START LIMIT WHAT: the ranks of start START took up the last
+# commit within LIMIT seconds of T0 (WHAT: the event at T0)
 resumed() {
   local _t _late
   _t=$(sed -n "s/^\[0\]<stdout>:rank 0 of [0-9]*: start $2 at .* (\([0-9.]*\))\$/\1/p" \
@@ -56,9 +60,9 @@ resumed() {
     return
   fi
   _late=$(awk -v a="$T0" -v b="$_t" 'BEGIN { printf "%.2f", b - a }')
-  say "$1: start $2 took up the last commit ${_late}s after the kill"
+  say "$1: start $2 took up the last commit ${_late}s after $4"
   awk -v l="$_late" -v m="$3" 'BEGIN { exit !(l <= m) }' ||
-    fail "$1: start $2 began ${_late}s after the kill (expected at most $3s)"
+    fail "$1: start $2 began ${_late}s after $4 (expected at most $3s)"
 }
 
 # trained NAME NP: every rank of the last start passed its checks and holds
@@ -79,7 +83,7 @@ if started lost 1 3; then
   sleep 2
   kill_horad lost h3
   hrun_wait lost 180
-  resumed lost 2 10
+  resumed lost 2 10 "the kill"
   trained lost 2
   expect_grep lost err "elastic: host h3 is left out for the rest of the job" \
     "horarun says h3 is left out"
@@ -139,6 +143,29 @@ else
   fail "discover: the 2 ranks did not start within 90 s"
   hrun_wait discover 10
   show discover
+fi
+mh_assert_no_job_procs "$MARK" 10
+
+# ---- a host added while the job runs -----------------------------------------
+printf 'h1:1\nh2:1\n' >"$list"
+HRUN_NOMARK=1 hrun_start grow EPOCHS=3 STEP_SLEEP=0.1 --min-np 2 --max-np 3 \
+  --host-discovery-script "$MH_TMP/discover.sh" $PY "$W/elastic_train.py"
+if started grow 1 2; then
+  sleep 1
+  printf 'h1:1\nh2:1\nh3:1\n' >"$list"
+  T0=$(date +%s.%N)
+  hrun_wait grow 180
+  resumed grow 2 10 "h3 was added"
+  trained grow 3
+  expect_grep grow err "elastic: the hosts changed: reset 1" \
+    "horarun starts the job again for the new host"
+  expect_grep grow err "elastic: start 2: 3 rank\(s\) on h1:1,h2:1,h3:1" \
+    "the second start runs 3 ranks, one on h3"
+  expect_nogrep grow err "left out" "no host is blamed"
+else
+  fail "grow: the 2 ranks did not start within 90 s"
+  hrun_wait grow 10
+  show grow
 fi
 mh_assert_no_job_procs "$MARK" 10
 finish
