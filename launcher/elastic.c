@@ -21,9 +21,10 @@
  * --elastic-timeout seconds; when no host can come back (no script, and
  * every missing host is out for good) it ends at once.
  *
- * While a start runs, a thread runs the discovery script every second.
- * When a host of the start is gone from its output, or new slots would let
- * the job grow, the start's horads are told (HP_MSG_HOSTS_UPDATED, job.c);
+ * While a start runs, a thread runs the discovery script every second (or,
+ * without one, watches for a left-out host whose cool-down ends). When a
+ * host of the start is gone from the script's output, or new slots would
+ * let the job grow, the start's horads are told (HP_MSG_HOSTS_UPDATED, job.c);
  * the ranks see it at their next commit() (HostsUpdatedInterrupt on every
  * rank at once), commit and exit with HR_EXIT_RESTART, and the job starts
  * again on the hosts the script names. */
@@ -315,8 +316,9 @@ static int hosts_differ(const struct watch *w, const struct hr_host *h,
   return usable > w->l->np && (!w->want || w->want > w->l->np);
 }
 
-/* Runs the script every second while the start runs; the first change is
- * announced (one per start: the ranks then leave for the next). */
+/* Runs the script (or reads the given hosts, when one of them cools down)
+ * every second while the start runs; the first change is announced (one
+ * per start: the ranks then leave for the next). */
 static void *watch_main(void *arg) {
   struct watch *w = arg;
   for (;;) {
@@ -327,7 +329,9 @@ static void *watch_main(void *arg) {
     struct hr_host *h;
     size_t n;
     char err[1024];
-    if (discover(w->e, &h, &n, err, sizeof err) < 0) continue; /* next time */
+    int rc = w->e->script ? discover(w->e, &h, &n, err, sizeof err)
+                          : hr_opts_hosts(w->e->o, &h, &n, err, sizeof err);
+    if (rc < 0) continue; /* next time */
     int changed = hosts_differ(w, h, n);
     hr_hosts_free(h, n);
     if (changed) {
@@ -455,7 +459,9 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
     int *culprit = calloc(l.nhosts ? l.nhosts : 1, sizeof *culprit);
     struct hr_job_outcome oc = {.culprit = culprit};
     struct watch w = {.e = &e, .l = &l, .want = want, .oc = &oc};
-    int watching = e.script && pthread_create(&w.th, NULL, watch_main, &w) == 0;
+    /* hosts may come (a script's, or one cooling down) or go (a script's) */
+    int watching = (e.script || (e.cooling && e.nblack)) &&
+                   pthread_create(&w.th, NULL, watch_main, &w) == 0;
     rc = hr_job_run(o, &l, env, horad, &oc);
     if (watching) {
       atomic_store(&w.stop, 1);

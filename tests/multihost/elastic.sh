@@ -17,6 +17,13 @@
 #             the job trains: horarun announces it, the ranks leave at
 #             their next commit (HostsUpdatedInterrupt) and the job goes
 #             on with 3 ranks from that commit, within 10 s
+#   shrink    h2 removed from the script's output while 3 ranks train: the
+#             job goes on on h1 and h3 from the last commit, none blamed
+#   coordinator  host 0 (h1, rank 0, the coordinator) SIGKILLed: the job
+#             goes on on h2 and h3
+#   flap      --blacklist-cooldown-range 2 60: h3's horad killed, h3 left
+#             out for 2 s; once back (a cooled-down host lets the job grow
+#             to --max-np again) killed again: left out for 4 s
 # After each, no process of the job is left on any host.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD"
@@ -166,6 +173,74 @@ else
   fail "grow: the 2 ranks did not start within 90 s"
   hrun_wait grow 10
   show grow
+fi
+mh_assert_no_job_procs "$MARK" 10
+
+# ---- a host removed from the discovery output --------------------------------
+printf 'h1:1\nh2:1\nh3:1\n' >"$list"
+HRUN_NOMARK=1 hrun_start shrink EPOCHS=3 STEP_SLEEP=0.1 --min-np 2 \
+  --host-discovery-script "$MH_TMP/discover.sh" $PY "$W/elastic_train.py"
+if started shrink 1 3; then
+  sleep 1
+  printf 'h1:1\nh3:1\n' >"$list"
+  T0=$(date +%s.%N)
+  hrun_wait shrink 180
+  resumed shrink 2 10 "h2 was removed"
+  trained shrink 2
+  expect_grep shrink err "elastic: start 2: 2 rank\(s\) on h1:1,h3:1" \
+    "the second start runs on h1 and h3"
+  expect_nogrep shrink err "left out" "no host is blamed"
+else
+  fail "shrink: the 3 ranks did not start within 90 s"
+  hrun_wait shrink 10
+  show shrink
+fi
+mh_assert_no_job_procs "$MARK" 10
+
+# ---- the coordinator's host (host 0, rank 0) lost -----------------------------
+HRUN_NOMARK=1 hrun_start coordinator EPOCHS=3 STEP_SLEEP=0.1 -np 3 \
+  -H h1:1,h2:1,h3:1 --min-np 2 $PY "$W/elastic_train.py"
+if started coordinator 1 3; then
+  sleep 2
+  kill_horad coordinator h1
+  hrun_wait coordinator 180
+  resumed coordinator 2 10 "the kill"
+  trained coordinator 2
+  expect_grep coordinator err "elastic: host h1 is left out for the rest of the job" \
+    "horarun leaves h1 out"
+  expect_grep coordinator err "elastic: start 2: 2 rank\(s\) on h2:1,h3:1" \
+    "the second start runs on h2 and h3"
+else
+  fail "coordinator: the 3 ranks did not start within 90 s"
+  hrun_wait coordinator 10
+  show coordinator
+fi
+mh_assert_no_job_procs "$MARK" 10
+
+# ---- a flapping host: left out longer after each failure ---------------------
+HRUN_NOMARK=1 hrun_start flap EPOCHS=4 STEP_SLEEP=0.1 -np 3 -H h1:1,h2:1,h3:1 \
+  --min-np 2 --max-np 3 --blacklist-cooldown-range 2 60 $PY "$W/elastic_train.py"
+if started flap 1 3; then
+  sleep 1
+  kill_horad flap h3
+  # h3 is back after 2 s (the job then grows again); killed again, it is
+  # left out for 4 s
+  if started flap 3 3; then
+    sleep 1
+    kill_horad flap h3
+  else
+    fail "flap: h3 did not come back into a start of 3 ranks"
+  fi
+  hrun_wait flap 240
+  trained flap 3
+  expect_grep flap err "elastic: host h3 is left out for 2 s \(failure 1\)" \
+    "first failure: left out for MIN seconds"
+  expect_grep flap err "elastic: host h3 is left out for 4 s \(failure 2\)" \
+    "second failure: twice as long"
+else
+  fail "flap: the 3 ranks did not start within 90 s"
+  hrun_wait flap 10
+  show flap
 fi
 mh_assert_no_job_procs "$MARK" 10
 finish
