@@ -29,11 +29,15 @@
  * rank at once), commit and exit with HR_EXIT_RESTART, and the job starts
  * again on the hosts the script names. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,6 +51,7 @@
 #include "spawn.h"
 
 #define SCRIPT_OUT_MAX (1 << 20) /* bytes of the discovery script's output */
+#define SCRIPT_TIMEOUT_S 10       /* seconds it may take */
 
 struct black {
   char *name;
@@ -125,33 +130,97 @@ int hr_elastic_wanted(const struct hr_opts *o) {
 
 /* ---- the hosts --------------------------------------------------------- */
 
+/* Runs `cmd` with sh in a process group of its own, its standard output
+ * read into buf (at most cap bytes), for at most SCRIPT_TIMEOUT_S seconds.
+ * Returns 0 when it exited 0, else -1 with what happened in why ("failed
+ * with status 5", "did not finish within 10 s", ...). Called from the
+ * watcher thread too: the child only calls async-signal-safe functions
+ * before exec. */
+static int run_script(const char *cmd, char *buf, size_t cap, size_t *len,
+                      char *why, size_t whylen) {
+  int fds[2];
+  *len = 0;
+  if (pipe2(fds, O_CLOEXEC) < 0) {
+    hc_fmt(why, whylen, "cannot be run: %s", strerror(errno));
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    hc_fmt(why, whylen, "cannot be run: %s", strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    int dn = open("/dev/null", O_RDONLY);
+    if (dn >= 0) dup2(dn, 0);
+    dup2(fds[1], 1);
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  setpgid(pid, pid); /* (either side may win the race) */
+  close(fds[1]);
+  double end = now_s() + SCRIPT_TIMEOUT_S;
+  int timed_out = 0, too_much = 0;
+  for (;;) {
+    double left = end - now_s();
+    if (left <= 0) {
+      timed_out = 1;
+      break;
+    }
+    struct pollfd pf = {.fd = fds[0], .events = POLLIN};
+    int r = poll(&pf, 1, (int)(left * 1000) + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    if (*len == cap) {
+      too_much = 1;
+      break;
+    }
+    ssize_t k = read(fds[0], buf + *len, cap - *len);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    *len += (size_t)k;
+  }
+  close(fds[0]);
+  if (timed_out || too_much) kill(-pid, SIGKILL);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    hc_fmt(why, whylen, "did not finish within %d s", SCRIPT_TIMEOUT_S);
+    return -1;
+  }
+  if (too_much) {
+    hc_fmt(why, whylen, "printed more than %zu bytes", cap);
+    return -1;
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+  if (WIFEXITED(st))
+    hc_fmt(why, whylen, "failed with status %d", WEXITSTATUS(st));
+  else
+    hc_fmt(why, whylen, "was killed by %s",
+           hc_signal_name(WIFSIGNALED(st) ? WTERMSIG(st) : 0));
+  return -1;
+}
+
 /* Runs the discovery script and parses its lines into hosts. Returns 0, or
  * -1 with a reason in err. */
 static int discover(const struct elastic *e, struct hr_host **hosts, size_t *n,
                     char *err, size_t errlen) {
-  FILE *f = popen(e->script, "r");
-  if (!f) {
-    hc_fmt(err, errlen, "cannot run the host discovery script '%s': %s",
-           e->script, strerror(errno));
-    return -1;
-  }
   char *buf = malloc(SCRIPT_OUT_MAX + 1);
-  size_t len = 0, k;
-  while (buf && len < SCRIPT_OUT_MAX &&
-         (k = fread(buf + len, 1, SCRIPT_OUT_MAX - len, f)) > 0)
-    len += k;
-  int st = pclose(f);
   if (!buf) {
     hc_fmt(err, errlen, "out of memory");
     return -1;
   }
-  buf[len] = '\0';
-  if (st != 0) {
-    hc_fmt(err, errlen, "the host discovery script '%s' failed (status %d)",
-           e->script, st);
+  size_t len = 0;
+  char why[256];
+  if (run_script(e->script, buf, SCRIPT_OUT_MAX, &len, why, sizeof why) < 0) {
+    hc_fmt(err, errlen, "the host discovery script '%s' %s", e->script, why);
     free(buf);
     return -1;
   }
+  buf[len] = '\0';
   /* one "HOST[:SLOTS]" per line -> "HOST:SLOTS,..." for hr_hosts_parse */
   /* each line gains at most ",", ":SLOTS" */
   char *spec = malloc(len + 14 * (len + 1) + 1);
@@ -195,9 +264,9 @@ static int discover(const struct elastic *e, struct hr_host **hosts, size_t *n,
   int rc = hr_hosts_parse(spec, hosts, n, err, errlen);
   free(spec);
   if (rc < 0) {
-    char why[512];
-    hc_fmt(why, sizeof why, "%s", err);
-    hc_fmt(err, errlen, "the host discovery script's output: %s", why);
+    char what[512];
+    hc_fmt(what, sizeof what, "%s", err);
+    hc_fmt(err, errlen, "the host discovery script's output: %s", what);
   }
   return rc;
 }

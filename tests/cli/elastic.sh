@@ -74,8 +74,17 @@ printf '#!/bin/sh\nexit 5\n' >"$TMP/fails.sh"
 chmod +x "$TMP/fails.sh"
 run_hr --host-discovery-script "$TMP/fails.sh" true
 expect_rc 1 "failing discovery script"
-expect_in err "the host discovery script '$TMP/fails.sh' failed" "names the script"
-note "discovery script: hosts, slots, bad output, failure"
+expect_in err "the host discovery script '$TMP/fails.sh' failed with status 5" "names the script and its status"
+printf '#!/bin/sh\necho localhost\necho $$ >"%s"\nexec sleep 100\n' "$TMP/hang.pid" >"$TMP/hangs.sh"
+chmod +x "$TMP/hangs.sh"
+run_hr --host-discovery-script "$TMP/hangs.sh" true
+expect_rc 1 "a discovery script that hangs"
+expect_in err "the host discovery script '$TMP/hangs.sh' did not finish within 10 s" "gives up on it"
+[ -s "$TMP/hang.pid" ] || fail "the hanging script did not run"
+# (killed, it may linger a moment as a zombie of whoever adopted it)
+st=$(sed 's/^.*) //' "/proc/$(cat "$TMP/hang.pid")/stat" 2>/dev/null | cut -d' ' -f1)
+[ -z "$st" ] || [ "$st" = Z ] || fail "the hanging script's process was left running ($st)"
+note "discovery script: hosts, slots, bad output, failure, a hang"
 
 # usage errors
 run_hr -np 2 --reset-limit 3 true
