@@ -222,8 +222,8 @@ const struct hc_param hc_params[] = {
     {"host_discovery_script", "HORA_HOST_DISCOVERY_SCRIPT", NULL,
      "--host-discovery-script", HC_P_STRING, "",
      "elastic: a command that prints the usable hosts, one 'HOST:SLOTS' (or "
-     "'HOST') per line; run when the job starts and each time it starts "
-     "again, and polled while too few hosts are usable",
+     "'HOST') per line; run before each start of the job, and every second "
+     "while one runs or while too few hosts are usable",
      NULL, 0},
     {"slots_per_host", "HORA_SLOTS_PER_HOST", NULL, "--slots-per-host",
      HC_P_INT, "0",

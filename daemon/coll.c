@@ -265,7 +265,8 @@ int hd_meta_mismatch(const char *name, const struct hd_meta *a, int ra,
            "or .bf16), but rank %d does not.", name,
            a->flags & HD_MF_WIRE16 ? ra : rb,
            a->flags & HD_MF_WIRE16 ? rb : ra);
-  } else if ((a->flags ^ b->flags) & HD_MF_DEVICE) {
+  } else if (((a->flags & HD_MF_DEVICE) && (b->flags & HD_MF_HOSTMEM)) ||
+             ((a->flags & HD_MF_HOSTMEM) && (b->flags & HD_MF_DEVICE))) {
     hc_fmt(msg, len, "Mismatched %s CPU/GPU device selection on tensor "
            "'%s': rank %d specified device GPU, but rank %d specified "
            "device CPU.", hd_coll_name(a->coll), name,
@@ -307,6 +308,7 @@ void hd_meta_to_ready(const struct hd_meta *m, struct hp_nego_ready *r) {
   r->group_idx = m->group_idx;
   if (m->flags & HD_MF_WIRE16) r->flags |= HP_NR_WIRE16;
   if (m->flags & HD_MF_DEVICE) r->flags |= HP_NR_DEVICE;
+  if (m->flags & HD_MF_HOSTMEM) r->flags |= HP_NR_HOSTMEM;
 }
 
 void hd_meta_from_ready(const struct hp_nego_ready *r, struct hd_meta *m) {
@@ -324,7 +326,8 @@ void hd_meta_from_ready(const struct hp_nego_ready *r, struct hd_meta *m) {
   m->group_n = r->group_n;
   m->group_idx = r->group_idx;
   m->flags = (r->flags & HP_NR_WIRE16 ? HD_MF_WIRE16 : 0) |
-             (r->flags & HP_NR_DEVICE ? HD_MF_DEVICE : 0);
+             (r->flags & HP_NR_DEVICE ? HD_MF_DEVICE : 0) |
+             (r->flags & HP_NR_HOSTMEM ? HD_MF_HOSTMEM : 0);
 }
 
 void hd_rs_block(uint64_t rows, int size, int member, uint64_t *first,

@@ -100,6 +100,8 @@ struct hd_meta {
 };
 #define HD_MF_WIRE16 1u /* 16-bit values between hosts (HORA_REQ_WIRE16) */
 #define HD_MF_DEVICE 2u /* the tensor lies in GPU memory (HP_F_DEVICE) */
+#define HD_MF_HOSTMEM 4u /* ... in host memory (HP_F_HOSTMEM; neither: no
+                            bytes, matching both) */
 
 /* A participant's view of one operation (index: the local member). */
 struct hd_part {

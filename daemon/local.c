@@ -128,6 +128,7 @@ void hd_local_hosts_updated(struct hd_job *job) {
   job->hosts_updated++;
   hc_info("horarun announced a host update (%llu so far)",
           (unsigned long long)job->hosts_updated);
+  if (!job->ranks) return; /* not spawned yet: make_segment copies it */
   for (int i = 0; i < job->nlocal; i++)
     if (job->ranks[i].hdr)
       atomic_store(&job->ranks[i].hdr->hosts_updated, job->hosts_updated);

@@ -948,6 +948,7 @@ static void fill_meta(struct hd_meta *m, const struct hp_sqe *e,
   if (e->coll == HORA_COLL_ALLREDUCE && (e->flags & HP_F_WIRE16))
     m->flags = HD_MF_WIRE16;
   if (e->flags & HP_F_DEVICE) m->flags |= HD_MF_DEVICE;
+  else if (e->flags & HP_F_HOSTMEM) m->flags |= HD_MF_HOSTMEM;
 }
 
 /* The array an allgather or alltoall without one implies. */

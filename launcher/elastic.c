@@ -28,6 +28,7 @@
  * the ranks see it at their next commit() (HostsUpdatedInterrupt on every
  * rank at once), commit and exit with HR_EXIT_RESTART, and the job starts
  * again on the hosts the script names. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -152,6 +153,10 @@ static int run_script(const char *cmd, char *buf, size_t cap, size_t *len,
     return -1;
   }
   if (pid == 0) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &dfl, NULL); /* horarun ignores it */
     setpgid(0, 0);
     int dn = open("/dev/null", O_RDONLY);
     if (dn >= 0) dup2(dn, 0);
@@ -174,7 +179,10 @@ static int run_script(const char *cmd, char *buf, size_t cap, size_t *len,
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) continue;
     if (*len == cap) {
-      too_much = 1;
+      char c;
+      ssize_t more = read(fds[0], &c, 1);
+      if (more < 0 && errno == EINTR) continue;
+      too_much = more > 0;
       break;
     }
     ssize_t k = read(fds[0], buf + *len, cap - *len);
@@ -221,54 +229,52 @@ static int discover(const struct elastic *e, struct hr_host **hosts, size_t *n,
     return -1;
   }
   buf[len] = '\0';
-  /* one "HOST[:SLOTS]" per line -> "HOST:SLOTS,..." for hr_hosts_parse */
-  /* each line gains at most ",", ":SLOTS" */
-  char *spec = malloc(len + 14 * (len + 1) + 1);
-  if (!spec) {
-    free(buf);
-    hc_fmt(err, errlen, "out of memory");
-    return -1;
-  }
-  size_t sl = 0;
-  int line = 0;
-  for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l;
-       l = strtok_r(NULL, "\n", &save)) {
+  /* one HOST or HOST:SLOTS per line (as -H's items; a bare IPv6 address
+   * has no slots), merged as -H merges its items */
+  struct hr_host *h = NULL;
+  size_t nh = 0, cap = 0;
+  int line = 0, rc = 0;
+  for (char *l = buf, *next; l && *l; l = next) {
     line++;
+    next = strchr(l, '\n');
+    if (next) *next++ = '\0';
     while (*l == ' ' || *l == '\t') l++;
     size_t ll = strlen(l);
     while (ll && (l[ll - 1] == ' ' || l[ll - 1] == '\t' || l[ll - 1] == '\r'))
       l[--ll] = '\0';
     if (!ll || *l == '#') continue;
-    if (strchr(l, ',')) {
-      hc_fmt(err, errlen, "the host discovery script's line %d, '%s': "
-             "expected HOST or HOST:SLOTS", line, l);
-      free(buf);
-      free(spec);
-      return -1;
+    struct hr_host one = {0};
+    int explicit_slots = 0;
+    char what[512];
+    if (hr_host_item_parse_slots(l, ll, &one.name, &one.slots,
+                                 &explicit_slots, what, sizeof what) < 0) {
+      hc_fmt(err, errlen, "the host discovery script's line %d: %s", line,
+             what);
+      rc = -1;
+      break;
     }
-    /* a bare name (no ":SLOTS" after it; IPv6 only in brackets) */
-    const char *colon = strrchr(l, ':');
-    int bare = !colon || (l[0] == '[' && colon < strchr(l, ']')) ||
-               colon[1 + strspn(colon + 1, "0123456789")] != '\0';
-    sl += (size_t)sprintf(spec + sl, "%s%s", sl ? "," : "", l);
-    if (bare && e->slots_per_host > 0)
-      sl += (size_t)sprintf(spec + sl, ":%d", e->slots_per_host);
+    if (!explicit_slots && e->slots_per_host > 0) one.slots = e->slots_per_host;
+    if (e->o->ssh_user && !(one.user = strdup(e->o->ssh_user))) {
+      free(one.name);
+      hc_fmt(err, errlen, "out of memory");
+      rc = -1;
+      break;
+    }
+    if (hr_hosts_add(&h, &nh, &cap, &one, what, sizeof what) < 0) {
+      hc_fmt(err, errlen, "the host discovery script's line %d: %s", line,
+             what);
+      rc = -1;
+      break;
+    }
   }
   free(buf);
-  if (sl == 0) {
-    *hosts = NULL;
-    *n = 0;
-    free(spec);
-    return 0;
-  }
-  int rc = hr_hosts_parse(spec, hosts, n, err, errlen);
-  free(spec);
   if (rc < 0) {
-    char what[512];
-    hc_fmt(what, sizeof what, "%s", err);
-    hc_fmt(err, errlen, "the host discovery script's output: %s", what);
+    hr_hosts_free(h, nh);
+    return -1;
   }
-  return rc;
+  *hosts = h;
+  *n = nh;
+  return 0;
 }
 
 static struct black *find_black(struct elastic *e, const char *name) {
@@ -382,7 +388,8 @@ static int hosts_differ(const struct watch *w, const struct hr_host *h,
     while (i < n && strcmp(h[i].name, w->l->hosts[k].name)) i++;
     if (i == n) return 1; /* removed */
   }
-  return usable > w->l->np && (!w->want || w->want > w->l->np);
+  return usable > w->l->np && w->l->np < HR_NP_MAX &&
+         (!w->want || w->want > w->l->np);
 }
 
 /* Runs the script (or reads the given hosts, when one of them cools down)
@@ -437,6 +444,24 @@ oom:
   return NULL;
 }
 
+/* Removes the commits of a job that ended otherwise than well (on success
+ * the ranks remove them) from this machine: dir holds only files. */
+static void remove_commits(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *de;
+  char path[512];
+  while ((de = readdir(d)) != NULL) {
+    if (de->d_name[0] == '.' &&
+        (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
+      continue;
+    hc_fmt(path, sizeof path, "%s/%s", dir, de->d_name);
+    unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
 /* ---- the loop ---------------------------------------------------------- */
 
 int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
@@ -449,7 +474,9 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
   e.reset_limit = (int)hr_opts_knob_num(o, "reset_limit");
   const char *cool = knob_str(o, "blacklist_cooldown_range");
   e.cooling = cool && parse_cooldown(cool, &e.cool_min, &e.cool_max) == 0;
-  int want = e.max_np ? e.max_np : o->np; /* 0: every usable slot */
+  /* a start's ranks: --max-np's (or -np's) number where the usable slots
+   * allow, else every usable slot */
+  int want = e.max_np ? e.max_np : o->np;
   if (o->np && e.max_np && o->np > e.max_np)
     return hr_usage_error("-np %d is more than --max-np %d", o->np, e.max_np);
   if (!e.min_np) e.min_np = o->np ? o->np : 1;
@@ -469,8 +496,9 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
          tmp && *tmp == '/' && strlen(tmp) < 180 ? tmp : "/tmp",
          (unsigned)getuid(), rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 
-  int rc = HR_EXIT_LAUNCHER, resets = 0;
-  int np0 = o->np; /* the first start's -np */
+  /* rc: the status horarun ends with; a failed start's, until a later
+   * start ends otherwise */
+  int rc = HR_EXIT_LAUNCHER, resets = 0, starts = 0;
   for (;;) {
     /* the hosts, waiting for enough of them */
     struct hr_host *h = NULL;
@@ -481,7 +509,12 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
     for (;;) {
       int grow = 0;
       if (usable_hosts(&e, &h, &nh, &grow, err, sizeof err) < 0) {
+        if (!starts && !e.script) { /* -H, --hostfile: as a plain job's */
+          rc = hr_usage_error("%s", err);
+          goto out;
+        }
         hr_say(NULL, "error: elastic: %s", err);
+        if (!resets) rc = HR_EXIT_LAUNCHER;
         goto out;
       }
       long slots = hr_hosts_slots(h, nh);
@@ -493,9 +526,11 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
         hr_say(NULL, "error: elastic: %ld slot(s) on the usable hosts (%s), "
                "fewer than --min-np %d%s; ending the job", slots, list,
                e.min_np,
-               !grow ? " (no host can come back: the failed ones are left out "
-                       "for good)"
-                     : " after waiting --elastic-timeout");
+               grow ? " after waiting --elastic-timeout"
+               : e.nblack ? " (no host can come back: the failed ones are "
+                            "left out for good)"
+                          : " (no other host is given)");
+        if (!resets) rc = HR_EXIT_LAUNCHER;
         goto out;
       }
       if (!waited++)
@@ -505,61 +540,58 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
       sleep(1);
     }
     long slots = hr_hosts_slots(h, nh);
-    int np = resets == 0 && np0 ? np0 : want;
-    if (!np || np > slots) np = slots > HR_NP_MAX ? HR_NP_MAX : (int)slots;
-    if (np < e.min_np) np = e.min_np;
+    if (slots > HR_NP_MAX) slots = HR_NP_MAX;
+    int np = want && want < slots ? want : (int)slots;
     struct hr_layout l;
-    size_t nlh = nh;
     if (hr_layout_make(&l, h, nh, np, err, sizeof err) < 0) {
       hr_say(NULL, "error: elastic: %s", err);
+      if (!resets) rc = HR_EXIT_LAUNCHER;
       goto out;
     }
-    if (resets) {
-      list_hosts(l.hosts, nlh, list, sizeof list);
-      hr_say(NULL, "elastic: start %d: %d rank(s) on %s", resets + 1, np, list);
+    if (starts++) {
+      size_t k = 0;
+      list[0] = '\0';
+      for (size_t i = 0; i < l.nhosts && k + 1 < sizeof list; i++)
+        if (l.hosts[i].nranks)
+          k += (size_t)snprintf(list + k, sizeof list - k, "%s%s:%d",
+                                k ? "," : "", l.hosts[i].name,
+                                l.hosts[i].nranks);
+      hr_say(NULL, "elastic: start %d: %d rank(s) on %s", starts, np, list);
     }
     o->np = np;
-    char **env = env_with(envp, dir, resets);
-    if (!env) {
+    char **env = env_with(envp, dir, starts - 1);
+    int *culprit = calloc(l.nhosts ? l.nhosts : 1, sizeof *culprit);
+    if (!env || !culprit) {
+      hr_strv_free(env);
+      free(culprit);
       hr_layout_free(&l);
       hr_say(NULL, "error: out of memory");
+      rc = HR_EXIT_LAUNCHER;
       goto out;
     }
-    int *culprit = calloc(l.nhosts ? l.nhosts : 1, sizeof *culprit);
     struct hr_job_outcome oc = {.culprit = culprit};
     struct watch w = {.e = &e, .l = &l, .want = want, .oc = &oc};
     /* hosts may come (a script's, or one cooling down) or go (a script's) */
     int watching = (e.script || (e.cooling && e.nblack)) &&
                    pthread_create(&w.th, NULL, watch_main, &w) == 0;
-    rc = hr_job_run(o, &l, env, horad, &oc);
+    int jrc = hr_job_run(o, &l, env, horad, &oc);
     if (watching) {
       atomic_store(&w.stop, 1);
       pthread_join(w.th, NULL);
     }
     hr_strv_free(env);
-    if (rc == 0 && oc.restart) {
+    if (jrc == 0 && oc.restart) { /* the hosts changed: not a failure */
       free(culprit);
       hr_layout_free(&l);
-      resets++;
-      if (e.reset_limit > 0 && resets > e.reset_limit) {
-        hr_say(NULL, "error: elastic: the hosts changed, but --reset-limit "
-               "%d is reached; ending the job", e.reset_limit);
-        rc = HR_EXIT_LAUNCHER;
-        break;
-      }
-      hr_say(NULL, "elastic: the hosts changed: reset %d", resets);
+      hr_say(NULL, "elastic: the hosts changed: starting again");
       continue;
     }
-    if (rc == 0 || oc.interrupted || !culprit) {
-      free(culprit);
-      hr_layout_free(&l);
-      break;
-    }
+    rc = jrc;
     /* a lost host's ranks' failures (or their peers') come from it */
     int nbl = 0, level = HR_BLAME_RANK;
-    for (size_t i = 0; i < l.nhosts; i++)
+    for (size_t i = 0; jrc && i < l.nhosts; i++)
       if (culprit[i] > level) level = culprit[i];
-    for (size_t i = 0; i < l.nhosts; i++)
+    for (size_t i = 0; jrc && !oc.interrupted && i < l.nhosts; i++)
       if (culprit[i] == level) {
         blacklist(&e, l.hosts[i].name);
         struct black *b = find_black(&e, l.hosts[i].name);
@@ -573,6 +605,13 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
       }
     free(culprit);
     hr_layout_free(&l);
+    if (jrc == 0 || oc.interrupted) break;
+    if (!nbl) {
+      /* nothing to leave out: the next start would fail alike */
+      hr_say(NULL, "error: elastic: the job failed (exit status %d) and no "
+             "host is to blame; ending it", rc);
+      break;
+    }
     resets++;
     if (e.reset_limit > 0 && resets > e.reset_limit) {
       hr_say(NULL, "error: elastic: the job failed %d times; --reset-limit "
@@ -582,11 +621,12 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
     }
     char lim[64] = "";
     if (e.reset_limit) hc_fmt(lim, sizeof lim, " of at most %d", e.reset_limit);
-    hr_say(NULL, "elastic: the job failed (exit status %d)%s: reset %d%s",
-           rc, nbl ? "" : ", and no host was blamed", resets, lim);
+    hr_say(NULL, "elastic: the job failed (exit status %d): reset %d%s", rc,
+           resets, lim);
   }
 out:
   for (size_t i = 0; i < e.nblack; i++) free(e.black[i].name);
   free(e.black);
+  if (rc != 0) remove_commits(dir); /* this machine's; see elastic.py */
   return rc;
 }

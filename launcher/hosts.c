@@ -214,6 +214,12 @@ int hr_host_item_parse(const char *item, size_t len, char **name, int *slots,
   return parse_item(item, len, name, slots, &explicit_slots, err, errlen);
 }
 
+int hr_host_item_parse_slots(const char *item, size_t len, char **name,
+                             int *slots, int *explicit_slots, char *err,
+                             size_t errlen) {
+  return parse_item(item, len, name, slots, explicit_slots, err, errlen);
+}
+
 static void host_clear(struct hr_host *h) {
   free(h->name);
   free(h->user);

@@ -71,6 +71,10 @@ int hr_hostfile_parse(const char *path, struct hr_host **hosts, size_t *nhosts,
  * Returns 0, or -1 with "bad host '...': ..." in err. */
 int hr_host_item_parse(const char *item, size_t len, char **name, int *slots,
                        char *err, size_t errlen);
+/* The same, with *explicit_slots set to 1 when the item gave ":SLOTS". */
+int hr_host_item_parse_slots(const char *item, size_t len, char **name,
+                             int *slots, int *explicit_slots, char *err,
+                             size_t errlen);
 
 /* 1 when `name` is a plausible host name or address for ssh: letters,
  * digits, '.', '-', '_' (or an IPv6 address, perhaps scoped: "fe80::1%eth0"

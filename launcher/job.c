@@ -52,6 +52,7 @@ struct hr_daemon {
   int ready, done, reaped, finished;
   int quiet;  /* its failure was reported: no "exited unexpectedly" */
   int job_sent; /* its JOB is on the way: it has ranks to run */
+  int announced; /* host updates sent to it (HP_MSG_HOSTS_UPDATED) */
   int killed; /* horarun sent it SIGKILL after the reap grace */
   int wstatus;
   /* multi-host */
@@ -130,7 +131,7 @@ struct hr_job {
   struct hp_late_rank *late; /* by rank: the daemons' LATENESS, merged */
   struct hr_job_outcome *outcome; /* the caller's, or NULL */
   uv_timer_t hosts_timer; /* watches outcome->hosts_changed */
-  int announced;          /* host updates announced so far */
+  int announced;          /* host updates found so far (some sent) */
 };
 
 /* The end of the job is blamed on layout host h (an elastic job leaves it
@@ -373,22 +374,26 @@ static void noinit_exit(struct hr_daemon *d, const struct hp_exit *m,
 }
 
 /* Announces host updates another thread found (outcome->hosts_changed)
- * to every horad. */
+ * to every horad, each as soon as it has its job (one that registers
+ * later is told at a later tick). */
 static void on_hosts_timer(uv_timer_t *t) {
   struct hr_job *j = t->data;
   int n = atomic_load(&j->outcome->hosts_changed);
-  if (n <= j->announced || j->stopping) return;
-  j->announced = n;
+  if (j->stopping) return;
+  if (n > j->announced && j->o->verbose)
+    hr_say(j->out, "elastic: host update %d found", n);
+  if (n > j->announced) j->announced = n;
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
-    if (!d->ctl_open || d->done) continue;
-    struct hp_wbuf w;
-    hp_wbuf_init(&w);
-    hp_frame_begin(&w, HP_MSG_HOSTS_UPDATED, 0);
-    hp_frame_end(&w);
-    send_frames(d, &w);
+    if (!d->ctl_open || !d->job_sent || d->done) continue;
+    for (; d->announced < n; d->announced++) {
+      struct hp_wbuf w;
+      hp_wbuf_init(&w);
+      hp_frame_begin(&w, HP_MSG_HOSTS_UPDATED, 0);
+      hp_frame_end(&w);
+      send_frames(d, &w);
+    }
   }
-  if (j->o->verbose) hr_say(j->out, "elastic: host update %d announced", n);
 }
 
 static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,

@@ -39,6 +39,9 @@ struct hl_op {
   /* device buffers (cuda.c): their contexts (NULL: host memory), the
    * caller's stream, and a failed copy's error (its message in msg) */
   void *send_ctx, *recv_ctx, *stream;
+  /* where the rank's tensor lies, as horad compares it across ranks:
+   * HP_F_DEVICE, HP_F_HOSTMEM, or neither (no bytes either way) */
+  uint32_t place;
   int copy_err;
   /* the fast path (fast.c): fkey, the operation's key when it is a
    * candidate (0: not one); the rest while it is on the fast path */

@@ -641,13 +641,6 @@ static int place(struct hl_op *op, struct hp_sqe *e, const char *fn) {
   return 0;
 }
 
-/* Whether the rank's tensor lies in GPU memory, as horad compares it
- * across ranks (Horovod's CPU/GPU device selection): the input's device,
- * or the output's when the rank sends nothing. */
-static int op_on_device(const struct hl_op *op) {
-  return op->count ? op->send_ctx != NULL : op->recv_ctx != NULL;
-}
-
 int hl_submit_horad(struct hl_op *op) {
   struct hp_sqe *e = &op->fe;
   e->flags &= HP_F_AUX;
@@ -655,7 +648,7 @@ int hl_submit_horad(struct hl_op *op) {
   if (rc == 0 && op->coll == HORA_COLL_ALLREDUCE &&
       (op->qflags & HORA_REQ_WIRE16))
     e->flags |= HP_F_WIRE16;
-  if (rc == 0 && op_on_device(op)) e->flags |= HP_F_DEVICE;
+  if (rc == 0) e->flags |= op->place;
   if (rc == 0) rc = sq_push(e);
   if (rc < 0 && op->temp) {
     hl_arena_free(op->temp);
@@ -850,6 +843,13 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
   op->recv = recv;
   op->send_ctx = send_ctx;
   op->recv_ctx = recv_ctx;
+  /* Where the tensor lies, as horad compares it across ranks (Horovod's
+   * CPU/GPU device selection): the input's place, or the output's when
+   * the rank sends nothing; neither when it has no bytes at all (a GPU
+   * rank's empty part matches either). */
+  op->place = bytes ? (send_ctx ? HP_F_DEVICE : HP_F_HOSTMEM)
+              : rbytes && recv ? (recv_ctx ? HP_F_DEVICE : HP_F_HOSTMEM)
+                               : 0;
   op->stream = q->stream;
   if (hl.local_only && (send_ctx || recv_ctx)) {
     rc = local_device(op, q, traits, bytes, rbytes, recv_count, pre, post);
@@ -1009,7 +1009,7 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
   }
   if (coll == HORA_COLL_ALLREDUCE && (q->flags & HORA_REQ_WIRE16))
     e.flags |= HP_F_WIRE16;
-  if (op_on_device(op)) e.flags |= HP_F_DEVICE;
+  e.flags |= op->place;
   rc = sq_push(&e);
   if (rc < 0) goto fail;
   if (g) g->sent[g->idx] = e;

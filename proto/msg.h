@@ -285,6 +285,7 @@ struct hp_nego_ready {
 /* The tensor lies in GPU memory on the ranks (HP_F_DEVICE): part of the
  * metadata, compared across hosts. */
 #define HP_NR_DEVICE 4u
+#define HP_NR_HOSTMEM 8u /* ... in host memory (HP_F_HOSTMEM) */
 uint64_t hp_nego_ready_before(const struct hp_nego_ready *m, uint32_t i);
 /* Stores v as entry i of an arrive buffer. */
 void hp_arrive_store(unsigned char *buf, uint32_t i, uint64_t v);

@@ -102,6 +102,8 @@ enum hp_sq_kind {
                             (HORA_REQ_WIRE16) */
 #define HP_F_DEVICE 16u  /* the rank's tensor lies in GPU memory (libhora
                             stages it); compared across ranks */
+#define HP_F_HOSTMEM 32u /* it lies in host memory (neither: it has no
+                            bytes, and matches both) */
 #define HP_MAX_DIMS 8
 
 struct hp_sqe {

@@ -14,9 +14,10 @@ again: with --min-np, --max-np or --host-discovery-script, a failed job is
 started anew on the hosts still usable (the failed ones left out), and
 its ranks take up the last commit. For that, commit() also writes the
 state into HORA_ELASTIC_DIR (set by horarun, on each rank's host: one
-file per rank, replaced at each commit), and run() begins from the newest
-commit found there, which sync() then gives every rank. Inside one start,
-a HoraInternalError's reset fails (its job is ending) and the rank exits
+file per rank, replaced at each commit; the directory must be this
+user's alone), and run() begins from the job's newest commit, which the
+rank whose host holds it sends to every rank. Inside one start, a
+HoraInternalError's reset fails (its job is ending) and the rank exits
 with it; the next start goes on. When the discovery script's hosts
 change, horarun announces it (hora.hosts_updated()); the next commit()
 raises HostsUpdatedInterrupt on every rank, and run() keeps the state for
@@ -28,7 +29,10 @@ import glob
 import os
 import pickle
 import queue
+import stat
+import tempfile
 import time
+import warnings
 
 # A rank's exit status when it leaves a start of an elastic job for the
 # next one, which horarun begins on the updated hosts (horarun(1)).
@@ -36,15 +40,51 @@ RESTART_EXIT = 75
 
 
 def _commit_dir():
-    """The directory horarun gives an elastic job's commits, or None."""
-    return os.environ.get("HORA_ELASTIC_DIR") or None
+    """The directory horarun gives an elastic job's commits, or None. Where
+    horarun's temporary directory does not exist on this host, the same
+    name in this host's."""
+    d = os.environ.get("HORA_ELASTIC_DIR")
+    if not d:
+        return None
+    if not os.path.isdir(os.path.dirname(d)):
+        d = os.path.join(tempfile.gettempdir(), os.path.basename(d))
+    return d
 
 
-def _commit_key():
+def _own_dir(d):
+    """True when d is a directory of this user's that no one else may
+    read or write (commits are unpickled: only our own are trusted)."""
+    try:
+        st = os.lstat(d)
+    except OSError:
+        return False
+    if (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or
+            st.st_mode & 0o077):
+        warnings.warn("hora.elastic: %s is not a private directory of this "
+                      "user's; commits are not kept there" % d)
+        return False
+    return True
+
+
+def _commit_start():
     try:
         return int(os.environ.get("HORA_ELASTIC_RESETS", "0"))
     except ValueError:
         return 0
+
+
+def _commits_here(d):
+    """This host's commits in d, newest first: [((start, seq), path)]. A
+    commit's name holds its key: commit.START.SEQ.rRANK.pkl."""
+    found = []
+    for path in glob.glob(os.path.join(d, "commit.*.*.r*.pkl")):
+        parts = os.path.basename(path).split(".")
+        try:
+            found.append(((int(parts[1]), int(parts[2])), path))
+        except (IndexError, ValueError):
+            continue
+    found.sort(reverse=True)
+    return found
 
 
 class HostsUpdatedInterrupt(RuntimeError):
@@ -76,6 +116,7 @@ class State:
         self._last_updated_timestamp = 0
         self._reset_callbacks = []
         self._commits = 0
+        self._commit_path = None
         self._runtime_updates = 0
 
     def register_reset_callbacks(self, callbacks):
@@ -123,37 +164,60 @@ class State:
             snap = self.snapshot()
         except NotImplementedError:
             return  # a State of the user's own: its commits stay in memory
+        try:
+            os.makedirs(d, mode=0o700, exist_ok=True)
+        except OSError as e:
+            warnings.warn("hora.elastic: cannot keep commits in %s: %s"
+                          % (d, e))
+            return
+        if not _own_dir(d):
+            return
         self._commits += 1
-        os.makedirs(d, mode=0o700, exist_ok=True)
-        path = os.path.join(d, "commit.%d.pkl" % self._rank())
+        path = os.path.join(d, "commit.%d.%d.r%d.pkl"
+                            % (_commit_start(), self._commits, self._rank()))
         tmp = path + ".tmp"
         with open(tmp, "wb") as f:
-            pickle.dump({"start": _commit_key(), "seq": self._commits,
-                         "state": snap}, f,
-                        protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(snap, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
+        if self._commit_path and self._commit_path != path:
+            try:
+                os.unlink(self._commit_path)
+            except OSError:
+                pass
+        self._commit_path = path
 
     def _read_commit(self):
-        """Takes up the newest commit in HORA_ELASTIC_DIR on this host (of
-        the latest start, then the latest of its commits): True when one
-        was found."""
+        """Takes up the job's newest commit (of the latest start, then the
+        latest of its commits) from the rank whose host holds it: every
+        rank says what its host has, that rank sends it. True when one was
+        taken up."""
         d = _commit_dir()
         if d is None:
             return False
-        best = None
-        for path in glob.glob(os.path.join(d, "commit.*.pkl")):
-            try:
-                with open(path, "rb") as f:
-                    data = pickle.load(f)
-                key = (data["start"], data["seq"])
-            except Exception:  # a torn or foreign file: not a commit
-                continue
-            if best is None or key > best[0]:
-                best = (key, data["state"])
-        if best is None:
+        from hora import allgather_object, broadcast_object, rank
+        here = _commits_here(d) if os.path.isdir(d) and _own_dir(d) else []
+        keys = allgather_object(here[0][0] if here else None,
+                                name="hora.elastic.commit.keys")
+        have = [(k, -r) for r, k in enumerate(keys) if k is not None]
+        if not have:
+            return False
+        root = -max(have)[1]
+        snap = None
+        if rank() == root:
+            for _, path in here:
+                try:
+                    with open(path, "rb") as f:
+                        snap = pickle.load(f)
+                    break
+                except Exception as e:  # torn: the next newest
+                    warnings.warn("hora.elastic: commit %s cannot be read "
+                                  "(%s); trying an older one" % (path, e))
+        snap = broadcast_object(snap, root_rank=root,
+                                name="hora.elastic.commit.state")
+        if snap is None:
             return False
         try:
-            self.load_snapshot(best[1])
+            self.load_snapshot(snap)
         except NotImplementedError:
             return False
         return True
@@ -165,7 +229,9 @@ class State:
         if d is None:
             return
         self._bcast_object(None)
-        for path in glob.glob(os.path.join(d, "commit.*.pkl*")):
+        if not os.path.isdir(d) or not _own_dir(d):
+            return
+        for path in glob.glob(os.path.join(d, "commit.*")):
             try:
                 os.unlink(path)
             except OSError:

@@ -52,12 +52,30 @@ expect_in err "reset 2 of at most 2" "two resets"
 expect_in err "the job failed 3 times; --reset-limit 2 reached" "then ends"
 note "--reset-limit ends the job"
 
-# --max-np caps the ranks of a start; -np is the first start's
+# a start runs as many ranks as the usable slots allow, at most --max-np
+# (else -np's number)
 run_hr -np 1 --max-np 3 -H localhost:4 --blacklist-cooldown-range 0 0 sh -c "$prog" sh 1
 expect_rc 0 "max-np"
-[ "$(grep -c '<stdout>:start 0 ' "$TMP/out")" = 1 ] || fail "-np 1: one rank in the first start"
+[ "$(grep -c '<stdout>:start 0 ' "$TMP/out")" = 3 ] || fail "--max-np 3: three ranks in the first start"
 [ "$(grep -c '<stdout>:start 1 ' "$TMP/out")" = 3 ] || fail "--max-np 3: three ranks in the second start"
-note "-np starts, --max-np caps the later starts"
+run_hr -np 2 --min-np 1 -H localhost:4 --blacklist-cooldown-range 0 0 sh -c "$prog" sh 1
+expect_rc 0 "np without max-np"
+[ "$(grep -c '<stdout>:start 0 ' "$TMP/out")" = 2 ] || fail "-np 2: two ranks in the first start"
+[ "$(grep -c '<stdout>:start 1 ' "$TMP/out")" = 2 ] || fail "-np 2: two ranks in the second start"
+note "--max-np (else -np) ranks where the slots allow"
+
+# a failure no host is blamed for ends the job (the next start would fail
+# alike): rank 0 exits 0 without initialising hora, then rank 1 fails
+run_hr -np 2 --min-np 1 --blacklist-cooldown-range 0 0 sh -c '[ "$HORA_RANK" = 0 ] || { sleep 0.5; exit 3; }'
+expect_rc 1 "no host to blame"
+expect_in err "error: elastic: the job failed (exit status 1) and no host is to blame; ending it" "ends at once"
+expect_not_in err "start 2:" "no second start"
+
+# the exit status after a start left for the hosts' change: covered across
+# hosts (tests/multihost/elastic.sh); a bad -H is a usage error, as ever
+run_hr -np 2 --min-np 1 -H 'bad host' true
+expect_rc 2 "bad -H in an elastic job"
+note "usage error for bad hosts"
 
 # a discovery script's hosts (HOST and HOST:SLOTS lines, --slots-per-host)
 printf '#!/bin/sh\necho "# the hosts"\necho localhost\n' >"$TMP/disc.sh"
@@ -65,11 +83,11 @@ chmod +x "$TMP/disc.sh"
 run_hr --host-discovery-script "$TMP/disc.sh" --slots-per-host 3 sh -c 'echo rank $HOROVOD_RANK'
 expect_rc 0 "discovery"
 [ "$(grep -c '<stdout>:rank ' "$TMP/out")" = 3 ] || fail "--slots-per-host 3: three ranks"
-printf '#!/bin/sh\necho localhost:x\n' >"$TMP/bad.sh"
+printf '#!/bin/sh\necho\necho "# hosts"\necho localhost:x\n' >"$TMP/bad.sh"
 chmod +x "$TMP/bad.sh"
 run_hr --host-discovery-script "$TMP/bad.sh" true
 expect_rc 1 "bad discovery output"
-expect_in err "error: elastic: the host discovery script's output:" "names the script's output"
+expect_in err "error: elastic: the host discovery script's line 3: bad host 'localhost:x'" "names the script's line"
 printf '#!/bin/sh\nexit 5\n' >"$TMP/fails.sh"
 chmod +x "$TMP/fails.sh"
 run_hr --host-discovery-script "$TMP/fails.sh" true

@@ -91,6 +91,13 @@ static void test_dupname(void) {
   CHECK_EQ_INT(i32(&f, 0, 0)[0], 11);
   CHECK_EQ_INT(i32(&f, 0, 0)[1], 13);
   CHECK_EQ_INT(i32(&f, 0, 256)[0], 5); /* the refused one was not touched */
+  /* a rank whose tensor has no bytes (no place) matches a GPU rank's */
+  struct hp_sqe g0 = ar(&f, 0, "dev0", 0, 2, 1), g1 = ar(&f, 1, "dev0", 0, 2, 2);
+  g0.flags |= HP_F_DEVICE;
+  fx_submit(&f, 0, &g0);
+  fx_submit(&f, 1, &g1);
+  EXPECT_DONE(&f, 0, g0.id, 0);
+  EXPECT_DONE(&f, 1, g1.id, 0);
   /* the name is free again */
   struct hp_sqe c = ar(&f, 0, "w", 0, 2, 0);
   fx_submit(&f, 0, &c);
@@ -157,6 +164,7 @@ static void test_mismatch(void) {
   fx_in(&f, 0, &a, 0);
   fx_in(&f, 1, &b, 0);
   a.flags |= HP_F_DEVICE;
+  b.flags |= HP_F_HOSTMEM;
   MISMATCH(&f, a, b, "Mismatched allreduce CPU/GPU device selection on "
            "tensor 'dev'", "rank 0 specified device GPU",
            "rank 1 specified device CPU");
