@@ -164,7 +164,7 @@ if started grow 1 2; then
   hrun_wait grow 180
   resumed grow 2 10 "h3 was added"
   trained grow 3
-  expect_grep grow err "elastic: the hosts changed: reset 1" \
+  expect_grep grow err "elastic: the hosts changed: starting again" \
     "horarun starts the job again for the new host"
   expect_grep grow err "elastic: start 2: 3 rank\(s\) on h1:1,h2:1,h3:1" \
     "the second start runs 3 ranks, one on h3"
