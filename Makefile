@@ -161,7 +161,7 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	  $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/share/man/man1 \
 	  $(DESTDIR)$(PREFIX)/share/man/man3 $(DESTDIR)$(PREFIX)/share/man/man5 \
-	  $(DESTDIR)$(PREFIX)/share/man/man8
+	  $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/lib/systemd/system
 	install -m 755 $(HORARUN) $(HORAD) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libhora.so.0
 	ln -sf libhora.so.0 $(DESTDIR)$(PREFIX)/lib/libhora.so
@@ -172,6 +172,7 @@ install: all
 	install -m 644 man/hora.3 $(DESTDIR)$(PREFIX)/share/man/man3/
 	install -m 644 man/hora.yaml.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 644 man/horad.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	sed 's|@PREFIX@|$(PREFIX)|' configs/horad.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/horad.service
 	@if [ -n "$(PYVER)" ]; then \
 	  echo "installing the hora Python package in $(PYDIR)"; \
 	  install -d $(DESTDIR)$(PYDIR)/hora/torch && \
@@ -185,7 +186,8 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/hora.pc $(DESTDIR)$(PREFIX)/include/hora.h \
 	  $(DESTDIR)$(PREFIX)/share/man/man1/horarun.1 $(DESTDIR)$(PREFIX)/share/man/man3/hora.3 \
 	  $(DESTDIR)$(PREFIX)/share/man/man8/horad.8 \
-	  $(DESTDIR)$(PREFIX)/share/man/man5/hora.yaml.5
+	  $(DESTDIR)$(PREFIX)/share/man/man5/hora.yaml.5 \
+	  $(DESTDIR)$(PREFIX)/lib/systemd/system/horad.service
 	rm -rf $(DESTDIR)$(PYDIR)/hora
 
 format:

@@ -195,6 +195,8 @@ const struct hc_param *hc_param_find(const char *name);
   X(fast_path_disable) \
   X(fast_path_wait) \
   X(small_allreduce) \
+  X(service_port) \
+  X(service_key_file) \
   X(min_np) \
   X(max_np) \
   X(host_discovery_script) \

@@ -210,6 +210,15 @@ const struct hc_param hc_params[] = {
      "the ring takes two more hops); 0: every allreduce takes the ring. At "
      "most 16K (8K for float16 and bfloat16, 2K for integer averages)",
      "bytes", 16384},
+    {"service_port", "HORA_SERVICE_PORT", NULL, "--service-port", HC_P_INT,
+     "17970",
+     "--launcher service: the TCP port of the hosts' horad services",
+     "port", 65535},
+    {"service_key_file", "HORA_SERVICE_KEY_FILE", NULL, "--service-key-file",
+     HC_P_STRING, "/etc/hora/cluster.key",
+     "--launcher service: the cluster key file (64 hex digits, mode 0600), "
+     "the same as the services'",
+     NULL, 0},
     {"min_np", "HORA_MIN_NP", NULL, "--min-np", HC_P_INT, "0",
      "elastic: the fewest ranks the job may go on with after a host or rank "
      "is lost (0: -np's number, i.e. none may be lost). --min-np, --max-np "

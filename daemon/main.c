@@ -11,6 +11,7 @@
 
 #include "daemon.h"
 #include "metrics.h"
+#include "service.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -19,6 +20,8 @@ static void usage(FILE *f) {
          "       horad --rendezvous [--iface IF] [--launcher ADDR]\n"
          "                   [--metrics-port PORT]\n"
          "       horad --probe [--iface IF] [--launcher ADDR]\n"
+         "       horad --service [--port PORT] [--listen ADDR] [--key-file FILE]\n"
+         "       horad --service-client HOST:PORT [--key-file FILE] -- ARGS...\n"
          "\n"
          "horad is hora's per-node daemon. horarun starts it for each job:\n"
          "on its own machine with a connected socket on FD, on other hosts\n"
@@ -44,6 +47,16 @@ static void usage(FILE *f) {
          "                    hora's TCP\n"
          "  --metrics-port PORT  serve Prometheus metrics at\n"
          "                    http://HOST:PORT/metrics (every address)\n"
+         "  --service         run as a resident service: start horad for each\n"
+         "                    job a client with the cluster key asks for\n"
+         "                    (horarun --launcher service)\n"
+         "  --port PORT       the service's TCP port (default 17970)\n"
+         "  --listen ADDR     the service's address (default: every one)\n"
+         "  --key-file FILE   the cluster key: 64 hex digits, mode 0600\n"
+         "                    (default /etc/hora/cluster.key)\n"
+         "  --service-client HOST:PORT  what horarun runs instead of ssh:\n"
+         "                    has the service on HOST start horad with ARGS\n"
+         "                    and relays its output and exit status\n"
          "  -h, --help        this text\n"
          "  -v, --version     print the version and the engines built in\n"
          "\n"
@@ -140,7 +153,36 @@ static void job_ended(struct hd_daemon *dm, struct hd_job *job) {
 int main(int argc, char **argv) {
   int fd = -1, boot = 0, rendezvous = 0, probe = 0, mport = 0;
   const char *iface = NULL, *launcher = NULL;
+  /* the service and its client (service.c) */
+  int service = 0, sport = HD_SERVICE_PORT;
+  const char *key_file = HD_SERVICE_KEY, *listen_addr = NULL, *client = NULL;
   for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--service-client") && i + 1 < argc) {
+      client = argv[++i];
+      continue;
+    } else if (!strcmp(argv[i], "--") && client) {
+      return hd_service_client_main(client, key_file, argc - i - 1,
+                                    argv + i + 1);
+    } else if (!strcmp(argv[i], "--service")) {
+      service = 1;
+      continue;
+    } else if (!strcmp(argv[i], "--key-file") && i + 1 < argc) {
+      key_file = argv[++i];
+      continue;
+    } else if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
+      listen_addr = argv[++i];
+      continue;
+    } else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end || end == argv[i] || v < 1 || v > 65535) {
+        fprintf(stderr, "horad: error: bad --port '%s': expected a port "
+                        "number from 1 to 65535\n", argv[i]);
+        return 2;
+      }
+      sport = (int)v;
+      continue;
+    }
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
       usage(stdout);
       return 0;
@@ -183,6 +225,19 @@ int main(int argc, char **argv) {
       usage(stderr);
       return 2;
     }
+  }
+  if (client) {
+    fprintf(stderr, "horad: error: --service-client HOST:PORT [--key-file "
+                    "FILE] -- ARGS...: the arguments after -- are missing\n");
+    return 2;
+  }
+  if (service) {
+    if (fd >= 0 || boot || probe || iface || launcher || mport) {
+      fprintf(stderr, "horad: error: --service goes with --key-file, --port "
+                      "and --listen only\n");
+      return 2;
+    }
+    return hd_service_main(key_file, listen_addr, sport);
   }
   if (probe && (fd >= 0 || boot)) {
     fprintf(stderr, "horad: error: --probe goes with --iface and "

@@ -185,16 +185,18 @@ double hr_opts_knob_num(const struct hr_opts *o, const char *name) {
 }
 
 int hr_launcher_check(const char *v, char *why, size_t whylen) {
-  if (!strcmp(v, "ssh") || !strcmp(v, "srun") || !strcmp(v, "mpirun"))
+  if (!strcmp(v, "ssh") || !strcmp(v, "srun") || !strcmp(v, "mpirun") ||
+      !strcmp(v, "service"))
     return 0;
-  hc_fmt(why, whylen, "expected ssh, srun or mpirun");
+  hc_fmt(why, whylen, "expected ssh, srun, mpirun or service");
   return -1;
 }
 
 const char *hr_launcher_name(int launcher) {
-  return launcher == HR_LAUNCH_SRUN     ? "srun"
-         : launcher == HR_LAUNCH_MPIRUN ? "mpirun"
-                                        : "ssh";
+  return launcher == HR_LAUNCH_SRUN      ? "srun"
+         : launcher == HR_LAUNCH_MPIRUN  ? "mpirun"
+         : launcher == HR_LAUNCH_SERVICE ? "the hora service's client"
+                                         : "ssh";
 }
 
 /* Whether an executable `name` is on PATH. */
@@ -220,6 +222,7 @@ int hr_opts_launcher(const struct hr_opts *o, char *err, size_t errlen) {
     return slurm_hosts && in_job && on_path("srun") ? HR_LAUNCH_SRUN
                                                      : HR_LAUNCH_SSH;
   if (!strcmp(o->launcher, "mpirun")) return HR_LAUNCH_MPIRUN;
+  if (!strcmp(o->launcher, "service")) return HR_LAUNCH_SERVICE;
   if (strcmp(o->launcher, "srun")) return HR_LAUNCH_SSH;
   if (!in_job) {
     hc_fmt(err, errlen, "--launcher srun starts horad in a job step of the "

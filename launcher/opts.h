@@ -54,7 +54,7 @@ struct hr_opts {
 };
 
 /* How horad is started on the hosts other than this machine. */
-enum { HR_LAUNCH_SSH, HR_LAUNCH_SRUN, HR_LAUNCH_MPIRUN };
+enum { HR_LAUNCH_SSH, HR_LAUNCH_SRUN, HR_LAUNCH_MPIRUN, HR_LAUNCH_SERVICE };
 /* Checks a --launcher / `launcher:` value: 0, or -1 with "expected ..."
  * in why. */
 int hr_launcher_check(const char *v, char *why, size_t whylen);

@@ -209,6 +209,37 @@ char **hr_mpirun_argv(const struct hr_opts *o, const struct hr_host *h,
   return out;
 }
 
+char **hr_service_argv(const struct hr_opts *o, const struct hr_host *h,
+                       const char *horad, int port, const char *key_file) {
+  char *iface = hr_iface_arg(o, h);
+  const char *host = h->address ? h->address : h->name;
+  char target[600];
+  hc_fmt(target, sizeof target, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
+         port);
+  const char *v[12];
+  int k = 0;
+  v[k++] = horad;
+  v[k++] = "--service-client";
+  v[k++] = target;
+  v[k++] = "--key-file";
+  v[k++] = key_file;
+  v[k++] = "--";
+  v[k++] = "--rendezvous";
+  if (iface) {
+    v[k++] = "--iface";
+    v[k++] = iface;
+  }
+  v[k] = NULL;
+  char **out = calloc((size_t)k + 1, sizeof *out);
+  for (int i = 0; out && i < k; i++)
+    if (!(out[i] = strdup(v[i]))) {
+      hr_strv_free(out);
+      out = NULL;
+    }
+  free(iface);
+  return out;
+}
+
 int hr_spawn_ssh(char *const argv[], const char *line, pid_t *pid,
                  int *out_fd, char *err, size_t errlen) {
   int in[2] = {-1, -1}, out[2] = {-1, -1}, ep[2] = {-1, -1};

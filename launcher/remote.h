@@ -56,6 +56,13 @@ int hr_route_addr(const struct hr_host *h, char *buf, size_t len);
 char **hr_mpirun_argv(const struct hr_opts *o, const struct hr_host *h,
                       const char *horad, const char *mode, const char *addr);
 
+/* The command that has the hora service on host h start horad
+ * (--launcher service): this machine's `horad --service-client
+ * HOST:PORT --key-file FILE -- --rendezvous [--iface IF]`, which relays
+ * horad's output and exit status as ssh would. NULL when out of memory. */
+char **hr_service_argv(const struct hr_opts *o, const struct hr_host *h,
+                       const char *horad, int port, const char *key_file);
+
 /* Starts argv[0] (looked up on PATH) in a session of its own with `line`
  * written to its standard input (then closed), stdout and stderr on a new
  * pipe: *out_fd, horarun's end, close-on-exec. Returns 0 with *pid, or -1

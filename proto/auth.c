@@ -71,11 +71,14 @@ void hp_auth_clear(struct hp_auth *a) {
 }
 
 static int valid_purpose(unsigned v) {
-  return v == HP_AUTH_CONTROL || v == HP_AUTH_MESH;
+  return v == HP_AUTH_CONTROL || v == HP_AUTH_MESH || v == HP_AUTH_SERVICE;
 }
 
 static const char *purpose_name(unsigned v) {
-  return v == HP_AUTH_CONTROL ? "control" : v == HP_AUTH_MESH ? "mesh" : "?";
+  return v == HP_AUTH_CONTROL ? "control"
+         : v == HP_AUTH_MESH  ? "mesh"
+         : v == HP_AUTH_SERVICE ? "service"
+                                : "?";
 }
 
 /* Marks the handshake failed and says why; returns rc. */

@@ -36,7 +36,10 @@
 #define HP_AUTH_TIMEOUT_MS 10000
 
 enum hp_auth_role { HP_AUTH_CONNECTOR = 1, HP_AUTH_ACCEPTOR = 2 };
-enum hp_auth_purpose { HP_AUTH_CONTROL = 1, HP_AUTH_MESH = 2 };
+/* SERVICE: horad --service-client to horad --service (daemon/service.c),
+ * with the cluster key as the secret. */
+enum hp_auth_purpose { HP_AUTH_CONTROL = 1, HP_AUTH_MESH = 2,
+                       HP_AUTH_SERVICE = 3 };
 
 struct hp_auth {
   int role;

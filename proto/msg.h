@@ -52,6 +52,10 @@ enum hp_msg_type {
                                 (an elastic job's discovery script); no
                                 payload: the ranks' hosts_updated count
                                 grows by one */
+  /* horad --service-client <-> horad --service (daemon/service.c) */
+  HP_MSG_SVC_LAUNCH = 28, /* client -> service: bootstrap line, arguments */
+  HP_MSG_SVC_OUTPUT = 29, /* service -> client: what the job's horad wrote */
+  HP_MSG_SVC_EXIT = 30,   /* service -> client: u32 its exit status */
   /* authentication, first on every TCP connection (auth.h) */
   HP_MSG_AUTH_HELLO = 32,     /* connector -> acceptor: purpose, nonce */
   HP_MSG_AUTH_CHALLENGE = 33, /* acceptor -> connector: nonce, MAC */

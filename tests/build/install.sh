@@ -1,6 +1,7 @@
 #!/bin/sh
-# make install puts binaries, library, header, pkg-config file and man
-# pages in place, and a program builds against it with pkg-config alone.
+# make install puts binaries, library, header, pkg-config file, man pages
+# and the systemd unit (which systemd-analyze verify accepts) in place, and
+# a program builds against it with pkg-config alone.
 set -e
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -8,9 +9,17 @@ cd "$HORA_TOP"
 make -s BUILD="$BUILD" install PREFIX="$tmp/prefix" >"$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
 for f in bin/horarun bin/horad lib/libhora.so lib/libhora.a include/hora.h \
   lib/pkgconfig/hora.pc share/man/man1/horarun.1 share/man/man3/hora.3 \
-  share/man/man5/hora.yaml.5 share/man/man8/horad.8; do
+  share/man/man5/hora.yaml.5 share/man/man8/horad.8 \
+  lib/systemd/system/horad.service; do
   [ -e "$tmp/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done
+# the systemd unit names the installed horad, and systemd finds no fault
+grep -q "^ExecStart=$tmp/prefix/bin/horad --service " "$tmp/prefix/lib/systemd/system/horad.service" ||
+  { echo "horad.service does not start the installed horad"; exit 1; }
+command -v systemd-analyze >/dev/null 2>&1 ||
+  { echo "no systemd-analyze to check horad.service (Debian: systemd man-db)"; exit 1; }
+MANPATH="$tmp/prefix/share/man" systemd-analyze verify \
+  "$tmp/prefix/lib/systemd/system/horad.service" || { echo "systemd-analyze verify failed"; exit 1; }
 cat >"$tmp/p.c" <<'C'
 #include <hora.h>
 #include <stdio.h>

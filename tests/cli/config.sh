@@ -129,7 +129,7 @@ params: {cache_capacity: -3}
 ' "bad.yaml:2: 'params.cache_capacity': bad value '-3': expected a non-negative whole number of entries"
 bad_config "bad launcher" 'np: 1
 launcher: rsh
-' "bad.yaml:2: 'launcher': bad value 'rsh': expected ssh, srun or mpirun"
+' "bad.yaml:2: 'launcher': bad value 'rsh': expected ssh, srun, mpirun or service"
 bad_config "duplicate key" 'np: 1
 verbose: true
 np: 2

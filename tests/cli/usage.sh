@@ -130,7 +130,7 @@ usage_error "--fusion-threshold-mb fraction" \
   "invalid --fusion-threshold-mb value '1.5': expected a whole number" \
   --fusion-threshold-mb 1.5 -np 1 true
 usage_error "--launcher unknown" \
-  "invalid --launcher value 'rsh': expected ssh, srun or mpirun" --launcher rsh -np 1 true
+  "invalid --launcher value 'rsh': expected ssh, srun, mpirun or service" --launcher rsh -np 1 true
 usage_error "--launcher srun outside an allocation" \
   "--launcher srun starts horad in a job step of the Slurm allocation" \
   --launcher srun -np 1 true

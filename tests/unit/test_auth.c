@@ -521,9 +521,16 @@ static void test_purpose(void) {
   CHECK(one_line(r.why_a));
   handshake(secret_a, HP_AUTH_CONTROL, secret_a, HP_AUTH_MESH, &r);
   CHECK_EQ_INT(r.rc_hello, HORA_EPROTO);
+  /* a service client (horad --service-client) at a job's port, and the
+   * other way round */
+  handshake(secret_a, HP_AUTH_SERVICE, secret_a, HP_AUTH_CONTROL, &r);
+  CHECK_EQ_INT(r.rc_hello, HORA_EPROTO);
+  CHECK(contains(r.why_a, "purpose") || contains(r.why_a, "port"));
+  handshake(secret_a, HP_AUTH_MESH, secret_a, HP_AUTH_SERVICE, &r);
+  CHECK_EQ_INT(r.rc_hello, HORA_EPROTO);
 
   /* Unknown purpose bytes, and no reply to any of them. */
-  const unsigned bad[] = {0, 3, 0x81, 255};
+  const unsigned bad[] = {0, 4, 0x81, 255};
   for (size_t i = 0; i < HC_ARRAY_SIZE(bad); i++) {
     struct pair s;
     pair_begin(&s, UPTO_HELLO, HP_AUTH_CONTROL);

@@ -1,0 +1,146 @@
+#!/bin/sh
+# service.sh -- horad as a resident service on each host (horad --service,
+# started by the test with a fresh cluster key), and horarun --launcher
+# service (network namespaces, see lib.sh):
+#   job       a job over h1, h2, h3 through the services: every collective
+#             of it_coll's matrix right, no ssh login on any host, each
+#             service logged the job's horad
+#   twojobs   two jobs at once on the same hosts, both right
+#   killed    a job's horarun SIGKILLed: its horads end (they lose horarun)
+#             and the services go on: the next job runs
+#   badkey    a client with another key: refused, horarun's error names
+#             the host and says so, the service logs the refusal
+#   badargs   with the key, a request to run horad otherwise than for a
+#             job (--control-fd): refused and logged
+#   badmode   a key file others may read: the client refuses to use it
+# The services end with SIGTERM at the end; no process of a job is left.
+. "$(dirname "$0")/lib.sh"
+need "$HORARUN" "$HORAD"
+mh_setup 3
+
+key=$MH_TMP/cluster.key
+openssl rand -hex 32 >"$key"
+chmod 600 "$key"
+port=17970
+for h in h1 h2 h3; do
+  mh_exec "$h" setsid "$HORAD" --service --port $port --key-file "$key" \
+    </dev/null >"$MH_TMP/svc.$h.log" 2>&1 &
+done
+for h in h1 h2 h3; do
+  t=0
+  until grep -q "listening on" "$MH_TMP/svc.$h.log" 2>/dev/null; do
+    t=$((t + 1))
+    [ $t -gt 100 ] && mh_die "the service on $h did not start: $(cat "$MH_TMP/svc.$h.log")"
+    sleep 0.1
+  done
+  # the services are infrastructure, not a job's leftovers
+  mh_host_pids "$h" horad >>"$MH_TMP/infra.pids"
+done
+svc="--launcher service --service-key-file $key --service-port $port"
+logins() { grep -c "Accepted publickey" "$MH_TMP/sshd.$1.log" 2>/dev/null; }
+before="$(logins h1) $(logins h2) $(logins h3)"
+
+ok() { # NAME NP
+  expect_rc "$1" 0 &&
+    expect_count "$1" out "^\[[0-9]+\]<stdout>:rank [0-9]+ of $2: [0-9]+ checks, 0 failures" "$2" \
+      "every rank reports its checks, none failed"
+}
+
+# shellcheck disable=SC2086
+hrun job 120 $svc -np 3 -H h1:1,h2:1,h3:1 "$T/it_coll" matrix -x 3
+ok job 3
+[ "$(logins h1) $(logins h2) $(logins h3)" = "$before" ] ||
+  fail "job: an ssh login happened on a host (logins before: $before; after: $(logins h1) $(logins h2) $(logins h3))"
+for h in h1 h2 h3; do
+  grep -q "service: job from $(mh_addr client): horad [0-9]* started" "$MH_TMP/svc.$h.log" ||
+    fail "job: the service on $h did not log the job"
+done
+mh_assert_no_job_procs "$MARK" 10
+
+# two jobs at once on the same hosts
+# shellcheck disable=SC2086
+hrun_start twoA $svc -np 3 -H h1:1,h2:1,h3:1 "$T/it_coll" matrix -x 3
+# shellcheck disable=SC2086
+hrun_start twoB $svc -np 3 -H h3:1,h2:1,h1:1 "$T/it_coll" matrix -x 3
+hrun_wait twoA 180
+hrun_wait twoB 180
+ok twoA 3
+ok twoB 3
+mh_assert_no_job_procs "$MARK" 10
+
+# a job's horarun killed: its horads end, the services stay
+# shellcheck disable=SC2086
+hrun_start killed $svc -np 2 -H h1:1,h2:1 "$T/mh_loop"
+if wait_for killed out ": running$" 2 60; then
+  kill -9 "$HRUN_PID"
+  hrun_wait killed 30
+else
+  fail "killed: the ranks did not start looping within 60s"
+  hrun_wait killed 5
+fi
+mh_assert_no_job_procs "$MARK" 20
+for h in h1 h2 h3; do
+  [ -n "$(mh_host_pids "$h" horad)" ] || fail "killed: the service on $h is gone"
+done
+# shellcheck disable=SC2086
+hrun after 120 $svc -np 2 -H h1:1,h2:1 "$T/it_coll" matrix -x 2
+ok after 2
+mh_assert_no_job_procs "$MARK" 10
+
+# another key: refused on both sides
+other=$MH_TMP/other.key
+openssl rand -hex 32 >"$other"
+chmod 600 "$other"
+hrun badkey 60 --launcher service --service-key-file "$other" --service-port $port \
+  -np 2 -H h1:1,h2:1 true
+expect_rc badkey nonzero
+expect_grep badkey err "h[12].*refused this client" "horarun's error names a host and the refusal"
+expect_within badkey 20 "gives up at once"
+grep -q "service: refused a connection from $(mh_addr client)" "$MH_TMP/svc.h1.log" "$MH_TMP/svc.h2.log" ||
+  fail "badkey: no service logged the refusal"
+mh_assert_no_job_procs "$MARK" 10
+
+# with the key, a client may start horad jobs and nothing else
+echo "HORA1 1 1 $(openssl rand -hex 32) 3" |
+  mh_client "$HORAD" --service-client h1:$port --key-file "$key" -- --control-fd 0 \
+    >"$MH_TMP/badargs.out" 2>&1
+rc=$?
+[ $rc = 255 ] || fail "badargs: the client exited with $rc, not 255"
+grep -q "service: refused a request from $(mh_addr client): a launch request with an argument the service does not take: '--control-fd'" \
+  "$MH_TMP/svc.h1.log" || fail "badargs: the service did not log the refusal"
+
+# a key file others may read is not used
+chmod 644 "$other"
+hrun badmode 60 --launcher service --service-key-file "$other" --service-port $port \
+  -np 2 -H h1:1,h2:1 true
+expect_rc badmode nonzero
+expect_grep badmode err "no one else may read or write" "says what is wrong with the key file"
+mh_assert_no_job_procs "$MARK" 10
+
+# start-up through the services and over ssh, for the record (not judged:
+# timings belong to benchmarks)
+for i in 1 2 3; do
+  # shellcheck disable=SC2086
+  hrun viasvc$i 60 $svc -np 3 -H h1:1,h2:1,h3:1 true
+  hrun viassh$i 60 -np 3 -H h1:1,h2:1,h3:1 true
+done
+say "a job of 3 hosts that runs 'true': through the services $(cat "$MH_TMP"/viasvc?.time | tr '\n' ' ')s, over ssh $(cat "$MH_TMP"/viassh?.time | tr '\n' ' ')s"
+mh_assert_no_job_procs "$MARK" 10
+
+# SIGTERM ends the services
+for h in h1 h2 h3; do
+  for p in $(mh_host_pids "$h" horad); do kill -TERM "$p" 2>/dev/null; done
+done
+t=0
+while [ -n "$(mh_host_pids h1 horad)$(mh_host_pids h2 horad)$(mh_host_pids h3 horad)" ] && [ $t -lt 100 ]; do
+  t=$((t + 1))
+  sleep 0.1
+done
+for h in h1 h2 h3; do
+  grep -q "service: stopping" "$MH_TMP/svc.$h.log" || fail "the service on $h did not stop on SIGTERM"
+  if grep -Eq 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$MH_TMP/svc.$h.log"; then
+    fail "the service on $h: a sanitizer report:
+$(grep -E -A12 'Sanitizer|runtime error:' "$MH_TMP/svc.$h.log" | head -n 30)"
+  fi
+done
+finish
