@@ -188,6 +188,10 @@ out:
 
 /* ---- the service: one connection ----------------------------------------- */
 
+static volatile sig_atomic_t got_term, got_hup;
+static void on_term(int s) { (void)s; got_term = 1; }
+static void on_hup(int s) { (void)s; got_hup = 1; }
+
 static int iface_ok(const char *s) {
   if (!*s || strlen(s) > 255) return 0;
   for (; *s; s++)
@@ -310,6 +314,12 @@ static int serve(int fd, const char *peer, const char *self,
     return 1;
   }
   hc_info("service: job from %s: horad %d started", peer, (int)pid);
+  /* the service stopping: this job ends too (its horad ends its ranks) */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_term;
+  sigaction(SIGTERM, &sa, NULL);
+  int ending = 0;
   int wrote = write_all(in[1], boot, strlen(boot)) == 0 &&
               write_all(in[1], "\n", 1) == 0;
   close(in[1]);
@@ -326,6 +336,13 @@ static int serve(int fd, const char *peer, const char *self,
                            {.fd = client ? fd : -1, .events = POLLIN}};
     int r = poll(pf, 2, kill_at ? 1000 : -1);
     if (r < 0 && errno != EINTR) break;
+    if (got_term && !ending) {
+      ending = 1;
+      hc_info("service: stopping: ending horad %d (job from %s)", (int)pid,
+              peer);
+      kill(-pid, SIGTERM);
+      if (!kill_at) kill_at = time(NULL) + KILL_GRACE_S;
+    }
     if (kill_at && time(NULL) >= kill_at) {
       kill(-pid, SIGKILL);
       kill_at = 0;
@@ -371,9 +388,6 @@ static int serve(int fd, const char *peer, const char *self,
 
 /* ---- the service: listening ---------------------------------------------- */
 
-static volatile sig_atomic_t got_term, got_hup;
-static void on_term(int s) { (void)s; got_term = 1; }
-static void on_hup(int s) { (void)s; got_hup = 1; }
 
 static int listen_on(const char *addr, int port, char *why, size_t whylen) {
   struct addrinfo hints, *res = NULL;

@@ -13,7 +13,8 @@
 #   badargs   with the key, a request to run horad otherwise than for a
 #             job (--control-fd): refused and logged
 #   badmode   a key file others may read: the client refuses to use it
-# The services end with SIGTERM at the end; no process of a job is left.
+#   stopped   SIGTERM to the services while a job runs: its horads end
+#             (and its ranks), then the services; nothing is left
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD"
 mh_setup 3
@@ -127,7 +128,10 @@ done
 say "a job of 3 hosts that runs 'true': through the services $(cat "$MH_TMP"/viasvc?.time | tr '\n' ' ')s, over ssh $(cat "$MH_TMP"/viassh?.time | tr '\n' ' ')s"
 mh_assert_no_job_procs "$MARK" 10
 
-# SIGTERM ends the services
+# SIGTERM ends the services, and the job they run
+# shellcheck disable=SC2086
+hrun_start stopped $svc -np 2 -H h1:1,h2:1 "$T/mh_loop"
+wait_for stopped out ": running$" 2 60 || fail "stopped: the ranks did not start looping within 60s"
 for h in h1 h2 h3; do
   for p in $(mh_host_pids "$h" horad); do kill -TERM "$p" 2>/dev/null; done
 done
@@ -135,6 +139,13 @@ t=0
 while [ -n "$(mh_host_pids h1 horad)$(mh_host_pids h2 horad)$(mh_host_pids h3 horad)" ] && [ $t -lt 100 ]; do
   t=$((t + 1))
   sleep 0.1
+done
+hrun_wait stopped 60
+expect_rc stopped nonzero
+mh_assert_no_job_procs "$MARK" 20
+for h in h1 h2; do
+  grep -q "service: stopping: ending horad [0-9]* (job from" "$MH_TMP/svc.$h.log" ||
+    fail "the service on $h did not end its job on SIGTERM"
 done
 for h in h1 h2 h3; do
   grep -q "service: stopping" "$MH_TMP/svc.$h.log" || fail "the service on $h did not stop on SIGTERM"
