@@ -101,6 +101,13 @@ static void start_job(struct hd_job *job) {
   job_go(job);
 }
 
+void hd_control_stop(struct hd_job *job, const char *why) {
+  if (!job->ranks) /* nothing started yet */
+    close_everything(job);
+  else
+    hd_teardown(job, why, 0);
+}
+
 static void handle_frame(struct hd_job *job, const struct hp_frame_hdr *h,
                          const unsigned char *p) {
   if (h->type == HP_MSG_JOB && !job->have_job) {

@@ -321,6 +321,7 @@ struct hd_daemon {
   char iface[256]; /* --iface: hora's TCP uses the first of these
                       interfaces (comma separated) this host has */
   uv_signal_t sigchld;
+  uv_signal_t sigterm; /* ends the jobs as horarun's ABORT does */
   struct hd_job *jobs;
   struct hd_msrv *msrv; /* metrics.c: the /metrics listeners */
   /* a job has closed its handles (main.c: horad ends with its job) */
@@ -492,6 +493,9 @@ void hd_local_drop_rejoins(struct hd_job *job);
 /* horarun announced a host update: every local rank's count (and the
  * count new segments start from) grows by one. */
 void hd_local_hosts_updated(struct hd_job *job);
+/* control.c: ends the job as an ABORT would, at once (horad got SIGTERM:
+ * the ranks get SIGTERM, then SIGKILL after the kill grace). */
+void hd_control_stop(struct hd_job *job, const char *why);
 /* The fast path's segment: brings its `off` word in line with the
  * timeline (called after each poll of the rings that took entries); frees
  * it (the job ends). */

@@ -21,6 +21,7 @@ static void usage(FILE *f) {
          "                   [--metrics-port PORT]\n"
          "       horad --probe [--iface IF] [--launcher ADDR]\n"
          "       horad --service [--port PORT] [--listen ADDR] [--key-file FILE]\n"
+         "                   [--allow-root]\n"
          "       horad --service-client HOST:PORT [--key-file FILE] -- ARGS...\n"
          "\n"
          "horad is hora's per-node daemon. horarun starts it for each job:\n"
@@ -52,6 +53,7 @@ static void usage(FILE *f) {
          "                    (horarun --launcher service)\n"
          "  --port PORT       the service's TCP port (default 17970)\n"
          "  --listen ADDR     the service's address (default: every one)\n"
+         "  --allow-root      let the service run as root (its jobs then do)\n"
          "  --key-file FILE   the cluster key: 64 hex digits, mode 0600\n"
          "                    (default /etc/hora/cluster.key)\n"
          "  --service-client HOST:PORT  what horarun runs instead of ssh:\n"
@@ -138,10 +140,21 @@ static void on_sigchld(uv_signal_t *h, int sig) {
   }
 }
 
+static void on_sigterm(uv_signal_t *h, int sig) {
+  struct hd_daemon *dm = h->data;
+  (void)sig;
+  uv_signal_stop(h); /* a second one: the default, at once */
+  hc_warn("got SIGTERM: ending the job");
+  for (struct hd_job *job = dm->jobs; job; job = job->next)
+    hd_control_stop(job, "horad got SIGTERM");
+}
+
 static void close_daemon(struct hd_daemon *dm) {
   hd_metrics_close(dm);
   if (dm->sigchld.loop && !uv_is_closing((uv_handle_t *)&dm->sigchld))
     uv_close((uv_handle_t *)&dm->sigchld, NULL);
+  if (dm->sigterm.loop && !uv_is_closing((uv_handle_t *)&dm->sigterm))
+    uv_close((uv_handle_t *)&dm->sigterm, NULL);
 }
 
 /* horad serves the one job it was started for: it ends with it. */
@@ -154,7 +167,7 @@ int main(int argc, char **argv) {
   int fd = -1, boot = 0, rendezvous = 0, probe = 0, mport = 0;
   const char *iface = NULL, *launcher = NULL;
   /* the service and its client (service.c) */
-  int service = 0, sport = HD_SERVICE_PORT;
+  int service = 0, sport = HD_SERVICE_PORT, allow_root = 0, svc_opt = 0;
   const char *key_file = HD_SERVICE_KEY, *listen_addr = NULL, *client = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--service-client") && i + 1 < argc) {
@@ -166,11 +179,16 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--service")) {
       service = 1;
       continue;
+    } else if (!strcmp(argv[i], "--allow-root")) {
+      allow_root = svc_opt = 1;
+      continue;
     } else if (!strcmp(argv[i], "--key-file") && i + 1 < argc) {
       key_file = argv[++i];
+      svc_opt = 1;
       continue;
     } else if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
       listen_addr = argv[++i];
+      svc_opt = 1;
       continue;
     } else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
       char *end;
@@ -181,6 +199,7 @@ int main(int argc, char **argv) {
         return 2;
       }
       sport = (int)v;
+      svc_opt = 1;
       continue;
     }
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -237,7 +256,13 @@ int main(int argc, char **argv) {
                       "and --listen only\n");
       return 2;
     }
-    return hd_service_main(key_file, listen_addr, sport);
+    return hd_service_main(key_file, listen_addr, sport, allow_root);
+  }
+  if (svc_opt) {
+    fprintf(stderr, "horad: error: --key-file, --port, --listen and "
+                    "--allow-root go with --service (or --key-file with "
+                    "--service-client)\n");
+    return 2;
   }
   if (probe && (fd >= 0 || boot)) {
     fprintf(stderr, "horad: error: --probe goes with --iface and "
@@ -271,6 +296,9 @@ int main(int argc, char **argv) {
   uv_signal_init(dm.loop, &dm.sigchld);
   dm.sigchld.data = &dm;
   uv_signal_start(&dm.sigchld, on_sigchld, SIGCHLD);
+  uv_signal_init(dm.loop, &dm.sigterm);
+  dm.sigterm.data = &dm;
+  uv_signal_start(&dm.sigterm, on_sigterm, SIGTERM);
   struct hd_job *job = hd_job_new(&dm);
   int port = 0, rc = 1;
   if (!job) goto out;

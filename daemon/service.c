@@ -47,6 +47,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "auth.h"
 #include "common.h"
 #include "msg.h"
@@ -55,12 +59,16 @@
 #define LAUNCH_MAX 4096       /* bytes of a SVC_LAUNCH payload */
 #define KILL_GRACE_S 10       /* SIGTERM, then SIGKILL */
 #define MAX_JOBS 1024         /* connections served at once */
+#define MAX_PER_PEER 16       /* of them from one address */
+#define IO_TIMEOUT_S 10       /* a peer that stalls before its job starts */
+#define IV_LEN 12
+#define TAG_LEN 16
 
 /* ---- the key ------------------------------------------------------------ */
 
 int hd_service_load_key(const char *path, unsigned char key[HP_SECRET_LEN],
                         char *why, size_t whylen) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     hc_fmt(why, whylen, "cannot open the key file %s: %s", path,
            strerror(errno));
@@ -88,7 +96,9 @@ int hd_service_load_key(const char *path, unsigned char key[HP_SECRET_LEN],
   while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' ||
                    buf[n - 1] == ' '))
     buf[--n] = '\0';
-  if (n != 2 * HP_SECRET_LEN || hp_unhex(buf, key, HP_SECRET_LEN) < 0) {
+  int bad = n != 2 * HP_SECRET_LEN || hp_unhex(buf, key, HP_SECRET_LEN) < 0;
+  OPENSSL_cleanse(buf, sizeof buf);
+  if (bad) {
     hc_fmt(why, whylen, "the key file %s must hold %d hex digits (e.g. from "
            "'openssl rand -hex %d')", path, 2 * HP_SECRET_LEN, HP_SECRET_LEN);
     return -1;
@@ -153,9 +163,63 @@ static int read_frame(int fd, struct hp_frame_hdr *h, unsigned char **payload,
   return 0;
 }
 
-/* Runs the handshake on fd as `role`. Returns 0 or -1 (why). */
+/* The key that seals the launch request: HMAC-SHA256 of the cluster key
+ * over a label and both sides' nonces, fresh for each connection. The
+ * request carries the job's secret, which must not cross the network in
+ * the clear (over ssh it travels inside the ssh channel). */
+static void launch_key(const struct hp_auth *a, unsigned char out[32]) {
+  unsigned char in[64 + 2 * HP_NONCE_LEN];
+  static const char label[] = "hora-service-1 launch";
+  size_t n = sizeof label - 1;
+  memcpy(in, label, n);
+  memcpy(in + n, a->nonce_c, HP_NONCE_LEN);
+  memcpy(in + n + HP_NONCE_LEN, a->nonce_s, HP_NONCE_LEN);
+  unsigned int len = 32;
+  HMAC(EVP_sha256(), a->secret, HP_SECRET_LEN, in, n + 2 * HP_NONCE_LEN, out,
+       &len);
+  OPENSSL_cleanse(in, sizeof in);
+}
+
+/* AES-256-GCM: seals n bytes of in into out (IV | ciphertext | tag), or
+ * opens them (out gets n - IV_LEN - TAG_LEN bytes). Returns the bytes
+ * written, or -1 (a forged or damaged request). */
+static long seal(const unsigned char key[32], const unsigned char *in,
+                 size_t n, unsigned char *out) {
+  EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+  int len = 0, fin = 0;
+  long rc = -1;
+  if (c && hp_random(out, IV_LEN) == 0 &&
+      EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, out) == 1 &&
+      EVP_EncryptUpdate(c, out + IV_LEN, &len, in, (int)n) == 1 &&
+      EVP_EncryptFinal_ex(c, out + IV_LEN + len, &fin) == 1 &&
+      EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, TAG_LEN,
+                          out + IV_LEN + len + fin) == 1)
+    rc = IV_LEN + len + fin + TAG_LEN;
+  EVP_CIPHER_CTX_free(c);
+  return rc;
+}
+
+static long unseal(const unsigned char key[32], const unsigned char *in,
+                   size_t n, unsigned char *out) {
+  if (n < IV_LEN + TAG_LEN) return -1;
+  EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+  int len = 0, fin = 0;
+  long rc = -1;
+  size_t body = n - IV_LEN - TAG_LEN;
+  if (c && EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, in) == 1 &&
+      EVP_DecryptUpdate(c, out, &len, in + IV_LEN, (int)body) == 1 &&
+      EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, TAG_LEN,
+                          (void *)(in + IV_LEN + body)) == 1 &&
+      EVP_DecryptFinal_ex(c, out + len, &fin) == 1)
+    rc = len + fin;
+  EVP_CIPHER_CTX_free(c);
+  return rc;
+}
+
+/* Runs the handshake on fd as `role`; on success *lkey is the launch key.
+ * Returns 0 or -1 (why). */
 static int handshake(int fd, int role, const unsigned char key[HP_SECRET_LEN],
-                     char *why, size_t whylen) {
+                     unsigned char lkey[32], char *why, size_t whylen) {
   struct hp_auth a;
   struct hp_wbuf w;
   hp_auth_init(&a, role, HP_AUTH_SERVICE, key);
@@ -179,6 +243,7 @@ static int handshake(int fd, int role, const unsigned char key[HP_SECRET_LEN],
     }
     if (st == 1) break;
   }
+  launch_key(&a, lkey);
   rc = 0;
 out:
   hp_auth_clear(&a);
@@ -252,30 +317,70 @@ static void send_exit(int fd, int status) {
   hp_wbuf_free(&w);
 }
 
+/* After the handshake: tells the client why its request is refused. */
+static void refuse(int fd, const char *why) {
+  struct hp_wbuf w;
+  char line[600];
+  hc_fmt(line, sizeof line, "horad: the service refused the request: %s\n",
+         why);
+  hp_wbuf_init(&w);
+  hp_frame_begin(&w, HP_MSG_SVC_OUTPUT, 0);
+  hp_put_raw(&w, line, strlen(line));
+  hp_frame_end(&w);
+  send_wbuf(fd, &w);
+  hp_wbuf_free(&w);
+  send_exit(fd, 255);
+}
+
+static void set_timeouts(int fd, int rcv_s, int snd_s) {
+  struct timeval r = {.tv_sec = rcv_s}, t = {.tv_sec = snd_s};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &r, sizeof r);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
+}
+
 /* Serves one client (in a process of its own). Returns the exit status. */
 static int serve(int fd, const char *peer, const char *self,
                  const unsigned char key[HP_SECRET_LEN]) {
   char why[512];
-  alarm(HP_AUTH_TIMEOUT_MS / 1000);
-  if (handshake(fd, HP_AUTH_ACCEPTOR, key, why, sizeof why) < 0) {
+  /* the service stopping (SIGTERM): this connection's job ends too */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_term;
+  sigaction(SIGTERM, &sa, NULL);
+  set_timeouts(fd, IO_TIMEOUT_S, IO_TIMEOUT_S);
+  unsigned char lkey[32];
+  if (handshake(fd, HP_AUTH_ACCEPTOR, key, lkey, why, sizeof why) < 0) {
     hc_warn("service: refused a connection from %s: %s", peer, why);
     return 1;
   }
   struct hp_frame_hdr h;
-  unsigned char *p;
+  unsigned char *p = NULL, *req = NULL;
   const char *boot, *iface;
+  long n = -1;
   int bad = read_frame(fd, &h, &p, LAUNCH_MAX, why, sizeof why) < 0;
   if (!bad && h.type != HP_MSG_SVC_LAUNCH) {
     hc_fmt(why, sizeof why, "a frame of type %u, not a launch request",
            h.type);
     bad = 1;
   }
-  if (bad || parse_launch(p, h.len, &boot, &iface, why, sizeof why) < 0) {
+  if (!bad && (!(req = malloc(h.len + 1)) ||
+               (n = unseal(lkey, p, h.len, req)) < 0)) {
+    hc_fmt(why, sizeof why, "a launch request that does not open with the "
+           "connection's key (forged or damaged)");
+    bad = 1;
+  }
+  OPENSSL_cleanse(lkey, sizeof lkey);
+  free(p);
+  if (bad || parse_launch(req, (size_t)n, &boot, &iface, why, sizeof why) < 0) {
     hc_warn("service: refused a request from %s: %s", peer, why);
-    free(p);
+    refuse(fd, why);
+    if (req) OPENSSL_cleanse(req, (size_t)(n > 0 ? n : 0));
+    free(req);
     return 1;
   }
-  alarm(0);
+  /* the job's output may pause for hours; a client that stops reading is
+   * taken for gone after a while */
+  set_timeouts(fd, 0, 60);
   /* horad connects back to the client's address, as to $SSH_CONNECTION's */
   const char *argv[8];
   int ac = 0;
@@ -291,7 +396,7 @@ static int serve(int fd, const char *peer, const char *self,
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
     hc_error("service: a job from %s: pipe: %s", peer, strerror(errno));
-    send_exit(fd, 255);
+    refuse(fd, "the service cannot make a pipe");
     return 1;
   }
   pid_t pid = fork();
@@ -300,8 +405,10 @@ static int serve(int fd, const char *peer, const char *self,
     dup2(in[0], 0);
     dup2(out[1], 1);
     dup2(out[1], 2);
-    signal(SIGPIPE, SIG_DFL);
-    signal(SIGCHLD, SIG_DFL);
+    /* horad starts with the signals as a shell would give them */
+    static const int sigs[] = {SIGPIPE, SIGCHLD, SIGHUP, SIGTERM, SIGINT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+      signal(sigs[i], SIG_DFL);
     execv(self, (char *const *)argv);
     fprintf(stderr, "horad: cannot run %s: %s\n", self, strerror(errno));
     _exit(127);
@@ -310,53 +417,45 @@ static int serve(int fd, const char *peer, const char *self,
   close(out[1]);
   if (pid < 0) {
     hc_error("service: a job from %s: fork: %s", peer, strerror(errno));
-    send_exit(fd, 255);
+    refuse(fd, "the service cannot fork");
     return 1;
   }
   hc_info("service: job from %s: horad %d started", peer, (int)pid);
-  /* the service stopping: this job ends too (its horad ends its ranks) */
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_term;
-  sigaction(SIGTERM, &sa, NULL);
-  int ending = 0;
   int wrote = write_all(in[1], boot, strlen(boot)) == 0 &&
               write_all(in[1], "\n", 1) == 0;
   close(in[1]);
-  free(p);
+  OPENSSL_cleanse(req, (size_t)n);
+  free(req);
   if (!wrote) hc_warn("service: job from %s: horad did not take its line", peer);
   /* relay its output until it closes; the client gone: end the job */
-  int client = 1;
+  int client = 1, ending = 0;
   time_t kill_at = 0;
   unsigned char buf[16384];
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   for (;;) {
-    struct pollfd pf[2] = {{.fd = out[0], .events = POLLIN},
-                           {.fd = client ? fd : -1, .events = POLLIN}};
-    int r = poll(pf, 2, kill_at ? 1000 : -1);
-    if (r < 0 && errno != EINTR) break;
-    if (got_term && !ending) {
+    if ((got_term || !client) && !ending) {
       ending = 1;
-      hc_info("service: stopping: ending horad %d (job from %s)", (int)pid,
-              peer);
+      hc_info("service: %s: ending horad %d (job from %s)",
+              got_term ? "stopping" : "the client left", (int)pid, peer);
       kill(-pid, SIGTERM);
-      if (!kill_at) kill_at = time(NULL) + KILL_GRACE_S;
+      kill_at = time(NULL) + KILL_GRACE_S;
     }
     if (kill_at && time(NULL) >= kill_at) {
       kill(-pid, SIGKILL);
       kill_at = 0;
     }
-    if (r <= 0) continue;
-    if (pf[1].revents) {
-      /* the client sends nothing after its request: this is its end (or
-       * a breach of the protocol, taken alike) */
-      client = 0;
-      hc_info("service: job from %s: the client left; ending horad %d", peer,
-              (int)pid);
-      kill(-pid, SIGTERM);
-      kill_at = time(NULL) + KILL_GRACE_S;
+    struct pollfd pf[2] = {{.fd = out[0], .events = POLLIN},
+                           {.fd = client ? fd : -1, .events = POLLIN}};
+    int r = poll(pf, 2, 1000);
+    if (r < 0 && errno != EINTR) {
+      kill(-pid, SIGKILL);
+      break;
     }
+    if (r <= 0) continue;
+    /* the client sends nothing after its request: readable is its end (or
+     * a breach of the protocol, taken alike) */
+    if (pf[1].revents) client = 0;
     if (pf[0].revents) {
       ssize_t k = read(out[0], buf, sizeof buf);
       if (k < 0 && errno == EINTR) continue;
@@ -365,11 +464,7 @@ static int serve(int fd, const char *peer, const char *self,
         hp_frame_begin(&w, HP_MSG_SVC_OUTPUT, 0);
         hp_put_raw(&w, buf, (size_t)k);
         hp_frame_end(&w);
-        if (send_wbuf(fd, &w) < 0) {
-          client = 0;
-          kill(-pid, SIGTERM);
-          kill_at = time(NULL) + KILL_GRACE_S;
-        }
+        if (send_wbuf(fd, &w) < 0) client = 0; /* (or it stopped reading) */
       }
     }
   }
@@ -441,9 +536,16 @@ static void peer_name(int fd, char *buf, size_t len) {
   hc_fmt(buf, len, "%s", h);
 }
 
-int hd_service_main(const char *key_file, const char *listen_addr, int port) {
+int hd_service_main(const char *key_file, const char *listen_addr, int port,
+                    int allow_root) {
   hc_log_start("horad", HC_INFO);
   char why[600];
+  if (geteuid() == 0 && !allow_root) {
+    hc_error("service: it runs the jobs as its own user, and that is root: "
+             "run it as the jobs' user (User= in horad.service), or give "
+             "--allow-root");
+    return 2;
+  }
   unsigned char key[HP_SECRET_LEN];
   if (hd_service_load_key(key_file, key, why, sizeof why) < 0) {
     hc_error("service: %s", why);
@@ -471,7 +573,8 @@ int hd_service_main(const char *key_file, const char *listen_addr, int port) {
   signal(SIGPIPE, SIG_IGN);
   hc_info("service: listening on %s port %d (jobs started with %s)",
           listen_addr ? listen_addr : "every address", port, self);
-  pid_t jobs[MAX_JOBS];
+  static pid_t jobs[MAX_JOBS];
+  static char peers[MAX_JOBS][NI_MAXHOST];
   int njobs = 0;
   while (!got_term) {
     if (got_hup) {
@@ -482,19 +585,32 @@ int hd_service_main(const char *key_file, const char *listen_addr, int port) {
         hc_info("service: SIGHUP: the key file was read again");
     }
     for (int i = 0; i < njobs;) /* reap the connections served */
-      if (waitpid(jobs[i], NULL, WNOHANG) == jobs[i])
+      if (waitpid(jobs[i], NULL, WNOHANG) == jobs[i]) {
         jobs[i] = jobs[--njobs];
-      else
+        memcpy(peers[i], peers[njobs], sizeof peers[i]);
+      } else {
         i++;
+      }
     struct pollfd pf = {.fd = lfd, .events = POLLIN};
     if (poll(&pf, 1, 500) <= 0) continue;
     int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (cfd < 0) continue;
+    if (cfd < 0) {
+      if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+        hc_warn_rl("service: accept: %s", strerror(errno));
+        usleep(100 * 1000); /* out of descriptors: let some close */
+      }
+      continue;
+    }
     char peer[NI_MAXHOST];
     peer_name(cfd, peer, sizeof peer);
-    if (njobs == MAX_JOBS) {
-      hc_warn("service: %d connections are being served; refused one from %s",
-              MAX_JOBS, peer);
+    int from_peer = 0;
+    for (int i = 0; i < njobs; i++) from_peer += !strcmp(peers[i], peer);
+    if (njobs == MAX_JOBS || from_peer >= MAX_PER_PEER || !strcmp(peer, "?")) {
+      hc_warn_rl("service: refused a connection from %s: %s", peer,
+                 njobs == MAX_JOBS ? "too many connections being served"
+                 : from_peer >= MAX_PER_PEER
+                     ? "too many connections from that address"
+                     : "its address is unknown");
       close(cfd);
       continue;
     }
@@ -503,17 +619,20 @@ int hd_service_main(const char *key_file, const char *listen_addr, int port) {
     pid_t pid = fork();
     if (pid == 0) {
       close(lfd);
-      signal(SIGTERM, SIG_DFL);
       signal(SIGINT, SIG_DFL);
-      signal(SIGHUP, SIG_IGN);
+      signal(SIGHUP, SIG_IGN); /* the service's: horad gets it back */
       int rc = serve(cfd, peer, self, key);
       memset(key, 0, sizeof key);
       hc_log_flush_suppressed(1);
       _exit(rc);
     }
     close(cfd);
-    if (pid > 0) jobs[njobs++] = pid;
-    else hc_error("service: fork: %s", strerror(errno));
+    if (pid > 0) {
+      memcpy(peers[njobs], peer, sizeof peers[njobs]);
+      jobs[njobs++] = pid;
+    } else {
+      hc_error("service: fork: %s", strerror(errno));
+    }
   }
   close(lfd);
   hc_info("service: stopping: ending %d running job(s)", njobs);
@@ -565,6 +684,7 @@ int hd_service_client_main(const char *target, const char *key_file,
   int fd = -1, e = 0;
   for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
     fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+    if (fd >= 0) set_timeouts(fd, 30, 30); /* connect, handshake: bounded */
     if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
       e = errno;
       close(fd);
@@ -578,25 +698,50 @@ int hd_service_client_main(const char *target, const char *key_file,
     return 255;
   }
   signal(SIGPIPE, SIG_IGN);
-  if (handshake(fd, HP_AUTH_CONNECTOR, key, why, sizeof why) < 0) {
-    memset(key, 0, sizeof key);
+  unsigned char lkey[32];
+  if (handshake(fd, HP_AUTH_CONNECTOR, key, lkey, why, sizeof why) < 0) {
+    OPENSSL_cleanse(key, sizeof key);
     fprintf(stderr, "horad: the service on %s refused this client: %s (are "
             "the key files the same?)\n", target, why);
     return 255;
   }
-  memset(key, 0, sizeof key);
+  OPENSSL_cleanse(key, sizeof key);
+  /* the request, sealed: the bootstrap line holds the job's secret */
+  size_t n = strlen(line) + 1;
+  for (int i = 0; i < nargs; i++) n += strlen(args[i]) + 1;
+  unsigned char *plain = malloc(n), *sealed = malloc(n + IV_LEN + TAG_LEN);
+  long sn = -1;
+  if (plain && sealed && n <= LAUNCH_MAX - IV_LEN - TAG_LEN) {
+    size_t k = strlen(line) + 1;
+    memcpy(plain, line, k);
+    for (int i = 0; i < nargs; i++) {
+      memcpy(plain + k, args[i], strlen(args[i]) + 1);
+      k += strlen(args[i]) + 1;
+    }
+    sn = seal(lkey, plain, n, sealed);
+    OPENSSL_cleanse(plain, n);
+  }
+  OPENSSL_cleanse(lkey, sizeof lkey);
+  OPENSSL_cleanse(line, sizeof line);
+  free(plain);
+  if (sn < 0) {
+    free(sealed);
+    fprintf(stderr, "horad: cannot make the launch request\n");
+    return 255;
+  }
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_frame_begin(&w, HP_MSG_SVC_LAUNCH, 0);
-  hp_put_raw(&w, line, strlen(line) + 1);
-  for (int i = 0; i < nargs; i++) hp_put_raw(&w, args[i], strlen(args[i]) + 1);
+  hp_put_raw(&w, sealed, (size_t)sn);
   hp_frame_end(&w);
+  free(sealed);
   if (send_wbuf(fd, &w) < 0) {
     hp_wbuf_free(&w);
     fprintf(stderr, "horad: the service on %s closed the connection\n", target);
     return 255;
   }
   hp_wbuf_free(&w);
+  set_timeouts(fd, 0, 30); /* the job may print nothing for hours */
   for (;;) {
     struct hp_frame_hdr h;
     unsigned char *p;

@@ -13,8 +13,10 @@ int hd_service_load_key(const char *path, unsigned char key[HP_SECRET_LEN],
                         char *why, size_t whylen);
 
 /* horad --service: serves jobs on `port` (every address, or listen_addr)
- * until SIGTERM. Returns horad's exit status. */
-int hd_service_main(const char *key_file, const char *listen_addr, int port);
+ * until SIGTERM; as root only with allow_root. Returns horad's exit
+ * status. */
+int hd_service_main(const char *key_file, const char *listen_addr, int port,
+                    int allow_root);
 
 /* horad --service-client HOST:PORT: reads the bootstrap line on stdin,
  * has the service there start horad with `args`, relays its output to

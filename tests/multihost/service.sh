@@ -1,7 +1,8 @@
 #!/bin/sh
 # service.sh -- horad as a resident service on each host (horad --service,
-# started by the test with a fresh cluster key), and horarun --launcher
-# service (network namespaces, see lib.sh):
+# started by the test with a fresh cluster key; as root only with
+# --allow-root, which is checked), and horarun --launcher service (network
+# namespaces, see lib.sh):
 #   job       a job over h1, h2, h3 through the services: every collective
 #             of it_coll's matrix right, no ssh login on any host, each
 #             service logged the job's horad
@@ -23,8 +24,18 @@ key=$MH_TMP/cluster.key
 openssl rand -hex 32 >"$key"
 chmod 600 "$key"
 port=17970
+# as root, the service (and so its jobs) runs only when told to
+allow=""
+if [ "$(id -u)" = 0 ]; then
+  mh_exec h1 "$HORAD" --service --port $port --key-file "$key" >"$MH_TMP/root.log" 2>&1
+  rc=$?
+  [ $rc = 2 ] && grep -q "that is root: run it as the jobs' user" "$MH_TMP/root.log" ||
+    fail "as root without --allow-root, the service started (exit $rc): $(cat "$MH_TMP/root.log")"
+  allow=--allow-root
+fi
 for h in h1 h2 h3; do
-  mh_exec "$h" setsid "$HORAD" --service --port $port --key-file "$key" \
+  # shellcheck disable=SC2086
+  mh_exec "$h" setsid "$HORAD" --service --port $port --key-file "$key" $allow \
     </dev/null >"$MH_TMP/svc.$h.log" 2>&1 &
 done
 for h in h1 h2 h3; do
@@ -109,6 +120,8 @@ rc=$?
 [ $rc = 255 ] || fail "badargs: the client exited with $rc, not 255"
 grep -q "service: refused a request from $(mh_addr client): a launch request with an argument the service does not take: '--control-fd'" \
   "$MH_TMP/svc.h1.log" || fail "badargs: the service did not log the refusal"
+grep -q "the service refused the request: a launch request with an argument" "$MH_TMP/badargs.out" ||
+  fail "badargs: the client was not told why: $(cat "$MH_TMP/badargs.out")"
 
 # a key file others may read is not used
 chmod 644 "$other"
