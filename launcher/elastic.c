@@ -8,9 +8,11 @@
  * ranks numbered anew. What training carries over is what the ranks
  * committed: hora.elastic's commit() writes the state into
  * HORA_ELASTIC_DIR on the rank's host (one directory per horarun, the same
- * on every start), and the next start's ranks begin from the newest
- * commit there (rank 0's, which sync() gives every rank). HORA_ELASTIC_RESETS
- * says how many starts came before.
+ * on every start), and the next start's ranks begin from the job's newest
+ * commit, sent by the rank whose host holds it. HORA_ELASTIC_RESETS says
+ * how many starts came before. A failure no host is blamed for ends the
+ * job (the next start would fail alike); starts for a change of hosts do
+ * not count against --reset-limit.
  *
  * Blacklisting, as Horovod: a host blamed for a failure (its rank failed,
  * its horad exited or could not start, the verdict on a lost link named
