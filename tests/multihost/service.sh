@@ -156,10 +156,10 @@ done
 hrun_wait stopped 60
 expect_rc stopped nonzero
 mh_assert_no_job_procs "$MARK" 20
-for h in h1 h2; do
-  grep -q "service: stopping: ending horad [0-9]* (job from" "$MH_TMP/svc.$h.log" ||
-    fail "the service on $h did not end its job on SIGTERM"
-done
+# (the first service to stop ends the job: the other horads may end with
+# it, through horarun, before their own service comes to them)
+grep -q "service: stopping: ending horad [0-9]* (job from" "$MH_TMP/svc.h1.log" "$MH_TMP/svc.h2.log" ||
+  fail "no service ended its job on SIGTERM
 for h in h1 h2 h3; do
   grep -q "service: stopping" "$MH_TMP/svc.$h.log" || fail "the service on $h did not stop on SIGTERM"
   if grep -Eq 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$MH_TMP/svc.$h.log"; then
