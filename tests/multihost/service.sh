@@ -46,7 +46,8 @@ for h in h1 h2 h3; do
     sleep 0.1
   done
   # the services are infrastructure, not a job's leftovers
-  mh_host_pids "$h" horad >>"$MH_TMP/infra.pids"
+  mh_host_pids "$h" horad >"$MH_TMP/svc.$h.pid"
+  cat "$MH_TMP/svc.$h.pid" >>"$MH_TMP/infra.pids"
 done
 svc="--launcher service --service-key-file $key --service-port $port"
 logins() { grep -c "Accepted publickey" "$MH_TMP/sshd.$1.log" 2>/dev/null; }
@@ -146,10 +147,10 @@ mh_assert_no_job_procs "$MARK" 10
 hrun_start stopped $svc -np 2 -H h1:1,h2:1 "$T/mh_loop"
 wait_for stopped out ": running$" 2 60 || fail "stopped: the ranks did not start looping within 60s"
 for h in h1 h2 h3; do
-  for p in $(mh_host_pids "$h" horad); do kill -TERM "$p" 2>/dev/null; done
+  for p in $(cat "$MH_TMP/svc.$h.pid"); do kill -TERM "$p" 2>/dev/null; done
 done
 t=0
-while [ -n "$(mh_host_pids h1 horad)$(mh_host_pids h2 horad)$(mh_host_pids h3 horad)" ] && [ $t -lt 100 ]; do
+while [ -n "$(mh_host_pids h1 horad)$(mh_host_pids h2 horad)$(mh_host_pids h3 horad)" ] && [ $t -lt 150 ]; do
   t=$((t + 1))
   sleep 0.1
 done
@@ -159,7 +160,7 @@ mh_assert_no_job_procs "$MARK" 20
 # (the first service to stop ends the job: the other horads may end with
 # it, through horarun, before their own service comes to them)
 grep -q "service: stopping: ending horad [0-9]* (job from" "$MH_TMP/svc.h1.log" "$MH_TMP/svc.h2.log" ||
-  fail "no service ended its job on SIGTERM
+  fail "no service ended its job on SIGTERM"
 for h in h1 h2 h3; do
   grep -q "service: stopping" "$MH_TMP/svc.$h.log" || fail "the service on $h did not stop on SIGTERM"
   if grep -Eq 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$MH_TMP/svc.$h.log"; then
