@@ -87,9 +87,10 @@ static const struct opt builtin_opts[] = {
     {NULL, "--launcher", "NAME", O_LAUNCHER,
      "how horad starts on the hosts other than this machine: ssh; srun "
      "(a job step of the Slurm allocation horarun runs in: no ssh to the "
-     "nodes); or mpirun (one process per host, started the way mpirun "
-     "reaches hosts). Default: srun when the hosts are the allocation's and "
-     "srun is at hand, else ssh"},
+     "nodes); mpirun (one process per host, started the way mpirun "
+     "reaches hosts); or service (the hosts' resident horad --service, "
+     "reached with --service-key-file: no ssh). Default: srun when the hosts "
+     "are the allocation's and srun is at hand, else ssh"},
     {NULL, "--mpi", NULL, O_MPI,
      "horovodrun's: --launcher mpirun (hora's own protocol runs the "
      "collectives either way)"},

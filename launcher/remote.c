@@ -125,6 +125,18 @@ oom:
   return NULL;
 }
 
+/* A malloc'd copy of the k words of v, NULL-terminated (free with
+ * hr_strv_free()); NULL when out of memory. */
+static char **strv_dup(const char *const *v, int k) {
+  char **out = calloc((size_t)k + 1, sizeof *out);
+  for (int i = 0; out && i < k; i++)
+    if (!(out[i] = strdup(v[i]))) {
+      hr_strv_free(out);
+      out = NULL;
+    }
+  return out;
+}
+
 char **hr_srun_argv(const struct hr_opts *o, const struct hr_host *h,
                     const char *horad, const char *mode) {
   char *iface = hr_iface_arg(o, h);
@@ -134,13 +146,9 @@ char **hr_srun_argv(const struct hr_opts *o, const struct hr_host *h,
   const char *v[] = {"srun", "--nodes=1", "--ntasks=1", node, "--overlap",
                      "--cpu-bind=none", "--kill-on-bad-exit=1", "--quiet",
                      "--", horad, mode, iface ? "--iface" : NULL, iface, NULL};
-  size_t n = sizeof v / sizeof v[0];
-  char **out = node ? calloc(n, sizeof *out) : NULL;
-  for (size_t i = 0; out && v[i]; i++)
-    if (!(out[i] = strdup(v[i]))) {
-      hr_strv_free(out);
-      out = NULL;
-    }
+  int k = 0;
+  while (v[k]) k++;
+  char **out = node ? strv_dup(v, k) : NULL;
   free(node);
   free(iface);
   return out;
@@ -199,12 +207,7 @@ char **hr_mpirun_argv(const struct hr_opts *o, const struct hr_host *h,
     v[k++] = iface;
   }
   v[k] = NULL;
-  char **out = calloc((size_t)k + 1, sizeof *out);
-  for (int i = 0; out && i < k; i++)
-    if (!(out[i] = strdup(v[i]))) {
-      hr_strv_free(out);
-      out = NULL;
-    }
+  char **out = strv_dup(v, k);
   free(iface);
   return out;
 }
@@ -230,12 +233,7 @@ char **hr_service_argv(const struct hr_opts *o, const struct hr_host *h,
     v[k++] = iface;
   }
   v[k] = NULL;
-  char **out = calloc((size_t)k + 1, sizeof *out);
-  for (int i = 0; out && i < k; i++)
-    if (!(out[i] = strdup(v[i]))) {
-      hr_strv_free(out);
-      out = NULL;
-    }
+  char **out = strv_dup(v, k);
   free(iface);
   return out;
 }

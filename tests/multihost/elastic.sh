@@ -27,19 +27,7 @@
 # After each, no process of the job is left on any host.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD"
-PYTHON=${PYTHON:-/usr/bin/python3}
-"$PYTHON" -c 'import torch' 2>/dev/null || {
-  echo "FAIL: $PYTHON lacks torch (Debian: python3-torch)"
-  exit 1
-}
-W=$HORA_TOP/tests/python/workers
-export PYTHONPATH="$HORA_TOP/python:$W${PYTHONPATH:+:$PYTHONPATH}"
-export HORA_LIBRARY="$BUILD/lib/libhora.so" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
-PY=$PYTHON
-if ldd "$HORA_LIBRARY" | grep -q libasan; then
-  PY="env LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)
-      ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS} $PYTHON"
-fi
+mh_python "torch" "python3-torch"
 mh_setup 3
 
 started() { # NAME START COUNT: COUNT ranks said they began start START

@@ -767,6 +767,27 @@ need() {
   done
 }
 
+# mh_python MODULES PACKAGES: PYTHON (default /usr/bin/python3) must import
+# MODULES (a comma list; else FAIL, naming the Debian PACKAGES). Sets W (the
+# workers of tests/python/workers) and PY (the ranks' interpreter: under a
+# sanitized libhora, with the sanitizer runtime preloaded, in the ranks
+# only, as tests/python/pytest.sh does), and exports what the ranks need.
+mh_python() {
+  PYTHON=${PYTHON:-/usr/bin/python3}
+  "$PYTHON" -c "import $1" 2>/dev/null || {
+    echo "FAIL: $PYTHON lacks $1 (Debian: $2)"
+    exit 1
+  }
+  W=$HORA_TOP/tests/python/workers
+  export PYTHONPATH="$HORA_TOP/python${PYTHONPATH:+:$PYTHONPATH}"
+  export HORA_LIBRARY="$BUILD/lib/libhora.so" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+  PY=$PYTHON
+  if ldd "$HORA_LIBRARY" | grep -q libasan; then
+    PY="env LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)
+      ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS} $PYTHON"
+  fi
+}
+
 # finish: the driver's verdict, with its total time (teardown runs at exit).
 finish() {
   local _t

@@ -25,21 +25,7 @@
 # tests/python/pytest.sh does.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD"
-PYTHON=${PYTHON:-/usr/bin/python3}
-"$PYTHON" -c 'import torch, numpy' 2>/dev/null || {
-  echo "FAIL: $PYTHON lacks torch or numpy (Debian: python3-torch python3-numpy)"
-  exit 1
-}
-W=$HORA_TOP/tests/python/workers
-export PYTHONPATH="$HORA_TOP/python${PYTHONPATH:+:$PYTHONPATH}"
-export HORA_LIBRARY="$BUILD/lib/libhora.so" OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
-PY=$PYTHON
-if ldd "$HORA_LIBRARY" | grep -q libasan; then
-  # a sanitized libhora inside the interpreter (as tests/python/pytest.sh):
-  # the runtime goes first, in the ranks only (not in ssh, pgrep, ...)
-  PY="env LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)
-      ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS} $PYTHON"
-fi
+mh_python "torch, numpy" "python3-torch python3-numpy"
 mh_setup 3
 
 ok() { # NAME NP WHAT
