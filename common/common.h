@@ -197,6 +197,8 @@ const struct hc_param *hc_param_find(const char *name);
   X(small_allreduce) \
   X(service_port) \
   X(service_key_file) \
+  X(service_auth) \
+  X(munge_socket) \
   X(min_np) \
   X(max_np) \
   X(host_discovery_script) \

@@ -219,6 +219,17 @@ const struct hc_param hc_params[] = {
      "--launcher service: the cluster key file (64 hex digits, mode 0600), "
      "the same as the services'",
      NULL, 0},
+    {"service_auth", "HORA_SERVICE_AUTH", NULL, "--service-auth", HC_P_STRING,
+     "key",
+     "--launcher service: how horarun proves who runs the job to the hosts' "
+     "services, as they are configured: key (the cluster key file; the job "
+     "runs as the services' user) or munge (a MUNGE credential of this "
+     "user's; the job runs as this user)",
+     NULL, 0},
+    {"munge_socket", "HORA_MUNGE_SOCKET", NULL, "--munge-socket", HC_P_STRING,
+     "/run/munge/munge.socket.2",
+     "--service-auth munge: the local munged's socket",
+     NULL, 0},
     {"min_np", "HORA_MIN_NP", NULL, "--min-np", HC_P_INT, "0",
      "elastic: the fewest ranks the job may go on with after a host or rank "
      "is lost (0: -np's number, i.e. none may be lost). --min-np, --max-np "
@@ -373,6 +384,11 @@ int hc_param_check(const struct hc_param *p, const char *v, char *why,
       if (!strcmp(v, "fail") || !strcmp(v, "warn") || !strcmp(v, "off"))
         return 0;
       hc_fmt(why, whylen, "expected fail, warn or off");
+      return -1;
+    }
+    if (!strcmp(p->name, "service_auth")) {
+      if (!strcmp(v, "key") || !strcmp(v, "munge")) return 0;
+      hc_fmt(why, whylen, "expected key or munge");
       return -1;
     }
     if (!strcmp(p->name, "log_level")) {

@@ -21,8 +21,10 @@ static void usage(FILE *f) {
          "                   [--metrics-port PORT]\n"
          "       horad --probe [--iface IF] [--launcher ADDR]\n"
          "       horad --service [--port PORT] [--listen ADDR] [--key-file FILE]\n"
+         "                   [--auth key|munge] [--munge-socket PATH]\n"
          "                   [--allow-root]\n"
-         "       horad --service-client HOST:PORT [--key-file FILE] -- ARGS...\n"
+         "       horad --service-client HOST:PORT [--key-file FILE]\n"
+         "                   [--auth key|munge] [--munge-socket PATH] -- ARGS...\n"
          "\n"
          "horad is hora's per-node daemon. horarun starts it for each job:\n"
          "on its own machine with a connected socket on FD, on other hosts\n"
@@ -53,9 +55,17 @@ static void usage(FILE *f) {
          "                    (horarun --launcher service)\n"
          "  --port PORT       the service's TCP port (default 17970)\n"
          "  --listen ADDR     the service's address (default: every one)\n"
-         "  --allow-root      let the service run as root (its jobs then do)\n"
+         "  --auth key|munge  how clients prove who they are: key (default),\n"
+         "                    the cluster key, jobs run as the service's\n"
+         "                    user; munge, a MUNGE credential of the user's,\n"
+         "                    the job run as that user (the service runs as\n"
+         "                    root)\n"
+         "  --allow-root      auth key: let the service run as root (its jobs\n"
+         "                    then do); auth munge: take root's jobs\n"
          "  --key-file FILE   the cluster key: 64 hex digits, mode 0600\n"
          "                    (default /etc/hora/cluster.key)\n"
+         "  --munge-socket PATH  munged's socket (default\n"
+         "                    /run/munge/munge.socket.2)\n"
          "  --service-client HOST:PORT  what horarun runs instead of ssh:\n"
          "                    has the service on HOST start horad with ARGS\n"
          "                    and relays its output and exit status\n"
@@ -167,27 +177,43 @@ int main(int argc, char **argv) {
   int fd = -1, boot = 0, rendezvous = 0, probe = 0, mport = 0;
   const char *iface = NULL, *launcher = NULL;
   /* the service and its client (service.c) */
-  int service = 0, sport = HD_SERVICE_PORT, allow_root = 0, svc_opt = 0;
-  const char *key_file = HD_SERVICE_KEY, *listen_addr = NULL, *client = NULL;
+  int service = 0, svc_opt = 0;
+  const char *client = NULL;
+  struct hd_service_cfg svc = {.key_file = HD_SERVICE_KEY,
+                               .port = HD_SERVICE_PORT};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--service-client") && i + 1 < argc) {
       client = argv[++i];
       continue;
     } else if (!strcmp(argv[i], "--") && client) {
-      return hd_service_client_main(client, key_file, argc - i - 1,
+      return hd_service_client_main(client, &svc, argc - i - 1,
                                     argv + i + 1);
     } else if (!strcmp(argv[i], "--service")) {
       service = 1;
       continue;
     } else if (!strcmp(argv[i], "--allow-root")) {
-      allow_root = svc_opt = 1;
+      svc.allow_root = svc_opt = 1;
       continue;
     } else if (!strcmp(argv[i], "--key-file") && i + 1 < argc) {
-      key_file = argv[++i];
+      svc.key_file = argv[++i];
+      svc_opt = 1;
+      continue;
+    } else if (!strcmp(argv[i], "--auth") && i + 1 < argc) {
+      i++;
+      if (strcmp(argv[i], "key") && strcmp(argv[i], "munge")) {
+        fprintf(stderr, "horad: error: bad --auth '%s': expected key or "
+                        "munge\n", argv[i]);
+        return 2;
+      }
+      svc.munge = !strcmp(argv[i], "munge");
+      svc_opt = 1;
+      continue;
+    } else if (!strcmp(argv[i], "--munge-socket") && i + 1 < argc) {
+      svc.munge_socket = argv[++i];
       svc_opt = 1;
       continue;
     } else if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
-      listen_addr = argv[++i];
+      svc.listen_addr = argv[++i];
       svc_opt = 1;
       continue;
     } else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
@@ -198,7 +224,7 @@ int main(int argc, char **argv) {
                         "number from 1 to 65535\n", argv[i]);
         return 2;
       }
-      sport = (int)v;
+      svc.port = (int)v;
       svc_opt = 1;
       continue;
     }
@@ -247,20 +273,23 @@ int main(int argc, char **argv) {
   }
   if (client) {
     fprintf(stderr, "horad: error: --service-client HOST:PORT [--key-file "
-                    "FILE] -- ARGS...: the arguments after -- are missing\n");
+                    "FILE] [--auth key|munge] [--munge-socket PATH] -- "
+                    "ARGS...: the arguments after -- are missing\n");
     return 2;
   }
   if (service) {
     if (fd >= 0 || boot || probe || iface || launcher || mport) {
-      fprintf(stderr, "horad: error: --service goes with --key-file, --port "
-                      "and --listen only\n");
+      fprintf(stderr, "horad: error: --service goes with --key-file, --auth, "
+                      "--munge-socket, --port, --listen and --allow-root "
+                      "only\n");
       return 2;
     }
-    return hd_service_main(key_file, listen_addr, sport, allow_root);
+    return hd_service_main(&svc);
   }
   if (svc_opt) {
-    fprintf(stderr, "horad: error: --key-file, --port, --listen and "
-                    "--allow-root go with --service (or --key-file with "
+    fprintf(stderr, "horad: error: --key-file, --auth, --munge-socket, "
+                    "--port, --listen and --allow-root go with --service (or "
+                    "--key-file, --auth and --munge-socket with "
                     "--service-client)\n");
     return 2;
   }

@@ -15,11 +15,26 @@
  *                       stderr), as ssh carries it
  *   service -> client   SVC_EXIT: its exit status (as a shell gives it)
  *
+ * With --auth munge (the service runs as root) the first three steps are
+ * instead:
+ *
+ *   client  -> service  SVC_MUNGE, empty: "I come with MUNGE"
+ *   service -> client   SVC_MUNGE: a fresh 32-byte nonce
+ *   client  -> service  SVC_MUNGE: a MUNGE credential of the client's user
+ *                       (encrypted, decodable by root alone) whose payload
+ *                       is MUNGE_LABEL, the nonce and the launch request
+ *
+ * munged rejects forged, expired and replayed credentials; the nonce binds
+ * the credential to this connection; the job's horad then runs as the
+ * credential's user (become()). A refusal at any step is a SVC_OUTPUT with
+ * the reason and a SVC_EXIT of 255.
+ *
  * The service starts its own horad binary with `--rendezvous`, `--launcher
  * ADDR` (the client's address as the service sees it: horad connects back
  * to horarun there, as it does to $SSH_CONNECTION's) and at most `--iface
  * IF`; nothing else is accepted, so the key lets a client start horad
- * jobs, as the service's user, and nothing more. The bootstrap line goes to
+ * jobs, as the service's user (or a credential, as its user), and nothing
+ * more. The bootstrap line goes to
  * horad's standard input, as over ssh. When the client's connection
  * closes (horarun ended or gave up), that horad is sent SIGTERM (it then
  * ends its ranks) and, 10 s later, SIGKILL.
@@ -33,10 +48,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +71,7 @@
 #include "auth.h"
 #include "common.h"
 #include "msg.h"
+#include "munge.h"
 #include "service.h"
 
 #define LAUNCH_MAX 4096       /* bytes of a SVC_LAUNCH payload */
@@ -163,6 +181,15 @@ static int read_frame(int fd, struct hp_frame_hdr *h, unsigned char **payload,
   return 0;
 }
 
+/* A refusal's words (a SVC_OUTPUT frame), printable, without the newline. */
+static void refusal_text(const unsigned char *p, size_t n, char *why,
+                         size_t whylen) {
+  size_t k = 0;
+  for (size_t i = 0; i < n && k + 1 < whylen; i++)
+    if (p[i] != '\n') why[k++] = (p[i] >= 32 && p[i] < 127) ? (char)p[i] : '?';
+  why[k] = '\0';
+}
+
 /* The key that seals the launch request: HMAC-SHA256 of the cluster key
  * over a label and both sides' nonces, fresh for each connection. The
  * request carries the job's secret, which must not cross the network in
@@ -217,8 +244,11 @@ static long unseal(const unsigned char key[32], const unsigned char *in,
 }
 
 /* Runs the handshake on fd as `role`; on success *lkey is the launch key.
- * Returns 0 or -1 (why). */
+ * The acceptor's first frame may have been read already (first, fp).
+ * Returns 0, or -1 (why), or -2 when the service refused the client (its
+ * words in why). */
 static int handshake(int fd, int role, const unsigned char key[HP_SECRET_LEN],
+                     const struct hp_frame_hdr *first, unsigned char *fp,
                      unsigned char lkey[32], char *why, size_t whylen) {
   struct hp_auth a;
   struct hp_wbuf w;
@@ -233,7 +263,20 @@ static int handshake(int fd, int role, const unsigned char key[HP_SECRET_LEN],
   for (;;) {
     struct hp_frame_hdr h;
     unsigned char *p;
-    if (read_frame(fd, &h, &p, HP_AUTH_FRAME_MAX, why, whylen) < 0) goto out;
+    if (first) {
+      h = *first;
+      p = fp;
+      first = NULL;
+    } else if (read_frame(fd, &h, &p, HP_AUTH_FRAME_MAX + 512, why, whylen) <
+               0) {
+      goto out;
+    }
+    if (role == HP_AUTH_CONNECTOR && h.type == HP_MSG_SVC_OUTPUT) {
+      refusal_text(p, h.len, why, whylen);
+      free(p);
+      rc = -2;
+      goto out;
+    }
     int st = hp_auth_step(&a, &h, p, &w, why, whylen);
     free(p);
     if (st < 0) goto out;
@@ -338,39 +381,215 @@ static void set_timeouts(int fd, int rcv_s, int snd_s) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
 }
 
+/* The job's user, from a MUNGE credential (auth munge). */
+struct job_user {
+  uid_t uid;
+  gid_t gid;
+  char name[64], home[1024], shell[256];
+};
+
+#define MUNGE_LABEL "hora-service-munge-1" /* then NUL, nonce, request */
+#define CRED_MAX 16384                     /* bytes of a credential */
+
+static void send_frame(int fd, int type, const void *p, size_t n) {
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_frame_begin(&w, (uint16_t)type, 0);
+  if (n) hp_put_raw(&w, p, n);
+  hp_frame_end(&w);
+  send_wbuf(fd, &w);
+  hp_wbuf_free(&w);
+}
+
+/* auth munge: the nonce, the client's credential, its user. On success
+ * *req (malloc'd) is the launch request and *n its length. Returns 0, or
+ * -1 with why (to log and tell the client). */
+static int munge_request(int fd, const struct hd_service_cfg *cfg,
+                         struct job_user *u, unsigned char **req, long *n,
+                         char *why, size_t whylen) {
+  unsigned char nonce[HP_NONCE_LEN];
+  if (hp_random(nonce, sizeof nonce) < 0) {
+    hc_fmt(why, whylen, "the service has no randomness");
+    return -1;
+  }
+  send_frame(fd, HP_MSG_SVC_MUNGE, nonce, sizeof nonce);
+  struct hp_frame_hdr h;
+  unsigned char *p = NULL;
+  if (read_frame(fd, &h, &p, CRED_MAX, why, whylen) < 0) return -1;
+  if (h.type != HP_MSG_SVC_MUNGE || !h.len || memchr(p, '\0', h.len)) {
+    hc_fmt(why, whylen, "a frame of type %u where a MUNGE credential was "
+           "due", h.type);
+    free(p);
+    return -1;
+  }
+  char *cred = malloc(h.len + 1);
+  if (!cred) {
+    free(p);
+    hc_fmt(why, whylen, "out of memory");
+    return -1;
+  }
+  memcpy(cred, p, h.len);
+  cred[h.len] = '\0';
+  free(p);
+  void *pl = NULL;
+  int len = 0;
+  char mwhy[300];
+  int err = hd_munge_decode(cfg->munge_socket, cred, &pl, &len, &u->uid,
+                            &u->gid, mwhy, sizeof mwhy);
+  free(cred);
+  if (err) {
+    const char *kind = err == HD_MUNGE_EXPIRED    ? "an expired"
+                       : err == HD_MUNGE_REPLAYED ? "a replayed"
+                       : err == HD_MUNGE_REWOUND  ? "a future-dated"
+                       : err == HD_MUNGE_UNAUTHORIZED
+                           ? "another decoder's"
+                           : "an invalid";
+    if (u->uid != (uid_t)-1)
+      hc_fmt(why, whylen, "%s MUNGE credential of uid %u (%s)", kind,
+             (unsigned)u->uid, mwhy);
+    else
+      hc_fmt(why, whylen, "%s MUNGE credential (%s)", kind, mwhy);
+    return -1;
+  }
+  size_t ll = sizeof MUNGE_LABEL; /* with its NUL */
+  if ((size_t)len < ll + HP_NONCE_LEN || memcmp(pl, MUNGE_LABEL, ll) ||
+      CRYPTO_memcmp((unsigned char *)pl + ll, nonce, HP_NONCE_LEN)) {
+    hc_fmt(why, whylen, "a MUNGE credential (uid %u) made for another "
+           "connection (not this one's nonce): replayed from elsewhere?",
+           (unsigned)u->uid);
+    OPENSSL_cleanse(pl, (size_t)len);
+    free(pl);
+    return -1;
+  }
+  *n = len - (long)ll - HP_NONCE_LEN;
+  *req = malloc((size_t)*n + 1);
+  if (*req) memcpy(*req, (unsigned char *)pl + ll + HP_NONCE_LEN, (size_t)*n);
+  OPENSSL_cleanse(pl, (size_t)len);
+  free(pl);
+  if (!*req) {
+    hc_fmt(why, whylen, "out of memory");
+    return -1;
+  }
+  /* whose job it is */
+  if (u->uid == 0 && !cfg->allow_root) {
+    hc_fmt(why, whylen, "jobs as root are not taken here (the service's "
+           "--allow-root)");
+    return -1;
+  }
+  struct passwd pw, *pp = NULL;
+  char pwbuf[4096];
+  if (getpwuid_r(u->uid, &pw, pwbuf, sizeof pwbuf, &pp) != 0 || !pp) {
+    hc_fmt(why, whylen, "uid %u has no account on this host",
+           (unsigned)u->uid);
+    return -1;
+  }
+  if (strlen(pw.pw_name) >= sizeof u->name ||
+      strlen(pw.pw_dir) >= sizeof u->home ||
+      strlen(pw.pw_shell) >= sizeof u->shell) {
+    hc_fmt(why, whylen, "uid %u's account has too long a name, home or "
+           "shell", (unsigned)u->uid);
+    return -1;
+  }
+  strcpy(u->name, pw.pw_name);
+  strcpy(u->home, pw.pw_dir);
+  strcpy(u->shell, pw.pw_shell);
+  return 0;
+}
+
+/* In the job's horad before exec: become the job's user (its uid, the
+ * credential's gid, its supplementary groups), in its home, with a clean
+ * environment. Returns 0, or -1 (reported on stderr, which the client
+ * reads). */
+static int become(const struct job_user *u, char ***envp) {
+  static char e_home[1100], e_user[80], e_logname[80], e_shell[300];
+  static char *env[8];
+  if (initgroups(u->name, u->gid) < 0 || setgid(u->gid) < 0 ||
+      setuid(u->uid) < 0) {
+    fprintf(stderr, "horad: the service cannot run the job as %s (uid %u, "
+            "gid %u): %s\n", u->name, (unsigned)u->uid, (unsigned)u->gid,
+            strerror(errno));
+    return -1;
+  }
+  if (u->uid != 0 && (setuid(0) == 0 || seteuid(0) == 0)) {
+    fprintf(stderr, "horad: the service could not drop root\n");
+    return -1;
+  }
+  if (chdir(u->home) < 0 && chdir("/") < 0) return -1;
+  hc_fmt(e_home, sizeof e_home, "HOME=%s", u->home);
+  hc_fmt(e_user, sizeof e_user, "USER=%s", u->name);
+  hc_fmt(e_logname, sizeof e_logname, "LOGNAME=%s", u->name);
+  hc_fmt(e_shell, sizeof e_shell, "SHELL=%s", u->shell);
+  int k = 0;
+  env[k++] = e_home;
+  env[k++] = e_user;
+  env[k++] = e_logname;
+  env[k++] = e_shell;
+  env[k++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+  env[k] = NULL;
+  *envp = env;
+  return 0;
+}
+
 /* Serves one client (in a process of its own). Returns the exit status. */
 static int serve(int fd, const char *peer, const char *self,
+                 const struct hd_service_cfg *cfg,
                  const unsigned char key[HP_SECRET_LEN]) {
-  char why[512];
+  char why[600];
   /* the service stopping (SIGTERM): this connection's job ends too */
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_term;
   sigaction(SIGTERM, &sa, NULL);
   set_timeouts(fd, IO_TIMEOUT_S, IO_TIMEOUT_S);
-  unsigned char lkey[32];
-  if (handshake(fd, HP_AUTH_ACCEPTOR, key, lkey, why, sizeof why) < 0) {
+  /* the first frame says how the client authenticates */
+  struct hp_frame_hdr h;
+  unsigned char *p = NULL, *req = NULL;
+  if (read_frame(fd, &h, &p, HP_AUTH_FRAME_MAX, why, sizeof why) < 0) {
     hc_warn("service: refused a connection from %s: %s", peer, why);
     return 1;
   }
-  struct hp_frame_hdr h;
-  unsigned char *p = NULL, *req = NULL;
+  if ((h.type == HP_MSG_SVC_MUNGE) != (cfg->munge != 0)) {
+    hc_fmt(why, sizeof why, cfg->munge
+           ? "this service authenticates users with MUNGE (horarun "
+             "--service-auth munge)"
+           : "this service authenticates with the cluster key, not MUNGE "
+             "(horarun --service-auth key)");
+    free(p);
+    hc_warn("service: refused a connection from %s: %s", peer, why);
+    refuse(fd, why);
+    return 1;
+  }
+  struct job_user user = {.uid = (uid_t)-1};
   const char *boot, *iface;
   long n = -1;
-  int bad = read_frame(fd, &h, &p, LAUNCH_MAX, why, sizeof why) < 0;
-  if (!bad && h.type != HP_MSG_SVC_LAUNCH) {
-    hc_fmt(why, sizeof why, "a frame of type %u, not a launch request",
-           h.type);
-    bad = 1;
+  int bad = 0;
+  if (cfg->munge) {
+    free(p);
+    p = NULL;
+    bad = munge_request(fd, cfg, &user, &req, &n, why, sizeof why) < 0;
+  } else {
+    unsigned char lkey[32];
+    if (handshake(fd, HP_AUTH_ACCEPTOR, key, &h, p, lkey, why, sizeof why) <
+        0) {
+      hc_warn("service: refused a connection from %s: %s", peer, why);
+      return 1;
+    }
+    p = NULL;
+    bad = read_frame(fd, &h, &p, LAUNCH_MAX, why, sizeof why) < 0;
+    if (!bad && h.type != HP_MSG_SVC_LAUNCH) {
+      hc_fmt(why, sizeof why, "a frame of type %u, not a launch request",
+             h.type);
+      bad = 1;
+    }
+    if (!bad && (!(req = malloc(h.len + 1)) ||
+                 (n = unseal(lkey, p, h.len, req)) < 0)) {
+      hc_fmt(why, sizeof why, "a launch request that does not open with "
+             "the connection's key (forged or damaged)");
+      bad = 1;
+    }
+    OPENSSL_cleanse(lkey, sizeof lkey);
+    free(p);
   }
-  if (!bad && (!(req = malloc(h.len + 1)) ||
-               (n = unseal(lkey, p, h.len, req)) < 0)) {
-    hc_fmt(why, sizeof why, "a launch request that does not open with the "
-           "connection's key (forged or damaged)");
-    bad = 1;
-  }
-  OPENSSL_cleanse(lkey, sizeof lkey);
-  free(p);
   if (bad || parse_launch(req, (size_t)n, &boot, &iface, why, sizeof why) < 0) {
     hc_warn("service: refused a request from %s: %s", peer, why);
     refuse(fd, why);
@@ -378,6 +597,10 @@ static int serve(int fd, const char *peer, const char *self,
     free(req);
     return 1;
   }
+  char who[160] = "";
+  if (cfg->munge)
+    hc_fmt(who, sizeof who, " (user %s, uid %u)", user.name,
+           (unsigned)user.uid);
   /* the job's output may pause for hours; a client that stops reading is
    * taken for gone after a while */
   set_timeouts(fd, 0, 60);
@@ -395,7 +618,7 @@ static int serve(int fd, const char *peer, const char *self,
   argv[ac] = NULL;
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
-    hc_error("service: a job from %s: pipe: %s", peer, strerror(errno));
+    hc_error("service: a job from %s%s: pipe: %s", peer, who, strerror(errno));
     refuse(fd, "the service cannot make a pipe");
     return 1;
   }
@@ -409,24 +632,27 @@ static int serve(int fd, const char *peer, const char *self,
     static const int sigs[] = {SIGPIPE, SIGCHLD, SIGHUP, SIGTERM, SIGINT};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
       signal(sigs[i], SIG_DFL);
-    execv(self, (char *const *)argv);
+    char **envp = environ;
+    if (cfg->munge && become(&user, &envp) < 0) _exit(126);
+    execve(self, (char *const *)argv, envp);
     fprintf(stderr, "horad: cannot run %s: %s\n", self, strerror(errno));
     _exit(127);
   }
   close(in[0]);
   close(out[1]);
   if (pid < 0) {
-    hc_error("service: a job from %s: fork: %s", peer, strerror(errno));
+    hc_error("service: a job from %s%s: fork: %s", peer, who, strerror(errno));
     refuse(fd, "the service cannot fork");
     return 1;
   }
-  hc_info("service: job from %s: horad %d started", peer, (int)pid);
+  hc_info("service: job from %s%s: horad %d started", peer, who, (int)pid);
   int wrote = write_all(in[1], boot, strlen(boot)) == 0 &&
               write_all(in[1], "\n", 1) == 0;
   close(in[1]);
   OPENSSL_cleanse(req, (size_t)n);
   free(req);
-  if (!wrote) hc_warn("service: job from %s: horad did not take its line", peer);
+  if (!wrote)
+    hc_warn("service: job from %s%s: horad did not take its line", peer, who);
   /* relay its output until it closes; the client gone: end the job */
   int client = 1, ending = 0;
   time_t kill_at = 0;
@@ -436,8 +662,8 @@ static int serve(int fd, const char *peer, const char *self,
   for (;;) {
     if ((got_term || !client) && !ending) {
       ending = 1;
-      hc_info("service: %s: ending horad %d (job from %s)",
-              got_term ? "stopping" : "the client left", (int)pid, peer);
+      hc_info("service: %s: ending horad %d (job from %s%s)",
+              got_term ? "stopping" : "the client left", (int)pid, peer, who);
       kill(-pid, SIGTERM);
       kill_at = time(NULL) + KILL_GRACE_S;
     }
@@ -475,8 +701,8 @@ static int serve(int fd, const char *peer, const char *self,
   }
   int status = WIFEXITED(st) ? WEXITSTATUS(st)
                : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 255;
-  hc_info("service: job from %s: horad %d ended (status %d)", peer, (int)pid,
-          status);
+  hc_info("service: job from %s%s: horad %d ended (status %d)", peer, who,
+          (int)pid, status);
   if (client) send_exit(fd, status);
   return 0;
 }
@@ -536,20 +762,34 @@ static void peer_name(int fd, char *buf, size_t len) {
   hc_fmt(buf, len, "%s", h);
 }
 
-int hd_service_main(const char *key_file, const char *listen_addr, int port,
-                    int allow_root) {
+int hd_service_main(const struct hd_service_cfg *cfg) {
   hc_log_start("horad", HC_INFO);
   char why[600];
-  if (geteuid() == 0 && !allow_root) {
-    hc_error("service: it runs the jobs as its own user, and that is root: "
-             "run it as the jobs' user (User= in horad.service), or give "
-             "--allow-root");
-    return 2;
-  }
+  const char *key_file = cfg->key_file, *listen_addr = cfg->listen_addr;
+  int port = cfg->port;
   unsigned char key[HP_SECRET_LEN];
-  if (hd_service_load_key(key_file, key, why, sizeof why) < 0) {
-    hc_error("service: %s", why);
-    return 2;
+  memset(key, 0, sizeof key);
+  if (cfg->munge) {
+    if (geteuid() != 0) {
+      hc_error("service: --auth munge runs each job as the user its "
+               "credential names: the service must run as root");
+      return 2;
+    }
+    if (hd_munge_available(why, sizeof why) < 0) {
+      hc_error("service: %s", why);
+      return 2;
+    }
+  } else {
+    if (geteuid() == 0 && !cfg->allow_root) {
+      hc_error("service: it runs the jobs as its own user, and that is root: "
+               "run it as the jobs' user (User= in horad.service), give "
+               "--allow-root, or authenticate users with --auth munge");
+      return 2;
+    }
+    if (hd_service_load_key(key_file, key, why, sizeof why) < 0) {
+      hc_error("service: %s", why);
+      return 2;
+    }
   }
   char self[4096];
   ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -571,13 +811,19 @@ int hd_service_main(const char *key_file, const char *listen_addr, int port,
   sa.sa_handler = on_hup;
   sigaction(SIGHUP, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
-  hc_info("service: listening on %s port %d (jobs started with %s)",
-          listen_addr ? listen_addr : "every address", port, self);
+  hc_info("service: listening on %s port %d (jobs started with %s; %s)",
+          listen_addr ? listen_addr : "every address", port, self,
+          cfg->munge ? "users authenticated by MUNGE, each job run as its "
+                       "user"
+                     : "the cluster key");
   static pid_t jobs[MAX_JOBS];
   static char peers[MAX_JOBS][NI_MAXHOST];
   int njobs = 0;
   while (!got_term) {
-    if (got_hup) {
+    if (got_hup && cfg->munge) {
+      got_hup = 0;
+      hc_info("service: SIGHUP: nothing to read again (MUNGE)");
+    } else if (got_hup) {
       got_hup = 0;
       if (hd_service_load_key(key_file, key, why, sizeof why) < 0)
         hc_error("service: SIGHUP: %s; the old key stays", why);
@@ -621,7 +867,7 @@ int hd_service_main(const char *key_file, const char *listen_addr, int port,
       close(lfd);
       signal(SIGINT, SIG_DFL);
       signal(SIGHUP, SIG_IGN); /* the service's: horad gets it back */
-      int rc = serve(cfd, peer, self, key);
+      int rc = serve(cfd, peer, self, cfg, key);
       memset(key, 0, sizeof key);
       hc_log_flush_suppressed(1);
       _exit(rc);
@@ -644,11 +890,59 @@ int hd_service_main(const char *key_file, const char *listen_addr, int port,
 
 /* ---- the client --------------------------------------------------------- */
 
-int hd_service_client_main(const char *target, const char *key_file,
-                           int nargs, char **args) {
+/* auth munge, the client's side: the service's nonce, then a credential
+ * whose payload is the label, the nonce and the request. Returns 0, -1
+ * (why), or -2 (the service refused: its words in why). */
+static int munge_send(int fd, const struct hd_service_cfg *cfg,
+                      const unsigned char *plain, size_t n, char *why,
+                      size_t whylen) {
+  send_frame(fd, HP_MSG_SVC_MUNGE, NULL, 0);
+  struct hp_frame_hdr h;
+  unsigned char *p;
+  if (read_frame(fd, &h, &p, 1024, why, whylen) < 0) return -1;
+  if (h.type == HP_MSG_SVC_OUTPUT) {
+    refusal_text(p, h.len, why, whylen);
+    free(p);
+    return -2;
+  }
+  if (h.type != HP_MSG_SVC_MUNGE || h.len != HP_NONCE_LEN) {
+    hc_fmt(why, whylen, "a frame of type %u where its nonce was due",
+           h.type);
+    free(p);
+    return -1;
+  }
+  size_t ll = sizeof MUNGE_LABEL, tot = ll + HP_NONCE_LEN + n;
+  unsigned char *pl = malloc(tot);
+  if (!pl) {
+    free(p);
+    hc_fmt(why, whylen, "out of memory");
+    return -1;
+  }
+  memcpy(pl, MUNGE_LABEL, ll);
+  memcpy(pl + ll, p, HP_NONCE_LEN);
+  memcpy(pl + ll + HP_NONCE_LEN, plain, n);
+  free(p);
+  char *cred = NULL;
+  /* decodable by root alone: the service (a user's munge_decode of a
+   * credential seen on the network would read the job's secret) */
+  int rc = hd_munge_encode(cfg->munge_socket, pl, (int)tot, 0, 0, &cred, why,
+                           whylen);
+  OPENSSL_cleanse(pl, tot);
+  free(pl);
+  if (rc < 0) return -1;
+  send_frame(fd, HP_MSG_SVC_MUNGE, cred, strlen(cred));
+  free(cred);
+  return 0;
+}
+
+int hd_service_client_main(const char *target,
+                           const struct hd_service_cfg *cfg, int nargs,
+                           char **args) {
   char why[600];
   unsigned char key[HP_SECRET_LEN];
-  if (hd_service_load_key(key_file, key, why, sizeof why) < 0) {
+  if (cfg->munge ? hd_munge_available(why, sizeof why) < 0
+                 : hd_service_load_key(cfg->key_file, key, why, sizeof why) <
+                       0) {
     fprintf(stderr, "horad: %s\n", why);
     return 255;
   }
@@ -673,11 +967,28 @@ int hd_service_client_main(const char *target, const char *key_file,
     return 255;
   }
   *strchr(line, '\n') = '\0';
+  /* the request: the bootstrap line (it holds the job's secret), then
+   * horad's arguments, each NUL-terminated */
+  size_t n = strlen(line) + 1;
+  for (int i = 0; i < nargs; i++) n += strlen(args[i]) + 1;
+  if (n > LAUNCH_MAX - IV_LEN - TAG_LEN) {
+    fprintf(stderr, "horad: the launch request is too long\n");
+    return 255;
+  }
+  unsigned char plain[LAUNCH_MAX];
+  size_t k = strlen(line) + 1;
+  memcpy(plain, line, k);
+  OPENSSL_cleanse(line, sizeof line);
+  for (int i = 0; i < nargs; i++) {
+    memcpy(plain + k, args[i], strlen(args[i]) + 1);
+    k += strlen(args[i]) + 1;
+  }
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof hints);
   hints.ai_socktype = SOCK_STREAM;
   int g = getaddrinfo(host, colon + 1, &hints, &res);
   if (g) {
+    OPENSSL_cleanse(plain, n);
     fprintf(stderr, "horad: the service on %s: %s\n", target, gai_strerror(g));
     return 255;
   }
@@ -693,54 +1004,39 @@ int hd_service_client_main(const char *target, const char *key_file,
   }
   freeaddrinfo(res);
   if (fd < 0) {
+    OPENSSL_cleanse(plain, n);
     fprintf(stderr, "horad: cannot reach the service on %s: %s\n", target,
             strerror(e));
     return 255;
   }
   signal(SIGPIPE, SIG_IGN);
-  unsigned char lkey[32];
-  if (handshake(fd, HP_AUTH_CONNECTOR, key, lkey, why, sizeof why) < 0) {
+  int rc;
+  if (cfg->munge) {
+    rc = munge_send(fd, cfg, plain, n, why, sizeof why);
+  } else {
+    unsigned char lkey[32], sealed[LAUNCH_MAX];
+    rc = handshake(fd, HP_AUTH_CONNECTOR, key, NULL, NULL, lkey, why,
+                   sizeof why);
     OPENSSL_cleanse(key, sizeof key);
-    fprintf(stderr, "horad: the service on %s refused this client: %s (are "
-            "the key files the same?)\n", target, why);
-    return 255;
-  }
-  OPENSSL_cleanse(key, sizeof key);
-  /* the request, sealed: the bootstrap line holds the job's secret */
-  size_t n = strlen(line) + 1;
-  for (int i = 0; i < nargs; i++) n += strlen(args[i]) + 1;
-  unsigned char *plain = malloc(n), *sealed = malloc(n + IV_LEN + TAG_LEN);
-  long sn = -1;
-  if (plain && sealed && n <= LAUNCH_MAX - IV_LEN - TAG_LEN) {
-    size_t k = strlen(line) + 1;
-    memcpy(plain, line, k);
-    for (int i = 0; i < nargs; i++) {
-      memcpy(plain + k, args[i], strlen(args[i]) + 1);
-      k += strlen(args[i]) + 1;
+    long sn = rc < 0 ? -1 : seal(lkey, plain, n, sealed);
+    OPENSSL_cleanse(lkey, sizeof lkey);
+    if (rc == 0 && sn < 0) {
+      hc_fmt(why, sizeof why, "cannot seal the launch request");
+      rc = -1;
     }
-    sn = seal(lkey, plain, n, sealed);
-    OPENSSL_cleanse(plain, n);
+    if (rc == 0) send_frame(fd, HP_MSG_SVC_LAUNCH, sealed, (size_t)sn);
   }
-  OPENSSL_cleanse(lkey, sizeof lkey);
-  OPENSSL_cleanse(line, sizeof line);
-  free(plain);
-  if (sn < 0) {
-    free(sealed);
-    fprintf(stderr, "horad: cannot make the launch request\n");
+  OPENSSL_cleanse(plain, n);
+  if (rc == -2) {
+    fprintf(stderr, "%s\n", why);
     return 255;
   }
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  hp_frame_begin(&w, HP_MSG_SVC_LAUNCH, 0);
-  hp_put_raw(&w, sealed, (size_t)sn);
-  hp_frame_end(&w);
-  free(sealed);
-  if (send_wbuf(fd, &w) < 0) {
-    hp_wbuf_free(&w);
-    fprintf(stderr, "horad: the service on %s closed the connection\n", target);
+  if (rc < 0) {
+    fprintf(stderr, "horad: the service on %s refused this client: %s%s\n",
+            target, why,
+            cfg->munge ? "" : " (are the key files the same?)");
     return 255;
   }
-  hp_wbuf_free(&w);
   set_timeouts(fd, 0, 30); /* the job may print nothing for hours */
   for (;;) {
     struct hp_frame_hdr h;

@@ -1287,12 +1287,7 @@ static void start_remote(struct hr_job *j, struct hr_daemon *d,
     argv = hr_srun_argv(j->o, h, path, "--rendezvous");
   } else if (j->o->launch == HR_LAUNCH_SERVICE) {
     /* this machine's horad is the client; the service runs its own */
-    const struct hc_param *kp = hc_param_find("service_key_file");
-    const char *key = kp && j->o->knob[kp - hc_params]
-                          ? j->o->knob[kp - hc_params]
-                          : hc_param_str_named("service_key_file");
-    argv = hr_service_argv(j->o, h, j->horad,
-                           (int)hr_opts_knob_num(j->o, "service_port"), key);
+    argv = hr_service_argv(j->o, h, j->horad);
   } else {
     argv = hr_ssh_argv(j->o, h, path);
   }

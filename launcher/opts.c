@@ -175,6 +175,12 @@ const char *hr_env_get(char *const envp[], const char *name) {
   return NULL;
 }
 
+const char *hr_opts_knob_str(const struct hr_opts *o, const char *name) {
+  const struct hc_param *p = hc_param_find(name);
+  if (p && o->knob && o->knob[p - hc_params]) return o->knob[p - hc_params];
+  return hc_param_str_named(name);
+}
+
 double hr_opts_knob_num(const struct hr_opts *o, const char *name) {
   const struct hc_param *p = hc_param_find(name);
   if (p && o->knob && o->knob[p - hc_params]) {

@@ -117,6 +117,8 @@ int hr_opts_hosts(const struct hr_opts *o, struct hr_host **hosts, size_t *n,
  * given, else the environment (HORA_*, then the Horovod alias) when it
  * holds a number, else the table's default. */
 double hr_opts_knob_num(const struct hr_opts *o, const char *name);
+/* A string knob's value: -x/config, else the environment or default. */
+const char *hr_opts_knob_str(const struct hr_opts *o, const char *name);
 
 /* Checks the HORA_* variables of the knobs, and their Horovod aliases, in
  * the environment `envp` (NULL-terminated "NAME=value") and a config

@@ -213,19 +213,27 @@ char **hr_mpirun_argv(const struct hr_opts *o, const struct hr_host *h,
 }
 
 char **hr_service_argv(const struct hr_opts *o, const struct hr_host *h,
-                       const char *horad, int port, const char *key_file) {
+                       const char *horad) {
+  int port = (int)hr_opts_knob_num(o, "service_port");
   char *iface = hr_iface_arg(o, h);
   const char *host = h->address ? h->address : h->name;
   char target[600];
   hc_fmt(target, sizeof target, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host,
          port);
-  const char *v[12];
+  const char *v[14];
   int k = 0;
   v[k++] = horad;
   v[k++] = "--service-client";
   v[k++] = target;
-  v[k++] = "--key-file";
-  v[k++] = key_file;
+  if (!strcmp(hr_opts_knob_str(o, "service_auth"), "munge")) {
+    v[k++] = "--auth";
+    v[k++] = "munge";
+    v[k++] = "--munge-socket";
+    v[k++] = hr_opts_knob_str(o, "munge_socket");
+  } else {
+    v[k++] = "--key-file";
+    v[k++] = hr_opts_knob_str(o, "service_key_file");
+  }
   v[k++] = "--";
   v[k++] = "--rendezvous";
   if (iface) {

@@ -58,10 +58,12 @@ char **hr_mpirun_argv(const struct hr_opts *o, const struct hr_host *h,
 
 /* The command that has the hora service on host h start horad
  * (--launcher service): this machine's `horad --service-client
- * HOST:PORT --key-file FILE -- --rendezvous [--iface IF]`, which relays
- * horad's output and exit status as ssh would. NULL when out of memory. */
+ * HOST:PORT --key-file FILE -- --rendezvous [--iface IF]` (`--auth munge
+ * --munge-socket PATH` in place of the key file with service_auth munge),
+ * which relays horad's output and exit status as ssh would. Port, key
+ * file and authentication are o's knobs. NULL when out of memory. */
 char **hr_service_argv(const struct hr_opts *o, const struct hr_host *h,
-                       const char *horad, int port, const char *key_file);
+                       const char *horad);
 
 /* Starts argv[0] (looked up on PATH) in a session of its own with `line`
  * written to its standard input (then closed), stdout and stderr on a new

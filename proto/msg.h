@@ -56,6 +56,11 @@ enum hp_msg_type {
   HP_MSG_SVC_LAUNCH = 28, /* client -> service: bootstrap line, arguments */
   HP_MSG_SVC_OUTPUT = 29, /* service -> client: what the job's horad wrote */
   HP_MSG_SVC_EXIT = 30,   /* service -> client: u32 its exit status */
+  HP_MSG_SVC_MUNGE = 31,  /* a service with --auth munge: client -> service
+                             (empty): "I come with MUNGE"; service ->
+                             client: a 32-byte nonce; client -> service:
+                             the credential (text), whose payload holds
+                             the nonce and the launch request */
   /* authentication, first on every TCP connection (auth.h) */
   HP_MSG_AUTH_HELLO = 32,     /* connector -> acceptor: purpose, nonce */
   HP_MSG_AUTH_CHALLENGE = 33, /* acceptor -> connector: nonce, MAC */

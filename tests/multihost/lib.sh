@@ -618,9 +618,10 @@ mh_on_exit() {
 # (HORA_IT_MARK in its environment, --marker=MARK after the program's
 # arguments unless HRUN_NOMARK=1, for programs that refuse it), in a
 # private TMPDIR; stdout/stderr go to $MH_TMP/NAME.{out,err}. HRUN_PID is
-# horarun's own pid (no wrapper in between).
+# horarun's own pid (no wrapper in between). With HRUN_AS=USER, horarun
+# runs as that user (its uid, gid and groups; MH_TMP must let it in).
 hrun_start() {
-  local _envs _from _mark _name _nsp
+  local _as _envs _from _mark _name _nsp
   _name=$1
   shift
   _envs=""
@@ -639,10 +640,15 @@ hrun_start() {
   [ "${HRUN_NOMARK:-}" = 1 ] && _mark=""
   _nsp=$(mh_nspid "$_from")
   [ -n "$_nsp" ] || { echo "hrun_start: no host $_from" >&2; return 1; }
+  _as=""
+  if [ -n "${HRUN_AS:-}" ]; then
+    chown "$HRUN_AS" "$MH_TMP/tmp.$_name"
+    _as="setpriv --reuid=$HRUN_AS --regid=$(id -g "$HRUN_AS") --init-groups"
+  fi
   # a simple command, not a function: $! is the process that execs into
-  # nsenter, env and then horarun
+  # nsenter, setpriv, env and then horarun
   # shellcheck disable=SC2086
-  nsenter -t "$_nsp" -n -u -m --wd="$PWD" \
+  nsenter -t "$_nsp" -n -u -m --wd="$PWD" $_as \
     env HORA_IT_MARK="$MARK" TMPDIR="$MH_TMP/tmp.$_name" \
     $_envs "$HORARUN" "$@" ${_mark:+"$_mark"} \
     </dev/null >"$MH_TMP/$_name.out" 2>"$MH_TMP/$_name.err" &

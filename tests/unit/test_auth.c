@@ -11,6 +11,7 @@
 #include "auth.h"
 #include "common.h"
 #include "msg.h"
+#include "munge.h"
 #include "testlib.h"
 
 #define HELLO_LEN (1 + HP_NONCE_LEN)
@@ -816,6 +817,29 @@ static void test_hex(void) {
   CHECK_EQ_INT(hp_unhex("00", two, 0), -1); /* more digits than asked */
 }
 
+/* MUNGE without a munged (or without libmunge): clear errors, nothing
+ * made up. (service_munge.sh runs the real thing.) */
+static void test_munge_unreachable(void) {
+  char why[300] = "", *cred = (char *)1;
+  int avail = hd_munge_available(why, sizeof why);
+  CHECK(avail == 0 || strstr(why, "libmunge.so.2") != NULL);
+  CHECK_EQ_INT(hd_munge_encode("/nonexistent/munge.socket", "x", 1, 0, 0,
+                               &cred, why, sizeof why),
+               -1);
+  CHECK(cred == NULL);
+  CHECK(why[0] != '\0');
+  void *p = (void *)1;
+  int len = -1;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  int rc = hd_munge_decode("/nonexistent/munge.socket", "MUNGE:AAAA:", &p,
+                           &len, &uid, &gid, why, sizeof why);
+  CHECK(rc != 0);
+  CHECK(p == NULL && len == 0);
+  CHECK(uid == (uid_t)-1 && gid == (gid_t)-1);
+  if (avail == 0) CHECK(strstr(why, "munged") != NULL);
+}
+
 int main(void) {
   RUN(test_handshake_ok);
   RUN(test_handshake_bytewise);
@@ -829,5 +853,6 @@ int main(void) {
   RUN(test_fuzz);
   RUN(test_random);
   RUN(test_hex);
+  RUN(test_munge_unreachable);
   TL_EXIT();
 }

@@ -651,6 +651,37 @@ static void test_job_limits(void) {
                     "takes at most 65536 hosts in one job");
 }
 
+/* --launcher service: the client's command line follows service_auth */
+static void test_service_argv(void) {
+  struct hr_opts o;
+  struct hr_host h = {.name = "node7"};
+  char err[256];
+  CHECK_EQ_INT(hr_opts_init(&o), 0);
+  char **a = hr_service_argv(&o, &h, "/x/horad");
+  const char *want_key[] = {"/x/horad", "--service-client", "node7:17970",
+                            "--key-file", "/etc/hora/cluster.key", "--",
+                            "--rendezvous", NULL};
+  for (int i = 0; want_key[i] || (a && a[i]); i++)
+    CHECK_EQ_STR(a ? a[i] : NULL, want_key[i]);
+  hr_strv_free(a);
+  size_t ia = (size_t)(hc_param_find("service_auth") - hc_params);
+  size_t is = (size_t)(hc_param_find("munge_socket") - hc_params);
+  size_t ip = (size_t)(hc_param_find("service_port") - hc_params);
+  CHECK_EQ_INT(hr_opts_set_knob(&o, ia, "munge", 0, err, sizeof err), 0);
+  CHECK_EQ_INT(hr_opts_set_knob(&o, is, "/m/sock", 0, err, sizeof err), 0);
+  CHECK_EQ_INT(hr_opts_set_knob(&o, ip, "4000", 0, err, sizeof err), 0);
+  CHECK_EQ_INT(hr_opts_set_knob(&o, ia, "kerberos", 0, err, sizeof err), -1);
+  CHECK(strstr(err, "expected key or munge") != NULL);
+  a = hr_service_argv(&o, &h, "/x/horad");
+  const char *want_munge[] = {"/x/horad", "--service-client", "node7:4000",
+                              "--auth", "munge", "--munge-socket", "/m/sock",
+                              "--", "--rendezvous", NULL};
+  for (int i = 0; want_munge[i] || (a && a[i]); i++)
+    CHECK_EQ_STR(a ? a[i] : NULL, want_munge[i]);
+  hr_strv_free(a);
+  hr_opts_free(&o);
+}
+
 int main(void) {
   if (!mkdtemp(dir)) {
     perror("mkdtemp");
@@ -668,6 +699,7 @@ int main(void) {
   RUN(test_add_merge);
   RUN(test_layout);
   RUN(test_job_limits);
+  RUN(test_service_argv);
   const char *files[] = {"hosts.txt", "nul.txt", "big.txt", "long.txt"};
   for (size_t i = 0; i < HC_ARRAY_SIZE(files); i++) {
     hc_fmt(path, sizeof path, "%s/%s", dir, files[i]);
