@@ -197,6 +197,7 @@ const struct hc_param *hc_param_find(const char *name);
   X(small_allreduce) \
   X(service_port) \
   X(service_key_file) \
+  X(wire_integrity) \
   X(service_auth) \
   X(munge_socket) \
   X(min_np) \

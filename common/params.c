@@ -219,6 +219,13 @@ const struct hc_param hc_params[] = {
      "--launcher service: the cluster key file (64 hex digits, mode 0600), "
      "the same as the services'",
      NULL, 0},
+    {"wire_integrity", "HORA_WIRE_INTEGRITY", NULL, "--wire-integrity",
+     HC_P_BOOL, "0",
+     "across hosts every frame carries a tag (HMAC-SHA256 under a key "
+     "drawn from its connection's handshake) that covers control frames "
+     "whole and data frames' headers; this makes it cover their data too "
+     "(an HMAC over every byte sent and received)",
+     NULL, 0},
     {"service_auth", "HORA_SERVICE_AUTH", NULL, "--service-auth", HC_P_STRING,
      "key",
      "--launcher service: how horarun proves who runs the job to the hosts' "

@@ -416,6 +416,8 @@ struct hd_job {
   int multi;     /* the job spans several hosts */
   int boot;      /* got a bootstrap line on stdin (host index, secret) */
   int boot_host; /* the host index it gave */
+  int wire_integrity; /* from the bootstrap line: the mesh's DATA and XDATA
+                         frames' tags cover their payloads */
   unsigned char secret[HP_SECRET_LEN];
   const struct hd_link *link; /* to the other hosts (the TCP mesh) */
   uv_tcp_t mesh_listener;

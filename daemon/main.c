@@ -75,7 +75,8 @@ static void usage(FILE *f) {
          "See horad(8).\n");
 }
 
-/* Reads "HORA1 <host> <port> <secret-hex> <heartbeat-timeout>" from stdin (the
+/* Reads "HORA1 <host> <port> <secret-hex> <heartbeat-timeout>[ integrity]"
+ * from stdin (the
  * ssh channel, or a pipe from horarun): the secret never appears on a command
  * line or in the environment. Returns 0 or -1 (reported). */
 static int read_bootstrap(struct hd_job *job, int *port) {
@@ -99,8 +100,13 @@ static int read_bootstrap(struct hd_job *job, int *port) {
   char hex[2 * HP_SECRET_LEN + 2];
   int host, p, used = 0;
   double hb = 0;
-  if (sscanf(line, "HORA1 %d %d %65s %lf%n", &host, &p, hex, &hb, &used) != 4 ||
-      host < 0 || p < 0 || p > 65535 || line[used] != '\0' || !(hb > 0) ||
+  int sc = sscanf(line, "HORA1 %d %d %65s %lf%n", &host, &p, hex, &hb, &used);
+  if (sc == 4 && !strcmp(line + used, " integrity")) {
+    job->wire_integrity = 1; /* DATA and XDATA tags cover their payloads */
+    line[used] = '\0';
+  }
+  if (sc != 4 || host < 0 || p < 0 || p > 65535 || line[used] != '\0' ||
+      !(hb > 0) ||
       hb > 1e6 || hp_unhex(hex, job->secret, HP_SECRET_LEN) < 0) {
     fprintf(stderr, "horad: error: malformed bootstrap line on standard "
                     "input (horad is started by horarun)\n");

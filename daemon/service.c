@@ -29,6 +29,10 @@
  * credential's user (become()). A refusal at any step is a SVC_OUTPUT with
  * the reason and a SVC_EXIT of 255.
  *
+ * Once the job's horad runs, the service's frames (its output, its exit
+ * status) carry tags under an output key (drawn from the launch key, or
+ * chosen by the client and sent inside its credential): see send_tagged().
+ *
  * The service starts its own horad binary with `--rendezvous`, `--launcher
  * ADDR` (the client's address as the service sees it: horad connects back
  * to horarun there, as it does to $SSH_CONNECTION's) and at most `--iface
@@ -243,6 +247,64 @@ static long unseal(const unsigned char key[32], const unsigned char *in,
   return rc;
 }
 
+/* ---- tagged frames: the job's output and exit status -------------------- */
+
+/* Once the job's horad runs, each frame the service sends has request id
+ * 1 and is followed by a tag: HMAC-SHA256 (16 bytes) under the
+ * connection's output key, over a sequence number, the header and the
+ * payload. The client takes untagged frames (id 0: a refusal) only before
+ * the first tagged one, which the service sends at once. */
+#define OTAG_LEN 16
+struct otag {
+  unsigned char key[32];
+  uint64_t seq;
+};
+
+static void otag_of(struct otag *t, const unsigned char *frame, size_t n,
+                    unsigned char out[OTAG_LEN]) {
+  unsigned char s[8], md[32];
+  unsigned int ml = sizeof md;
+  for (int i = 0; i < 8; i++) s[i] = (unsigned char)(t->seq >> (8 * i));
+  t->seq++;
+  unsigned char *all = malloc(8 + n);
+  if (!all) {
+    memset(out, 0, OTAG_LEN); /* (a tag that fails: the client ends) */
+    return;
+  }
+  memcpy(all, s, 8);
+  memcpy(all + 8, frame, n);
+  HMAC(EVP_sha256(), t->key, sizeof t->key, all, 8 + n, md, &ml);
+  free(all);
+  memcpy(out, md, OTAG_LEN);
+}
+
+/* Sends one tagged frame. Returns 0 or -1. */
+static int send_tagged(int fd, struct otag *t, int type, const void *p,
+                       size_t n) {
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_frame_begin(&w, (uint16_t)type, 1);
+  if (n) hp_put_raw(&w, p, n);
+  hp_frame_end(&w);
+  unsigned char tag[OTAG_LEN];
+  int rc = -1;
+  if (!w.err) {
+    otag_of(t, w.data, w.len, tag);
+    hp_put_raw(&w, tag, sizeof tag);
+    rc = send_wbuf(fd, &w);
+  }
+  hp_wbuf_free(&w);
+  return rc;
+}
+
+/* The output key of a connection authenticated by the cluster key. */
+static void okey_from(const unsigned char lkey[32], unsigned char out[32]) {
+  static const char label[] = "hora-service-1 output";
+  unsigned int len = 32;
+  HMAC(EVP_sha256(), lkey, 32, (const unsigned char *)label,
+       sizeof label - 1, out, &len);
+}
+
 /* Runs the handshake on fd as `role`; on success *lkey is the launch key.
  * The acceptor's first frame may have been read already (first, fp).
  * Returns 0, or -1 (why), or -2 when the service refused the client (its
@@ -388,7 +450,8 @@ struct job_user {
   char name[64], home[1024], shell[256];
 };
 
-#define MUNGE_LABEL "hora-service-munge-1" /* then NUL, nonce, request */
+#define MUNGE_LABEL "hora-service-munge-1" /* then NUL, nonce, output key,
+                                              request */
 #define CRED_MAX 16384                     /* bytes of a credential */
 
 static void send_frame(int fd, int type, const void *p, size_t n) {
@@ -406,7 +469,7 @@ static void send_frame(int fd, int type, const void *p, size_t n) {
  * -1 with why (to log and tell the client). */
 static int munge_request(int fd, const struct hd_service_cfg *cfg,
                          struct job_user *u, unsigned char **req, long *n,
-                         char *why, size_t whylen) {
+                         unsigned char okey[32], char *why, size_t whylen) {
   unsigned char nonce[HP_NONCE_LEN];
   if (hp_random(nonce, sizeof nonce) < 0) {
     hc_fmt(why, whylen, "the service has no randomness");
@@ -452,7 +515,7 @@ static int munge_request(int fd, const struct hd_service_cfg *cfg,
     return -1;
   }
   size_t ll = sizeof MUNGE_LABEL; /* with its NUL */
-  if ((size_t)len < ll + HP_NONCE_LEN || memcmp(pl, MUNGE_LABEL, ll) ||
+  if ((size_t)len < ll + HP_NONCE_LEN + 32 || memcmp(pl, MUNGE_LABEL, ll) ||
       CRYPTO_memcmp((unsigned char *)pl + ll, nonce, HP_NONCE_LEN)) {
     hc_fmt(why, whylen, "a MUNGE credential (uid %u) made for another "
            "connection (not this one's nonce): replayed from elsewhere?",
@@ -461,9 +524,11 @@ static int munge_request(int fd, const struct hd_service_cfg *cfg,
     free(pl);
     return -1;
   }
-  *n = len - (long)ll - HP_NONCE_LEN;
+  memcpy(okey, (unsigned char *)pl + ll + HP_NONCE_LEN, 32);
+  *n = len - (long)ll - HP_NONCE_LEN - 32;
   *req = malloc((size_t)*n + 1);
-  if (*req) memcpy(*req, (unsigned char *)pl + ll + HP_NONCE_LEN, (size_t)*n);
+  if (*req)
+    memcpy(*req, (unsigned char *)pl + ll + HP_NONCE_LEN + 32, (size_t)*n);
   OPENSSL_cleanse(pl, (size_t)len);
   free(pl);
   if (!*req) {
@@ -560,13 +625,15 @@ static int serve(int fd, const char *peer, const char *self,
     return 1;
   }
   struct job_user user = {.uid = (uid_t)-1};
+  struct otag ot = {.seq = 0};
   const char *boot, *iface;
   long n = -1;
   int bad = 0;
   if (cfg->munge) {
     free(p);
     p = NULL;
-    bad = munge_request(fd, cfg, &user, &req, &n, why, sizeof why) < 0;
+    bad = munge_request(fd, cfg, &user, &req, &n, ot.key, why, sizeof why) <
+          0;
   } else {
     unsigned char lkey[32];
     if (handshake(fd, HP_AUTH_ACCEPTOR, key, &h, p, lkey, why, sizeof why) <
@@ -574,6 +641,7 @@ static int serve(int fd, const char *peer, const char *self,
       hc_warn("service: refused a connection from %s: %s", peer, why);
       return 1;
     }
+    okey_from(lkey, ot.key);
     p = NULL;
     bad = read_frame(fd, &h, &p, LAUNCH_MAX, why, sizeof why) < 0;
     if (!bad && h.type != HP_MSG_SVC_LAUNCH) {
@@ -646,6 +714,8 @@ static int serve(int fd, const char *peer, const char *self,
     return 1;
   }
   hc_info("service: job from %s%s: horad %d started", peer, who, (int)pid);
+  /* the first tagged frame: from now on the client takes no other */
+  int client = send_tagged(fd, &ot, HP_MSG_SVC_OUTPUT, NULL, 0) == 0;
   int wrote = write_all(in[1], boot, strlen(boot)) == 0 &&
               write_all(in[1], "\n", 1) == 0;
   close(in[1]);
@@ -654,11 +724,9 @@ static int serve(int fd, const char *peer, const char *self,
   if (!wrote)
     hc_warn("service: job from %s%s: horad did not take its line", peer, who);
   /* relay its output until it closes; the client gone: end the job */
-  int client = 1, ending = 0;
+  int ending = 0;
   time_t kill_at = 0;
   unsigned char buf[16384];
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
   for (;;) {
     if ((got_term || !client) && !ending) {
       ending = 1;
@@ -686,15 +754,11 @@ static int serve(int fd, const char *peer, const char *self,
       ssize_t k = read(out[0], buf, sizeof buf);
       if (k < 0 && errno == EINTR) continue;
       if (k <= 0) break;
-      if (client) {
-        hp_frame_begin(&w, HP_MSG_SVC_OUTPUT, 0);
-        hp_put_raw(&w, buf, (size_t)k);
-        hp_frame_end(&w);
-        if (send_wbuf(fd, &w) < 0) client = 0; /* (or it stopped reading) */
-      }
+      /* (a client gone or that stopped reading: no more) */
+      if (client && send_tagged(fd, &ot, HP_MSG_SVC_OUTPUT, buf, (size_t)k) < 0)
+        client = 0;
     }
   }
-  hp_wbuf_free(&w);
   close(out[0]);
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
@@ -703,7 +767,11 @@ static int serve(int fd, const char *peer, const char *self,
                : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 255;
   hc_info("service: job from %s%s: horad %d ended (status %d)", peer, who,
           (int)pid, status);
-  if (client) send_exit(fd, status);
+  if (client) {
+    unsigned char st4[4] = {(unsigned char)status, 0, 0, 0};
+    send_tagged(fd, &ot, HP_MSG_SVC_EXIT, st4, sizeof st4);
+  }
+  OPENSSL_cleanse(&ot, sizeof ot);
   return 0;
 }
 
@@ -894,7 +962,8 @@ int hd_service_main(const struct hd_service_cfg *cfg) {
  * whose payload is the label, the nonce and the request. Returns 0, -1
  * (why), or -2 (the service refused: its words in why). */
 static int munge_send(int fd, const struct hd_service_cfg *cfg,
-                      const unsigned char *plain, size_t n, char *why,
+                      const unsigned char *plain, size_t n,
+                      const unsigned char okey[32], char *why,
                       size_t whylen) {
   send_frame(fd, HP_MSG_SVC_MUNGE, NULL, 0);
   struct hp_frame_hdr h;
@@ -911,7 +980,7 @@ static int munge_send(int fd, const struct hd_service_cfg *cfg,
     free(p);
     return -1;
   }
-  size_t ll = sizeof MUNGE_LABEL, tot = ll + HP_NONCE_LEN + n;
+  size_t ll = sizeof MUNGE_LABEL, tot = ll + HP_NONCE_LEN + 32 + n;
   unsigned char *pl = malloc(tot);
   if (!pl) {
     free(p);
@@ -920,7 +989,8 @@ static int munge_send(int fd, const struct hd_service_cfg *cfg,
   }
   memcpy(pl, MUNGE_LABEL, ll);
   memcpy(pl + ll, p, HP_NONCE_LEN);
-  memcpy(pl + ll + HP_NONCE_LEN, plain, n);
+  memcpy(pl + ll + HP_NONCE_LEN, okey, 32);
+  memcpy(pl + ll + HP_NONCE_LEN + 32, plain, n);
   free(p);
   char *cred = NULL;
   /* decodable by root alone: the service (a user's munge_decode of a
@@ -1011,14 +1081,19 @@ int hd_service_client_main(const char *target,
   }
   signal(SIGPIPE, SIG_IGN);
   int rc;
+  struct otag ot = {.seq = 0};
   if (cfg->munge) {
-    rc = munge_send(fd, cfg, plain, n, why, sizeof why);
+    /* the output key, for the service's tags: only it can read it */
+    rc = hp_random(ot.key, sizeof ot.key) < 0
+             ? (hc_fmt(why, sizeof why, "no randomness"), -1)
+             : munge_send(fd, cfg, plain, n, ot.key, why, sizeof why);
   } else {
     unsigned char lkey[32], sealed[LAUNCH_MAX];
     rc = handshake(fd, HP_AUTH_CONNECTOR, key, NULL, NULL, lkey, why,
                    sizeof why);
     OPENSSL_cleanse(key, sizeof key);
     long sn = rc < 0 ? -1 : seal(lkey, plain, n, sealed);
+    if (rc == 0) okey_from(lkey, ot.key);
     OPENSSL_cleanse(lkey, sizeof lkey);
     if (rc == 0 && sn < 0) {
       hc_fmt(why, sizeof why, "cannot seal the launch request");
@@ -1038,12 +1113,39 @@ int hd_service_client_main(const char *target,
     return 255;
   }
   set_timeouts(fd, 0, 30); /* the job may print nothing for hours */
+  int tagged = 0; /* a tagged frame came: the job runs */
   for (;;) {
     struct hp_frame_hdr h;
     unsigned char *p;
     if (read_frame(fd, &h, &p, HP_FRAME_MAX, why, sizeof why) < 0) {
       fprintf(stderr, "horad: the service on %s: %s before the job ended\n",
               target, why);
+      return 255;
+    }
+    if (h.reqid == 1) { /* its tag follows */
+      unsigned char tag[OTAG_LEN], want[OTAG_LEN];
+      struct hp_wbuf w;
+      hp_wbuf_init(&w);
+      hp_frame_begin(&w, h.type, 1);
+      if (h.len) hp_put_raw(&w, p, h.len);
+      hp_frame_end(&w);
+      int ok = !w.err && read_all(fd, tag, sizeof tag) == 0;
+      if (ok) {
+        otag_of(&ot, w.data, w.len, want);
+        ok = !CRYPTO_memcmp(tag, want, sizeof tag);
+      }
+      hp_wbuf_free(&w);
+      if (!ok) {
+        free(p);
+        fprintf(stderr, "horad: the service on %s: a frame whose tag does "
+                "not match (altered or injected on the way)\n", target);
+        return 255;
+      }
+      tagged = 1;
+    } else if (tagged || h.reqid != 0) {
+      free(p);
+      fprintf(stderr, "horad: the service on %s: an untagged frame after the "
+              "job started (not from the service)\n", target);
       return 255;
     }
     if (h.type == HP_MSG_SVC_OUTPUT) {

@@ -1327,7 +1327,8 @@ static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
   if (j->multi)
     hr_boot_line(line, sizeof line, (int)(d - j->d),
                  d->remote ? j->rdv_port : 0, j->secret, sizeof j->secret,
-                 (double)j->hb_timeout_ns / 1.5e9);
+                 (double)j->hb_timeout_ns / 1.5e9,
+                 hr_opts_knob_num(j->o, "wire_integrity") != 0);
   if (d->remote) {
     start_remote(j, d, line);
     memset(line, 0, sizeof line);

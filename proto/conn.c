@@ -6,6 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include "common.h"
 #include "conn.h"
 
@@ -164,6 +169,8 @@ static void on_handle_closed(uv_handle_t *h) {
   }
   if (c->cb->on_close) c->cb->on_close(c, c->why);
   hp_auth_clear(&c->auth);
+  EVP_MAC_CTX_free(c->mac_tx);
+  EVP_MAC_CTX_free(c->mac_rx);
   free(c->payload);
   free(c);
 }
@@ -200,6 +207,79 @@ static void bad_data(struct hp_conn *c, const char *fmt, const char *arg) {
   fail(c, fmt, arg);
 }
 
+/* ---- frame tags ------------------------------------------------------------ */
+
+/* The key of one direction: HMAC-SHA256 of the secret over a label and
+ * both nonces (the handshake's, fresh on both sides). */
+static void *tag_ctx(const struct hp_auth *a, const char *dir) {
+  unsigned char in[64 + 2 * HP_NONCE_LEN], key[32];
+  hc_fmt((char *)in, 64, "hora-frame-tag-1 %s", dir);
+  size_t n = strlen((char *)in);
+  memcpy(in + n, a->nonce_c, HP_NONCE_LEN);
+  memcpy(in + n + HP_NONCE_LEN, a->nonce_s, HP_NONCE_LEN);
+  unsigned int kl = sizeof key;
+  EVP_MAC *m = EVP_MAC_fetch(NULL, "HMAC", NULL);
+  EVP_MAC_CTX *x = m ? EVP_MAC_CTX_new(m) : NULL;
+  EVP_MAC_free(m); /* (the context holds its own reference) */
+  OSSL_PARAM ps[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
+                                                      (char *)"SHA256", 0),
+                     OSSL_PARAM_construct_end()};
+  if (!x || !HMAC(EVP_sha256(), a->secret, HP_SECRET_LEN, in,
+                  n + 2 * HP_NONCE_LEN, key, &kl) ||
+      EVP_MAC_init(x, key, sizeof key, ps) != 1) {
+    EVP_MAC_CTX_free(x);
+    x = NULL;
+  }
+  OPENSSL_cleanse(key, sizeof key);
+  OPENSSL_cleanse(in, sizeof in);
+  return x;
+}
+
+/* Whether a frame's tag covers its payload: always, but for the bulk data
+ * unless the connection checks its integrity. */
+static int covers(const struct hp_conn *c, uint16_t type) {
+  return c->integrity || (type != HP_MSG_DATA && type != HP_MSG_XDATA);
+}
+
+/* Starts a tag: the sequence number, then the frame's header. */
+static int tag_begin(void *x, uint64_t seq, const unsigned char *hdr) {
+  unsigned char s[8];
+  for (int i = 0; i < 8; i++) s[i] = (unsigned char)(seq >> (8 * i));
+  return EVP_MAC_init(x, NULL, 0, NULL) == 1 &&
+                 EVP_MAC_update(x, s, sizeof s) == 1 &&
+                 EVP_MAC_update(x, hdr, HP_FRAME_HDR) == 1
+             ? 0
+             : -1;
+}
+
+static int tag_update(void *x, const void *p, size_t n) {
+  return !n || EVP_MAC_update(x, p, n) == 1 ? 0 : -1;
+}
+
+static int tag_end(void *x, unsigned char out[HP_FRAME_TAG]) {
+  unsigned char full[EVP_MAX_MD_SIZE];
+  size_t n = 0;
+  if (EVP_MAC_final(x, full, &n, sizeof full) != 1 || n < HP_FRAME_TAG)
+    return -1;
+  memcpy(out, full, HP_FRAME_TAG);
+  return 0;
+}
+
+/* The tag of an outgoing frame: header hdr, then n1 + n2 payload bytes. */
+static int tag_out(struct hp_conn *c, const unsigned char *hdr,
+                   const void *p1, size_t n1, const void *p2, size_t n2,
+                   unsigned char out[HP_FRAME_TAG]) {
+  uint16_t type = (uint16_t)(hdr[6] | hdr[7] << 8);
+  int cov = covers(c, type);
+  if (tag_begin(c->mac_tx, c->seq_tx++, hdr) < 0 ||
+      (cov && (tag_update(c->mac_tx, p1, n1) < 0 ||
+               tag_update(c->mac_tx, p2, n2) < 0)))
+    return -1;
+  return tag_end(c->mac_tx, out);
+}
+
+void hp_conn_set_integrity(struct hp_conn *c, int on) { c->integrity = on; }
+
 /* ---- writing ------------------------------------------------------------ */
 
 struct wreq {
@@ -209,7 +289,9 @@ struct wreq {
   struct hp_wbuf w;                /* an owned frame, or */
   void (*done)(void *, int);       /* a zero-copy payload's callback */
   void *arg;
+  unsigned char *tags;             /* the frames' tags */
   unsigned char hdr[64];
+  unsigned char ztag[HP_FRAME_TAG]; /* a zero-copy frame's tag */
 };
 
 static void on_write(uv_write_t *req, int status) {
@@ -218,6 +300,7 @@ static void on_write(uv_write_t *req, int status) {
   c->queued -= r->bytes;
   if (r->done) r->done(r->arg, status);
   hp_wbuf_free(&r->w);
+  free(r->tags);
   free(r);
   if (c->close_when_sent && !c->queued) hp_conn_close(c, "closed");
 }
@@ -225,6 +308,43 @@ static void on_write(uv_write_t *req, int status) {
 void hp_conn_close_when_sent(struct hp_conn *c) {
   c->close_when_sent = 1;
   if (!c->queued) hp_conn_close(c, "closed");
+}
+
+/* The frames of r->w, each followed by its tag, as buffers for uv_write
+ * (*bufs malloc'd, *nb of them). Returns 0 or < 0. */
+static int tag_frames(struct hp_conn *c, struct wreq *r, uv_buf_t **bufs,
+                      unsigned *nb) {
+  size_t nf = 0;
+  for (size_t off = 0; off + HP_FRAME_HDR <= r->w.len; nf++) {
+    const unsigned char *h = r->w.data + off;
+    off += HP_FRAME_HDR + ((size_t)h[8] | (size_t)h[9] << 8 |
+                           (size_t)h[10] << 16 | (size_t)h[11] << 24);
+    if (off > r->w.len) return UV_EINVAL;
+  }
+  r->tags = malloc(nf * HP_FRAME_TAG);
+  uv_buf_t *b = malloc(2 * nf * sizeof *b);
+  if (!r->tags || !b) {
+    free(b);
+    return UV_ENOMEM;
+  }
+  size_t off = 0;
+  for (size_t i = 0; i < nf; i++) {
+    const unsigned char *h = r->w.data + off;
+    size_t len = (size_t)h[8] | (size_t)h[9] << 8 | (size_t)h[10] << 16 |
+                 (size_t)h[11] << 24;
+    unsigned char *t = r->tags + i * HP_FRAME_TAG;
+    if (tag_out(c, h, h + HP_FRAME_HDR, len, NULL, 0, t) < 0) {
+      free(b);
+      return UV_EIO;
+    }
+    b[2 * i] = uv_buf_init((char *)h, (unsigned)(HP_FRAME_HDR + len));
+    b[2 * i + 1] = uv_buf_init((char *)t, HP_FRAME_TAG);
+    off += HP_FRAME_HDR + len;
+  }
+  *bufs = b;
+  *nb = (unsigned)(2 * nf);
+  r->bytes += nf * HP_FRAME_TAG;
+  return 0;
 }
 
 int hp_conn_send(struct hp_conn *c, struct hp_wbuf *w) {
@@ -241,11 +361,16 @@ int hp_conn_send(struct hp_conn *c, struct hp_wbuf *w) {
   r->w = *w;
   hp_wbuf_init(w);
   r->bytes = r->w.len;
-  uv_buf_t b = uv_buf_init((char *)r->w.data, (unsigned)r->w.len);
-  int rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+  uv_buf_t one = uv_buf_init((char *)r->w.data, (unsigned)r->w.len), *b = &one;
+  unsigned nb = 1;
+  int rc = c->mac_tx ? tag_frames(c, r, &b, &nb) : 0;
+  if (rc == 0) rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, b, nb, on_write);
+  if (b != &one) free(b); /* (uv_write copied the array) */
   if (rc < 0) {
     hp_wbuf_free(&r->w);
+    free(r->tags);
     free(r);
+    if (c->mac_tx) hp_conn_close(c, "cannot tag a frame"); /* seq is off */
     return rc;
   }
   c->queued += r->bytes;
@@ -257,15 +382,30 @@ int hp_conn_send_zc(struct hp_conn *c, const void *hdr, size_t hdrlen,
                     void *arg) {
   struct wreq *r = NULL;
   int rc = UV_EPIPE;
-  if (!c->closing && hdrlen <= sizeof r->hdr && (r = calloc(1, sizeof *r))) {
+  if (!c->closing && hdrlen >= HP_FRAME_HDR && hdrlen <= sizeof r->hdr &&
+      (r = calloc(1, sizeof *r))) {
     r->c = c;
     r->done = done;
     r->arg = arg;
     r->bytes = hdrlen + n;
     memcpy(r->hdr, hdr, hdrlen);
-    uv_buf_t b[2] = {uv_buf_init((char *)r->hdr, (unsigned)hdrlen),
-                     uv_buf_init((char *)p, (unsigned)n)};
-    rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, b, n ? 2 : 1, on_write);
+    uv_buf_t b[3] = {uv_buf_init((char *)r->hdr, (unsigned)hdrlen),
+                     uv_buf_init((char *)p, (unsigned)n),
+                     uv_buf_init((char *)r->ztag, HP_FRAME_TAG)};
+    unsigned nb = n ? 2 : 1;
+    rc = 0;
+    if (c->mac_tx) {
+      if (tag_out(c, r->hdr, r->hdr + HP_FRAME_HDR, hdrlen - HP_FRAME_HDR, p,
+                  n, r->ztag) < 0) {
+        rc = UV_EIO;
+        hp_conn_close(c, "cannot tag a frame");
+      } else {
+        if (!n) b[1] = b[2];
+        nb++;
+        r->bytes += HP_FRAME_TAG;
+      }
+    }
+    if (rc == 0) rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, b, nb, on_write);
     if (rc == 0) {
       c->queued += r->bytes;
       return 0;
@@ -301,6 +441,13 @@ static int auth_frame(struct hp_conn *c) {
   auth_send(c, &w);
   hp_wbuf_free(&w);
   if (rc == 1 && !c->closing) {
+    /* from here on every frame carries a tag, each way its own key */
+    c->mac_tx = tag_ctx(&c->auth, c->connector ? "c2s" : "s2c");
+    c->mac_rx = tag_ctx(&c->auth, c->connector ? "s2c" : "c2s");
+    if (!c->mac_tx || !c->mac_rx) {
+      hp_conn_close(c, "cannot set up the frame tags (libcrypto)");
+      return -1;
+    }
     c->authed = 1;
     uv_timer_stop(&c->timer);
     if (c->cb->on_auth) c->cb->on_auth(c);
@@ -332,7 +479,10 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
   struct hp_conn *c = h->data;
   size_t left;
   (void)hint;
-  if (c->hgot < HP_FRAME_HDR) {
+  if (c->tag_phase) {
+    *buf = uv_buf_init((char *)c->tag + c->tgot,
+                       (unsigned)(HP_FRAME_TAG - c->tgot));
+  } else if (c->hgot < HP_FRAME_HDR) {
     *buf = uv_buf_init((char *)c->hdr + c->hgot,
                        (unsigned)(HP_FRAME_HDR - c->hgot));
   } else if (c->dst) {
@@ -419,9 +569,24 @@ void hp_conn_unplace(struct hp_conn *c) {
   if (payload_room(c, c->h.len, c->place_pre) < 0) return;
 }
 
+/* The current frame's tag is in: does it match? Returns 0 or -1 (the
+ * connection is closing). */
+static int check_tag(struct hp_conn *c) {
+  unsigned char want[HP_FRAME_TAG];
+  if (tag_end(c->mac_rx, want) < 0) {
+    hp_conn_close(c, "cannot check a frame's tag (libcrypto)");
+    return -1;
+  }
+  if (CRYPTO_memcmp(want, c->tag, HP_FRAME_TAG)) {
+    bad_data(c, "%s", "a frame whose tag does not match: altered, injected, "
+                      "replayed or reordered on the wire");
+    return -1;
+  }
+  return 0;
+}
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   struct hp_conn *c = s->data;
-  (void)buf;
   if (c->closing) return;
   if (n < 0) {
     hp_conn_close(c, n == UV_EOF ? "connection closed by the peer"
@@ -431,7 +596,13 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   if (n == 0) return;
   c->last_rx = hc_now_ns();
   c->heard = 1;
-  if (c->hgot < HP_FRAME_HDR) {
+  if (c->tag_phase) {
+    c->tgot += (size_t)n;
+    if (c->tgot < HP_FRAME_TAG) return;
+    c->tag_phase = 0;
+    if (check_tag(c) < 0) return;
+    frame_done(c);
+  } else if (c->hgot < HP_FRAME_HDR) {
     c->hgot += (size_t)n;
     /* Reject a stranger as soon as its first bytes show it. */
     static const unsigned char magic[4] = {'H', 'O', 'R', 'A'};
@@ -441,11 +612,28 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     }
     if (c->hgot < HP_FRAME_HDR) return;
     if (start_payload(c) < 0) return;
+    if (c->authed && c->mac_rx && tag_begin(c->mac_rx, c->seq_rx++, c->hdr) < 0) {
+      hp_conn_close(c, "cannot check a frame's tag (libcrypto)");
+      return;
+    }
   } else {
+    if (c->authed && c->mac_rx && covers(c, c->h.type) &&
+        tag_update(c->mac_rx, buf->base, (size_t)n) < 0) {
+      hp_conn_close(c, "cannot check a frame's tag (libcrypto)");
+      return;
+    }
     c->pgot += (size_t)n;
     if (c->pre_phase && c->pgot == c->place_pre && end_pre(c) < 0) return;
   }
-  if (c->pgot == c->h.len && !c->pre_phase) frame_done(c);
+  if (c->hgot == HP_FRAME_HDR && c->pgot == c->h.len && !c->pre_phase &&
+      !c->tag_phase && !c->closing) {
+    if (c->authed && c->mac_rx) { /* its tag follows */
+      c->tag_phase = 1;
+      c->tgot = 0;
+    } else {
+      frame_done(c);
+    }
+  }
   if (c->pcap > KEEP_MAX && c->hgot == 0) {
     free(c->payload);
     c->payload = NULL;

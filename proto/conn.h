@@ -12,7 +12,16 @@
  * owner's on_frame; each payload is read straight into a buffer of its
  * own size (no copy through an intermediate buffer), which the owner may
  * keep. Every byte received refreshes last_rx, which the owners' heartbeat
- * checks read. */
+ * checks read.
+ *
+ * After the handshake every frame on a TCP connection is followed by a
+ * tag of HP_FRAME_TAG bytes: HMAC-SHA256, truncated, under a key for its
+ * direction drawn from the secret and both handshake nonces, over the
+ * frame's sequence number on the connection, its header and its payload
+ * (for DATA and XDATA frames, the bulk data, the payload only with
+ * hp_conn_set_integrity()). A frame altered, injected, dropped, replayed
+ * or reordered on the wire fails its tag and ends the connection. Local
+ * connections (a socketpair) carry no tags. */
 #ifndef HORA_PROTO_CONN_H
 #define HORA_PROTO_CONN_H
 
@@ -24,6 +33,8 @@
 #include "msg.h"
 
 struct hp_conn;
+
+#define HP_FRAME_TAG 16 /* bytes of a frame's tag after the handshake */
 
 struct hp_conn_cb {
   /* The handshake succeeded: the peer holds the secret. May be NULL. */
@@ -74,6 +85,13 @@ struct hp_conn {
   char why[256];
   uint64_t last_rx;    /* hc_now_ns() of the last byte received */
   size_t queued;       /* bytes written but not yet sent */
+  /* frame tags (after the handshake; TCP only) */
+  void *mac_tx, *mac_rx; /* keyed HMAC contexts (EVP_MAC_CTX) */
+  uint64_t seq_tx, seq_rx;
+  int integrity;         /* DATA/XDATA payloads are covered too */
+  int tag_phase;         /* reading the current frame's tag */
+  size_t tgot;
+  unsigned char tag[HP_FRAME_TAG];
   /* reader: a header, then its payload */
   unsigned char hdr[HP_FRAME_HDR];
   size_t hgot;
@@ -112,6 +130,12 @@ int hp_conn_accept(uv_stream_t *server,
 int hp_conn_open_local(uv_loop_t *loop, int fd, const char *peer,
                        const struct hp_conn_cb *cb, void *data,
                        struct hp_conn **out);
+
+/* With on, the tags of DATA and XDATA frames cover their payloads too
+ * (horarun's --wire-integrity): the bulk data is checked, at the cost of
+ * an HMAC over every byte on both sides. Both ends must say the same
+ * before the handshake ends (the job's knobs do). */
+void hp_conn_set_integrity(struct hp_conn *c, int on);
 
 /* Queues the frames in w (moved out of w, which is left empty). Returns 0
  * or < 0 when the connection is closing or the write failed. */

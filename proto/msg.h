@@ -6,7 +6,8 @@
  * All integers are little-endian. Strings are u32 length + bytes (no NUL).
  * A reader checks magic, version, type and length before it reads a byte
  * of payload, and every field read is bounds-checked: malformed input is an
- * error for that peer, never a crash. */
+ * error for that peer, never a crash. On TCP, after the handshake, each
+ * frame is followed by a 16-byte tag that `len` does not count (conn.h). */
 #ifndef HORA_PROTO_MSG_H
 #define HORA_PROTO_MSG_H
 
@@ -14,7 +15,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 10u
+#define HP_PROTO_VERSION 11u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */

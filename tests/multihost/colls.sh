@@ -9,7 +9,8 @@
 #           with HORA_SMALL_ALLREDUCE=0 they take the ring, 2 x 1;
 #   edges   the limits of the documented arithmetic, 3 x 2 (--config-file);
 #   mib     every dtype and op at just over 1 MiB (odd element counts), 3 x 1
-#           (ring chunks that do not divide evenly over the hosts);
+#           (ring chunks that do not divide evenly over the hosts); again
+#           with --wire-integrity (the data frames' tags cover the data);
 #   avg     float averages of 8M elements (several windows of pieces), 2 x 1;
 #   chunks  tensors streamed through 64 KiB staging chunks (1 MiB arena),
 #           averages, products, broadcasts, 3 x 2;
@@ -62,6 +63,12 @@ mh_assert_no_job_procs "$MARK"
 
 hrun mib.3x1 240 -np 3 -H h1:1,h2:1,h3:1 "$T/it_coll" matrix -s b1M+3 -m ip_alloc,oop_malloc -x 3 -q
 ok mib.3x1 3
+
+# the same with --wire-integrity: the ring's data frames' tags cover their
+# data (placed straight into the result as it arrives, then checked)
+hrun integrity.3x1 240 --wire-integrity -np 3 -H h1:1,h2:1,h3:1 "$T/it_coll" matrix \
+  -s b1M+3 -m ip_alloc,oop_malloc -x 3 -q
+ok integrity.3x1 3
 
 # large float averages: the last division must wait until every send of
 # the (undivided) sum has left, or the next host divides twice

@@ -99,14 +99,16 @@ static int start(unsigned char nonce[HP_NONCE_LEN]) {
   return fd;
 }
 
-/* A credential with the service's payload layout for `nonce`. */
+/* A credential with the service's payload layout for `nonce` (label, the
+ * nonce, an output key, a request). */
 static char *credential(const unsigned char nonce[HP_NONCE_LEN], int ttl) {
   static const char label[] = "hora-service-munge-1";
   const char req[] = "not a launch request";
-  unsigned char pl[sizeof label + HP_NONCE_LEN + sizeof req];
+  unsigned char pl[sizeof label + HP_NONCE_LEN + 32 + sizeof req];
   memcpy(pl, label, sizeof label);
   memcpy(pl + sizeof label, nonce, HP_NONCE_LEN);
-  memcpy(pl + sizeof label + HP_NONCE_LEN, req, sizeof req);
+  memset(pl + sizeof label + HP_NONCE_LEN, 7, 32); /* the output key */
+  memcpy(pl + sizeof label + HP_NONCE_LEN + 32, req, sizeof req);
   char *cred = NULL, why[300];
   if (hd_munge_encode(g_sock, pl, (int)sizeof pl, (uid_t)-1, ttl, &cred, why,
                       sizeof why) < 0) {

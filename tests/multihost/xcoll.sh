@@ -5,7 +5,8 @@
 # every result against a reference it computes itself:
 #   3 hosts x 1 rank, 3 x 2, 2 x 2; process sets whose ranks lie on some
 #   of the hosts only (the odd ranks of 3 x 1 are on h2 alone; the last
-#   rank's set is one host's), two disjoint sets busy at once.
+#   rank's set is one host's), two disjoint sets busy at once; 2 x 2
+#   again with --wire-integrity.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD" "$T/it_xcoll"
 mh_setup 3
@@ -24,6 +25,11 @@ for mode in colls sets join groups; do
   hrun $mode.3x2 240 -np 6 -H h1:2,h2:2,h3:2 "$T/it_xcoll" $mode -x 6
   ok $mode.3x2 6 $mode
 done
-hrun colls.2x2 240 -np 4 -H h1:2,h2:2 "$T/it_xcoll" colls -x 4
+hrun colls.2x2 240 HORA_LOG=mesh:debug -np 4 -H h1:2,h2:2 "$T/it_xcoll" colls -x 4
 ok colls.2x2 4 colls
+expect_nogrep colls.2x2 err "the data frames' tags cover their data" "no link checks the data"
+# the exchanges' XDATA frames with their data covered by the tags
+hrun integrity.2x2 240 HORA_LOG=mesh:debug --wire-integrity -np 4 -H h1:2,h2:2 "$T/it_xcoll" colls -x 4
+ok integrity.2x2 4 colls
+expect_grep integrity.2x2 err "the data frames' tags cover their data" "each link checks the data"
 finish
