@@ -198,6 +198,7 @@ const struct hc_param *hc_param_find(const char *name);
   X(service_port) \
   X(service_key_file) \
   X(wire_integrity) \
+  X(wire_encrypt) \
   X(service_auth) \
   X(munge_socket) \
   X(min_np) \

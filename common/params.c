@@ -226,6 +226,13 @@ const struct hc_param hc_params[] = {
      "whole and data frames' headers; this makes it cover their data too "
      "(an HMAC over every byte sent and received)",
      NULL, 0},
+    {"wire_encrypt", "HORA_WIRE_ENCRYPT", NULL, "--wire-encrypt", HC_P_BOOL,
+     "0",
+     "across hosts, encrypt every frame's payload (AES-256-GCM under a key "
+     "drawn from its connection's handshake; GCM's tag checks it whole, "
+     "data included): the job's data, environment and output are not "
+     "readable on the network",
+     NULL, 0},
     {"service_auth", "HORA_SERVICE_AUTH", NULL, "--service-auth", HC_P_STRING,
      "key",
      "--launcher service: how horarun proves who runs the job to the hosts' "

@@ -218,6 +218,7 @@ int hd_control_connect(struct hd_job *job, const char *addr, int port) {
   int rc =
       hp_conn_connect(job->daemon->loop, (struct sockaddr *)&ss, job->secret,
                       HP_AUTH_CONTROL, &ctl_cb, job, &job->ctl_conn);
+  if (rc == 0) hp_conn_set_encrypt(job->ctl_conn, job->wire_encrypt);
   if (rc < 0) {
     hc_error("cannot connect to horarun at %s port %d: %s", addr, port,
              uv_strerror(rc));

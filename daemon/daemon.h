@@ -418,6 +418,7 @@ struct hd_job {
   int boot_host; /* the host index it gave */
   int wire_integrity; /* from the bootstrap line: the mesh's DATA and XDATA
                          frames' tags cover their payloads */
+  int wire_encrypt;   /* and: every frame between hosts is encrypted */
   unsigned char secret[HP_SECRET_LEN];
   const struct hd_link *link; /* to the other hosts (the TCP mesh) */
   uv_tcp_t mesh_listener;

@@ -75,8 +75,8 @@ static void usage(FILE *f) {
          "See horad(8).\n");
 }
 
-/* Reads "HORA1 <host> <port> <secret-hex> <heartbeat-timeout>[ integrity]"
- * from stdin (the
+/* Reads "HORA1 <host> <port> <secret-hex> <heartbeat-timeout>[ integrity]
+ * [ encrypt]" from stdin (the
  * ssh channel, or a pipe from horarun): the secret never appears on a command
  * line or in the environment. Returns 0 or -1 (reported). */
 static int read_bootstrap(struct hd_job *job, int *port) {
@@ -101,8 +101,12 @@ static int read_bootstrap(struct hd_job *job, int *port) {
   int host, p, used = 0;
   double hb = 0;
   int sc = sscanf(line, "HORA1 %d %d %65s %lf%n", &host, &p, hex, &hb, &used);
-  if (sc == 4 && !strcmp(line + used, " integrity")) {
+  if (sc == 4 && !strncmp(line + used, " integrity", 10)) {
     job->wire_integrity = 1; /* DATA and XDATA tags cover their payloads */
+    memmove(line + used, line + used + 10, strlen(line + used + 10) + 1);
+  }
+  if (sc == 4 && !strcmp(line + used, " encrypt")) {
+    job->wire_encrypt = 1; /* every frame between hosts encrypted */
     line[used] = '\0';
   }
   if (sc != 4 || host < 0 || p < 0 || p > 65535 || line[used] != '\0' ||

@@ -938,8 +938,9 @@ static void on_rdv_connection(uv_stream_t *server, int status) {
   if (status < 0 || j->closing) return;
   /* A flood of strangers makes room for this one (conn.h): a real horad
    * always gets in. */
-  hp_conn_accept_tracked(server, j->secret, HP_AUTH_CONTROL, &rdv_cb, j,
-                         &j->conns, &c);
+  if (hp_conn_accept_tracked(server, j->secret, HP_AUTH_CONTROL, &rdv_cb, j,
+                             &j->conns, &c) == 0)
+    hp_conn_set_encrypt(c, hr_opts_knob_num(j->o, "wire_encrypt") != 0);
 }
 
 static int open_rendezvous(struct hr_job *j) {
@@ -1328,7 +1329,8 @@ static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
     hr_boot_line(line, sizeof line, (int)(d - j->d),
                  d->remote ? j->rdv_port : 0, j->secret, sizeof j->secret,
                  (double)j->hb_timeout_ns / 1.5e9,
-                 hr_opts_knob_num(j->o, "wire_integrity") != 0);
+                 hr_opts_knob_num(j->o, "wire_integrity") != 0,
+                 hr_opts_knob_num(j->o, "wire_encrypt") != 0);
   if (d->remote) {
     start_remote(j, d, line);
     memset(line, 0, sizeof line);

@@ -18,11 +18,12 @@
 
 void hr_boot_line(char *buf, size_t len, int host, int port,
                   const unsigned char *secret, size_t secret_len,
-                  double heartbeat_timeout, int integrity) {
+                  double heartbeat_timeout, int integrity, int encrypt) {
   char hex[2 * HP_SECRET_LEN + 1];
   hp_hex(secret, HC_MIN(secret_len, (size_t)HP_SECRET_LEN), hex);
-  hc_fmt(buf, len, "HORA1 %d %d %s %g%s\n", host, port, hex,
-         heartbeat_timeout, integrity ? " integrity" : "");
+  hc_fmt(buf, len, "HORA1 %d %d %s %g%s%s\n", host, port, hex,
+         heartbeat_timeout, integrity ? " integrity" : "",
+         encrypt ? " encrypt" : "");
   memset(hex, 0, sizeof hex);
 }
 

@@ -12,10 +12,11 @@
  * rendezvous port (0 for horad on this machine), the job secret in hex
  * (never on a command line or in the environment: `ps` would show it) and
  * the heartbeat timeout in seconds, then "integrity" with --wire-integrity
- * (both ends of every link need these before the job). */
+ * and "encrypt" with --wire-encrypt (both ends of every link need these
+ * before the job). */
 void hr_boot_line(char *buf, size_t len, int host, int port,
                   const unsigned char *secret, size_t secret_len,
-                  double heartbeat_timeout, int integrity);
+                  double heartbeat_timeout, int integrity, int encrypt);
 
 /* The --iface value for host h: its own interface from the config, else
  * every --network-interface, comma separated; NULL when none. Returns a

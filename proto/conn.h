@@ -19,9 +19,10 @@
  * direction drawn from the secret and both handshake nonces, over the
  * frame's sequence number on the connection, its header and its payload
  * (for DATA and XDATA frames, the bulk data, the payload only with
- * hp_conn_set_integrity()). A frame altered, injected, dropped, replayed
- * or reordered on the wire fails its tag and ends the connection. Local
- * connections (a socketpair) carry no tags. */
+ * hp_conn_set_integrity()); with hp_conn_set_encrypt(), the payloads are
+ * encrypted (AES-256-GCM) and the tag is GCM's. A frame altered,
+ * injected, dropped, replayed or reordered on the wire fails its tag and
+ * ends the connection. Local connections (a socketpair) carry no tags. */
 #ifndef HORA_PROTO_CONN_H
 #define HORA_PROTO_CONN_H
 
@@ -86,9 +87,11 @@ struct hp_conn {
   uint64_t last_rx;    /* hc_now_ns() of the last byte received */
   size_t queued;       /* bytes written but not yet sent */
   /* frame tags (after the handshake; TCP only) */
-  void *mac_tx, *mac_rx; /* keyed HMAC contexts (EVP_MAC_CTX) */
+  void *mac_tx, *mac_rx; /* keyed HMAC contexts (EVP_MAC_CTX), or */
+  void *enc_tx, *enc_rx; /* AES-256-GCM (EVP_CIPHER_CTX), with encrypt */
   uint64_t seq_tx, seq_rx;
   int integrity;         /* DATA/XDATA payloads are covered too */
+  int encrypt;           /* every payload encrypted (AES-256-GCM) */
   int tag_phase;         /* reading the current frame's tag */
   size_t tgot;
   unsigned char tag[HP_FRAME_TAG];
@@ -136,6 +139,14 @@ int hp_conn_open_local(uv_loop_t *loop, int fd, const char *peer,
  * an HMAC over every byte on both sides. Both ends must say the same
  * before the handshake ends (the job's knobs do). */
 void hp_conn_set_integrity(struct hp_conn *c, int on);
+
+/* With on, every frame's payload is encrypted with AES-256-GCM under a key
+ * of its direction drawn from the handshake, its header authenticated
+ * with it, and the tag is GCM's (horarun's --wire-encrypt): nothing of the
+ * job's data or control is readable on the wire, at the cost of a copy of
+ * each outgoing zero-copy payload and AES over every byte both ways. Both
+ * ends must say the same before the handshake ends. */
+void hp_conn_set_encrypt(struct hp_conn *c, int on);
 
 /* Queues the frames in w (moved out of w, which is left empty). Returns 0
  * or < 0 when the connection is closing or the write failed. */

@@ -388,7 +388,10 @@ static void *mesh_place(struct hp_conn *c, const struct hp_frame_hdr *h,
 
 static void set_place(struct hp_conn *c) {
   hp_conn_set_integrity(c, conn_daemon(c)->wire_integrity);
-  if (conn_daemon(c)->wire_integrity)
+  hp_conn_set_encrypt(c, conn_daemon(c)->wire_encrypt);
+  if (conn_daemon(c)->wire_encrypt)
+    hc_debug("link %s: every frame encrypted (--wire-encrypt)", c->peer);
+  else if (conn_daemon(c)->wire_integrity)
     hc_debug("link %s: the data frames' tags cover their data "
              "(--wire-integrity)", c->peer);
   hp_conn_set_place(c, HP_MSG_DATA, HP_DATA_HDR_LEN, mesh_place);

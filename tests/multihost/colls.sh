@@ -10,7 +10,8 @@
 #   edges   the limits of the documented arithmetic, 3 x 2 (--config-file);
 #   mib     every dtype and op at just over 1 MiB (odd element counts), 3 x 1
 #           (ring chunks that do not divide evenly over the hosts); again
-#           with --wire-integrity (the data frames' tags cover the data);
+#           with --wire-integrity (the data frames' tags cover the data)
+#           and with --wire-encrypt (every frame encrypted);
 #   avg     float averages of 8M elements (several windows of pieces), 2 x 1;
 #   chunks  tensors streamed through 64 KiB staging chunks (1 MiB arena),
 #           averages, products, broadcasts, 3 x 2;
@@ -69,6 +70,11 @@ ok mib.3x1 3
 hrun integrity.3x1 240 --wire-integrity -np 3 -H h1:1,h2:1,h3:1 "$T/it_coll" matrix \
   -s b1M+3 -m ip_alloc,oop_malloc -x 3 -q
 ok integrity.3x1 3
+# and with --wire-encrypt: every frame between hosts encrypted (AES-GCM),
+# the data decrypted in place where it lands
+hrun encrypt.3x1 240 --wire-encrypt -np 3 -H h1:1,h2:1,h3:1 "$T/it_coll" matrix \
+  -s b1M+3 -m ip_alloc,oop_malloc -x 3 -q
+ok encrypt.3x1 3
 
 # large float averages: the last division must wait until every send of
 # the (undivided) sum has left, or the next host divides twice

@@ -6,7 +6,7 @@
 #   3 hosts x 1 rank, 3 x 2, 2 x 2; process sets whose ranks lie on some
 #   of the hosts only (the odd ranks of 3 x 1 are on h2 alone; the last
 #   rank's set is one host's), two disjoint sets busy at once; 2 x 2
-#   again with --wire-integrity.
+#   again with --wire-integrity and with --wire-encrypt.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD" "$T/it_xcoll"
 mh_setup 3
@@ -32,4 +32,8 @@ expect_nogrep colls.2x2 err "the data frames' tags cover their data" "no link ch
 hrun integrity.2x2 240 HORA_LOG=mesh:debug --wire-integrity -np 4 -H h1:2,h2:2 "$T/it_xcoll" colls -x 4
 ok integrity.2x2 4 colls
 expect_grep integrity.2x2 err "the data frames' tags cover their data" "each link checks the data"
+# and encrypted
+hrun encrypt.2x2 240 HORA_LOG=mesh:debug --wire-encrypt -np 4 -H h1:2,h2:2 "$T/it_xcoll" colls -x 4
+ok encrypt.2x2 4 colls
+expect_grep encrypt.2x2 err "every frame encrypted" "each link encrypts"
 finish

@@ -4,7 +4,8 @@
  * alters, replays, drops or reorders the connector's tagged frames.
  * Untouched frames all arrive; every change ends the connection as bad
  * data, before the changed frame reaches its owner; a DATA frame's data
- * is covered only with hp_conn_set_integrity(). */
+ * is covered only with hp_conn_set_integrity(); with hp_conn_set_encrypt()
+ * no payload crosses in the clear, and changes are caught alike. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -38,7 +39,11 @@ static int on_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
   if (e->frames < NFRAMES + 2) {
     size_t n = HC_MIN((size_t)h->len, sizeof e->texts[0] - 1);
     if (h->type == HP_MSG_DATA) {
-      hc_fmt(e->texts[e->frames], sizeof e->texts[0], "data %u", h->len);
+      int same = 1; /* the blob's pattern (see run_as) */
+      for (size_t i = HP_DATA_HDR_LEN; i < h->len; i++)
+        same &= p[i] == (unsigned char)((i - HP_DATA_HDR_LEN) * 7);
+      hc_fmt(e->texts[e->frames], sizeof e->texts[0], "data %u%s", h->len,
+             same ? "" : " changed");
     } else {
       memcpy(e->texts[e->frames], p + 4, n > 4 ? n - 4 : 0);
       e->texts[e->frames][n > 4 ? n - 4 : 0] = '\0';
@@ -99,6 +104,8 @@ static long read_frame(int fd, unsigned char *buf, size_t cap, int tagged) {
   return (long)all;
 }
 
+static int g_plain_seen; /* the relay saw "frame " in a tagged frame */
+
 static void *relay_main(void *arg) {
   struct relay *r = arg;
   int a = accept(r->lfd, NULL, NULL);
@@ -133,6 +140,7 @@ static void *relay_main(void *arg) {
       int t = got - 2; /* its number among the tagged ones */
       got++;
       unsigned char *p = f[got - 1];
+      if (memmem(p, (size_t)k, "frame ", 6)) g_plain_seen = 1;
       if (t == 1) {
         switch (r->mode) {
         case FLIP_PAYLOAD: p[HP_FRAME_HDR + 5] ^= 1; break;
@@ -159,7 +167,7 @@ static void *relay_main(void *arg) {
 
 static struct end *g_acc;
 static unsigned char g_secret[HP_SECRET_LEN];
-static int g_integrity;
+static int g_integrity, g_encrypt;
 
 static void on_listen(uv_stream_t *server, int status) {
   struct hp_conn *c;
@@ -167,6 +175,7 @@ static void on_listen(uv_stream_t *server, int status) {
       hp_conn_accept(server, g_secret, HP_AUTH_MESH, &cb, g_acc, &c) == 0) {
     g_acc->c = c;
     hp_conn_set_integrity(c, g_integrity);
+    hp_conn_set_encrypt(c, g_encrypt);
   }
 }
 
@@ -177,12 +186,15 @@ static void no_done(void *arg, int status) {
 
 /* Runs one connection in `mode`; the connector sends NFRAMES frames (the
  * second a DATA frame when data is set). Returns the acceptor's end. */
-static struct end run(enum mode mode, int data, int integrity) {
+static struct end run_as(enum mode mode, int data, int integrity,
+                         int encrypt) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   struct end acc = {0}, con = {0};
   g_acc = &acc;
   g_integrity = integrity;
+  g_encrypt = encrypt;
+  g_plain_seen = 0;
   hp_random(g_secret, sizeof g_secret);
   uv_tcp_t server;
   uv_tcp_init(&loop, &server);
@@ -208,10 +220,12 @@ static struct end run(enum mode mode, int data, int integrity) {
                                HP_AUTH_MESH, &cb, &con, &con.c),
                0);
   hp_conn_set_integrity(con.c, integrity);
+  hp_conn_set_encrypt(con.c, encrypt);
   for (int i = 0; i < 100000 && !con.authed && !con.closed; i++)
     uv_run(&loop, UV_RUN_ONCE);
   CHECK_EQ_INT(con.authed, 1);
   static unsigned char blob[4096];
+  for (size_t i = 0; i < sizeof blob; i++) blob[i] = (unsigned char)(i * 7);
   for (int k = 0; k < NFRAMES && con.c; k++) {
     if (data && k == 1) {
       /* a frame header of our own (the bytes msg.h describes), then a
@@ -245,6 +259,10 @@ static struct end run(enum mode mode, int data, int integrity) {
   close(r.lfd);
   uv_loop_close(&loop);
   return out;
+}
+
+static struct end run(enum mode mode, int data, int integrity) {
+  return run_as(mode, data, integrity, 0);
 }
 
 static void expect_cut(const char *what, struct end e) {
@@ -284,10 +302,30 @@ static void test_data_integrity(void) {
   struct end e = run(FLIP_DATA, 1, 0);
   CHECK_EQ_INT(e.frames, NFRAMES);
   CHECK_EQ_INT(e.closed, 0);
+  CHECK_EQ_STR(e.texts[1], "data 4120 changed");
   /* with it, the frame is refused */
   e = run(FLIP_DATA, 1, 1);
   CHECK(e.closed == 1 && e.bad_data && strstr(e.why, "tag does not match"));
   CHECK_EQ_INT(e.frames, 1);
+}
+
+static void test_encrypt(void) {
+  struct end e = run_as(PASS, 0, 0, 1);
+  CHECK_EQ_INT(e.frames, NFRAMES);
+  CHECK_EQ_INT(e.closed, 0);
+  CHECK_EQ_STR(e.texts[0], "frame 0");
+  CHECK_EQ_STR(e.texts[3], "frame 3");
+  CHECK_EQ_INT(g_plain_seen, 0); /* nothing readable on the way */
+  e = run(PASS, 0, 0);
+  CHECK_EQ_INT(g_plain_seen, 1); /* (the relay would have seen it) */
+  e = run_as(PASS, 1, 0, 1); /* a zero-copy DATA frame, encrypted */
+  CHECK_EQ_INT(e.frames, NFRAMES);
+  CHECK_EQ_STR(e.texts[1], "data 4120");
+  expect_cut("encrypted: a payload bit flipped", run_as(FLIP_PAYLOAD, 0, 0, 1));
+  expect_cut("encrypted: a header bit flipped", run_as(FLIP_HEADER, 0, 0, 1));
+  expect_cut("encrypted: a frame dropped", run_as(DROP, 0, 0, 1));
+  e = run_as(FLIP_DATA, 1, 0, 1); /* data is covered when encrypted */
+  CHECK(e.closed == 1 && e.bad_data && strstr(e.why, "tag does not match"));
 }
 
 int main(void) {
@@ -295,5 +333,6 @@ int main(void) {
   RUN(test_pass);
   RUN(test_tampering);
   RUN(test_data_integrity);
+  RUN(test_encrypt);
   TL_EXIT();
 }
