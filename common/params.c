@@ -221,15 +221,15 @@ const struct hc_param hc_params[] = {
      NULL, 0},
     {"wire_integrity", "HORA_WIRE_INTEGRITY", NULL, "--wire-integrity",
      HC_P_BOOL, "0",
-     "across hosts every frame carries a tag (HMAC-SHA256 under a key "
+     "across hosts every frame carries a tag (AES-256-GCM's, under a key "
      "drawn from its connection's handshake) that covers control frames "
      "whole and data frames' headers; this makes it cover their data too "
-     "(an HMAC over every byte sent and received)",
+     "(GHASH over every byte sent and received)",
      NULL, 0},
     {"wire_encrypt", "HORA_WIRE_ENCRYPT", NULL, "--wire-encrypt", HC_P_BOOL,
      "0",
      "across hosts, encrypt every frame's payload (AES-256-GCM under a key "
-     "drawn from its connection's handshake; GCM's tag checks it whole, "
+     "drawn from its connection's handshake; its tag checks it whole, "
      "data included): the job's data, environment and output are not "
      "readable on the network",
      NULL, 0},

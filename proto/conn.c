@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -169,10 +168,8 @@ static void on_handle_closed(uv_handle_t *h) {
   }
   if (c->cb->on_close) c->cb->on_close(c, c->why);
   hp_auth_clear(&c->auth);
-  EVP_MAC_CTX_free(c->mac_tx);
-  EVP_MAC_CTX_free(c->mac_rx);
-  EVP_CIPHER_CTX_free(c->enc_tx);
-  EVP_CIPHER_CTX_free(c->enc_rx);
+  EVP_CIPHER_CTX_free(c->tag_tx);
+  EVP_CIPHER_CTX_free(c->tag_rx);
   free(c->payload);
   free(c);
 }
@@ -227,25 +224,7 @@ static void dir_key(const struct hp_auth *a, const char *what, const char *dir,
   OPENSSL_cleanse(in, sizeof in);
 }
 
-/* HMAC-SHA256 keyed for one direction. */
-static void *tag_ctx(const struct hp_auth *a, const char *dir) {
-  unsigned char key[32];
-  dir_key(a, "tag", dir, key);
-  EVP_MAC *m = EVP_MAC_fetch(NULL, "HMAC", NULL);
-  EVP_MAC_CTX *x = m ? EVP_MAC_CTX_new(m) : NULL;
-  EVP_MAC_free(m); /* (the context holds its own reference) */
-  OSSL_PARAM ps[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
-                                                      (char *)"SHA256", 0),
-                     OSSL_PARAM_construct_end()};
-  if (x && EVP_MAC_init(x, key, sizeof key, ps) != 1) {
-    EVP_MAC_CTX_free(x);
-    x = NULL;
-  }
-  OPENSSL_cleanse(key, sizeof key);
-  return x;
-}
-
-/* AES-256-GCM keyed for one direction (--wire-encrypt). */
+/* AES-256-GCM keyed for one direction. */
 static void *enc_ctx(const struct hp_auth *a, const char *dir, int encrypt) {
   unsigned char key[32];
   dir_key(a, "enc", dir, key);
@@ -266,87 +245,66 @@ static int covers(const struct hp_conn *c, uint16_t type) {
          (type != HP_MSG_DATA && type != HP_MSG_XDATA);
 }
 
-/* Starts the tag of a frame: its sequence number, then its header (with
- * AES-GCM, the number is the IV's last 8 bytes and the header is
- * authenticated as additional data). */
-static int tag_begin(const struct hp_conn *c, void *mac, void *enc,
-                     uint64_t seq, const unsigned char *hdr) {
-  unsigned char s[12] = {0};
-  for (int i = 0; i < 8; i++) s[4 + i] = (unsigned char)(seq >> (8 * i));
+/* Starts the tag of a frame: the IV's last 8 bytes are its sequence
+ * number, its header is authenticated as additional data. */
+static int tag_begin(void *x, uint64_t seq, const unsigned char *hdr) {
+  unsigned char iv[12] = {0};
+  for (int i = 0; i < 8; i++) iv[4 + i] = (unsigned char)(seq >> (8 * i));
   int outl = 0;
-  (void)c;
-  if (enc)
-    return EVP_CipherInit_ex(enc, NULL, NULL, NULL, s, -1) == 1 &&
-                   EVP_CipherUpdate(enc, NULL, &outl, hdr, HP_FRAME_HDR) == 1
-               ? 0
-               : -1;
-  return EVP_MAC_init(mac, NULL, 0, NULL) == 1 &&
-                 EVP_MAC_update(mac, s + 4, 8) == 1 &&
-                 EVP_MAC_update(mac, hdr, HP_FRAME_HDR) == 1
+  return EVP_CipherInit_ex(x, NULL, NULL, NULL, iv, -1) == 1 &&
+                 EVP_CipherUpdate(x, NULL, &outl, hdr, HP_FRAME_HDR) == 1
              ? 0
              : -1;
 }
 
-/* n payload bytes: hashed from src, or encrypted / decrypted from src into
- * dst (which may be src). */
-static int tag_data(void *mac, void *enc, const void *src, void *dst,
-                    size_t n) {
-  if (!n) return 0;
-  if (!enc) return EVP_MAC_update(mac, src, n) == 1 ? 0 : -1;
+/* n payload bytes: encrypted or decrypted from src into dst (which may be
+ * src) when the connection encrypts, else authenticated as they are (GCM's
+ * additional data: GMAC). */
+static int tag_data(const struct hp_conn *c, void *x, const void *src,
+                    void *dst, size_t n) {
   int outl = 0;
-  return EVP_CipherUpdate(enc, dst, &outl, src, (int)n) == 1 &&
+  if (!n) return 0;
+  if (!c->encrypt) return EVP_CipherUpdate(x, NULL, &outl, src, (int)n) == 1 ? 0 : -1;
+  return EVP_CipherUpdate(x, dst, &outl, src, (int)n) == 1 &&
                  (size_t)outl == n
              ? 0
              : -1;
 }
 
 /* The sender's tag into out. */
-static int tag_finish(void *mac, void *enc, unsigned char out[HP_FRAME_TAG]) {
-  if (enc) {
-    int outl = 0;
-    unsigned char none[16];
-    return EVP_CipherFinal_ex(enc, none, &outl) == 1 &&
-                   EVP_CIPHER_CTX_ctrl(enc, EVP_CTRL_GCM_GET_TAG, HP_FRAME_TAG,
-                                       out) == 1
-               ? 0
-               : -1;
-  }
-  unsigned char full[EVP_MAX_MD_SIZE];
-  size_t n = 0;
-  if (EVP_MAC_final(mac, full, &n, sizeof full) != 1 || n < HP_FRAME_TAG)
-    return -1;
-  memcpy(out, full, HP_FRAME_TAG);
-  return 0;
+static int tag_finish(void *x, unsigned char out[HP_FRAME_TAG]) {
+  int outl = 0;
+  unsigned char none[16];
+  return EVP_CipherFinal_ex(x, none, &outl) == 1 &&
+                 EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_GCM_GET_TAG, HP_FRAME_TAG,
+                                     out) == 1
+             ? 0
+             : -1;
 }
 
 /* The receiver: 1 when tag is the frame's, 0 when not, -1 on an error. */
-static int tag_check(void *mac, void *enc, const unsigned char *tag) {
-  if (enc) {
-    int outl = 0;
-    unsigned char none[16];
-    if (EVP_CIPHER_CTX_ctrl(enc, EVP_CTRL_GCM_SET_TAG, HP_FRAME_TAG,
-                            (void *)tag) != 1)
-      return -1;
-    return EVP_CipherFinal_ex(enc, none, &outl) == 1;
-  }
-  unsigned char want[HP_FRAME_TAG];
-  if (tag_finish(mac, NULL, want) < 0) return -1;
-  return !CRYPTO_memcmp(want, tag, HP_FRAME_TAG);
+static int tag_check(void *x, const unsigned char *tag) {
+  int outl = 0;
+  unsigned char none[16];
+  if (EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_GCM_SET_TAG, HP_FRAME_TAG,
+                          (void *)tag) != 1)
+    return -1;
+  return EVP_CipherFinal_ex(x, none, &outl) == 1;
 }
 
 /* An outgoing frame: its header hdr, then n1 payload bytes at p1 (the
  * connection's own: encrypted in place), then n2 at p2 (the caller's:
- * with encryption, encrypted into d2). Its tag goes to out. */
+ * when encrypting, encrypted into d2). Its tag goes to out. */
 static int tag_out(struct hp_conn *c, const unsigned char *hdr,
                    unsigned char *p1, size_t n1, const void *p2, void *d2,
                    size_t n2, unsigned char out[HP_FRAME_TAG]) {
   uint16_t type = (uint16_t)(hdr[6] | hdr[7] << 8);
   int cov = covers(c, type);
-  if (tag_begin(c, c->mac_tx, c->enc_tx, c->seq_tx++, hdr) < 0 ||
-      (cov && (tag_data(c->mac_tx, c->enc_tx, p1, p1, n1) < 0 ||
-               tag_data(c->mac_tx, c->enc_tx, p2, d2, n2) < 0)))
+  if (tag_begin(c->tag_tx, c->seq_tx++, hdr) < 0 ||
+      (cov && (tag_data(c, c->tag_tx, p1, p1, n1) < 0 ||
+               tag_data(c, c->tag_tx, p2, d2, n2) < 0)))
     return -1;
-  return tag_finish(c->mac_tx, c->enc_tx, out);
+  return tag_finish(c->tag_tx, out);
 }
 
 void hp_conn_set_integrity(struct hp_conn *c, int on) { c->integrity = on; }
@@ -437,14 +395,14 @@ int hp_conn_send(struct hp_conn *c, struct hp_wbuf *w) {
   r->bytes = r->w.len;
   uv_buf_t one = uv_buf_init((char *)r->w.data, (unsigned)r->w.len), *b = &one;
   unsigned nb = 1;
-  int rc = c->mac_tx || c->enc_tx ? tag_frames(c, r, &b, &nb) : 0;
+  int rc = c->tag_tx ? tag_frames(c, r, &b, &nb) : 0;
   if (rc == 0) rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, b, nb, on_write);
   if (b != &one) free(b); /* (uv_write copied the array) */
   if (rc < 0) {
     hp_wbuf_free(&r->w);
     free(r->tags);
     free(r);
-    if (c->mac_tx || c->enc_tx) /* the sequence is off */
+    if (c->tag_tx) /* the sequence is off */
       hp_conn_close(c, "cannot tag a frame");
     return rc;
   }
@@ -469,10 +427,10 @@ int hp_conn_send_zc(struct hp_conn *c, const void *hdr, size_t hdrlen,
                      uv_buf_init((char *)r->ztag, HP_FRAME_TAG)};
     unsigned nb = n ? 2 : 1;
     rc = 0;
-    if (c->enc_tx && n && !(r->enc = malloc(n))) {
+    if (c->tag_tx && c->encrypt && n && !(r->enc = malloc(n))) {
       rc = UV_ENOMEM;
       hp_conn_close(c, "out of memory");
-    } else if (c->mac_tx || c->enc_tx) {
+    } else if (c->tag_tx) {
       if (r->enc) b[1] = uv_buf_init((char *)r->enc, (unsigned)n);
       if (tag_out(c, r->hdr, r->hdr + HP_FRAME_HDR, hdrlen - HP_FRAME_HDR, p,
                   r->enc, n, r->ztag) < 0) {
@@ -524,14 +482,9 @@ static int auth_frame(struct hp_conn *c) {
     /* from here on every frame carries a tag, each way its own key */
     const char *tx = c->connector ? "c2s" : "s2c";
     const char *rx = c->connector ? "s2c" : "c2s";
-    if (c->encrypt) {
-      c->enc_tx = enc_ctx(&c->auth, tx, 1);
-      c->enc_rx = enc_ctx(&c->auth, rx, 0);
-    } else {
-      c->mac_tx = tag_ctx(&c->auth, tx);
-      c->mac_rx = tag_ctx(&c->auth, rx);
-    }
-    if (!(c->mac_tx || c->enc_tx) || !(c->mac_rx || c->enc_rx)) {
+    c->tag_tx = enc_ctx(&c->auth, tx, 1);
+    c->tag_rx = enc_ctx(&c->auth, rx, 0);
+    if (!c->tag_tx || !c->tag_rx) {
       hp_conn_close(c, "cannot set up the frame tags (libcrypto)");
       return -1;
     }
@@ -659,7 +612,7 @@ void hp_conn_unplace(struct hp_conn *c) {
 /* The current frame's tag is in: does it match? Returns 0 or -1 (the
  * connection is closing). */
 static int check_tag(struct hp_conn *c) {
-  int ok = tag_check(c->mac_rx, c->enc_rx, c->tag);
+  int ok = tag_check(c->tag_rx, c->tag);
   if (ok < 0) {
     hp_conn_close(c, "cannot check a frame's tag (libcrypto)");
     return -1;
@@ -699,15 +652,15 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     }
     if (c->hgot < HP_FRAME_HDR) return;
     if (start_payload(c) < 0) return;
-    if (c->authed && (c->mac_rx || c->enc_rx) &&
-        tag_begin(c, c->mac_rx, c->enc_rx, c->seq_rx++, c->hdr) < 0) {
+    if (c->authed && (c->tag_rx) &&
+        tag_begin(c->tag_rx, c->seq_rx++, c->hdr) < 0) {
       hp_conn_close(c, "cannot check a frame's tag (libcrypto)");
       return;
     }
   } else {
     /* (decrypted in place before anyone reads it, placement included) */
-    if (c->authed && (c->mac_rx || c->enc_rx) && covers(c, c->h.type) &&
-        tag_data(c->mac_rx, c->enc_rx, buf->base, buf->base, (size_t)n) < 0) {
+    if (c->authed && (c->tag_rx) && covers(c, c->h.type) &&
+        tag_data(c, c->tag_rx, buf->base, buf->base, (size_t)n) < 0) {
       hp_conn_close(c, "cannot check a frame's tag (libcrypto)");
       return;
     }
@@ -716,7 +669,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   }
   if (c->hgot == HP_FRAME_HDR && c->pgot == c->h.len && !c->pre_phase &&
       !c->tag_phase && !c->closing) {
-    if (c->authed && (c->mac_rx || c->enc_rx)) { /* its tag follows */
+    if (c->authed && (c->tag_rx)) { /* its tag follows */
       c->tag_phase = 1;
       c->tgot = 0;
     } else {

@@ -15,14 +15,15 @@
  * checks read.
  *
  * After the handshake every frame on a TCP connection is followed by a
- * tag of HP_FRAME_TAG bytes: HMAC-SHA256, truncated, under a key for its
- * direction drawn from the secret and both handshake nonces, over the
- * frame's sequence number on the connection, its header and its payload
- * (for DATA and XDATA frames, the bulk data, the payload only with
- * hp_conn_set_integrity()); with hp_conn_set_encrypt(), the payloads are
- * encrypted (AES-256-GCM) and the tag is GCM's. A frame altered,
- * injected, dropped, replayed or reordered on the wire fails its tag and
- * ends the connection. Local connections (a socketpair) carry no tags. */
+ * tag of HP_FRAME_TAG bytes: AES-256-GCM's, under a key for its direction
+ * drawn from the secret and both handshake nonces, with the frame's
+ * sequence number on the connection as its IV, over its header and its
+ * payload as additional data (GMAC; for DATA and XDATA frames, the bulk
+ * data, the payload only with hp_conn_set_integrity()); with
+ * hp_conn_set_encrypt() the payloads are encrypted as well. A frame
+ * altered, injected, dropped, replayed or reordered on the wire fails its
+ * tag and ends the connection. Local connections (a socketpair) carry no
+ * tags. */
 #ifndef HORA_PROTO_CONN_H
 #define HORA_PROTO_CONN_H
 
@@ -87,8 +88,7 @@ struct hp_conn {
   uint64_t last_rx;    /* hc_now_ns() of the last byte received */
   size_t queued;       /* bytes written but not yet sent */
   /* frame tags (after the handshake; TCP only) */
-  void *mac_tx, *mac_rx; /* keyed HMAC contexts (EVP_MAC_CTX), or */
-  void *enc_tx, *enc_rx; /* AES-256-GCM (EVP_CIPHER_CTX), with encrypt */
+  void *tag_tx, *tag_rx; /* AES-256-GCM keyed each way (EVP_CIPHER_CTX) */
   uint64_t seq_tx, seq_rx;
   int integrity;         /* DATA/XDATA payloads are covered too */
   int encrypt;           /* every payload encrypted (AES-256-GCM) */
@@ -136,8 +136,8 @@ int hp_conn_open_local(uv_loop_t *loop, int fd, const char *peer,
 
 /* With on, the tags of DATA and XDATA frames cover their payloads too
  * (horarun's --wire-integrity): the bulk data is checked, at the cost of
- * an HMAC over every byte on both sides. Both ends must say the same
- * before the handshake ends (the job's knobs do). */
+ * GHASH over every byte on both sides. Both ends must say the same before
+ * the handshake ends (the job's knobs do). */
 void hp_conn_set_integrity(struct hp_conn *c, int on);
 
 /* With on, every frame's payload is encrypted with AES-256-GCM under a key
