@@ -1489,7 +1489,9 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
     }
     watch_signals(j);
     if (o->verbose) print_layout(j);
-    j->multi = j->nd > 1;
+    /* across hosts: several daemons, or one on another host (it connects
+     * back over TCP, with the bootstrap line and heartbeats) */
+    j->multi = j->nd > 1 || (j->nd == 1 && j->d[0].remote);
     if (j->multi) {
       double hb = HC_MAX(0.2, hr_opts_knob_num(o, "heartbeat_timeout"));
       /* A little later than the daemons: when a host goes quiet, its

@@ -4,6 +4,7 @@
 # layout says (its hostname is its host's), with HOROVOD_RANK and the
 # config file's env, its output prefixed [rank]<stdout>: / <stderr>:
 #   -H h1:2,h2:2,h3:2 from the client (a machine that is none of the hosts)
+#   -H with one remote host (the whole job on h2, or h3)
 #   -H with fewer ranks than slots, and hosts without slot counts
 #   --hostfile ('h1 slots=2' lines)
 #   --config-file: hosts (both item forms), ssh identity_file / port /
@@ -16,7 +17,7 @@
 #   --mpi: the horads started by mpirun; --gloo: by ssh
 # After each, no process of the job is left on any host.
 . "$(dirname "$0")/lib.sh"
-need "$HORARUN" "$HORAD"
+need "$HORARUN" "$HORAD" "$T/it_coll"
 mh_setup 3
 
 # check_layout NAME NP H1 H2 H3: ranks 0..NP-1 ran on the hosts in order,
@@ -43,6 +44,16 @@ expect_rc dashH 0
 check_layout dashH 6 2 2 2
 expect_count dashH err '^\[[0-9]\]<stderr>:err of [0-9]$' 6 "each rank's stderr comes back prefixed"
 expect_quiet dashH
+mh_assert_no_job_procs "$MARK"
+
+# one host, not this machine: its horad still connects back over TCP
+hrun onehost 60 -np 2 -H h2:2 sh -c "$where"
+expect_rc onehost 0
+check_layout onehost 2 0 2
+hrun onecoll 60 -np 2 -H h3:2 "$T/it_coll" matrix -x 2 -q
+expect_rc onecoll 0
+expect_count onecoll out "^\[[01]\]<stdout>:rank [01] of 2: [0-9]+ checks, 0 failures" 2 \
+  "a collective on the one remote host is right"
 mh_assert_no_job_procs "$MARK"
 
 # fewer ranks than slots fill the hosts in order; a host alone has 1 slot
