@@ -178,6 +178,8 @@ install: all
 	install -m 644 man/hora.yaml.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 644 man/horad.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	sed 's|@PREFIX@|$(PREFIX)|' configs/horad.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/horad.service
+	install -d $(DESTDIR)$(PREFIX)/share/hora
+	install -m 644 configs/horad.yaml $(DESTDIR)$(PREFIX)/share/hora/horad.yaml
 	@if [ -n "$(PYVER)" ]; then \
 	  echo "installing the hora Python package in $(PYDIR)"; \
 	  install -d $(DESTDIR)$(PYDIR)/hora/torch && \
@@ -192,7 +194,8 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/share/man/man1/horarun.1 $(DESTDIR)$(PREFIX)/share/man/man3/hora.3 \
 	  $(DESTDIR)$(PREFIX)/share/man/man8/horad.8 \
 	  $(DESTDIR)$(PREFIX)/share/man/man5/hora.yaml.5 \
-	  $(DESTDIR)$(PREFIX)/lib/systemd/system/horad.service
+	  $(DESTDIR)$(PREFIX)/lib/systemd/system/horad.service \
+	  $(DESTDIR)$(PREFIX)/share/hora/horad.yaml
 	rm -rf $(DESTDIR)$(PYDIR)/hora
 
 format:

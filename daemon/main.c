@@ -20,9 +20,11 @@ static void usage(FILE *f) {
          "       horad --rendezvous [--iface IF] [--launcher ADDR]\n"
          "                   [--metrics-port PORT]\n"
          "       horad --probe [--iface IF] [--launcher ADDR]\n"
-         "       horad --service [--port PORT] [--listen ADDR] [--key-file FILE]\n"
-         "                   [--auth key|munge] [--munge-socket PATH]\n"
-         "                   [--allow-root]\n"
+         "       horad --service [--config FILE] [--port PORT] [--listen ADDR]\n"
+         "                   [--auth key|munge] [--key-file FILE]\n"
+         "                   [--munge-socket PATH] [--allow-root]\n"
+         "                   [--stop end|drain] [--drain-timeout SECONDS]\n"
+         "                   [--check]\n"
          "       horad --service-client HOST:PORT [--key-file FILE]\n"
          "                   [--auth key|munge] [--munge-socket PATH] -- ARGS...\n"
          "\n"
@@ -53,6 +55,12 @@ static void usage(FILE *f) {
          "  --service         run as a resident service: start horad for each\n"
          "                    job a client with the cluster key asks for\n"
          "                    (horarun --launcher service)\n"
+         "  --config FILE     the service's settings, a YAML mapping of the\n"
+         "                    options below without their dashes (port,\n"
+         "                    listen, auth, key_file, munge_socket, allow_root,\n"
+         "                    stop, drain_timeout); default /etc/hora/horad.yaml\n"
+         "                    where it exists. Options given here win; SIGHUP\n"
+         "                    reads it again\n"
          "  --port PORT       the service's TCP port (default 17970)\n"
          "  --listen ADDR     the service's address (default: every one)\n"
          "  --auth key|munge  how clients prove who they are: key (default),\n"
@@ -66,6 +74,13 @@ static void usage(FILE *f) {
          "                    (default /etc/hora/cluster.key)\n"
          "  --munge-socket PATH  munged's socket (default\n"
          "                    /run/munge/munge.socket.2)\n"
+         "  --stop end|drain  on SIGTERM: end the running jobs (default), or\n"
+         "                    take no new ones and let them finish\n"
+         "  --drain-timeout SECONDS  how long a drain waits before it ends\n"
+         "                    the jobs left (default 0: no limit)\n"
+         "  --check           print the settings the service would run with\n"
+         "                    (file and options) and whether it could start;\n"
+         "                    exit 0 if so, 2 if not\n"
          "  --service-client HOST:PORT  what horarun runs instead of ssh:\n"
          "                    has the service on HOST start horad with ARGS\n"
          "                    and relays its output and exit status\n"
@@ -189,8 +204,20 @@ int main(int argc, char **argv) {
   /* the service and its client (service.c) */
   int service = 0, svc_opt = 0;
   const char *client = NULL;
-  struct hd_service_cfg svc = {.key_file = HD_SERVICE_KEY,
-                               .port = HD_SERVICE_PORT};
+  struct hd_service_cfg svc = {.config = NULL};
+  hd_service_cfg_defaults(&svc);
+  /* a service setting from the command line: checked, and marked as given
+   * (it wins over the configuration file's) */
+#define SVC_SET(bit, flag)                                                     \
+  do {                                                                         \
+    char w_[200];                                                              \
+    if (hd_service_cfg_set(&svc, bit, argv[++i], w_, sizeof w_) < 0) {        \
+      fprintf(stderr, "horad: error: bad %s '%s': %s\n", flag, argv[i], w_);   \
+      return 2;                                                                \
+    }                                                                          \
+    svc.cli |= bit;                                                            \
+    svc_opt = 1;                                                               \
+  } while (0)
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--service-client") && i + 1 < argc) {
       client = argv[++i];
@@ -203,39 +230,35 @@ int main(int argc, char **argv) {
       continue;
     } else if (!strcmp(argv[i], "--allow-root")) {
       svc.allow_root = svc_opt = 1;
+      svc.cli |= HD_SVC_ALLOW_ROOT;
       continue;
     } else if (!strcmp(argv[i], "--key-file") && i + 1 < argc) {
-      svc.key_file = argv[++i];
-      svc_opt = 1;
+      SVC_SET(HD_SVC_KEY_FILE, "--key-file");
       continue;
     } else if (!strcmp(argv[i], "--auth") && i + 1 < argc) {
-      i++;
-      if (strcmp(argv[i], "key") && strcmp(argv[i], "munge")) {
-        fprintf(stderr, "horad: error: bad --auth '%s': expected key or "
-                        "munge\n", argv[i]);
-        return 2;
-      }
-      svc.munge = !strcmp(argv[i], "munge");
-      svc_opt = 1;
+      SVC_SET(HD_SVC_AUTH, "--auth");
       continue;
     } else if (!strcmp(argv[i], "--munge-socket") && i + 1 < argc) {
-      svc.munge_socket = argv[++i];
-      svc_opt = 1;
+      SVC_SET(HD_SVC_MUNGE_SOCKET, "--munge-socket");
       continue;
     } else if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
-      svc.listen_addr = argv[++i];
-      svc_opt = 1;
+      SVC_SET(HD_SVC_LISTEN, "--listen");
       continue;
     } else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
-      char *end;
-      long v = strtol(argv[++i], &end, 10);
-      if (*end || end == argv[i] || v < 1 || v > 65535) {
-        fprintf(stderr, "horad: error: bad --port '%s': expected a port "
-                        "number from 1 to 65535\n", argv[i]);
-        return 2;
-      }
-      svc.port = (int)v;
-      svc_opt = 1;
+      SVC_SET(HD_SVC_PORT, "--port");
+      continue;
+    } else if (!strcmp(argv[i], "--stop") && i + 1 < argc) {
+      SVC_SET(HD_SVC_STOP, "--stop");
+      continue;
+    } else if (!strcmp(argv[i], "--drain-timeout") && i + 1 < argc) {
+      SVC_SET(HD_SVC_DRAIN_TIMEOUT, "--drain-timeout");
+      continue;
+    } else if (!strcmp(argv[i], "--check")) {
+      svc.check = svc_opt = 1;
+      continue;
+    } else if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+      svc.config = argv[++i];
+      svc.config_given = svc_opt = 1;
       continue;
     }
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -289,18 +312,19 @@ int main(int argc, char **argv) {
   }
   if (service) {
     if (fd >= 0 || boot || probe || iface || launcher || mport) {
-      fprintf(stderr, "horad: error: --service goes with --key-file, --auth, "
-                      "--munge-socket, --port, --listen and --allow-root "
+      fprintf(stderr, "horad: error: --service goes with --config, --port, "
+                      "--listen, --auth, --key-file, --munge-socket, "
+                      "--allow-root, --stop, --drain-timeout and --check "
                       "only\n");
       return 2;
     }
     return hd_service_main(&svc);
   }
   if (svc_opt) {
-    fprintf(stderr, "horad: error: --key-file, --auth, --munge-socket, "
-                    "--port, --listen and --allow-root go with --service (or "
-                    "--key-file, --auth and --munge-socket with "
-                    "--service-client)\n");
+    fprintf(stderr, "horad: error: --config, --port, --listen, --auth, "
+                    "--key-file, --munge-socket, --allow-root, --stop and "
+                    "--drain-timeout go with --service (and --key-file, "
+                    "--auth and --munge-socket with --service-client)\n");
     return 2;
   }
   if (probe && (fd >= 0 || boot)) {

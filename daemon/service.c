@@ -359,7 +359,7 @@ out:
 /* ---- the service: one connection ----------------------------------------- */
 
 static volatile sig_atomic_t got_term, got_hup;
-static void on_term(int s) { (void)s; got_term = 1; }
+static void on_term(int s) { (void)s; got_term++; } /* (a second: now) */
 static void on_hup(int s) { (void)s; got_hup = 1; }
 
 static int iface_ok(const char *s) {
@@ -443,6 +443,10 @@ static void set_timeouts(int fd, int rcv_s, int snd_s) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &t, sizeof t);
 }
 
+static const char *msock(const struct hd_service_cfg *c) {
+  return c->munge_socket[0] ? c->munge_socket : NULL;
+}
+
 /* The job's user, from a MUNGE credential (auth munge). */
 struct job_user {
   uid_t uid;
@@ -497,7 +501,7 @@ static int munge_request(int fd, const struct hd_service_cfg *cfg,
   void *pl = NULL;
   int len = 0;
   char mwhy[300];
-  int err = hd_munge_decode(cfg->munge_socket, cred, &pl, &len, &u->uid,
+  int err = hd_munge_decode(msock(cfg), cred, &pl, &len, &u->uid,
                             &u->gid, mwhy, sizeof mwhy);
   free(cred);
   if (err) {
@@ -598,7 +602,7 @@ static int become(const struct job_user *u, char ***envp) {
 /* Serves one client (in a process of its own). Returns the exit status. */
 static int serve(int fd, const char *peer, const char *self,
                  const struct hd_service_cfg *cfg,
-                 const unsigned char key[HP_SECRET_LEN]) {
+                 const unsigned char key[HP_SECRET_LEN], unsigned jobno) {
   char why[600];
   /* the service stopping (SIGTERM): this connection's job ends too */
   struct sigaction sa;
@@ -610,7 +614,8 @@ static int serve(int fd, const char *peer, const char *self,
   struct hp_frame_hdr h;
   unsigned char *p = NULL, *req = NULL;
   if (read_frame(fd, &h, &p, HP_AUTH_FRAME_MAX, why, sizeof why) < 0) {
-    hc_warn("service: refused a connection from %s: %s", peer, why);
+    hc_warn("service: job %u: refused a connection from %s: %s", jobno, peer,
+            why);
     return 1;
   }
   if ((h.type == HP_MSG_SVC_MUNGE) != (cfg->munge != 0)) {
@@ -620,7 +625,8 @@ static int serve(int fd, const char *peer, const char *self,
            : "this service authenticates with the cluster key, not MUNGE "
              "(horarun --service-auth key)");
     free(p);
-    hc_warn("service: refused a connection from %s: %s", peer, why);
+    hc_warn("service: job %u: refused a connection from %s: %s", jobno, peer,
+            why);
     refuse(fd, why);
     return 1;
   }
@@ -638,7 +644,8 @@ static int serve(int fd, const char *peer, const char *self,
     unsigned char lkey[32];
     if (handshake(fd, HP_AUTH_ACCEPTOR, key, &h, p, lkey, why, sizeof why) <
         0) {
-      hc_warn("service: refused a connection from %s: %s", peer, why);
+      hc_warn("service: job %u: refused a connection from %s: %s", jobno,
+              peer, why);
       return 1;
     }
     okey_from(lkey, ot.key);
@@ -659,7 +666,8 @@ static int serve(int fd, const char *peer, const char *self,
     free(p);
   }
   if (bad || parse_launch(req, (size_t)n, &boot, &iface, why, sizeof why) < 0) {
-    hc_warn("service: refused a request from %s: %s", peer, why);
+    hc_warn("service: job %u: refused a request from %s: %s", jobno, peer,
+            why);
     refuse(fd, why);
     if (req) OPENSSL_cleanse(req, (size_t)(n > 0 ? n : 0));
     free(req);
@@ -669,6 +677,8 @@ static int serve(int fd, const char *peer, const char *self,
   if (cfg->munge)
     hc_fmt(who, sizeof who, " (user %s, uid %u)", user.name,
            (unsigned)user.uid);
+  char job[48];
+  hc_fmt(job, sizeof job, "job %u", jobno);
   /* the job's output may pause for hours; a client that stops reading is
    * taken for gone after a while */
   set_timeouts(fd, 0, 60);
@@ -686,7 +696,8 @@ static int serve(int fd, const char *peer, const char *self,
   argv[ac] = NULL;
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
-    hc_error("service: a job from %s%s: pipe: %s", peer, who, strerror(errno));
+    hc_error("service: %s from %s%s: pipe: %s", job, peer, who,
+             strerror(errno));
     refuse(fd, "the service cannot make a pipe");
     return 1;
   }
@@ -709,11 +720,13 @@ static int serve(int fd, const char *peer, const char *self,
   close(in[0]);
   close(out[1]);
   if (pid < 0) {
-    hc_error("service: a job from %s%s: fork: %s", peer, who, strerror(errno));
+    hc_error("service: %s from %s%s: fork: %s", job, peer, who,
+             strerror(errno));
     refuse(fd, "the service cannot fork");
     return 1;
   }
-  hc_info("service: job from %s%s: horad %d started", peer, who, (int)pid);
+  hc_info("service: %s from %s%s: horad %d started", job, peer, who,
+          (int)pid);
   /* the first tagged frame: from now on the client takes no other */
   int client = send_tagged(fd, &ot, HP_MSG_SVC_OUTPUT, NULL, 0) == 0;
   int wrote = write_all(in[1], boot, strlen(boot)) == 0 &&
@@ -722,7 +735,8 @@ static int serve(int fd, const char *peer, const char *self,
   OPENSSL_cleanse(req, (size_t)n);
   free(req);
   if (!wrote)
-    hc_warn("service: job from %s%s: horad did not take its line", peer, who);
+    hc_warn("service: %s from %s%s: horad did not take its line", job, peer,
+            who);
   /* relay its output until it closes; the client gone: end the job */
   int ending = 0;
   time_t kill_at = 0;
@@ -730,7 +744,7 @@ static int serve(int fd, const char *peer, const char *self,
   for (;;) {
     if ((got_term || !client) && !ending) {
       ending = 1;
-      hc_info("service: %s: ending horad %d (job from %s%s)",
+      hc_info("service: %s: %s: ending horad %d (from %s%s)", job,
               got_term ? "stopping" : "the client left", (int)pid, peer, who);
       kill(-pid, SIGTERM);
       kill_at = time(NULL) + KILL_GRACE_S;
@@ -765,8 +779,8 @@ static int serve(int fd, const char *peer, const char *self,
   }
   int status = WIFEXITED(st) ? WEXITSTATUS(st)
                : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 255;
-  hc_info("service: job from %s%s: horad %d ended (status %d)", peer, who,
-          (int)pid, status);
+  hc_info("service: %s from %s%s: horad %d ended (status %d)", job, peer,
+          who, (int)pid, status);
   if (client) {
     unsigned char st4[4] = {(unsigned char)status, 0, 0, 0};
     send_tagged(fd, &ot, HP_MSG_SVC_EXIT, st4, sizeof st4);
@@ -830,35 +844,96 @@ static void peer_name(int fd, char *buf, size_t len) {
   hc_fmt(buf, len, "%s", h);
 }
 
-int hd_service_main(const struct hd_service_cfg *cfg) {
-  hc_log_start("horad", HC_INFO);
+/* Whether the settings can serve: the service's user, the key file (read
+ * into key) or MUNGE's library. Returns 0, or -1 (logged). */
+static int usable(const struct hd_service_cfg *c,
+                  unsigned char key[HP_SECRET_LEN]) {
   char why[600];
-  const char *key_file = cfg->key_file, *listen_addr = cfg->listen_addr;
-  int port = cfg->port;
-  unsigned char key[HP_SECRET_LEN];
-  memset(key, 0, sizeof key);
-  if (cfg->munge) {
+  if (c->munge) {
     if (geteuid() != 0) {
       hc_error("service: --auth munge runs each job as the user its "
                "credential names: the service must run as root");
-      return 2;
+      return -1;
     }
     if (hd_munge_available(why, sizeof why) < 0) {
       hc_error("service: %s", why);
-      return 2;
+      return -1;
     }
-  } else {
-    if (geteuid() == 0 && !cfg->allow_root) {
-      hc_error("service: it runs the jobs as its own user, and that is root: "
-               "run it as the jobs' user (User= in horad.service), give "
-               "--allow-root, or authenticate users with --auth munge");
-      return 2;
-    }
-    if (hd_service_load_key(key_file, key, why, sizeof why) < 0) {
-      hc_error("service: %s", why);
-      return 2;
-    }
+    return 0;
   }
+  if (geteuid() == 0 && !c->allow_root) {
+    hc_error("service: it runs the jobs as its own user, and that is root: "
+             "run it as the jobs' user (User= in horad.service), give "
+             "--allow-root, or authenticate users with --auth munge");
+    return -1;
+  }
+  if (hd_service_load_key(c->key_file, key, why, sizeof why) < 0) {
+    hc_error("service: %s", why);
+    return -1;
+  }
+  return 0;
+}
+
+/* SIGHUP: the file (and key) read again; what needs a new socket (port,
+ * address, authentication) waits for a restart. */
+static void reload(const struct hd_service_cfg *cli, struct hd_service_cfg *cfg,
+                   unsigned char key[HP_SECRET_LEN]) {
+  char why[600];
+  struct hd_service_cfg n;
+  unsigned char nkey[HP_SECRET_LEN];
+  if (hd_service_cfg_load(cli, &n, why, sizeof why) < 0) {
+    hc_error("service: SIGHUP: %s; the settings stay as they were", why);
+    return;
+  }
+  if (n.port != cfg->port || strcmp(n.listen_addr, cfg->listen_addr) ||
+      n.munge != cfg->munge) {
+    hc_warn("service: SIGHUP: port, listen and auth change only when the "
+            "service starts again; the others are applied");
+    n.port = cfg->port;
+    memcpy(n.listen_addr, cfg->listen_addr, sizeof n.listen_addr);
+    n.munge = cfg->munge;
+  }
+  memset(nkey, 0, sizeof nkey);
+  if (usable(&n, nkey) < 0) {
+    hc_error("service: SIGHUP: the settings stay as they were");
+    OPENSSL_cleanse(nkey, sizeof nkey);
+    return;
+  }
+  *cfg = n;
+  memcpy(key, nkey, HP_SECRET_LEN);
+  OPENSSL_cleanse(nkey, sizeof nkey);
+  hc_info("service: SIGHUP: the settings%s and the %s were read again",
+          n.file_found ? " file" : "", n.munge ? "MUNGE library" : "key file");
+}
+
+int hd_service_main(const struct hd_service_cfg *cli) {
+  hc_log_start("horad", HC_INFO);
+  char why[600];
+  struct hd_service_cfg cfg;
+  if (hd_service_cfg_load(cli, &cfg, why, sizeof why) < 0) {
+    hc_error("service: %s", why);
+    return 2;
+  }
+  unsigned char key[HP_SECRET_LEN];
+  memset(key, 0, sizeof key);
+  int ok = usable(&cfg, key) == 0;
+  if (cli->check) {
+    OPENSSL_cleanse(key, sizeof key);
+    printf("settings file: %s\nport: %d\nlisten: %s\nauth: %s\n"
+           "key_file: %s\nmunge_socket: %s\nallow_root: %s\nstop: %s\n"
+           "drain_timeout: %d\n%s\n",
+           cfg.file_found ? (cli->config ? cli->config : HD_SERVICE_CONFIG)
+                          : "(none)",
+           cfg.port, cfg.listen_addr[0] ? cfg.listen_addr : "(every address)",
+           cfg.munge ? "munge" : "key", cfg.key_file,
+           cfg.munge_socket[0] ? cfg.munge_socket : "(MUNGE's default)",
+           cfg.allow_root ? "true" : "false", cfg.drain ? "drain" : "end",
+           cfg.drain_timeout,
+           ok ? "the service can start with these"
+              : "the service cannot start with these (see above)");
+    return ok ? 0 : 2;
+  }
+  if (!ok) return 2;
   char self[4096];
   ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
   if (sl <= 0) {
@@ -866,7 +941,8 @@ int hd_service_main(const struct hd_service_cfg *cfg) {
     return 1;
   }
   self[sl] = '\0';
-  int lfd = listen_on(listen_addr, port, why, sizeof why);
+  int lfd = listen_on(cfg.listen_addr[0] ? cfg.listen_addr : NULL, cfg.port,
+                      why, sizeof why);
   if (lfd < 0) {
     hc_error("service: %s", why);
     return 1;
@@ -879,24 +955,23 @@ int hd_service_main(const struct hd_service_cfg *cfg) {
   sa.sa_handler = on_hup;
   sigaction(SIGHUP, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
-  hc_info("service: listening on %s port %d (jobs started with %s; %s)",
-          listen_addr ? listen_addr : "every address", port, self,
-          cfg->munge ? "users authenticated by MUNGE, each job run as its "
-                       "user"
-                     : "the cluster key");
+  hc_info("service: listening on %s port %d (jobs started with %s; %s; "
+          "on stop: %s)%s%s",
+          cfg.listen_addr[0] ? cfg.listen_addr : "every address", cfg.port,
+          self,
+          cfg.munge ? "users authenticated by MUNGE, each job run as its user"
+                    : "the cluster key",
+          cfg.drain ? "drain" : "end", cfg.file_found ? "; settings from " : "",
+          cfg.file_found ? (cli->config ? cli->config : HD_SERVICE_CONFIG)
+                         : "");
   static pid_t jobs[MAX_JOBS];
   static char peers[MAX_JOBS][NI_MAXHOST];
   int njobs = 0;
+  unsigned jobno = 0;
   while (!got_term) {
-    if (got_hup && cfg->munge) {
+    if (got_hup) {
       got_hup = 0;
-      hc_info("service: SIGHUP: nothing to read again (MUNGE)");
-    } else if (got_hup) {
-      got_hup = 0;
-      if (hd_service_load_key(key_file, key, why, sizeof why) < 0)
-        hc_error("service: SIGHUP: %s; the old key stays", why);
-      else
-        hc_info("service: SIGHUP: the key file was read again");
+      reload(cli, &cfg, key);
     }
     for (int i = 0; i < njobs;) /* reap the connections served */
       if (waitpid(jobs[i], NULL, WNOHANG) == jobs[i]) {
@@ -930,12 +1005,13 @@ int hd_service_main(const struct hd_service_cfg *cfg) {
     }
     int one = 1;
     setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    jobno++;
     pid_t pid = fork();
     if (pid == 0) {
       close(lfd);
       signal(SIGINT, SIG_DFL);
       signal(SIGHUP, SIG_IGN); /* the service's: horad gets it back */
-      int rc = serve(cfd, peer, self, cfg, key);
+      int rc = serve(cfd, peer, self, &cfg, key, jobno);
       memset(key, 0, sizeof key);
       hc_log_flush_suppressed(1);
       _exit(rc);
@@ -949,9 +1025,28 @@ int hd_service_main(const struct hd_service_cfg *cfg) {
     }
   }
   close(lfd);
-  hc_info("service: stopping: ending %d running job(s)", njobs);
+  hc_info("service: stopping (%s)", got_term ? "SIGTERM" : "?");
+  if (cfg.drain && njobs && got_term == 1) {
+    /* no new jobs; the running ones end on their own, within the drain
+     * timeout, or a second SIGTERM ends them now */
+    hc_info("service: draining %d running job(s)%s", njobs,
+            cfg.drain_timeout ? "" : " (no time limit)");
+    time_t until = cfg.drain_timeout ? time(NULL) + cfg.drain_timeout : 0;
+    while (njobs && got_term == 1 && (!until || time(NULL) < until)) {
+      for (int i = 0; i < njobs;)
+        if (waitpid(jobs[i], NULL, WNOHANG) == jobs[i]) jobs[i] = jobs[--njobs];
+        else i++;
+      if (njobs) usleep(100 * 1000);
+    }
+    if (njobs)
+      hc_info("service: %s: ending the %d job(s) still running",
+              got_term > 1 ? "SIGTERM again" : "the drain timeout passed",
+              njobs);
+  }
+  if (njobs) hc_info("service: ending %d running job(s)", njobs);
   for (int i = 0; i < njobs; i++) kill(jobs[i], SIGTERM);
   for (int i = 0; i < njobs; i++) waitpid(jobs[i], NULL, 0);
+  hc_info("service: stopped");
   memset(key, 0, sizeof key);
   return 0;
 }
@@ -995,7 +1090,7 @@ static int munge_send(int fd, const struct hd_service_cfg *cfg,
   char *cred = NULL;
   /* decodable by root alone: the service (a user's munge_decode of a
    * credential seen on the network would read the job's secret) */
-  int rc = hd_munge_encode(cfg->munge_socket, pl, (int)tot, 0, 0, &cred, why,
+  int rc = hd_munge_encode(msock(cfg), pl, (int)tot, 0, 0, &cred, why,
                            whylen);
   OPENSSL_cleanse(pl, tot);
   free(pl);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # make install puts binaries, library, header, pkg-config file, man pages
-# and the systemd unit (which systemd-analyze verify accepts) in place, and
+# the systemd unit (which systemd-analyze verify accepts) and the example
+# settings file (which horad --service --check takes) in place, and
 # a program builds against it with pkg-config alone.
 set -e
 tmp=$(mktemp -d)
@@ -10,16 +11,24 @@ make -s BUILD="$BUILD" install PREFIX="$tmp/prefix" >"$tmp/log" 2>&1 || { cat "$
 for f in bin/horarun bin/horad lib/libhora.so lib/libhora.a include/hora.h \
   lib/pkgconfig/hora.pc share/man/man1/horarun.1 share/man/man3/hora.3 \
   share/man/man5/hora.yaml.5 share/man/man8/horad.8 \
-  lib/systemd/system/horad.service; do
+  lib/systemd/system/horad.service share/hora/horad.yaml; do
   [ -e "$tmp/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done
 # the systemd unit names the installed horad, and systemd finds no fault
-grep -q "^ExecStart=$tmp/prefix/bin/horad --service " "$tmp/prefix/lib/systemd/system/horad.service" ||
+grep -q "^ExecStart=$tmp/prefix/bin/horad --service\( \|$\)" "$tmp/prefix/lib/systemd/system/horad.service" ||
   { echo "horad.service does not start the installed horad"; exit 1; }
 command -v systemd-analyze >/dev/null 2>&1 ||
   { echo "no systemd-analyze to check horad.service (Debian: systemd man-db)"; exit 1; }
 MANPATH="$tmp/prefix/share/man" systemd-analyze verify \
   "$tmp/prefix/lib/systemd/system/horad.service" || { echo "systemd-analyze verify failed"; exit 1; }
+# the example settings file is one the service takes (horad --check)
+openssl rand -hex 32 >"$tmp/key"
+chmod 600 "$tmp/key"
+"$tmp/prefix/bin/horad" --service --config "$tmp/prefix/share/hora/horad.yaml" \
+  --key-file "$tmp/key" --allow-root --check >"$tmp/check" 2>&1 ||
+  { echo "the installed horad.yaml is refused:"; cat "$tmp/check"; exit 1; }
+grep -q "^port: 17970$" "$tmp/check" && grep -q "^stop: end$" "$tmp/check" ||
+  { echo "horad --check does not show the example's settings:"; cat "$tmp/check"; exit 1; }
 cat >"$tmp/p.c" <<'C'
 #include <hora.h>
 #include <stdio.h>

@@ -14,6 +14,14 @@
 #   badargs   with the key, a request to run horad otherwise than for a
 #             job (--control-fd): refused and logged
 #   badmode   a key file others may read: the client refuses to use it
+#   badconf   a settings file with an unknown setting, a bad value, or
+#             missing: the service says which file and line
+#   conf      a service set up by its file alone (port, key, root, drain):
+#             a job through it; SIGHUP with another key in the file: the
+#             old key refused, the new one taken
+#   drain     SIGTERM to that service (stop: drain) while a job runs: no
+#             new job is taken, the running one finishes, then the
+#             service ends; with --drain-timeout 1 the job is ended
 #   stopped   SIGTERM to the services while a job runs: its horads end
 #             (and its ranks), then the services; nothing is left
 . "$(dirname "$0")/lib.sh"
@@ -65,7 +73,7 @@ ok job 3
 [ "$(logins h1) $(logins h2) $(logins h3)" = "$before" ] ||
   fail "job: an ssh login happened on a host (logins before: $before; after: $(logins h1) $(logins h2) $(logins h3))"
 for h in h1 h2 h3; do
-  grep -q "service: job from $(mh_addr client): horad [0-9]* started" "$MH_TMP/svc.$h.log" ||
+  grep -q "service: job [0-9]* from $(mh_addr client): horad [0-9]* started" "$MH_TMP/svc.$h.log" ||
     fail "job: the service on $h did not log the job"
 done
 mh_assert_no_job_procs "$MARK" 10
@@ -109,7 +117,7 @@ hrun badkey 60 --launcher service --service-key-file "$other" --service-port $po
 expect_rc badkey nonzero
 expect_grep badkey err "h[12].*refused this client" "horarun's error names a host and the refusal"
 expect_within badkey 20 "gives up at once"
-grep -q "service: refused a connection from $(mh_addr client)" "$MH_TMP/svc.h1.log" "$MH_TMP/svc.h2.log" ||
+grep -q "service: job [0-9]*: refused a connection from $(mh_addr client)" "$MH_TMP/svc.h1.log" "$MH_TMP/svc.h2.log" ||
   fail "badkey: no service logged the refusal"
 mh_assert_no_job_procs "$MARK" 10
 
@@ -119,7 +127,7 @@ echo "HORA1 1 1 $(openssl rand -hex 32) 3" |
     >"$MH_TMP/badargs.out" 2>&1
 rc=$?
 [ $rc = 255 ] || fail "badargs: the client exited with $rc, not 255"
-grep -q "service: refused a request from $(mh_addr client): a launch request with an argument the service does not take: '--control-fd'" \
+grep -q "service: job [0-9]*: refused a request from $(mh_addr client): a launch request with an argument the service does not take: '--control-fd'" \
   "$MH_TMP/svc.h1.log" || fail "badargs: the service did not log the refusal"
 grep -q "the service refused the request: a launch request with an argument" "$MH_TMP/badargs.out" ||
   fail "badargs: the client was not told why: $(cat "$MH_TMP/badargs.out")"
@@ -142,6 +150,104 @@ done
 say "a job of 3 hosts that runs 'true': through the services $(cat "$MH_TMP"/viasvc?.time | tr '\n' ' ')s, over ssh $(cat "$MH_TMP"/viassh?.time | tr '\n' ' ')s"
 mh_assert_no_job_procs "$MARK" 10
 
+# the settings file: errors name the file and line
+conf=$MH_TMP/horad.yaml
+printf 'port: 17972\nprot: 1\n' >"$conf"
+# shellcheck disable=SC2086
+mh_exec h1 "$HORAD" --service --config "$conf" $allow >"$MH_TMP/badconf.log" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "$conf:2: unknown setting 'prot'" "$MH_TMP/badconf.log" ||
+  fail "badconf: an unknown setting: exit $rc, $(cat "$MH_TMP/badconf.log")"
+printf 'port: 70000\n' >"$conf"
+# shellcheck disable=SC2086
+mh_exec h1 "$HORAD" --service --config "$conf" $allow >"$MH_TMP/badconf.log" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "$conf:1: bad port '70000': expected a port number" "$MH_TMP/badconf.log" ||
+  fail "badconf: a bad port: exit $rc, $(cat "$MH_TMP/badconf.log")"
+mh_exec h1 "$HORAD" --service --config "$MH_TMP/nosuch.yaml" >"$MH_TMP/badconf.log" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "nosuch.yaml: no such file" "$MH_TMP/badconf.log" ||
+  fail "badconf: a missing --config: exit $rc, $(cat "$MH_TMP/badconf.log")"
+
+# wait_log FILE ERE: until a line of FILE matches, at most 5 s
+wait_log() {
+  _t=0
+  until grep -Eq "$2" "$1" 2>/dev/null; do
+    _t=$((_t + 1))
+    [ $_t -gt 50 ] && return 1
+    sleep 0.1
+  done
+}
+
+# a service on h1 set up by its file alone: port, key, root, drain
+old=$MH_TMP/old.key new=$MH_TMP/new.key
+openssl rand -hex 32 >"$old"
+openssl rand -hex 32 >"$new"
+chmod 600 "$old" "$new"
+{
+  echo "# the test's horad.yaml"
+  echo "port: 17972"
+  echo "key_file: $old"
+  [ -n "$allow" ] && echo "allow_root: true"
+  echo "stop: drain"
+  echo "drain_timeout: 30"
+} >"$conf"
+mh_exec h1 setsid "$HORAD" --service --config "$conf" </dev/null >"$MH_TMP/conf.log" 2>&1 &
+wait_log "$MH_TMP/conf.log" "listening on" ||
+  mh_die "the configured service did not start: $(cat "$MH_TMP/conf.log")"
+grep -q "port 17972 .*on stop: drain); settings from $conf" "$MH_TMP/conf.log" ||
+  fail "conf: the service did not take its file: $(cat "$MH_TMP/conf.log")"
+confpid=$(pgrep -f -- "--config $conf" | head -n 1)
+echo "$confpid" >>"$MH_TMP/infra.pids"
+hrun conf 60 --launcher service --service-key-file "$old" --service-port 17972 \
+  -np 2 -H h1:2 "$T/it_coll" matrix -x 2 -q
+ok conf 2
+# SIGHUP: the file again, now with another key
+sed -i "s|^key_file: .*|key_file: $new|" "$conf"
+kill -HUP "$confpid"
+wait_log "$MH_TMP/conf.log" "SIGHUP: the settings file and the key file were read again" ||
+  fail "hup: the service did not say it read its file again: $(tail -n 3 "$MH_TMP/conf.log")"
+hrun hupold 60 --launcher service --service-key-file "$old" --service-port 17972 -np 1 -H h1:1 true
+expect_rc hupold nonzero
+expect_grep hupold err "refused this client" "the old key is refused after SIGHUP"
+hrun hupnew 60 --launcher service --service-key-file "$new" --service-port 17972 -np 1 -H h1:1 true
+expect_rc hupnew 0
+mh_assert_no_job_procs "$MARK" 10
+# stop: drain: SIGTERM takes no new job and lets the running one finish
+hrun_start drain --launcher service --service-key-file "$new" --service-port 17972 \
+  -np 2 -H h1:2 "$T/mh_loop" -t 4
+wait_for drain out ": running$" 2 60 || fail "drain: the ranks did not start looping"
+kill -TERM "$confpid"
+wait_log "$MH_TMP/conf.log" "draining 1 running job" ||
+  fail "drain: the service did not say it drains: $(tail -n 3 "$MH_TMP/conf.log")"
+hrun late 30 --launcher service --service-key-file "$new" --service-port 17972 -np 1 -H h1:1 true
+expect_rc late nonzero
+expect_grep late err "cannot reach the service" "no new job while draining"
+hrun_wait drain 60
+expect_rc drain 0
+expect_count drain out "^\[[01]\]<stdout>:rank [01] of 2: [0-9]+ allreduces, 0 failures" 2 \
+  "the running job finished its loop"
+wait_log "$MH_TMP/conf.log" "service: stopped" ||
+  fail "drain: the service did not stop after its job: $(tail -n 3 "$MH_TMP/conf.log")"
+mh_assert_no_job_procs "$MARK" 10
+# a drain that runs out of time ends the job
+# shellcheck disable=SC2086
+mh_exec h1 setsid "$HORAD" --service --port 17973 --key-file "$new" $allow --stop drain \
+  --drain-timeout 1 </dev/null >"$MH_TMP/drain2.log" 2>&1 &
+wait_log "$MH_TMP/drain2.log" "listening on" || mh_die "the second draining service did not start"
+d2pid=$(pgrep -f -- "--port 17973" | head -n 1)
+echo "$d2pid" >>"$MH_TMP/infra.pids"
+hrun_start drain2 --launcher service --service-key-file "$new" --service-port 17973 \
+  -np 2 -H h1:2 "$T/mh_loop"
+wait_for drain2 out ": running$" 2 60 || fail "drain2: the ranks did not start looping"
+kill -TERM "$d2pid"
+hrun_wait drain2 30
+expect_rc drain2 nonzero
+expect_within drain2 20 "ends once the drain timeout passed"
+grep -q "the drain timeout passed: ending the 1 job" "$MH_TMP/drain2.log" ||
+  fail "drain2: the service did not say the timeout ended the job: $(tail -n 3 "$MH_TMP/drain2.log")"
+mh_assert_no_job_procs "$MARK" 15
+
 # SIGTERM ends the services, and the job they run
 # shellcheck disable=SC2086
 hrun_start stopped $svc -np 2 -H h1:1,h2:1 "$T/mh_loop"
@@ -159,7 +265,7 @@ expect_rc stopped nonzero
 mh_assert_no_job_procs "$MARK" 20
 # (the first service to stop ends the job: the other horads may end with
 # it, through horarun, before their own service comes to them)
-grep -q "service: stopping: ending horad [0-9]* (job from" "$MH_TMP/svc.h1.log" "$MH_TMP/svc.h2.log" ||
+grep -q "service: job [0-9]*: stopping: ending horad [0-9]* (from" "$MH_TMP/svc.h1.log" "$MH_TMP/svc.h2.log" ||
   fail "no service ended its job on SIGTERM"
 for h in h1 h2 h3; do
   grep -q "service: stopping" "$MH_TMP/svc.$h.log" || fail "the service on $h did not stop on SIGTERM"

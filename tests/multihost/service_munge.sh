@@ -82,7 +82,7 @@ expect_rc whoami 0
 expect_count whoami out "^\[[01]\]<stdout>:uid $UID1 gid $(id -g $U1) groups .*\b$G\b" 2 \
   "each rank runs as $U1 (uid, gid) with its group $G"
 for h in h1 h2; do
-  grep -q "service: job from $(mh_addr client) (user $U1, uid $UID1): horad [0-9]* started" \
+  grep -q "service: job [0-9]* from $(mh_addr client) (user $U1, uid $UID1): horad [0-9]* started" \
     "$MH_TMP/svc.$h.log" || fail "whoami: the service on $h did not log the job's user"
 done
 mh_assert_no_job_procs "$MARK" 10
@@ -172,7 +172,7 @@ done
 refusal() { # MODE ERE: the client was told, the service logged it
   grep -Eq "^refused: horad: the service refused the request: $2" "$MH_TMP/$1.out" ||
     fail "refused: $1: the client was not told '$2': $(cat "$MH_TMP/$1.out")"
-  grep -Eq "service: refused a request from $(mh_addr client): $2" "$MH_TMP/svc.h1.log" ||
+  grep -Eq "service: job [0-9]+: refused a request from $(mh_addr client): $2" "$MH_TMP/svc.h1.log" ||
     fail "refused: $1: the service did not log '$2'"
 }
 refusal forged "an invalid MUNGE credential \(munged: "
