@@ -264,7 +264,8 @@ static int tag_data(const struct hp_conn *c, void *x, const void *src,
                     void *dst, size_t n) {
   int outl = 0;
   if (!n) return 0;
-  if (!c->encrypt) return EVP_CipherUpdate(x, NULL, &outl, src, (int)n) == 1 ? 0 : -1;
+  if (!c->encrypt)
+    return EVP_CipherUpdate(x, NULL, &outl, src, (int)n) == 1 ? 0 : -1;
   return EVP_CipherUpdate(x, dst, &outl, src, (int)n) == 1 &&
                  (size_t)outl == n
              ? 0
