@@ -1,6 +1,7 @@
 /* mh_probe.c -- a stranger on a job's TCP ports (multi-host tests).
  *
  *   mh_probe HOST PORT MODE [control|mesh]
+ *   mh_probe HOST PORT forgedlaunch service KEYFILE
  *
  * Connects to HOST:PORT (horarun's rendezvous port: control, the default;
  * a horad's mesh port: mesh), sends what MODE says, then waits up to 5 s
@@ -16,6 +17,10 @@
  *   wrongpurpose      a valid AUTH_HELLO for the other purpose (a mesh
  *                     hello on a control port and the other way round)
  *   hello-then-close  a valid AUTH_HELLO, then EOF
+ *   forgedlaunch      (a horad --service's port) the whole handshake with
+ *                     the cluster key of KEYFILE, then a launch request of
+ *                     random bytes, not sealed with the connection's key:
+ *                     the service must refuse it, saying why, and close
  *
  * Exit status: 0 when the peer closed the connection (EOF or reset, also
  * while we were still sending); 1 when it kept it open for 5 s, or sent a
@@ -190,11 +195,76 @@ static void expect_close(int fd, struct hp_decoder *d, int allow_challenge) {
   out(0, "closed by the peer (%s)", how);
 }
 
+/* forgedlaunch: a client with the key whose launch request does not open. */
+static int forged_launch(const char *keyfile) {
+  unsigned char key[HP_SECRET_LEN];
+  char hex[2 * HP_SECRET_LEN + 8] = "";
+  FILE *f = fopen(keyfile, "r");
+  if (!f || !fgets(hex, sizeof hex, f)) out(2, "cannot read %s", keyfile);
+  fclose(f);
+  hex[strcspn(hex, "\r\n")] = '\0';
+  if (hp_unhex(hex, key, sizeof key) < 0) out(2, "%s: not 64 hex digits", keyfile);
+  signal(SIGPIPE, SIG_IGN);
+  int fd = dial(g_host, g_port);
+  g_t0 = now_s();
+  struct hp_decoder d;
+  hp_decoder_init(&d);
+  struct hp_auth a;
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_auth_init(&a, HP_AUTH_CONNECTOR, HP_AUTH_SERVICE, key);
+  if (hp_auth_start(&a, &w) != 0) out(2, "hp_auth_start failed");
+  send_all(fd, w.data, w.len);
+  hp_wbuf_reset(&w);
+  double deadline = now_s() + WAIT_MS / 1000.0;
+  struct hp_frame_hdr h;
+  const unsigned char *payload;
+  const char *how = "";
+  char why[256] = "";
+  if (!next_frame(fd, &d, deadline, &h, &payload, &how))
+    out(1, "closed by the peer before its challenge (%s)", how);
+  if (hp_auth_step(&a, &h, payload, &w, why, sizeof why) != 1)
+    out(1, "the handshake with the key failed: %s", why);
+  send_all(fd, w.data, w.len); /* our PROOF */
+  hp_wbuf_reset(&w);
+  unsigned char junk[200];
+  random_bytes(junk, sizeof junk);
+  hp_frame_begin(&w, HP_MSG_SVC_LAUNCH, 0);
+  hp_put_raw(&w, junk, sizeof junk);
+  hp_frame_end(&w);
+  send_all(fd, w.data, w.len);
+  hp_wbuf_free(&w);
+  if (!next_frame(fd, &d, deadline, &h, &payload, &how))
+    out(1, "closed by the peer without saying why (%s)", how);
+  if (h.type != HP_MSG_SVC_OUTPUT)
+    out(1, "the service answered with a frame of type %u, not its refusal",
+        h.type);
+  char text[300];
+  size_t n = h.len < sizeof text - 1 ? h.len : sizeof text - 1;
+  memcpy(text, payload, n);
+  text[n] = '\0';
+  text[strcspn(text, "\n")] = '\0';
+  if (!strstr(text, "does not open with the connection's key"))
+    out(1, "the service refused for another reason: %s", text);
+  if (!next_frame(fd, &d, deadline, &h, &payload, &how) ||
+      h.type != HP_MSG_SVC_EXIT)
+    out(1, "no exit status after the refusal");
+  expect_close(fd, &d, 0);
+  return 2; /* not reached */
+}
+
 int main(int argc, char **argv) {
   int n = 0;
   for (int i = 0; i < argc; i++)
     if (strncmp(argv[i], "--marker=", 9) != 0) argv[n++] = argv[i];
   argc = n;
+  if (argc == 6 && !strcmp(argv[3], "forgedlaunch") &&
+      !strcmp(argv[4], "service")) {
+    g_host = argv[1];
+    g_port = argv[2];
+    g_mode = argv[3];
+    return forged_launch(argv[5]);
+  }
   if (argc < 4 || argc > 5) {
     fprintf(stderr, "usage: mh_probe HOST PORT MODE [control|mesh]\n"
                     "  MODE: garbage truncated oversize badversion "

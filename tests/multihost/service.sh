@@ -13,6 +13,8 @@
 #             the host and says so, the service logs the refusal
 #   badargs   with the key, a request to run horad otherwise than for a
 #             job (--control-fd): refused and logged
+#   forged    with the key, a launch request not sealed with the
+#             connection's key (mh_probe): refused, told and logged
 #   badmode   a key file others may read: the client refuses to use it
 #   badconf   a settings file with an unknown setting, a bad value, or
 #             missing: the service says which file and line
@@ -25,7 +27,7 @@
 #   stopped   SIGTERM to the services while a job runs: its horads end
 #             (and its ranks), then the services; nothing is left
 . "$(dirname "$0")/lib.sh"
-need "$HORARUN" "$HORAD"
+need "$HORARUN" "$HORAD" "$T/mh_probe" "$T/it_coll" "$T/mh_loop"
 mh_setup 3
 
 key=$MH_TMP/cluster.key
@@ -131,6 +133,13 @@ grep -q "service: job [0-9]*: refused a request from $(mh_addr client): a launch
   "$MH_TMP/svc.h1.log" || fail "badargs: the service did not log the refusal"
 grep -q "the service refused the request: a launch request with an argument" "$MH_TMP/badargs.out" ||
   fail "badargs: the client was not told why: $(cat "$MH_TMP/badargs.out")"
+
+# with the key, a launch request that was not sealed with the connection's
+# key (forged, or damaged on the way): refused, told and logged
+mh_client "$T/mh_probe" h1 $port forgedlaunch service "$key" >"$MH_TMP/forged.out" 2>&1 ||
+  fail "forged: $(cat "$MH_TMP/forged.out")"
+grep -q "service: job [0-9]*: refused a request from $(mh_addr client): a launch request that does not open with the connection's key" \
+  "$MH_TMP/svc.h1.log" || fail "forged: the service did not log the refusal"
 
 # a key file others may read is not used
 chmod 644 "$other"
