@@ -113,10 +113,18 @@ static void add_gradient(const double *x, const double *y, long lo, long hi,
  * ------------------------------------------------------------ */
 
 static int check(int rc, const char *what) {
-  if (rc < 0)
-    fprintf(stderr, "logreg: rank %d: %s failed: %s: %s\n", hora_rank(), what,
-            hora_err_name(rc),
-            hora_last_error()[0] ? hora_last_error() : hora_strerror(rc));
+  if (rc < 0) {
+    /* the error's words first: another call (hora_rank) would clear them */
+    char why[1024];
+    snprintf(why, sizeof why, "%s",
+             hora_last_error()[0] ? hora_last_error() : hora_strerror(rc));
+    if (hora_is_initialized())
+      fprintf(stderr, "logreg: rank %d: %s failed: %s: %s\n", hora_rank(),
+              what, hora_err_name(rc), why);
+    else
+      fprintf(stderr, "logreg: %s failed: %s: %s\n", what, hora_err_name(rc),
+              why);
+  }
   return rc;
 }
 

@@ -235,6 +235,43 @@ static void env_timeline(void) {
   hl_clear_error();
 }
 
+/* A process started without horarun by a launcher of several ranks
+ * (mpirun, srun, torchrun) would otherwise run as a job of one, each rank
+ * training alone. Returns 0, or HORA_EINVAL with a message that says so
+ * and what to run instead. */
+static long env_long(const char *name) {
+  const char *v = getenv(name);
+  char *end;
+  long x = v && *v ? strtol(v, &end, 10) : -1;
+  return v && *v && !*end ? x : -1;
+}
+
+static int foreign_launcher(void) {
+  static const struct {
+    const char *who, *rank, *size, *also; /* also: must be set too */
+  } l[] = {
+      {"mpirun (Open MPI)", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+       NULL},
+      {"an MPI launcher (PMI)", "PMI_RANK", "PMI_SIZE", NULL},
+      {"srun", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_ID"},
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+  };
+  for (size_t i = 0; i < HC_ARRAY_SIZE(l); i++) {
+    long rank = env_long(l[i].rank), size = env_long(l[i].size);
+    if (size <= 1 || rank < 0 || (l[i].also && !getenv(l[i].also))) continue;
+    return hl_error(HORA_EINVAL,
+                    "this process is rank %ld of %ld started by %s (%s, %s), "
+                    "not by horarun: hora does not yet join ranks that "
+                    "another launcher started, and on its own each would "
+                    "train alone as a job of 1. Start the job with horarun "
+                    "-np %ld ... instead (inside a Slurm allocation horarun "
+                    "takes the allocation's hosts; horarun --mpi has mpirun "
+                    "start hora's daemons)",
+                    rank, size, l[i].who, l[i].rank, l[i].size, size);
+  }
+  return 0;
+}
+
 int hora_init(void) {
   hl_clear_error();
   pthread_mutex_lock(&init_lock);
@@ -250,6 +287,10 @@ int hora_init(void) {
   hl.spin_ns = (uint64_t)HC_MAX(0, hc_param_int(spin_us)) * 1000u;
   const char *path = getenv("HORA_DAEMON_SOCKET");
   int rc = 0;
+  if ((!path || !*path) && (rc = foreign_launcher()) < 0) {
+    pthread_mutex_unlock(&init_lock);
+    return rc;
+  }
   if (!path || !*path) {
     hl.local_only = 1;
     hl.rank = hl.local_rank = hl.cross_rank = 0;
