@@ -610,6 +610,17 @@ static int serve(int fd, const char *peer, const char *self,
   sa.sa_handler = on_term;
   sigaction(SIGTERM, &sa, NULL);
   set_timeouts(fd, IO_TIMEOUT_S, IO_TIMEOUT_S);
+  /* a client that closes before a byte only probed the port (horarun,
+   * to see whether every host has a service): no warning for that */
+  unsigned char peek;
+  ssize_t pk;
+  do {
+    pk = recv(fd, &peek, 1, MSG_PEEK);
+  } while (pk < 0 && errno == EINTR);
+  if (pk == 0) {
+    hc_debug("service: job %u: %s probed the port", jobno, peer);
+    return 0;
+  }
   /* the first frame says how the client authenticates */
   struct hp_frame_hdr h;
   unsigned char *p = NULL, *req = NULL;

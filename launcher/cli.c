@@ -90,7 +90,9 @@ static const struct opt builtin_opts[] = {
      "nodes); mpirun (one process per host, started the way mpirun "
      "reaches hosts); or service (the hosts' resident horad --service, "
      "reached with --service-key-file: no ssh). Default: srun when the hosts "
-     "are the allocation's and srun is at hand, else ssh"},
+     "are the allocation's and srun is at hand; else service when the "
+     "service's key file (or munged's socket) is here and every other "
+     "host's service answers on --service-port; else ssh"},
     {NULL, "--mpi", NULL, O_MPI,
      "horovodrun's: --launcher mpirun (hora's own protocol runs the "
      "collectives either way)"},

@@ -19,6 +19,7 @@
 #include "hosts.h"
 #include "job.h"
 #include "output.h"
+#include "remote.h"
 #include "spawn.h"
 
 /* Checks that the ssh identity file can be read (ssh would only warn and
@@ -163,6 +164,20 @@ int main(int argc, char **argv) {
     hr_layout_free(&l);
     hr_opts_free(&o);
     return hr_usage_error("%s", lerr);
+  }
+  /* no launcher said: the hosts' services where every host has one */
+  if (!o.launcher && o.launch == HR_LAUNCH_SSH && !elastic && !o.doctor) {
+    char why[300];
+    if (hr_service_answers(&o, &l, 300, why, sizeof why)) {
+      o.launch = HR_LAUNCH_SERVICE;
+      if (o.verbose)
+        hr_say(NULL, "every host's hora service answers on port %d: its "
+               "daemons start through them (--launcher ssh to use ssh)",
+               (int)hr_opts_knob_num(&o, "service_port"));
+    } else if (o.verbose) {
+      hr_say(NULL, "starting the daemons over ssh: not through the hosts' "
+             "hora services (%s)", why);
+    }
   }
   if (o.doctor) {
     char *horad = hr_horad_path();

@@ -2,11 +2,13 @@
  * starting it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <netdb.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -306,4 +308,103 @@ int hr_spawn_ssh(char *const argv[], const char *line, pid_t *pid,
   *pid = p;
   *out_fd = out[0];
   return 0;
+}
+
+/* ---- does every host's service answer? ----------------------------------- */
+
+/* A non-blocking connection to host:port begun, or -1. */
+static int dial_nb(const char *host, int port) {
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  char ps[16];
+  hc_fmt(ps, sizeof ps, "%d", port);
+  if (getaddrinfo(host, ps, &hints, &res) || !res) return -1;
+  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                  0);
+  if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) < 0 &&
+      errno != EINPROGRESS) {
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  return fd;
+}
+
+int hr_service_answers(const struct hr_opts *o, const struct hr_layout *l,
+                       int wait_ms, char *why, size_t whylen) {
+  /* the credentials first: without them the service is no way in */
+  struct stat st;
+  if (!strcmp(hr_opts_knob_str(o, "service_auth"), "munge")) {
+    const char *sock = hr_opts_knob_str(o, "munge_socket");
+    if (stat(sock, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+      hc_fmt(why, whylen, "no munged socket at %s", sock);
+      return 0;
+    }
+  } else {
+    const char *key = hr_opts_knob_str(o, "service_key_file");
+    if (access(key, R_OK) < 0) {
+      hc_fmt(why, whylen, "no readable key file %s", key);
+      return 0;
+    }
+  }
+  int port = (int)hr_opts_knob_num(o, "service_port");
+  struct pollfd *pf = calloc(l->nhosts ? l->nhosts : 1, sizeof *pf);
+  size_t *host = calloc(l->nhosts ? l->nhosts : 1, sizeof *host);
+  size_t n = 0;
+  int ok = pf && host;
+  for (size_t i = 0; ok && i < l->nhosts; i++) {
+    const struct hr_host *h = &l->hosts[i];
+    if (h->local || h->nranks == 0) continue;
+    pf[n].fd = dial_nb(h->address ? h->address : h->name, port);
+    pf[n].events = POLLOUT;
+    host[n] = i;
+    if (pf[n].fd < 0) {
+      hc_fmt(why, whylen, "host %s: cannot connect to port %d", h->name, port);
+      ok = 0;
+    }
+    n++;
+  }
+  if (ok && n == 0) {
+    hc_fmt(why, whylen, "no host but this machine");
+    ok = 0;
+  }
+  /* every connection must be accepted within wait_ms */
+  size_t left = ok ? n : 0;
+  uint64_t end = hc_now_ns() + (uint64_t)wait_ms * 1000000u;
+  while (ok && left) {
+    uint64_t now = hc_now_ns();
+    int r = now >= end ? 0 : poll(pf, n, (int)((end - now) / 1000000u) + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      for (size_t k = 0; k < n; k++)
+        if (pf[k].fd >= 0 && pf[k].events) {
+          hc_fmt(why, whylen, "host %s: no answer on port %d within %d ms",
+                 l->hosts[host[k]].name, port, wait_ms);
+          break;
+        }
+      ok = 0;
+      break;
+    }
+    for (size_t k = 0; k < n; k++) {
+      if (!pf[k].revents || !pf[k].events) continue;
+      int err = 0;
+      socklen_t el = sizeof err;
+      getsockopt(pf[k].fd, SOL_SOCKET, SO_ERROR, &err, &el);
+      if (err) {
+        hc_fmt(why, whylen, "host %s: port %d: %s", l->hosts[host[k]].name,
+               port, strerror(err));
+        ok = 0;
+        break;
+      }
+      pf[k].events = 0; /* answered */
+      left--;
+    }
+  }
+  for (size_t k = 0; pf && k < n; k++)
+    if (pf[k].fd >= 0) close(pf[k].fd);
+  free(pf);
+  free(host);
+  return ok;
 }

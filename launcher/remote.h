@@ -67,6 +67,15 @@ char **hr_mpirun_argv(const struct hr_opts *o, const struct hr_host *h,
 char **hr_service_argv(const struct hr_opts *o, const struct hr_host *h,
                        const char *horad);
 
+/* Whether horarun can reach every host of l other than this machine
+ * through its hora service: the credentials of o's service_auth are here
+ * (a readable key file, or munged's socket) and each host's service_port
+ * accepts a connection within wait_ms (the connections are closed
+ * unused; the service takes them for probes). Returns 1, or 0 with the
+ * reason in why. */
+int hr_service_answers(const struct hr_opts *o, const struct hr_layout *l,
+                       int wait_ms, char *why, size_t whylen);
+
 /* Starts argv[0] (looked up on PATH) in a session of its own with `line`
  * written to its standard input (then closed), stdout and stderr on a new
  * pipe: *out_fd, horarun's end, close-on-exec. Returns 0 with *pid, or -1

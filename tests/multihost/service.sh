@@ -6,6 +6,9 @@
 #   job       a job over h1, h2, h3 through the services: every collective
 #             of it_coll's matrix right, no ssh login on any host, each
 #             service logged the job's horad
+#   default   no --launcher: every host's service answers, so the job goes
+#             through them (no ssh login; the probe is not logged as a
+#             refusal); with a port where none answers, over ssh
 #   twojobs   two jobs at once on the same hosts, both right
 #   killed    a job's horarun SIGKILLed: its horads end (they lose horarun)
 #             and the services go on: the next job runs
@@ -78,6 +81,25 @@ for h in h1 h2 h3; do
   grep -q "service: job [0-9]* from $(mh_addr client): horad [0-9]* started" "$MH_TMP/svc.$h.log" ||
     fail "job: the service on $h did not log the job"
 done
+mh_assert_no_job_procs "$MARK" 10
+
+# no --launcher: every host's service answers, so the daemons start
+# through them (no ssh login); a port where none answers: over ssh
+before="$(logins h1) $(logins h2) $(logins h3)"
+# shellcheck disable=SC2086
+hrun default 120 --verbose --service-key-file "$key" -np 3 -H h1:1,h2:1,h3:1 "$T/it_coll" matrix -x 3 -q
+ok default 3
+expect_grep default err "every host's hora service answers on port $port" "horarun says it uses the services"
+[ "$(logins h1) $(logins h2) $(logins h3)" = "$before" ] ||
+  fail "default: an ssh login happened (before: $before; after: $(logins h1) $(logins h2) $(logins h3))"
+grep -q "refused a connection" "$MH_TMP/svc.h1.log" &&
+  fail "default: the service took horarun's probe for a refused client"
+hrun fallback 60 --verbose --service-key-file "$key" --service-port 17999 -np 2 -H h1:1,h2:1 true
+expect_rc fallback 0
+expect_grep fallback err "starting the daemons over ssh: not through the hosts' hora services \(host h[12]: port 17999" \
+  "horarun says why it uses ssh"
+[ "$(logins h1) $(logins h2)" != "$(echo "$before" | cut -d' ' -f1,2)" ] ||
+  fail "fallback: no ssh login on h1 or h2"
 mh_assert_no_job_procs "$MARK" 10
 
 # two jobs at once on the same hosts
