@@ -1323,7 +1323,7 @@ static void start_remote(struct hr_job *j, struct hr_daemon *d,
 }
 
 static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
-  char err[1024], line[128];
+  char err[1024], line[192];
   int fd = -1;
   if (j->multi)
     hr_boot_line(line, sizeof line, (int)(d - j->d),
