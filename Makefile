@@ -132,8 +132,10 @@ $(BUILD)/tests/it_version: tests/integration/it_version.c $(LIBSO) $(call obj,$(
 
 # Multi-host tests (tests/multihost/): mh_loop is a rank (links libhora);
 # mh_probe speaks the wire protocol itself, as a stranger would; mh_munge
-# is a MUNGE client of the service that misbehaves.
-MH_BIN := $(BUILD)/tests/mh_loop $(BUILD)/tests/mh_probe $(BUILD)/tests/mh_munge
+# is a MUNGE client of the service that misbehaves; mh_relay a man in the
+# middle that flips a bit.
+MH_BIN := $(BUILD)/tests/mh_loop $(BUILD)/tests/mh_probe $(BUILD)/tests/mh_munge \
+          $(BUILD)/tests/mh_relay
 $(BUILD)/tests/mh_loop: tests/multihost/mh_loop.c $(LIBSO)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS) $(LINK_HORA)
@@ -141,6 +143,10 @@ $(BUILD)/tests/mh_loop: tests/multihost/mh_loop.c $(LIBSO)
 $(BUILD)/tests/mh_probe: tests/multihost/mh_probe.c $(call obj,$(COMMON_SRC) proto/auth.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $^ -o $@ $(LDFLAGS) $(PKG_LIBS)
+
+$(BUILD)/tests/mh_relay: tests/multihost/mh_relay.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $< -o $@ $(LDFLAGS)
 
 $(BUILD)/tests/mh_munge: tests/multihost/mh_munge.c $(call obj,$(COMMON_SRC) proto/auth.c daemon/munge.c)
 	@mkdir -p $(dir $@)

@@ -18,6 +18,9 @@
 #             job (--control-fd): refused and logged
 #   forged    with the key, a launch request not sealed with the
 #             connection's key (mh_probe): refused, told and logged
+#   tamper    a bit of the service's first tagged frame flipped on the
+#             way (mh_relay): the client ends, saying so; untouched, the
+#             job's horad's words come through
 #   badmode   a key file others may read: the client refuses to use it
 #   badconf   a settings file with an unknown setting, a bad value, or
 #             missing: the service says which file and line
@@ -30,7 +33,7 @@
 #   stopped   SIGTERM to the services while a job runs: its horads end
 #             (and its ranks), then the services; nothing is left
 . "$(dirname "$0")/lib.sh"
-need "$HORARUN" "$HORAD" "$T/mh_probe" "$T/it_coll" "$T/mh_loop"
+need "$HORARUN" "$HORAD" "$T/mh_probe" "$T/mh_relay" "$T/it_coll" "$T/mh_loop"
 mh_setup 3
 
 key=$MH_TMP/cluster.key
@@ -64,6 +67,16 @@ for h in h1 h2 h3; do
 done
 svc="--launcher service --service-key-file $key --service-port $port"
 logins() { grep -c "Accepted publickey" "$MH_TMP/sshd.$1.log" 2>/dev/null; }
+
+# wait_log FILE ERE: until a line of FILE matches, at most 5 s
+wait_log() {
+  _t=0
+  until grep -Eq "$2" "$1" 2>/dev/null; do
+    _t=$((_t + 1))
+    [ $_t -gt 50 ] && return 1
+    sleep 0.1
+  done
+}
 before="$(logins h1) $(logins h2) $(logins h3)"
 
 ok() { # NAME NP
@@ -163,6 +176,30 @@ mh_client "$T/mh_probe" h1 $port forgedlaunch service "$key" >"$MH_TMP/forged.ou
 grep -q "service: job [0-9]*: refused a request from $(mh_addr client): a launch request that does not open with the connection's key" \
   "$MH_TMP/svc.h1.log" || fail "forged: the service did not log the refusal"
 
+# the service's frames tagged: a bit flipped on the way (mh_relay, a man in
+# the middle on the client, before the service on h1) ends the client; the
+# same relay flipping nothing changes nothing
+relay() { # NAME FLIP-AT
+  mh_client "$T/mh_relay" 17980 h1 $port "$2" >"$MH_TMP/$1.relay" 2>&1 &
+  _rp=$!
+  wait_log "$MH_TMP/$1.relay" "listening" || mh_die "mh_relay did not start"
+  echo "HORA1 1 1 $(openssl rand -hex 32) 3" |
+    mh_client "$HORAD" --service-client client:17980 --key-file "$key" -- --rendezvous \
+      >"$MH_TMP/$1.out" 2>&1
+  rc=$?
+  wait $_rp
+}
+relay tamper 100 # the tag of its first tagged frame (after the 80-byte challenge)
+grep -q "^flipped$" "$MH_TMP/tamper.relay" || fail "tamper: the relay did not flip a bit"
+[ $rc = 255 ] && grep -q "a frame whose tag does not match" "$MH_TMP/tamper.out" ||
+  fail "tamper: the client exited with $rc: $(cat "$MH_TMP/tamper.out")"
+relay untouched 100000000
+grep -q "^not reached$" "$MH_TMP/untouched.relay" || fail "untouched: the relay flipped a bit"
+grep -q "tag does not match\|untagged frame" "$MH_TMP/untouched.out" &&
+  fail "untouched: the client saw a bad tag: $(cat "$MH_TMP/untouched.out")"
+grep -q "connection to horarun (.*): cannot connect" "$MH_TMP/untouched.out" ||
+  fail "untouched: the job's horad's words did not come through: $(cat "$MH_TMP/untouched.out")"
+
 # a key file others may read is not used
 chmod 644 "$other"
 hrun badmode 60 --launcher service --service-key-file "$other" --service-port $port \
@@ -199,16 +236,6 @@ mh_exec h1 "$HORAD" --service --config "$MH_TMP/nosuch.yaml" >"$MH_TMP/badconf.l
 rc=$?
 [ $rc = 2 ] && grep -q "nosuch.yaml: no such file" "$MH_TMP/badconf.log" ||
   fail "badconf: a missing --config: exit $rc, $(cat "$MH_TMP/badconf.log")"
-
-# wait_log FILE ERE: until a line of FILE matches, at most 5 s
-wait_log() {
-  _t=0
-  until grep -Eq "$2" "$1" 2>/dev/null; do
-    _t=$((_t + 1))
-    [ $_t -gt 50 ] && return 1
-    sleep 0.1
-  done
-}
 
 # a service on h1 set up by its file alone: port, key, root, drain
 old=$MH_TMP/old.key new=$MH_TMP/new.key
