@@ -147,6 +147,7 @@ static int read_all(int fd, void *p, size_t n) {
   while (n) {
     ssize_t k = read(fd, b, n);
     if (k < 0 && errno == EINTR) continue;
+    if (k == 0) errno = 0; /* (a close, not a timeout) */
     if (k <= 0) return -1;
     b += k;
     n -= (size_t)k;
@@ -167,7 +168,9 @@ static int read_frame(int fd, struct hp_frame_hdr *h, unsigned char **payload,
   unsigned char hdr[HP_FRAME_HDR];
   *payload = NULL;
   if (read_all(fd, hdr, sizeof hdr) < 0) {
-    hc_fmt(why, whylen, "the connection closed");
+    hc_fmt(why, whylen, errno == EAGAIN || errno == EWOULDBLOCK
+                            ? "nothing came within the time limit"
+                            : "the connection closed");
     return -1;
   }
   if (hp_frame_parse(hdr, h, why, whylen) < 0) return -1;
@@ -176,10 +179,13 @@ static int read_frame(int fd, struct hp_frame_hdr *h, unsigned char **payload,
     return -1;
   }
   *payload = malloc(h->len ? h->len : 1);
+  errno = 0;
   if (!*payload || read_all(fd, *payload, h->len) < 0) {
     free(*payload);
     *payload = NULL;
-    hc_fmt(why, whylen, "the connection closed");
+    hc_fmt(why, whylen, errno == EAGAIN || errno == EWOULDBLOCK
+                            ? "nothing came within the time limit"
+                            : "the connection closed");
     return -1;
   }
   return 0;
@@ -484,8 +490,12 @@ static int munge_request(int fd, const struct hd_service_cfg *cfg,
   unsigned char *p = NULL;
   if (read_frame(fd, &h, &p, CRED_MAX, why, whylen) < 0) return -1;
   if (h.type != HP_MSG_SVC_MUNGE || !h.len || memchr(p, '\0', h.len)) {
-    hc_fmt(why, whylen, "a frame of type %u where a MUNGE credential was "
-           "due", h.type);
+    if (h.type != HP_MSG_SVC_MUNGE)
+      hc_fmt(why, whylen, "a frame of type %u where a MUNGE credential was "
+             "due", h.type);
+    else
+      hc_fmt(why, whylen, "an empty credential, or one with a NUL byte: not "
+             "MUNGE's");
     free(p);
     return -1;
   }
@@ -521,9 +531,9 @@ static int munge_request(int fd, const struct hd_service_cfg *cfg,
   size_t ll = sizeof MUNGE_LABEL; /* with its NUL */
   if ((size_t)len < ll + HP_NONCE_LEN + 32 || memcmp(pl, MUNGE_LABEL, ll) ||
       CRYPTO_memcmp((unsigned char *)pl + ll, nonce, HP_NONCE_LEN)) {
-    hc_fmt(why, whylen, "a MUNGE credential (uid %u) made for another "
-           "connection (not this one's nonce): replayed from elsewhere?",
-           (unsigned)u->uid);
+    hc_fmt(why, whylen, "a MUNGE credential (uid %u) not made for this "
+           "connection (another nonce, or not a hora launch request): "
+           "replayed from elsewhere?", (unsigned)u->uid);
     OPENSSL_cleanse(pl, (size_t)len);
     free(pl);
     return -1;
@@ -583,7 +593,11 @@ static int become(const struct job_user *u, char ***envp) {
     fprintf(stderr, "horad: the service could not drop root\n");
     return -1;
   }
-  if (chdir(u->home) < 0 && chdir("/") < 0) return -1;
+  if (chdir(u->home) < 0 && chdir("/") < 0) {
+    fprintf(stderr, "horad: the service cannot change to %s's home %s or to "
+            "/: %s\n", u->name, u->home, strerror(errno));
+    return -1;
+  }
   hc_fmt(e_home, sizeof e_home, "HOME=%s", u->home);
   hc_fmt(e_user, sizeof e_user, "USER=%s", u->name);
   hc_fmt(e_logname, sizeof e_logname, "LOGNAME=%s", u->name);
@@ -1262,6 +1276,9 @@ int hd_service_client_main(const char *target,
       uint32_t st = hp_get_u32(&r);
       free(p);
       close(fd);
+      /* untagged, it can only be a refusal (nothing proves it came from
+       * the service): never a success */
+      if (!tagged) return 255;
       return st > 255 ? 255 : (int)st;
     } else {
       fprintf(stderr, "horad: the service on %s sent a frame of type %u\n",

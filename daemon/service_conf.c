@@ -2,9 +2,12 @@
  * --config, default /etc/hora/horad.yaml): a YAML mapping of the same
  * settings as the command line's, which wins where both say something. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "common.h"
@@ -99,9 +102,12 @@ int hd_service_cfg_set(struct hd_service_cfg *c, unsigned bit, const char *v,
     c->drain_timeout = (int)n;
     return 0;
   }
-  hc_fmt(why, whylen, "expected a non-empty value of at most %zu bytes",
-         bit == HD_SVC_LISTEN ? sizeof c->listen_addr - 1
-                              : sizeof c->key_file - 1);
+  if (bit == HD_SVC_LISTEN)
+    hc_fmt(why, whylen, "expected an address of at most %zu bytes",
+           sizeof c->listen_addr - 1);
+  else
+    hc_fmt(why, whylen, "expected a non-empty path of at most %zu bytes",
+           sizeof c->key_file - 1);
   return -1;
 }
 
@@ -111,9 +117,26 @@ int hd_service_cfg_set(struct hd_service_cfg *c, unsigned bit, const char *v,
 static int load(const char *path, struct hd_service_cfg *file, unsigned *mask,
                 char *why, size_t whylen) {
   *mask = 0;
-  FILE *f = fopen(path, "re");
-  if (!f) {
+  /* it says whom the service trusts (the key, munged's socket, root): a
+   * regular file of root's or the service's user's that no one else may
+   * write; never a FIFO that would block the service */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
     if (errno == ENOENT) return 1;
+    hc_fmt(why, whylen, "%s: %s", path, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+      (st.st_uid != 0 && st.st_uid != geteuid()) || (st.st_mode & 022)) {
+    close(fd);
+    hc_fmt(why, whylen, "%s: must be a regular file of root's or this user's "
+           "that no one else may write (chmod 644)", path);
+    return -1;
+  }
+  FILE *f = fdopen(fd, "r");
+  if (!f) {
+    close(fd);
     hc_fmt(why, whylen, "%s: %s", path, strerror(errno));
     return -1;
   }

@@ -174,7 +174,7 @@ int main(int argc, char **argv) {
         hr_say(NULL, "every host's hora service answers on port %d: its "
                "daemons start through them (--launcher ssh to use ssh)",
                (int)hr_opts_knob_num(&o, "service_port"));
-    } else if (o.verbose) {
+    } else if (o.verbose && strcmp(why, "no host but this machine")) {
       hr_say(NULL, "starting the daemons over ssh: not through the hosts' "
              "hora services (%s)", why);
     }

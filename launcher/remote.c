@@ -352,12 +352,13 @@ int hr_service_answers(const struct hr_opts *o, const struct hr_layout *l,
   int port = (int)hr_opts_knob_num(o, "service_port");
   struct pollfd *pf = calloc(l->nhosts ? l->nhosts : 1, sizeof *pf);
   size_t *host = calloc(l->nhosts ? l->nhosts : 1, sizeof *host);
+  int *fds = calloc(l->nhosts ? l->nhosts : 1, sizeof *fds);
   size_t n = 0;
-  int ok = pf && host;
+  int ok = pf && host && fds;
   for (size_t i = 0; ok && i < l->nhosts; i++) {
     const struct hr_host *h = &l->hosts[i];
     if (h->local || h->nranks == 0) continue;
-    pf[n].fd = dial_nb(h->address ? h->address : h->name, port);
+    pf[n].fd = fds[n] = dial_nb(h->address ? h->address : h->name, port);
     pf[n].events = POLLOUT;
     host[n] = i;
     if (pf[n].fd < 0) {
@@ -379,7 +380,7 @@ int hr_service_answers(const struct hr_opts *o, const struct hr_layout *l,
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) {
       for (size_t k = 0; k < n; k++)
-        if (pf[k].fd >= 0 && pf[k].events) {
+        if (pf[k].fd >= 0) {
           hc_fmt(why, whylen, "host %s: no answer on port %d within %d ms",
                  l->hosts[host[k]].name, port, wait_ms);
           break;
@@ -388,7 +389,7 @@ int hr_service_answers(const struct hr_opts *o, const struct hr_layout *l,
       break;
     }
     for (size_t k = 0; k < n; k++) {
-      if (!pf[k].revents || !pf[k].events) continue;
+      if (pf[k].fd < 0 || !pf[k].revents) continue;
       int err = 0;
       socklen_t el = sizeof err;
       getsockopt(pf[k].fd, SOL_SOCKET, SO_ERROR, &err, &el);
@@ -398,13 +399,14 @@ int hr_service_answers(const struct hr_opts *o, const struct hr_layout *l,
         ok = 0;
         break;
       }
-      pf[k].events = 0; /* answered */
+      pf[k].fd = -1; /* answered: poll skips it */
       left--;
     }
   }
-  for (size_t k = 0; pf && k < n; k++)
-    if (pf[k].fd >= 0) close(pf[k].fd);
+  for (size_t k = 0; fds && k < n; k++)
+    if (fds[k] >= 0) close(fds[k]);
   free(pf);
   free(host);
+  free(fds);
   return ok;
 }

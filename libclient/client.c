@@ -247,6 +247,8 @@ static long env_long(const char *name) {
 }
 
 static int foreign_launcher(void) {
+  const char *alone = getenv("HORA_STANDALONE");
+  if (alone && !strcmp(alone, "1")) return 0; /* the user says: a job of 1 */
   static const struct {
     const char *who, *rank, *size, *also; /* also: must be set too */
   } l[] = {
@@ -266,7 +268,8 @@ static int foreign_launcher(void) {
                     "train alone as a job of 1. Start the job with horarun "
                     "-np %ld ... instead (inside a Slurm allocation horarun "
                     "takes the allocation's hosts; horarun --mpi has mpirun "
-                    "start hora's daemons)",
+                    "start hora's daemons; HORA_STANDALONE=1 runs each "
+                    "rank alone as a job of 1 on purpose)",
                     rank, size, l[i].who, l[i].rank, l[i].size, size);
   }
   return 0;

@@ -238,11 +238,15 @@ static void *enc_ctx(const struct hp_auth *a, const char *dir, int encrypt) {
   return x;
 }
 
-/* Whether a frame's tag covers its payload: always, but for the bulk data
- * unless the connection checks its integrity (or encrypts). */
-static int covers(const struct hp_conn *c, uint16_t type) {
-  return c->integrity || c->encrypt ||
-         (type != HP_MSG_DATA && type != HP_MSG_XDATA);
+/* How many of a frame's payload bytes its tag covers: all, but for the
+ * bulk data frames only their own header (where the data goes: which
+ * operation, piece, offset) unless the connection checks the data's
+ * integrity (or encrypts). */
+static size_t covered(const struct hp_conn *c, uint16_t type, size_t len) {
+  if (c->integrity || c->encrypt) return len;
+  if (type == HP_MSG_DATA) return HC_MIN(len, (size_t)HP_DATA_HDR_LEN);
+  if (type == HP_MSG_XDATA) return HC_MIN(len, (size_t)HP_XDATA_HDR_LEN);
+  return len;
 }
 
 /* Starts the tag of a frame: the IV's last 8 bytes are its sequence
@@ -300,10 +304,11 @@ static int tag_out(struct hp_conn *c, const unsigned char *hdr,
                    unsigned char *p1, size_t n1, const void *p2, void *d2,
                    size_t n2, unsigned char out[HP_FRAME_TAG]) {
   uint16_t type = (uint16_t)(hdr[6] | hdr[7] << 8);
-  int cov = covers(c, type);
+  size_t cov = covered(c, type, n1 + n2);
+  size_t c1 = HC_MIN(cov, n1), c2 = cov - c1;
   if (tag_begin(c->tag_tx, c->seq_tx++, hdr) < 0 ||
-      (cov && (tag_data(c, c->tag_tx, p1, p1, n1) < 0 ||
-               tag_data(c, c->tag_tx, p2, d2, n2) < 0)))
+      tag_data(c, c->tag_tx, p1, p1, c1) < 0 ||
+      tag_data(c, c->tag_tx, p2, d2, c2) < 0)
     return -1;
   return tag_finish(c->tag_tx, out);
 }
@@ -348,19 +353,21 @@ void hp_conn_close_when_sent(struct hp_conn *c) {
 static int tag_frames(struct hp_conn *c, struct wreq *r, uv_buf_t **bufs,
                       unsigned *nb) {
   size_t nf = 0;
-  for (size_t off = 0; off + HP_FRAME_HDR <= r->w.len; nf++) {
+  size_t off = 0;
+  for (; off + HP_FRAME_HDR <= r->w.len; nf++) {
     const unsigned char *h = r->w.data + off;
     off += HP_FRAME_HDR + ((size_t)h[8] | (size_t)h[9] << 8 |
                            (size_t)h[10] << 16 | (size_t)h[11] << 24);
     if (off > r->w.len) return UV_EINVAL;
   }
+  if (nf == 0 || off != r->w.len) return UV_EINVAL; /* not whole frames */
   r->tags = malloc(nf * HP_FRAME_TAG);
   uv_buf_t *b = malloc(2 * nf * sizeof *b);
   if (!r->tags || !b) {
     free(b);
     return UV_ENOMEM;
   }
-  size_t off = 0;
+  off = 0;
   for (size_t i = 0; i < nf; i++) {
     unsigned char *h = r->w.data + off;
     size_t len = (size_t)h[8] | (size_t)h[9] << 8 | (size_t)h[10] << 16 |
@@ -403,8 +410,9 @@ int hp_conn_send(struct hp_conn *c, struct hp_wbuf *w) {
     hp_wbuf_free(&r->w);
     free(r->tags);
     free(r);
-    if (c->tag_tx) /* the sequence is off */
-      hp_conn_close(c, "cannot tag a frame");
+    if (c->tag_tx) /* the sequence is off: nothing more can pass */
+      hp_conn_close(c, rc == UV_EIO ? "cannot tag a frame (libcrypto)"
+                                    : uv_strerror(rc));
     return rc;
   }
   c->queued += r->bytes;
@@ -417,7 +425,7 @@ int hp_conn_send_zc(struct hp_conn *c, const void *hdr, size_t hdrlen,
   struct wreq *r = NULL;
   int rc = UV_EPIPE;
   if (!c->closing && hdrlen >= HP_FRAME_HDR && hdrlen <= sizeof r->hdr &&
-      (r = calloc(1, sizeof *r))) {
+      n <= HP_FRAME_MAX && (r = calloc(1, sizeof *r))) {
     r->c = c;
     r->done = done;
     r->arg = arg;
@@ -443,7 +451,11 @@ int hp_conn_send_zc(struct hp_conn *c, const void *hdr, size_t hdrlen,
         r->bytes += HP_FRAME_TAG;
       }
     }
-    if (rc == 0) rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, b, nb, on_write);
+    if (rc == 0) {
+      rc = uv_write(&r->req, (uv_stream_t *)&c->tcp, b, nb, on_write);
+      /* a tagged frame not sent: the sequence is off, nothing more passes */
+      if (rc < 0 && c->tag_tx) hp_conn_close(c, uv_strerror(rc));
+    }
     if (rc == 0) {
       c->queued += r->bytes;
       return 0;
@@ -659,9 +671,12 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
       return;
     }
   } else {
-    /* (decrypted in place before anyone reads it, placement included) */
-    if (c->authed && (c->tag_rx) && covers(c, c->h.type) &&
-        tag_data(c, c->tag_rx, buf->base, buf->base, (size_t)n) < 0) {
+    /* (decrypted in place before anyone reads it, placement included; the
+     * tag is checked once the frame is whole, so what a read leaves in a
+     * placed buffer may still be refused, and the link then ends) */
+    size_t cov = c->authed && c->tag_rx ? covered(c, c->h.type, c->h.len) : 0;
+    size_t take = c->pgot < cov ? HC_MIN((size_t)n, cov - c->pgot) : 0;
+    if (take && tag_data(c, c->tag_rx, buf->base, buf->base, take) < 0) {
       hp_conn_close(c, "cannot check a frame's tag (libcrypto)");
       return;
     }

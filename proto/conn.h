@@ -18,9 +18,13 @@
  * tag of HP_FRAME_TAG bytes: AES-256-GCM's, under a key for its direction
  * drawn from the secret and both handshake nonces, with the frame's
  * sequence number on the connection as its IV, over its header and its
- * payload as additional data (GMAC; for DATA and XDATA frames, the bulk
- * data, the payload only with hp_conn_set_integrity()); with
- * hp_conn_set_encrypt() the payloads are encrypted as well. A frame
+ * payload as additional data (GMAC; of DATA and XDATA frames, their own
+ * header, which says where the data goes, always, the bulk data only with
+ * hp_conn_set_integrity()); with hp_conn_set_encrypt() the payloads are
+ * encrypted as well. The payload is authenticated (and decrypted) as it
+ * is read, into its place when placed; its tag is checked once the frame
+ * is whole, before on_frame, so a placed buffer may hold bytes of a frame
+ * that is then refused (and the connection ends). A frame
  * altered, injected, dropped, replayed or reordered on the wire fails its
  * tag and ends the connection. Local connections (a socketpair) carry no
  * tags. */

@@ -28,6 +28,13 @@ refused "an MPI launcher (PMI)" 3 PMI_RANK=0 PMI_SIZE=3
 refused "srun" 2 SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 SLURM_STEP_ID=0
 refused "torchrun" 8 RANK=5 WORLD_SIZE=8 LOCAL_RANK=1
 
+# HORA_STANDALONE=1: alone on purpose, whatever started it
+env RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 HORA_STANDALONE=1 "$prog" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc = 0 ] && grep -q "^logreg: 1 ranks," "$TMP/out" ||
+  fail "HORA_STANDALONE=1: exit $rc, not a job of one: $(cat "$TMP/err")"
+note "HORA_STANDALONE=1 under torchrun's variables: a job of one"
+
 # one rank of a launcher, an allocation without a step, no launcher: alone
 for e in "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1" \
   "SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=4" "RANK=0 WORLD_SIZE=2" "A=1"; do

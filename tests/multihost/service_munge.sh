@@ -178,7 +178,7 @@ refusal() { # MODE ERE: the client was told, the service logged it
 refusal forged "an invalid MUNGE credential \(munged: "
 refusal expired "an expired MUNGE credential of uid 0 \(munged: Expired"
 refusal replayed "a replayed MUNGE credential of uid 0 \(munged: Replayed"
-refusal othernonce "a MUNGE credential \(uid 0\) made for another connection"
+refusal othernonce "a MUNGE credential \(uid 0\) not made for this connection"
 hrun rootjob 60 $svc $hosts true
 expect_rc rootjob nonzero
 expect_grep rootjob err "jobs as root are not taken here" "root's job refused, and told why"

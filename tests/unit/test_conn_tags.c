@@ -4,7 +4,8 @@
  * alters, replays, drops or reorders the connector's tagged frames.
  * Untouched frames all arrive; every change ends the connection as bad
  * data, before the changed frame reaches its owner; a DATA frame's data
- * is covered only with hp_conn_set_integrity(); with hp_conn_set_encrypt()
+ * is covered only with hp_conn_set_integrity() (its own header, which
+ * says where the data goes, always is); with hp_conn_set_encrypt()
  * no payload crosses in the clear, and changes are caught alike. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -21,7 +22,7 @@
 #include "testlib.h"
 
 enum mode { PASS, FLIP_PAYLOAD, FLIP_TAG, FLIP_HEADER, REPLAY, DROP, SWAP,
-            FLIP_DATA };
+            FLIP_DATA, FLIP_DATA_HDR };
 
 #define NFRAMES 4 /* the connector sends these after the handshake */
 
@@ -147,6 +148,7 @@ static void *relay_main(void *arg) {
         case FLIP_TAG: p[k - 1] ^= 0x80; break;
         case FLIP_HEADER: p[12] ^= 1; break; /* its request id */
         case FLIP_DATA: p[HP_FRAME_HDR + HP_DATA_HDR_LEN + 3] ^= 1; break;
+        case FLIP_DATA_HDR: p[HP_FRAME_HDR + 5] ^= 1; break; /* where to */
         case DROP: continue;
         case SWAP: sent_tagged++; continue; /* after the next one */
         default: break;
@@ -303,6 +305,10 @@ static void test_data_integrity(void) {
   CHECK_EQ_INT(e.frames, NFRAMES);
   CHECK_EQ_INT(e.closed, 0);
   CHECK_EQ_STR(e.texts[1], "data 4120 changed");
+  /* the DATA frame's own header is covered even so */
+  e = run(FLIP_DATA_HDR, 1, 0);
+  CHECK(e.closed == 1 && e.bad_data && strstr(e.why, "tag does not match"));
+  CHECK_EQ_INT(e.frames, 1);
   /* with it, the frame is refused */
   e = run(FLIP_DATA, 1, 1);
   CHECK(e.closed == 1 && e.bad_data && strstr(e.why, "tag does not match"));

@@ -3,6 +3,7 @@
  * kind of bad file refused with its file and line. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -96,6 +97,20 @@ static void test_bad_files(void) {
                   "not a list");
   bad("just text\n", "1: expected a mapping of settings");
   bad("port: 'abc\n", "2: not YAML");
+  /* a file others may write, or not a regular file, is not trusted */
+  write_file("port: 1\n");
+  chmod(path, 0666);
+  {
+    struct hd_service_cfg k = {.config = path, .config_given = 1}, o;
+    char w[512];
+    hd_service_cfg_defaults(&k);
+    CHECK_EQ_INT(hd_service_cfg_load(&k, &o, w, sizeof w), -1);
+    CHECK(strstr(w, "that no one else may write") != NULL);
+    chmod(path, 0644);
+    k.config = dir; /* a directory */
+    CHECK_EQ_INT(hd_service_cfg_load(&k, &o, w, sizeof w), -1);
+    CHECK(strstr(w, "must be a regular file") != NULL);
+  }
   struct hd_service_cfg cli = {.config = "/nonexistent/h.yaml",
                                .config_given = 1},
                         c;
