@@ -206,19 +206,34 @@ int main(int argc, char **argv) {
   const char *client = NULL;
   struct hd_service_cfg svc = {.config = NULL};
   hd_service_cfg_defaults(&svc);
-  /* a service setting from the command line: checked, and marked as given
-   * (it wins over the configuration file's) */
-#define SVC_SET(bit, flag)                                                     \
-  do {                                                                         \
-    char w_[200];                                                              \
-    if (hd_service_cfg_set(&svc, bit, argv[++i], w_, sizeof w_) < 0) {        \
-      fprintf(stderr, "horad: error: bad %s '%s': %s\n", flag, argv[i], w_);   \
-      return 2;                                                                \
-    }                                                                          \
-    svc.cli |= bit;                                                            \
-    svc_opt = 1;                                                               \
-  } while (0)
+  /* the service's settings that take a value on the command line: checked,
+   * and marked as given (they win over the configuration file's) */
+  static const struct {
+    const char *flag;
+    unsigned bit;
+  } svc_flags[] = {{"--key-file", HD_SVC_KEY_FILE},
+                   {"--auth", HD_SVC_AUTH},
+                   {"--munge-socket", HD_SVC_MUNGE_SOCKET},
+                   {"--listen", HD_SVC_LISTEN},
+                   {"--port", HD_SVC_PORT},
+                   {"--stop", HD_SVC_STOP},
+                   {"--drain-timeout", HD_SVC_DRAIN_TIMEOUT}};
   for (int i = 1; i < argc; i++) {
+    size_t f = 0;
+    while (f < HC_ARRAY_SIZE(svc_flags) && strcmp(argv[i], svc_flags[f].flag))
+      f++;
+    if (f < HC_ARRAY_SIZE(svc_flags) && i + 1 < argc) {
+      char w[200];
+      if (hd_service_cfg_set(&svc, svc_flags[f].bit, argv[++i], w, sizeof w) <
+          0) {
+        fprintf(stderr, "horad: error: bad %s '%s': %s\n", svc_flags[f].flag,
+                argv[i], w);
+        return 2;
+      }
+      svc.cli |= svc_flags[f].bit;
+      svc_opt = 1;
+      continue;
+    }
     if (!strcmp(argv[i], "--service-client") && i + 1 < argc) {
       client = argv[++i];
       continue;
@@ -231,27 +246,6 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--allow-root")) {
       svc.allow_root = svc_opt = 1;
       svc.cli |= HD_SVC_ALLOW_ROOT;
-      continue;
-    } else if (!strcmp(argv[i], "--key-file") && i + 1 < argc) {
-      SVC_SET(HD_SVC_KEY_FILE, "--key-file");
-      continue;
-    } else if (!strcmp(argv[i], "--auth") && i + 1 < argc) {
-      SVC_SET(HD_SVC_AUTH, "--auth");
-      continue;
-    } else if (!strcmp(argv[i], "--munge-socket") && i + 1 < argc) {
-      SVC_SET(HD_SVC_MUNGE_SOCKET, "--munge-socket");
-      continue;
-    } else if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
-      SVC_SET(HD_SVC_LISTEN, "--listen");
-      continue;
-    } else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
-      SVC_SET(HD_SVC_PORT, "--port");
-      continue;
-    } else if (!strcmp(argv[i], "--stop") && i + 1 < argc) {
-      SVC_SET(HD_SVC_STOP, "--stop");
-      continue;
-    } else if (!strcmp(argv[i], "--drain-timeout") && i + 1 < argc) {
-      SVC_SET(HD_SVC_DRAIN_TIMEOUT, "--drain-timeout");
       continue;
     } else if (!strcmp(argv[i], "--check")) {
       svc.check = svc_opt = 1;

@@ -12,6 +12,7 @@
 /* MUNGE's error numbers that the service tells apart (munge.h's values) */
 enum {
   HD_MUNGE_OK = 0,
+  HD_MUNGE_ESOCKET = 6, /* munged cannot be reached */
   HD_MUNGE_EXPIRED = 15,
   HD_MUNGE_REWOUND = 16,
   HD_MUNGE_REPLAYED = 17,

@@ -418,29 +418,24 @@ static int parse_launch(unsigned char *p, size_t n, const char **boot,
   return 0;
 }
 
-static void send_exit(int fd, int status) {
+static void send_frame(int fd, int type, const void *p, size_t n) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
-  hp_frame_begin(&w, HP_MSG_SVC_EXIT, 0);
-  hp_put_u32(&w, (uint32_t)status);
+  hp_frame_begin(&w, (uint16_t)type, 0);
+  if (n) hp_put_raw(&w, p, n);
   hp_frame_end(&w);
   send_wbuf(fd, &w);
   hp_wbuf_free(&w);
 }
 
-/* After the handshake: tells the client why its request is refused. */
+/* Tells the client why its request is refused (untagged: see otag). */
 static void refuse(int fd, const char *why) {
-  struct hp_wbuf w;
   char line[600];
+  unsigned char st[4] = {255, 0, 0, 0};
   hc_fmt(line, sizeof line, "horad: the service refused the request: %s\n",
          why);
-  hp_wbuf_init(&w);
-  hp_frame_begin(&w, HP_MSG_SVC_OUTPUT, 0);
-  hp_put_raw(&w, line, strlen(line));
-  hp_frame_end(&w);
-  send_wbuf(fd, &w);
-  hp_wbuf_free(&w);
-  send_exit(fd, 255);
+  send_frame(fd, HP_MSG_SVC_OUTPUT, line, strlen(line));
+  send_frame(fd, HP_MSG_SVC_EXIT, st, sizeof st);
 }
 
 static void set_timeouts(int fd, int rcv_s, int snd_s) {
@@ -464,15 +459,6 @@ struct job_user {
                                               request */
 #define CRED_MAX 16384                     /* bytes of a credential */
 
-static void send_frame(int fd, int type, const void *p, size_t n) {
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  hp_frame_begin(&w, (uint16_t)type, 0);
-  if (n) hp_put_raw(&w, p, n);
-  hp_frame_end(&w);
-  send_wbuf(fd, &w);
-  hp_wbuf_free(&w);
-}
 
 /* auth munge: the nonce, the client's credential, its user. On success
  * *req (malloc'd) is the launch request and *n its length. Returns 0, or
@@ -515,6 +501,11 @@ static int munge_request(int fd, const struct hd_service_cfg *cfg,
                             &u->gid, mwhy, sizeof mwhy);
   free(cred);
   if (err) {
+    if (err == HD_MUNGE_ESOCKET || err < 0) { /* the service's trouble */
+      hc_fmt(why, whylen, "the service cannot check MUNGE credentials (%s)",
+             mwhy);
+      return -1;
+    }
     const char *kind = err == HD_MUNGE_EXPIRED    ? "an expired"
                        : err == HD_MUNGE_REPLAYED ? "a replayed"
                        : err == HD_MUNGE_REWOUND  ? "a future-dated"
@@ -931,6 +922,18 @@ static void reload(const struct hd_service_cfg *cli, struct hd_service_cfg *cfg,
           n.file_found ? " file" : "", n.munge ? "MUNGE library" : "key file");
 }
 
+/* Reaps the connections served that have ended; returns how many remain. */
+static int reap(pid_t *jobs, char (*peers)[NI_MAXHOST], int njobs) {
+  for (int i = 0; i < njobs;)
+    if (waitpid(jobs[i], NULL, WNOHANG) == jobs[i]) {
+      jobs[i] = jobs[--njobs];
+      memcpy(peers[i], peers[njobs], sizeof peers[i]);
+    } else {
+      i++;
+    }
+  return njobs;
+}
+
 int hd_service_main(const struct hd_service_cfg *cli) {
   hc_log_start("horad", HC_INFO);
   char why[600];
@@ -998,13 +1001,7 @@ int hd_service_main(const struct hd_service_cfg *cli) {
       got_hup = 0;
       reload(cli, &cfg, key);
     }
-    for (int i = 0; i < njobs;) /* reap the connections served */
-      if (waitpid(jobs[i], NULL, WNOHANG) == jobs[i]) {
-        jobs[i] = jobs[--njobs];
-        memcpy(peers[i], peers[njobs], sizeof peers[i]);
-      } else {
-        i++;
-      }
+    njobs = reap(jobs, peers, njobs);
     struct pollfd pf = {.fd = lfd, .events = POLLIN};
     if (poll(&pf, 1, 500) <= 0) continue;
     int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -1058,9 +1055,7 @@ int hd_service_main(const struct hd_service_cfg *cli) {
             cfg.drain_timeout ? "" : " (no time limit)");
     time_t until = cfg.drain_timeout ? time(NULL) + cfg.drain_timeout : 0;
     while (njobs && got_term == 1 && (!until || time(NULL) < until)) {
-      for (int i = 0; i < njobs;)
-        if (waitpid(jobs[i], NULL, WNOHANG) == jobs[i]) jobs[i] = jobs[--njobs];
-        else i++;
+      njobs = reap(jobs, peers, njobs);
       if (njobs) usleep(100 * 1000);
     }
     if (njobs)

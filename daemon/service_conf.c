@@ -73,13 +73,12 @@ int hd_service_cfg_set(struct hd_service_cfg *c, unsigned bit, const char *v,
     c->munge = !strcmp(v, "munge");
     return 0;
   case HD_SVC_KEY_FILE:
+  case HD_SVC_MUNGE_SOCKET: { /* a path, both the same size */
+    char *dst = bit == HD_SVC_KEY_FILE ? c->key_file : c->munge_socket;
     if (!*v || strlen(v) >= sizeof c->key_file) break;
-    hc_fmt(c->key_file, sizeof c->key_file, "%s", v);
+    hc_fmt(dst, sizeof c->key_file, "%s", v);
     return 0;
-  case HD_SVC_MUNGE_SOCKET:
-    if (!*v || strlen(v) >= sizeof c->munge_socket) break;
-    hc_fmt(c->munge_socket, sizeof c->munge_socket, "%s", v);
-    return 0;
+  }
   case HD_SVC_ALLOW_ROOT:
     if (parse_bool(v, &c->allow_root) < 0) {
       hc_fmt(why, whylen, "expected true or false");

@@ -778,6 +778,30 @@ need() {
 # workers of tests/python/workers) and PY (the ranks' interpreter: under a
 # sanitized libhora, with the sanitizer runtime preloaded, in the ranks
 # only, as tests/python/pytest.sh does), and exports what the ranks need.
+# mh_wait_log FILE ERE [TENTHS]: until a line of FILE matches, at most
+# TENTHS tenths of a second (default 50); 1 when it never did.
+mh_wait_log() {
+  _mw_t=0
+  until grep -Eq "$2" "$1" 2>/dev/null; do
+    _mw_t=$((_mw_t + 1))
+    [ $_mw_t -gt "${3:-50}" ] && return 1
+    sleep 0.1
+  done
+}
+
+# mh_service LOG HOST ARGS...: starts `horad --service ARGS` on HOST, its
+# output in LOG, waits until it listens (10 s) and counts it as
+# infrastructure, not a job's leftover; MH_SERVICE_PID is its pid.
+mh_service() {
+  _ms_log=$1 _ms_host=$2
+  shift 2
+  mh_exec "$_ms_host" setsid "$HORAD" --service "$@" </dev/null >"$_ms_log" 2>&1 &
+  mh_wait_log "$_ms_log" "listening on" 100 ||
+    mh_die "the service on $_ms_host did not start: $(cat "$_ms_log")"
+  MH_SERVICE_PID=$(sed -n 's/^horad\[\([0-9]*\)\].*listening on.*/\1/p' "$_ms_log" | head -n 1)
+  echo "$MH_SERVICE_PID" >>"$MH_TMP/infra.pids"
+}
+
 mh_python() {
   PYTHON=${PYTHON:-/usr/bin/python3}
   "$PYTHON" -c "import $1" 2>/dev/null || {

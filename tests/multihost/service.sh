@@ -26,7 +26,8 @@
 #             missing: the service says which file and line
 #   conf      a service set up by its file alone (port, key, root, drain):
 #             a job through it; SIGHUP with another key in the file: the
-#             old key refused, the new one taken
+#             old key refused, the new one taken; SIGHUP with a broken
+#             file: said, and the settings stay
 #   drain     SIGTERM to that service (stop: drain) while a job runs: no
 #             new job is taken, the running one finishes, then the
 #             service ends; with --drain-timeout 1 the job is ended
@@ -51,32 +52,12 @@ if [ "$(id -u)" = 0 ]; then
 fi
 for h in h1 h2 h3; do
   # shellcheck disable=SC2086
-  mh_exec "$h" setsid "$HORAD" --service --port $port --key-file "$key" $allow \
-    </dev/null >"$MH_TMP/svc.$h.log" 2>&1 &
-done
-for h in h1 h2 h3; do
-  t=0
-  until grep -q "listening on" "$MH_TMP/svc.$h.log" 2>/dev/null; do
-    t=$((t + 1))
-    [ $t -gt 100 ] && mh_die "the service on $h did not start: $(cat "$MH_TMP/svc.$h.log")"
-    sleep 0.1
-  done
-  # the services are infrastructure, not a job's leftovers
-  mh_host_pids "$h" horad >"$MH_TMP/svc.$h.pid"
-  cat "$MH_TMP/svc.$h.pid" >>"$MH_TMP/infra.pids"
+  mh_service "$MH_TMP/svc.$h.log" "$h" --port $port --key-file "$key" $allow
+  echo "$MH_SERVICE_PID" >"$MH_TMP/svc.$h.pid"
 done
 svc="--launcher service --service-key-file $key --service-port $port"
 logins() { grep -c "Accepted publickey" "$MH_TMP/sshd.$1.log" 2>/dev/null; }
 
-# wait_log FILE ERE: until a line of FILE matches, at most 5 s
-wait_log() {
-  _t=0
-  until grep -Eq "$2" "$1" 2>/dev/null; do
-    _t=$((_t + 1))
-    [ $_t -gt 50 ] && return 1
-    sleep 0.1
-  done
-}
 before="$(logins h1) $(logins h2) $(logins h3)"
 
 ok() { # NAME NP
@@ -182,7 +163,7 @@ grep -q "service: job [0-9]*: refused a request from $(mh_addr client): a launch
 relay() { # NAME FLIP-AT
   mh_client "$T/mh_relay" 17980 h1 $port "$2" >"$MH_TMP/$1.relay" 2>&1 &
   _rp=$!
-  wait_log "$MH_TMP/$1.relay" "listening" || mh_die "mh_relay did not start"
+  mh_wait_log "$MH_TMP/$1.relay" "listening" || mh_die "mh_relay did not start"
   echo "HORA1 1 1 $(openssl rand -hex 32) 3" |
     mh_client "$HORAD" --service-client client:17980 --key-file "$key" -- --rendezvous \
       >"$MH_TMP/$1.out" 2>&1
@@ -250,33 +231,39 @@ chmod 600 "$old" "$new"
   echo "stop: drain"
   echo "drain_timeout: 30"
 } >"$conf"
-mh_exec h1 setsid "$HORAD" --service --config "$conf" </dev/null >"$MH_TMP/conf.log" 2>&1 &
-wait_log "$MH_TMP/conf.log" "listening on" ||
-  mh_die "the configured service did not start: $(cat "$MH_TMP/conf.log")"
+mh_service "$MH_TMP/conf.log" h1 --config "$conf"
+confpid=$MH_SERVICE_PID
 grep -q "port 17972 .*on stop: drain); settings from $conf" "$MH_TMP/conf.log" ||
   fail "conf: the service did not take its file: $(cat "$MH_TMP/conf.log")"
-confpid=$(pgrep -f -- "--config $conf" | head -n 1)
-echo "$confpid" >>"$MH_TMP/infra.pids"
 hrun conf 60 --launcher service --service-key-file "$old" --service-port 17972 \
   -np 2 -H h1:2 "$T/it_coll" matrix -x 2 -q
 ok conf 2
 # SIGHUP: the file again, now with another key
 sed -i "s|^key_file: .*|key_file: $new|" "$conf"
 kill -HUP "$confpid"
-wait_log "$MH_TMP/conf.log" "SIGHUP: the settings file and the key file were read again" ||
+mh_wait_log "$MH_TMP/conf.log" "SIGHUP: the settings file and the key file were read again" ||
   fail "hup: the service did not say it read its file again: $(tail -n 3 "$MH_TMP/conf.log")"
 hrun hupold 60 --launcher service --service-key-file "$old" --service-port 17972 -np 1 -H h1:1 true
 expect_rc hupold nonzero
 expect_grep hupold err "refused this client" "the old key is refused after SIGHUP"
 hrun hupnew 60 --launcher service --service-key-file "$new" --service-port 17972 -np 1 -H h1:1 true
 expect_rc hupnew 0
+# SIGHUP with a broken file: said, and the settings stay as they were
+cp "$conf" "$conf.good"
+sed -i "s|^drain_timeout: .*|drain_timeout: soon|" "$conf"
+kill -HUP "$confpid"
+mh_wait_log "$MH_TMP/conf.log" "SIGHUP: $conf:[0-9]+: bad drain_timeout 'soon'.*the settings stay as they were" ||
+  fail "hupbad: the service did not say its file is bad: $(tail -n 3 "$MH_TMP/conf.log")"
+hrun hupbad 60 --launcher service --service-key-file "$new" --service-port 17972 -np 1 -H h1:1 true
+expect_rc hupbad 0
+mv "$conf.good" "$conf"
 mh_assert_no_job_procs "$MARK" 10
 # stop: drain: SIGTERM takes no new job and lets the running one finish
 hrun_start drain --launcher service --service-key-file "$new" --service-port 17972 \
   -np 2 -H h1:2 "$T/mh_loop" -t 4
 wait_for drain out ": running$" 2 60 || fail "drain: the ranks did not start looping"
 kill -TERM "$confpid"
-wait_log "$MH_TMP/conf.log" "draining 1 running job" ||
+mh_wait_log "$MH_TMP/conf.log" "draining 1 running job" ||
   fail "drain: the service did not say it drains: $(tail -n 3 "$MH_TMP/conf.log")"
 hrun late 30 --launcher service --service-key-file "$new" --service-port 17972 -np 1 -H h1:1 true
 expect_rc late nonzero
@@ -285,16 +272,14 @@ hrun_wait drain 60
 expect_rc drain 0
 expect_count drain out "^\[[01]\]<stdout>:rank [01] of 2: [0-9]+ allreduces, 0 failures" 2 \
   "the running job finished its loop"
-wait_log "$MH_TMP/conf.log" "service: stopped" ||
+mh_wait_log "$MH_TMP/conf.log" "service: stopped" ||
   fail "drain: the service did not stop after its job: $(tail -n 3 "$MH_TMP/conf.log")"
 mh_assert_no_job_procs "$MARK" 10
 # a drain that runs out of time ends the job
 # shellcheck disable=SC2086
-mh_exec h1 setsid "$HORAD" --service --port 17973 --key-file "$new" $allow --stop drain \
-  --drain-timeout 1 </dev/null >"$MH_TMP/drain2.log" 2>&1 &
-wait_log "$MH_TMP/drain2.log" "listening on" || mh_die "the second draining service did not start"
-d2pid=$(pgrep -f -- "--port 17973" | head -n 1)
-echo "$d2pid" >>"$MH_TMP/infra.pids"
+mh_service "$MH_TMP/drain2.log" h1 --port 17973 --key-file "$new" $allow --stop drain \
+  --drain-timeout 1
+d2pid=$MH_SERVICE_PID
 hrun_start drain2 --launcher service --service-key-file "$new" --service-port 17973 \
   -np 2 -H h1:2 "$T/mh_loop"
 wait_for drain2 out ": running$" 2 60 || fail "drain2: the ranks did not start looping"

@@ -17,8 +17,9 @@
 #             services go on, the next job runs
 #   refused   a forged, an expired, a replayed credential and one made for
 #             another connection: refused, the client told why and the
-#             service logs it; root's job refused (no --allow-root); a
-#             client with the cluster key refused, told to use MUNGE
+#             service logs it; a service whose munged is not there says
+#             so; root's job refused (no --allow-root); a client with the
+#             cluster key refused, told to use MUNGE
 # Needs root, namespaces, munged and libmunge (Debian: munge); without
 # them it says why and is skipped.
 . "$(dirname "$0")/lib.sh"
@@ -60,18 +61,7 @@ mh_client munged -f --key-file="$S/munge.key" --socket="$S/munge.sock" \
 cat "$S/munged.pid" >>"$MH_TMP/infra.pids"
 port=17971
 for h in h1 h2; do
-  mh_exec "$h" setsid "$HORAD" --service --auth munge --munge-socket "$S/munge.sock" \
-    --port $port </dev/null >"$MH_TMP/svc.$h.log" 2>&1 &
-done
-for h in h1 h2; do
-  t=0
-  until grep -q "listening on" "$MH_TMP/svc.$h.log" 2>/dev/null; do
-    t=$((t + 1))
-    [ $t -gt 100 ] && mh_die "the service on $h did not start: $(cat "$MH_TMP/svc.$h.log")"
-    sleep 0.1
-  done
-  mh_host_pids "$h" horad >"$MH_TMP/svc.$h.pid"
-  cat "$MH_TMP/svc.$h.pid" >>"$MH_TMP/infra.pids"
+  mh_service "$MH_TMP/svc.$h.log" "$h" --auth munge --munge-socket "$S/munge.sock" --port $port
 done
 svc="--launcher service --service-auth munge --munge-socket $S/munge.sock --service-port $port"
 hosts="-np 2 -H h1:1,h2:1"
@@ -179,6 +169,12 @@ refusal forged "an invalid MUNGE credential \(munged: "
 refusal expired "an expired MUNGE credential of uid 0 \(munged: Expired"
 refusal replayed "a replayed MUNGE credential of uid 0 \(munged: Replayed"
 refusal othernonce "a MUNGE credential \(uid 0\) not made for this connection"
+# a service whose munged is not there: it says so, not that the
+# credential is bad
+mh_service "$MH_TMP/nomunged.log" h2 --auth munge --munge-socket "$MH_TMP/nosuch.sock" --port 17975
+mh_client "$T/mh_munge" h2 17975 "$S/munge.sock" othernonce >"$MH_TMP/nomunged.out" 2>&1
+grep -q "^refused: horad: the service refused the request: the service cannot check MUNGE credentials (munged: " \
+  "$MH_TMP/nomunged.out" || fail "nomunged: the client was not told: $(cat "$MH_TMP/nomunged.out")"
 hrun rootjob 60 $svc $hosts true
 expect_rc rootjob nonzero
 expect_grep rootjob err "jobs as root are not taken here" "root's job refused, and told why"
