@@ -82,6 +82,12 @@ struct hd_rank {
                 then declares it gone */
   char broken_msg[HP_MSG_MAX + 1];
   uv_timer_t lost_timer; /* connection closed without goodbye */
+
+  /* a rank another launcher started (job->joined): its process, watched
+   * through a pidfd from its first hello until it exits */
+  int pidfd;
+  uv_poll_t exit_poll;
+  int exit_polling;
 };
 
 /* What a participant said about an operation; compared across ranks
@@ -390,6 +396,12 @@ struct hd_job {
 
   uv_timer_t term_timer, kill_timer;
   int aborting, term_sent, kill_sent, done_sent;
+  /* join mode (horarun --join): the ranks were started by another launcher;
+   * horad writes each one's way in to join_dir (spawn.c) and waits for
+   * them, at most the start timeout for their first hello */
+  int joined;
+  char join_dir[4200];
+  uv_timer_t join_timer;
   int nexited;
 
   /* communicators, by id (0: the global set; NULL: removed or never) */
@@ -474,6 +486,9 @@ void hd_control_fault(struct hd_job *job, const char *msg);
 int hd_spawn_all(struct hd_job *job);
 void hd_spawn_teardown(struct hd_job *job, const char *reason, int delay_ms);
 void hd_spawn_close(struct hd_job *job);
+/* Join mode: rank r's first hello came from process pid; horad watches it
+ * for its exit (its own ranks' exits come from waitpid). */
+void hd_join_hello(struct hd_rank *r, int pid);
 /* Child pid ended with status: 1 when it was one of job's ranks. */
 int hd_spawn_reaped(struct hd_job *job, pid_t pid, int status);
 /* The job's one failure path (job->up->teardown: spawn.c). */

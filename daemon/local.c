@@ -445,6 +445,7 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
   r->conn = c;
   r->connected = 1;
   c->rank = r;
+  hd_join_hello(r, c->pid);
   hc_debug("rank %d (pid %d) connected", h.rank, h.pid);
   return 0;
 }

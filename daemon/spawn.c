@@ -10,8 +10,13 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434 /* Linux 5.3, the same number everywhere */
+#endif
 
 #include "daemon.h"
 
@@ -272,23 +277,224 @@ static int spawn_one(struct hd_job *job, struct hd_rank *r, const char *path) {
   return 0;
 }
 
+/* ---- join mode: ranks another launcher started ------------------------- */
+
+/* The job's join directory, $TMPDIR/hora-UID/join-KEY (TMPDIR of the job's
+ * environment, as libhora's ranks compute it). Each horad writes only its
+ * own ranks' files there, replacing any an earlier job of the key left:
+ * the hosts of a job may share the directory (one machine, or TMPDIR on a
+ * shared file system). 0, or -1 with why in err. */
+static int private_dir(const char *dir, int make, char *err, size_t len) {
+  if (make && mkdir(dir, 0700) < 0 && errno != EEXIST) {
+    hc_fmt(err, len, "cannot create %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+      st.st_uid != getuid() || (st.st_mode & 077)) {
+    hc_fmt(err, len, "%s is not a directory private to uid %u (mode 0700)",
+           dir, (unsigned)getuid());
+    return -1;
+  }
+  return 0;
+}
+
+static int join_dir_make(struct hd_job *job, const char *key, char *err,
+                         size_t len) {
+  const char *tmp = job_getenv(&job->desc, "TMPDIR");
+  if (!tmp || tmp[0] != '/') tmp = "/tmp";
+  if (!*key || key[0] == '.' || strlen(key) > 150 ||
+      key[strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789._-")]) {
+    hc_fmt(err, len, "the join key '%.160s' is not a file name part", key);
+    return -1;
+  }
+  char base[4096];
+  hc_fmt(base, sizeof base, "%s/hora-%u", tmp, (unsigned)getuid());
+  hc_fmt(job->join_dir, sizeof job->join_dir, "%s/join-%s", base, key);
+  if (private_dir(base, 1, err, len) < 0 ||
+      private_dir(job->join_dir, 1, err, len) < 0) {
+    job->join_dir[0] = '\0';
+    return -1;
+  }
+  return 0;
+}
+
+/* DIR/rank.R: "socket\ntoken\n", 0600, written whole (rename). */
+static int join_write(struct hd_job *job, struct hd_rank *r) {
+  char tmp[4400], file[4400], text[256];
+  hc_fmt(tmp, sizeof tmp, "%s/.rank.%d.tmp", job->join_dir, r->info.rank);
+  hc_fmt(file, sizeof file, "%s/rank.%d", job->join_dir, r->info.rank);
+  int n = snprintf(text, sizeof text, "%s\n%s\n", job->sock_path, r->token);
+  unlink(tmp);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+                0600);
+  if (fd < 0) return -errno;
+  int ok = write(fd, text, (size_t)n) == n;
+  int e = errno;
+  if (close(fd) < 0 && ok) ok = 0, e = errno;
+  if (ok && rename(tmp, file) < 0) ok = 0, e = errno;
+  if (!ok) unlink(tmp);
+  return ok ? 0 : -(e ? e : EIO);
+}
+
+static void join_dir_remove(struct hd_job *job) {
+  if (!job->join_dir[0]) return;
+  char file[4400];
+  for (int i = 0; job->ranks && i < job->nlocal; i++) {
+    hc_fmt(file, sizeof file, "%s/rank.%d", job->join_dir,
+           job->ranks[i].info.rank);
+    unlink(file);
+  }
+  rmdir(job->join_dir);
+  job->join_dir[0] = '\0';
+}
+
+static void exit_poll_stop(struct hd_rank *r) {
+  if (!r->exit_polling) return;
+  r->exit_polling = 0;
+  uv_poll_stop(&r->exit_poll);
+  uv_close((uv_handle_t *)&r->exit_poll, on_closed);
+  close(r->pidfd);
+  r->pidfd = -1;
+}
+
+static void describe_exit(struct hd_rank *r, char *buf, size_t len);
+
+/* A joined rank's end: its process exited (pid >= 0), or it never came
+ * (pid 0, its hello awaited too long). Its exit status is its launcher's;
+ * horarun hears 0 when it shut hora down first, else 1 and why. */
+static void joined_end(struct hd_rank *r, const char *why) {
+  struct hd_job *job = r->job;
+  exit_poll_stop(r);
+  if (r->reaped) return;
+  r->reaped = 1;
+  r->exit_how = HP_EXIT_CODE;
+  r->exit_code = r->said_bye ? 0 : 1;
+  if (r->exit_code && !r->spawn_msg) r->spawn_msg = strdup(why);
+  char msg[HP_MSG_MAX + 1];
+  describe_exit(r, msg, sizeof msg);
+  hc_debug("%s", msg);
+  if (!r->gone || job->gone_rank < 0) hd_rank_left(r, msg);
+  maybe_report(r);
+}
+
+#define JOINED_LEFT                                                            \
+  "left the job without shutting down hora: it crashed or exited (its exit " \
+  "status is for its launcher to report)"
+
+static void on_exit_poll(uv_poll_t *p, int status, int events) {
+  (void)status;
+  (void)events;
+  joined_end(p->data, JOINED_LEFT);
+}
+
+/* Without a pidfd (a kernel before 5.3): whether the process is still
+ * there, every half second. */
+static void on_pid_check(uv_timer_t *t) {
+  struct hd_rank *r = t->data;
+  if (r->reaped) {
+    uv_timer_stop(t);
+  } else if (kill(r->pid, 0) < 0 && errno == ESRCH) {
+    uv_timer_stop(t);
+    joined_end(r, JOINED_LEFT);
+  }
+}
+
+void hd_join_hello(struct hd_rank *r, int pid) {
+  struct hd_job *job = r->job;
+  if (!job->joined || r->exit_polling || pid <= 0) return;
+  r->pid = pid; /* not a child: never signalled as a group (spawned == 0) */
+  int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+  if (fd < 0) { /* gone already (ESRCH: at once), or no pidfds: polled */
+    if (errno != ESRCH)
+      hc_debug("rank %d: no pidfd for process %d (%s): polling it", r->info.rank,
+               pid, strerror(errno));
+    uv_timer_start(&r->report_timer, on_pid_check, 0, 500);
+    return;
+  }
+  r->pidfd = fd;
+  uv_poll_init(job->daemon->loop, &r->exit_poll, fd);
+  r->exit_poll.data = r;
+  uv_poll_start(&r->exit_poll, UV_READABLE, on_exit_poll);
+  r->exit_polling = 1;
+}
+
+/* Ranks that never said hello: their launcher did not start them, or they
+ * ended before hora_init. */
+static void join_missing(struct hd_job *job, const char *why) {
+  for (int i = 0; i < job->nlocal; i++) {
+    struct hd_rank *r = &job->ranks[i];
+    if (!r->connected && !r->pid && !r->reaped) joined_end(r, why);
+  }
+}
+
+static void on_join_timer(uv_timer_t *t) {
+  struct hd_job *job = t->data;
+  char why[300];
+  hc_fmt(why, sizeof why, "did not join the job within %d s of its start "
+         "(HORA_START_TIMEOUT): its launcher did not start it, or it ended "
+         "before hora_init", (int)hk_int(&job->knobs, start_timeout));
+  join_missing(job, why);
+}
+
+/* Join mode: the way in of every local rank, in files for them to find. */
+static void join_all(struct hd_job *job, const char *key) {
+  char err[4400];
+  int rc = job->sock_path[0] ? join_dir_make(job, key, err, sizeof err) : -1;
+  if (!job->sock_path[0])
+    hc_fmt(err, sizeof err, "horad could not create the job's socket");
+  for (int i = 0; rc == 0 && i < job->nlocal; i++) {
+    int w = join_write(job, &job->ranks[i]);
+    if (w < 0) {
+      hc_fmt(err, sizeof err, "cannot write %s/rank.%d: %s", job->join_dir,
+             job->ranks[i].info.rank, strerror(-w));
+      rc = -1;
+    }
+  }
+  if (rc < 0) {
+    hc_error("%s", err);
+    for (int i = 0; i < job->nlocal; i++) {
+      struct hd_rank *r = &job->ranks[i];
+      r->spawn_msg = strdup(err);
+      r->exit_how = HP_EXIT_SPAWN;
+      r->exit_code = EIO;
+      r->reaped = r->gone = 1;
+      hd_send_exit(job, r);
+    }
+    return;
+  }
+  hc_debug("join mode: the ranks' way in is in %s", job->join_dir);
+  long t = hk_int(&job->knobs, start_timeout);
+  if (t > 0) uv_timer_start(&job->join_timer, on_join_timer,
+                            (uint64_t)t * 1000, 0);
+}
+
 int hd_spawn_all(struct hd_job *job) {
   job->ranks = calloc((size_t)job->nlocal, sizeof *job->ranks);
   if (!job->ranks) return HORA_ENOMEM;
   uv_timer_init(job->daemon->loop, &job->term_timer);
   uv_timer_init(job->daemon->loop, &job->kill_timer);
-  job->term_timer.data = job->kill_timer.data = job;
+  uv_timer_init(job->daemon->loop, &job->join_timer);
+  job->term_timer.data = job->kill_timer.data = job->join_timer.data = job;
+  const char *key = job_getenv(&job->desc, "HORA_JOIN_KEY");
+  job->joined = key != NULL;
   for (int i = 0; i < job->nlocal; i++) {
     struct hd_rank *r = &job->ranks[i];
     r->job = job;
     r->idx = i;
     r->info = job->desc.ranks[i];
     r->memfd = -1;
+    r->pidfd = -1;
     fill_random_hex(r->token, HP_TOKEN_LEN);
     uv_timer_init(job->daemon->loop, &r->report_timer);
     r->report_timer.data = r;
     uv_timer_init(job->daemon->loop, &r->lost_timer);
     r->lost_timer.data = r;
+  }
+  if (job->joined) {
+    join_all(job, key);
+    return 0;
   }
   errno = 0;
   char *path = job->sock_path[0] ? resolve_program(&job->desc) : NULL;
@@ -330,6 +536,9 @@ static void describe_exit(struct hd_rank *r, char *buf, size_t len) {
   else if (r->exit_how == HP_EXIT_SPAWN)
     hc_fmt(buf, len, "rank %d on host %s could not be started: %s",
            r->info.rank, host, r->spawn_msg ? r->spawn_msg : "?");
+  else if (r->spawn_msg)
+    hc_fmt(buf, len, "rank %d on host %s %s", r->info.rank, host,
+           r->spawn_msg);
   else
     hc_fmt(buf, len, "rank %d on host %s exited with code %d%s", r->info.rank,
            host, r->exit_code,
@@ -374,7 +583,7 @@ int hd_spawn_reaped(struct hd_job *job, pid_t pid, int status) {
 static void signal_all(struct hd_job *job, int sig) {
   for (int i = 0; i < job->nlocal; i++) {
     struct hd_rank *r = &job->ranks[i];
-    if (r->pid > 0 && !r->reaped) kill(-r->pid, sig);
+    if (r->pid > 0 && r->spawned && !r->reaped) kill(-r->pid, sig);
   }
 }
 
@@ -383,6 +592,9 @@ static void on_kill_timer(uv_timer_t *t) {
   job->kill_sent = 1;
   hc_info("grace period over; sending SIGKILL");
   signal_all(job, SIGKILL);
+  /* joined ranks are their launcher's to end: those that never came are
+   * not waited for any more */
+  if (job->joined) join_missing(job, "never joined the job");
 }
 
 static void on_term_timer(uv_timer_t *t) {
@@ -417,12 +629,15 @@ void hd_spawn_teardown(struct hd_job *job, const char *reason,
 
 void hd_spawn_close(struct hd_job *job) {
   uv_handle_t *hs[] = {(uv_handle_t *)&job->term_timer,
-                       (uv_handle_t *)&job->kill_timer};
-  for (size_t i = 0; i < 2; i++)
+                       (uv_handle_t *)&job->kill_timer,
+                       (uv_handle_t *)&job->join_timer};
+  for (size_t i = 0; i < HC_ARRAY_SIZE(hs); i++)
     if (hs[i]->loop && !uv_is_closing(hs[i])) uv_close(hs[i], on_closed);
+  join_dir_remove(job);
   for (int i = 0; job->ranks && i < job->nlocal; i++) {
     struct hd_rank *r = &job->ranks[i];
-    if (r->pid > 0 && !r->reaped) kill(-r->pid, SIGKILL);
+    exit_poll_stop(r);
+    if (r->pid > 0 && r->spawned && !r->reaped) kill(-r->pid, SIGKILL);
     for (int s = 0; s < 2; s++)
       if (r->out_open[s]) {
         r->out_open[s] = 0;

@@ -39,6 +39,7 @@ enum opt_id {
   O_MPI,
   O_GLOO,
   O_DOCTOR,
+  O_JOIN,
   O_VERSION,
   O_HELP,
   O_KNOB
@@ -105,6 +106,12 @@ static const struct opt builtin_opts[] = {
      "both ways with its round trip and bandwidth, /dev/shm, memory for "
      "the arenas, locked memory, GPUs and NCCL), print one table with a "
      "fix for each problem, and exit 1 when a job would fail"},
+    {NULL, "--join", "KEY", O_JOIN,
+     "start no program: the ranks were started by another launcher (srun, "
+     "mpirun, torchrun) and join the job themselves. libhora's rank 0 runs "
+     "this for them; KEY names the launcher's job, and each horad writes "
+     "its ranks' way in to $TMPDIR/hora-UID/join-KEY. The hosts are "
+     "-H's, or the Slurm step's (SLURM_STEP_NODELIST)"},
     {"-v", "--version", NULL, O_VERSION, "print the version and exit"},
     {"-h", "--help", NULL, O_HELP, "print this help and exit"},
 };
@@ -364,6 +371,15 @@ static int apply(struct hr_opts *o, const struct match *m, const char *name,
   case O_DOCTOR:
     o->doctor = 1;
     return 0;
+  case O_JOIN:
+    if (!*v || v[strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
+                           "XYZ0123456789._-")] || v[0] == '.' ||
+        strlen(v) > 150)
+      return hr_usage_error("invalid %s value '%s': expected up to 150 "
+                            "letters, digits, '.', '_' or '-', not starting "
+                            "with '.'", name, v);
+    o->join = v;
+    return 0;
   case O_VERSION:
     printf("horarun %s\n", hora_version());
     *done = 1;
@@ -458,8 +474,18 @@ int hr_cli_parse(int argc, char **argv, struct hr_opts *o) {
   if (o->doctor && o->nprog > 0)
     return hr_usage_error("--doctor runs no program, but '%s' was given",
                           o->prog[0]);
-  if (o->nprog == 0 && !o->doctor)
+  if (o->doctor && o->join)
+    return hr_usage_error("--doctor and --join cannot be given together");
+  if (o->nprog == 0 && !o->doctor && !o->join)
     return hr_usage_error("no program to run was given");
+  if (o->nprog == 0 && o->join) { /* a name for the ranks in messages */
+    if (!(o->join_prog[0] = hr_opts_own(o, strdup("(joined ranks)")))) {
+      fprintf(stderr, "horarun: error: out of memory\n");
+      return 1;
+    }
+    o->prog = o->join_prog;
+    o->nprog = 1;
+  }
   finish(o);
   return HR_CLI_RUN;
 }

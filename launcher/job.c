@@ -309,8 +309,9 @@ static void describe_exit(const struct hr_job *j, const struct hp_exit *m,
                           char *buf, size_t len) {
   const char *prog = j->o->prog[0], *why;
   switch (m->how) {
-  case HP_EXIT_CODE:
-    hc_fmt(buf, len, "exited with code %d", m->code);
+  case HP_EXIT_CODE: /* a joined rank's code is its launcher's: why */
+    if (m->msg && *m->msg) hc_fmt(buf, len, "%s", m->msg);
+    else hc_fmt(buf, len, "exited with code %d", m->code);
     break;
   case HP_EXIT_SIGNAL:
     hc_fmt(buf, len, "was killed by signal %s", hc_signal_name(m->code));

@@ -105,6 +105,9 @@ static char **job_env(const struct hr_opts *o, size_t *n) {
          env_put(&v, n, p->hvd_env, strlen(p->hvd_env), o->knob[i]) < 0))
       goto oom;
   }
+  /* horad writes the ranks' way in instead of starting them (spawn.c) */
+  if (v && o->join && env_put(&v, n, "HORA_JOIN_KEY", 13, o->join) < 0)
+    goto oom;
   return v;
 oom:
   hr_strv_free(v);

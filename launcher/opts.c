@@ -260,8 +260,14 @@ static int pick_hosts(const struct hr_opts *o, struct hr_host **hosts,
   default:
     break;
   }
-  /* inside a Slurm allocation: its nodes, with their tasks as slots */
-  const char *nodelist, *tasks;
+  /* inside a Slurm allocation: its nodes, with their tasks as slots; the
+   * step's when its ranks join (--join from a task of srun) */
+  const char *nodelist, *tasks, *step = getenv("SLURM_STEP_NODELIST");
+  if (o->join && step && *step) {
+    tasks = getenv("SLURM_STEP_TASKS_PER_NODE");
+    return hr_slurm_hosts(step, tasks && *tasks ? tasks : NULL, hosts, n,
+                          err, errlen);
+  }
   if (hr_slurm_env(&nodelist, &tasks)) {
     return hr_slurm_hosts(nodelist, tasks, hosts, n, err, errlen);
   }

@@ -41,6 +41,8 @@ struct hr_opts {
                              list (the last one came from a config) */
   int verbose;            /* --verbose */
   int doctor;             /* --doctor: check the hosts, run nothing */
+  const char *join;       /* --join KEY: the ranks were started by another
+                             launcher and join (libhora), or NULL */
   int prefix_timestamp;   /* --prefix-output-with-timestamp */
   const char *output_dir; /* --output-filename, or NULL */
   const char *launcher;   /* --launcher (ssh, srun), or NULL: the default */
@@ -49,7 +51,9 @@ struct hr_opts {
    * indexed like hc_params; NULL where not given. Each points into argv,
    * to a literal or to a string the opts own. */
   const char **knob;
-  char **prog; /* the program and its arguments (points into argv) */
+  char **prog; /* the program and its arguments (points into argv, or to
+                  join_prog) */
+  char *join_prog[2]; /* --join without a program: a name for the ranks */
   int nprog;
 };
 

@@ -40,8 +40,10 @@ void hr_strv_free(char **v) {
   free(v);
 }
 
+/* HORA_JOIN_KEY: only --join sets it (main.c), never the caller's */
 static int env_exportable(const char *kv) {
-  return strncmp(kv, "BASH_FUNC_", 10) != 0 && strncmp(kv, "OLDPWD=", 7) != 0;
+  return strncmp(kv, "BASH_FUNC_", 10) != 0 && strncmp(kv, "OLDPWD=", 7) != 0 &&
+         strncmp(kv, "HORA_JOIN_KEY=", 14) != 0;
 }
 
 /* Sets NAME=value in v (n entries, room for one more), replacing an entry

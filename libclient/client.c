@@ -1,10 +1,11 @@
 /* client.c -- libhora start-up, shutdown and job layout: the top of
- * libhora (it calls ops.c and arena.c; they call only state.c).
+ * libhora (it calls ops.c, arena.c and join.c; they call only state.c).
  *
  * hora_init() reads the environment horad gave the rank, connects to the
  * job's unix socket, says hello with the rank's token, and receives its
  * shared-memory segment and the daemon's eventfd by fd passing. Without
- * that environment the process is a job of one. */
+ * that environment, a process that another launcher started as one of
+ * several ranks joins them (join.c); any other is a job of one. */
 #define HC_LOG_SUB HC_SUB_CLIENT
 #include <errno.h>
 #include <poll.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "join.h"
 #include "msg.h"
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -136,12 +138,8 @@ static int map_segment(int memfd, uint64_t size) {
   return 0;
 }
 
-static int connect_daemon(const char *path) {
-  const char *token = getenv("HORA_RANK_TOKEN");
-  if (env_int("HORA_RANK", &hl.rank) < 0 || !token)
-    return hl_error(HORA_EINVAL,
-                    "HORA_DAEMON_SOCKET is set but HORA_RANK or "
-                    "HORA_RANK_TOKEN is missing or malformed");
+static int connect_daemon(const char *path, int rank, const char *token) {
+  hl.rank = rank;
   /* "@name" is a socket in Linux's abstract namespace (no file): its
    * address starts with a NUL byte and has no terminating one. */
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -236,43 +234,18 @@ static void env_timeline(void) {
 }
 
 /* A process started without horarun by a launcher of several ranks
- * (mpirun, srun, torchrun) would otherwise run as a job of one, each rank
- * training alone. Returns 0, or HORA_EINVAL with a message that says so
- * and what to run instead. */
-static long env_long(const char *name) {
-  const char *v = getenv(name);
-  char *end;
-  long x = v && *v ? strtol(v, &end, 10) : -1;
-  return v && *v && !*end ? x : -1;
-}
-
-static int foreign_launcher(void) {
+ * (srun, mpirun, torchrun) joins the job of its ranks (join.c); alone, each
+ * would train as a job of one. Returns 1 with the job socket and token
+ * filled, 0 when no such launcher started it, or a HORA_E* error. */
+static int foreign_launcher(char *sock, size_t socklen, char *token,
+                            size_t toklen, int *rank) {
   const char *alone = getenv("HORA_STANDALONE");
   if (alone && !strcmp(alone, "1")) return 0; /* the user says: a job of 1 */
-  static const struct {
-    const char *who, *rank, *size, *also; /* also: must be set too */
-  } l[] = {
-      {"mpirun (Open MPI)", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-       NULL},
-      {"an MPI launcher (PMI)", "PMI_RANK", "PMI_SIZE", NULL},
-      {"srun", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_ID"},
-      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-  };
-  for (size_t i = 0; i < HC_ARRAY_SIZE(l); i++) {
-    long rank = env_long(l[i].rank), size = env_long(l[i].size);
-    if (size <= 1 || rank < 0 || (l[i].also && !getenv(l[i].also))) continue;
-    return hl_error(HORA_EINVAL,
-                    "this process is rank %ld of %ld started by %s (%s, %s), "
-                    "not by horarun: hora does not yet join ranks that "
-                    "another launcher started, and on its own each would "
-                    "train alone as a job of 1. Start the job with horarun "
-                    "-np %ld ... instead (inside a Slurm allocation horarun "
-                    "takes the allocation's hosts; horarun --mpi has mpirun "
-                    "start hora's daemons; HORA_STANDALONE=1 runs each "
-                    "rank alone as a job of 1 on purpose)",
-                    rank, size, l[i].who, l[i].rank, l[i].size, size);
-  }
-  return 0;
+  struct hl_foreign f;
+  if (!hl_foreign_detect(&f)) return 0;
+  int rc = hl_join(&f, sock, socklen, token, toklen);
+  *rank = (int)f.rank;
+  return rc < 0 ? rc : 1;
 }
 
 int hora_init(void) {
@@ -289,10 +262,23 @@ int hora_init(void) {
   }
   hl.spin_ns = (uint64_t)HC_MAX(0, hc_param_int(spin_us)) * 1000u;
   const char *path = getenv("HORA_DAEMON_SOCKET");
-  int rc = 0;
-  if ((!path || !*path) && (rc = foreign_launcher()) < 0) {
+  const char *token = getenv("HORA_RANK_TOKEN");
+  char jsock[512], jtoken[HP_TOKEN_LEN + 8];
+  int rc = 0, rank = -1, joined = 0;
+  if (path && *path && (env_int("HORA_RANK", &rank) < 0 || !token)) {
     pthread_mutex_unlock(&init_lock);
-    return rc;
+    return hl_error(HORA_EINVAL, "HORA_DAEMON_SOCKET is set but HORA_RANK "
+                    "or HORA_RANK_TOKEN is missing or malformed");
+  }
+  if ((!path || !*path) &&
+      (joined = foreign_launcher(jsock, sizeof jsock, jtoken, sizeof jtoken,
+                                 &rank)) < 0) {
+    pthread_mutex_unlock(&init_lock);
+    return joined;
+  }
+  if (joined) {
+    path = jsock;
+    token = jtoken;
   }
   if (!path || !*path) {
     hl.local_only = 1;
@@ -302,7 +288,7 @@ int hora_init(void) {
       strcpy(hl.hostname, "localhost");
   } else {
     hl.local_only = 0;
-    rc = connect_daemon(path);
+    rc = connect_daemon(path, rank, token);
     if (rc == 0) rc = hl_arena_init();
   }
   if (rc == 0 && !hl.local_only) {

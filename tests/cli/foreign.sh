@@ -1,32 +1,156 @@
 #!/bin/sh
-# foreign.sh -- a program started by another launcher of several ranks
-# (mpirun, an MPI launcher's PMI, srun, torchrun) and not by horarun:
-# hora_init fails on every rank with HORA_EINVAL, saying which launcher
-# and what to run instead, rather than training as separate jobs of one;
-# a single rank of them, or no launcher, runs alone as before; the same
-# variables in horarun's environment change nothing (horarun's ranks
-# have their horad).
+# foreign.sh -- ranks started by another launcher (srun, mpirun, an MPI
+# launcher's PMI, torchrun) and not by horarun join one hora job: rank 0
+# starts horarun --join, its horad writes each rank's way in to
+# $TMPDIR/hora-UID/join-KEY, and the ranks train together.
+#   - each launcher's variables, set here for processes this test starts
+#     (one node): the job trains on all ranks, the weights agree, and the
+#     join directory is gone afterwards;
+#   - a real mpirun (and torchrun, where torch is installed), with
+#     hora_init() again after hora_shutdown(), and a rank that dies: the
+#     others' collectives fail naming it;
+#   - a rank the launcher never started is named after the start timeout;
+#     rank 0 that never comes is reported by the others; a horarun that
+#     cannot start, a join directory left by an earlier job, a base
+#     directory others may write to;
+#   - what hora cannot join says why and what to run instead (ranks on
+#     several hosts outside Slurm, srun's cyclic distribution, a launcher
+#     that does not say how many ranks share the node); HORA_STANDALONE=1
+#     runs each alone; a single rank of a launcher runs alone; horarun's
+#     own ranks are not taken for joiners.
 . "$(dirname "$0")/lib.sh"
 use_horad
+[ "$HORAD_KIND" = real ] || { echo "joining needs the real horad"; exit 77; }
 prog=$BUILD/examples/logreg
 [ -x "$prog" ] || { echo "no $prog: run make first"; exit 77; }
+export TMPDIR="$TMP/tmp"
+mkdir -p "$TMPDIR"
+base="$TMPDIR/hora-$(id -u)"
+unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE SLURM_PROCID \
+  SLURM_STEP_ID RANK WORLD_SIZE LOCAL_RANK HORA_HORARUN HORA_STANDALONE
 
-refused() { # LAUNCHER-WORDS NP VAR=VALUE...
-  _who=$1 _np=$2
+# launch KIND NP [only=I] [VAR=VALUE...]: starts the NP ranks of $prog (or
+# rank I alone) with KIND's variables, as that launcher would on one node,
+# as children of this shell (MPICH's and torchrun's ranks share a parent);
+# their output in $TMP/out.I and $TMP/err.I, their exit statuses in $rcs.
+launch() {
+  _kind=$1 _np=$2 _i=0 _only=
+  shift 2
+  case "${1:-}" in only=*) _only=${1#only=}; shift ;; esac
+  _pids=
+  while [ "$_i" -lt "$_np" ]; do
+    if [ -n "$_only" ] && [ "$_i" != "$_only" ]; then
+      _i=$((_i + 1))
+      continue
+    fi
+    case $_kind in
+    ompi) _v="OMPI_COMM_WORLD_RANK=$_i OMPI_COMM_WORLD_SIZE=$_np OMPI_COMM_WORLD_LOCAL_RANK=$_i OMPI_COMM_WORLD_LOCAL_SIZE=$_np PMIX_NAMESPACE=sim$$" ;;
+    pmi) _v="PMI_RANK=$_i PMI_SIZE=$_np MPI_LOCALRANKID=$_i MPI_LOCALNRANKS=$_np" ;;
+    srun) _v="SLURM_JOB_ID=sim$$ SLURM_STEP_ID=0 SLURM_PROCID=$_i SLURM_STEP_NUM_TASKS=$_np SLURM_LOCALID=$_i SLURM_NODEID=0 SLURM_STEP_NUM_NODES=1 SLURM_STEP_TASKS_PER_NODE=$_np" ;;
+    torchrun) _v="RANK=$_i WORLD_SIZE=$_np LOCAL_RANK=$_i LOCAL_WORLD_SIZE=$_np GROUP_RANK=0 MASTER_PORT=2$$ TORCHELASTIC_RESTART_COUNT=0" ;;
+    esac
+    # shellcheck disable=SC2086
+    env $_v "$@" "$prog" --epochs 3 >"$TMP/out.$_i" 2>"$TMP/err.$_i" &
+    _pids="$_pids $!"
+    _i=$((_i + 1))
+  done
+  rcs=
+  for _p in $_pids; do
+    wait "$_p"
+    rcs="$rcs $?"
+  done
+  rcs=${rcs# }
+}
+show() { for _f in "$TMP"/out.* "$TMP"/err.*; do echo "--- $_f"; head -c 800 "$_f"; done; }
+no_join_dirs() { # the horads end just after the ranks: wait up to 5 s
+  _n=0
+  while [ -n "$(ls -A "$base" 2>/dev/null)" ] && [ $_n -lt 50 ]; do
+    sleep 0.1
+    _n=$((_n + 1))
+  done
+  [ -z "$(ls -A "$base" 2>/dev/null)" ] || fail "$1: left $(ls -A "$base")"
+  _left=$(pgrep -af "horarun --join [a-z]*-" | grep -e "sim$$" -e "-2$$-" -e "pmi-$$" || true)
+  [ -z "$_left" ] || fail "$1: left processes: $_left"
+}
+
+for kind in ompi pmi srun torchrun; do
+  rm -f "$TMP"/out.* "$TMP"/err.*
+  launch $kind 3
+  [ "$rcs" = "0 0 0" ] || { show; fail "$kind: exit statuses $rcs"; }
+  grep -q "^logreg: 3 ranks," "$TMP/out.0" &&
+    grep -q "weights identical on all 3 ranks" "$TMP/out.0" ||
+    { show; fail "$kind: not one job of 3 ranks"; }
+  no_join_dirs "$kind"
+  note "$kind's variables: 3 ranks joined one job, weights identical, nothing left"
+done
+
+# A rank the launcher never started: named once the start timeout is over.
+rm -f "$TMP"/out.* "$TMP"/err.*
+launch ompi 2 only=0 HORA_START_TIMEOUT=2
+[ "$rcs" != 0 ] || fail "rank 1 missing: rank 0 exited 0"
+grep -q "rank 1 on host .* did not join the job within 2 s" "$TMP/err.0" ||
+  { show; fail "rank 1 missing: rank 0 does not name it"; }
+note "a rank that never came is named after HORA_START_TIMEOUT (2 s)"
+
+# Rank 0 never comes: the others give up, saying where they looked.
+rm -f "$TMP"/out.* "$TMP"/err.*
+launch ompi 2 only=1 HORA_START_TIMEOUT=1
+[ "$rcs" != 0 ] || fail "rank 0 missing: rank 1 exited 0"
+grep -q "no horad for the job appeared in $base/join-ompi-sim$$ within 6 s" "$TMP/err.1" ||
+  { show; fail "rank 0 missing: rank 1 does not say so"; }
+note "without rank 0, the others say no horad came, and where they looked"
+
+# horarun cannot start, or fails.
+rm -f "$TMP"/out.* "$TMP"/err.*
+launch torchrun 2 only=0 HORA_HORARUN=/nonexistent/horarun
+grep -q "rank 0 of 2 started by torchrun cannot start /nonexistent/horarun" "$TMP/err.0" ||
+  { show; fail "no horarun: rank 0 does not say so"; }
+launch torchrun 2 only=0 HORA_HORARUN=/bin/false
+grep -q "rank 0: horarun, started to join the 2 ranks of torchrun into one job, exited with code 1" "$TMP/err.0" ||
+  { show; fail "failing horarun: rank 0 does not say so"; }
+note "a horarun that cannot start or fails is reported by rank 0"
+
+# What an earlier job of the same key left: refreshed, not followed.
+mkdir -p "$base/join-ompi-sim$$"
+chmod 700 "$base" "$base/join-ompi-sim$$"
+for i in 0 1; do printf '@hora-gone-%s\n%032d\n' $$ 0 >"$base/join-ompi-sim$$/rank.$i"; done
+rm -f "$TMP"/out.* "$TMP"/err.*
+launch ompi 2
+[ "$rcs" = "0 0" ] || { show; fail "stale join directory: exit statuses $rcs"; }
+no_join_dirs "stale join directory"
+note "an earlier job's join files are replaced, not followed"
+
+# A base directory others may write to is refused.
+mkdir -p "$TMP/open/hora-$(id -u)"
+chmod 777 "$TMP/open/hora-$(id -u)"
+rm -f "$TMP"/out.* "$TMP"/err.*
+launch srun 2 TMPDIR="$TMP/open"
+[ "$rcs" = "1 1" ] || { show; fail "open base directory: exit statuses $rcs"; }
+grep -q "hora-$(id -u) is not a directory private to uid $(id -u)" "$TMP/err.1" ||
+  { show; fail "open base directory: no reason given"; }
+note "a join base directory others may write to is refused"
+
+refused() { # LAUNCHER-WORDS REASON VAR=VALUE...
+  _who=$1 _why=$2
   shift 2
   env "$@" "$prog" >"$TMP/out" 2>"$TMP/err"
   rc=$?
   [ $rc = 1 ] || fail "$_who: exit $rc, not 1"
-  grep -q "hora_init failed: HORA_EINVAL: this process is rank [0-9]* of $_np started by $_who" "$TMP/err" ||
-    fail "$_who: hora_init did not say who started it"
-  grep -q "Start the job with horarun -np $_np" "$TMP/err" ||
+  grep -q "hora_init failed: HORA_EINVAL: this process is rank [0-9]* of [0-9]* started by $_who, not by horarun, and hora cannot join them into one job: $_why" "$TMP/err" ||
+    fail "$_who: hora_init did not say why it cannot join"
+  grep -q "Start the job with horarun -np" "$TMP/err" ||
     fail "$_who: no word of what to run instead"
-  note "started by $_who ($*): refused, saying so"
+  note "$_who, $_why: refused, saying so"
 }
-refused "mpirun (Open MPI)" 4 OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4
-refused "an MPI launcher (PMI)" 3 PMI_RANK=0 PMI_SIZE=3
-refused "srun" 2 SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 SLURM_STEP_ID=0
-refused "torchrun" 8 RANK=5 WORLD_SIZE=8 LOCAL_RANK=1
+refused "mpirun (Open MPI)" "its ranks run on several hosts" \
+  OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_RANK=1 OMPI_COMM_WORLD_LOCAL_SIZE=2
+refused "torchrun" "its ranks run on several hosts" \
+  RANK=5 WORLD_SIZE=8 LOCAL_RANK=1 LOCAL_WORLD_SIZE=4 GROUP_RANK=1
+refused "an MPI launcher (PMI)" "its variables do not say how many" \
+  PMI_RANK=0 PMI_SIZE=3
+refused "srun" "it did not give each node consecutive ranks" \
+  SLURM_JOB_ID=1 SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 \
+  SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='1(x2)'
 
 # HORA_STANDALONE=1: alone on purpose, whatever started it
 env RANK=1 WORLD_SIZE=4 LOCAL_RANK=1 HORA_STANDALONE=1 "$prog" >"$TMP/out" 2>"$TMP/err"
@@ -46,24 +170,93 @@ for e in "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1" \
 done
 note "a single rank, a step-less allocation, RANK without LOCAL_RANK: a job of one"
 
-# horarun's ranks with the same variables around them: their horad wins
+# horarun's ranks with the same variables around them: their horad wins,
+# and HORA_JOIN_KEY in horarun's environment does not make horad wait
 OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=4 RANK=0 WORLD_SIZE=4 LOCAL_RANK=0 \
-  run_hr -np 2 "$prog"
+  HORA_JOIN_KEY=x run_hr -np 2 "$prog"
 expect_rc 0 "horarun with foreign launcher variables in its environment"
 grep -q "logreg: 2 ranks," "$TMP/out" || fail "horarun's job is not of 2 ranks"
 note "under horarun the variables change nothing"
 
-# a real mpirun, where there is one
+# Real launchers, where there are.
+PY=/usr/bin/python3
+cat >"$TMP/job.py" <<'PYEOF'
+import os, sys, time
+import numpy as np
+import hora
+hora.init()
+r, n = hora.rank(), hora.size()
+got = hora.allreduce(np.full(4, r + 1.0), op=hora.Sum)
+assert got.tolist() == [n * (n + 1) / 2] * 4, got
+hora.shutdown()
+hora.init()  # again, as Horovod's test suite does between tests
+assert (hora.rank(), hora.size()) == (r, n)
+print("rank %d of %d joined" % (r, n), flush=True)
+if os.environ.get("DIE") == str(r):
+    os._exit(3)
+if os.environ.get("DIE"):
+    time.sleep(0.5)
+    try:
+        hora.allreduce(np.ones(2), name="after")
+    except Exception as e:
+        print("rank %d: %s" % (r, e), flush=True)
+        sys.exit(2)
+    sys.exit(0)
+hora.shutdown()
+PYEOF
+have_numpy=no
+PYTHONPATH="$HORA_TOP/python" "$PY" -c "import numpy" 2>/dev/null && have_numpy=yes
+export PYTHONPATH="$HORA_TOP/python" HORA_LIBRARY="$BUILD/lib/libhora.so"
+if ldd "$HORA_LIBRARY" | grep -q libasan; then # python was not built with it
+  LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+  ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  export LD_PRELOAD ASAN_OPTIONS
+fi
 if command -v mpirun >/dev/null 2>&1; then
   root=""
   [ "$(id -u)" = 0 ] && root=--allow-run-as-root
   # shellcheck disable=SC2086
-  timeout 60 mpirun $root --oversubscribe -np 2 "$prog" >"$TMP/out" 2>"$TMP/err"
+  timeout 60 mpirun $root --oversubscribe -np 3 "$prog" --epochs 3 >"$TMP/out" 2>"$TMP/err"
   rc=$?
-  [ $rc != 0 ] || fail "mpirun -np 2: exit 0"
-  [ "$(grep -c "this process is rank [01] of 2 started by mpirun (Open MPI)" "$TMP/err")" = 2 ] ||
-    fail "mpirun -np 2: not both ranks refused: $(head -c 600 "$TMP/err")"
-  note "mpirun -np 2: both ranks refused, saying so"
+  [ $rc = 0 ] && grep -q "weights identical on all 3 ranks" "$TMP/out" ||
+    fail "mpirun -np 3: exit $rc, not one job"
+  note "mpirun -np 3: one job of 3 ranks, weights identical"
+  if [ $have_numpy = yes ]; then
+    # shellcheck disable=SC2086
+    timeout 60 mpirun $root --oversubscribe -np 2 "$PY" "$TMP/job.py" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    [ $rc = 0 ] && [ "$(grep -c "joined" "$TMP/out")" = 2 ] ||
+      fail "mpirun python, init again: exit $rc"
+    # shellcheck disable=SC2086
+    DIE=1 timeout 60 mpirun $root --oversubscribe -x DIE -np 3 "$PY" "$TMP/job.py" >"$TMP/out" 2>"$TMP/err"
+    for r in 0 2; do
+      grep -q "rank $r: .*rank 1 on host .* left the job without shutting down hora" "$TMP/out" ||
+        fail "mpirun, rank 1 dies: rank $r's collective did not fail naming it"
+    done
+    note "mpirun python: init again works; a rank that dies fails the others' collectives, named"
+  fi
 else
   note "no mpirun here: the real launcher is not tried (Debian: openmpi-bin)"
 fi
+if command -v torchrun >/dev/null 2>&1 && [ $have_numpy = yes ] &&
+  "$(head -n 1 "$(command -v torchrun)" | sed 's/^#!//')" -c "import torch" 2>/dev/null; then
+  # --redirects/--tee 1: torch 1.13's torchrun fails on Python 3.11 with
+  # its default of 0 (no redirection)
+  timeout 90 torchrun --nproc_per_node 3 --redirects 1 --tee 1 "$TMP/job.py" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  [ $rc = 0 ] && [ "$(grep -c "rank [0-2] of 3 joined" "$TMP/out")" = 3 ] ||
+    fail "torchrun --nproc_per_node 3: exit $rc"
+  note "torchrun --nproc_per_node 3: one job of 3 ranks"
+else
+  note "no torchrun with torch here: that real launcher is not tried (Debian: python3-torch)"
+fi
+no_join_dirs "real launchers"
+
+# --join's own usage errors
+run_hr --join "a/b" -np 2
+expect_rc 2 "--join with a slash"
+expect_in err "invalid --join value 'a/b': expected up to 150 letters"
+run_hr --join k --doctor
+expect_rc 2 "--join with --doctor"
+expect_in err "--doctor and --join cannot be given together"
+note "--join refuses a key that is no file name part, and --doctor"

@@ -761,6 +761,97 @@ mh_port() {
   fi
 }
 
+# mh_slurm_up: a real Slurm cluster of two namespace hosts (mh_setup 2 is
+# done here): munged with a fresh key, slurmctld on the client, one slurmd
+# per host (node names h1, h2, their own addresses), up and idle. Sets S
+# (its directory) and exports SLURM_CONF. Skips the test without Slurm's
+# daemons.
+mh_slurm_up() {
+for t in slurmctld slurmd srun salloc sbatch squeue munged munge; do
+  command -v $t >/dev/null 2>&1 ||
+    skip "no $t (Debian: slurmctld slurmd slurm-client munge; tests/deps.sh test installs them)"
+done
+mh_setup 2
+
+S=$MH_TMP/slurm
+mkdir -p "$S/state" "$S/spool" "$S/log" "$S/out" || exit 1
+chmod 755 "$MH_TMP" "$S" "$S/out" # munge's socket: reachable by all
+# munge: a fresh key, its own socket; one munged (on the client) serves
+# every namespace (the socket is a file)
+dd if=/dev/urandom of="$S/munge.key" bs=1024 count=1 2>/dev/null
+chmod 600 "$S/munge.key"
+mh_client munged -f --key-file="$S/munge.key" --socket="$S/munge.sock" \
+  --pid-file="$S/munged.pid" --log-file="$S/log/munged.log" \
+  --seed-file="$S/munge.seed" || fail "munged did not start"
+cpus=$(nproc)
+cat >"$S/slurm.conf" <<CONF
+ClusterName=hora
+SlurmctldHost=client($(mh_addr client))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$S/munge.sock
+SlurmctldPort=16817
+SlurmdPort=16818
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool/%n
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd.%n.pid
+SlurmctldLogFile=$S/log/slurmctld.log
+SlurmdLogFile=$S/log/slurmd.%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SwitchType=switch/none
+MpiDefault=none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+NodeName=h1 NodeAddr=$(mh_addr h1) CPUs=$cpus State=UNKNOWN
+NodeName=h2 NodeAddr=$(mh_addr h2) CPUs=$cpus State=UNKNOWN
+PartitionName=hora Nodes=h1,h2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
+CONF
+export SLURM_CONF="$S/slurm.conf"
+mh_client slurmctld -f "$SLURM_CONF" || fail "slurmctld did not start"
+# the hosts' /sys is a sysfs of their own: slurmd wants the cgroup
+# hierarchies there as on a real node, the same as this machine's
+# (linuxproc tracks the processes; nothing is confined)
+awk '$3 == "cgroup2" && $2 == "/sys/fs/cgroup" { print "cgroup2", $2 }
+     $3 == "cgroup" && $2 ~ "^/sys/fs/cgroup/" { print $4, $2 }' /proc/mounts \
+  >"$S/cgroups"
+for h in h1 h2; do
+  mkdir -p "$S/spool/$h"
+  mh_exec $h sh -c '
+    mountpoint -q /sys/fs/cgroup && exit 0
+    if grep -q "^cgroup2 " "$1"; then
+      exec mount -t cgroup2 none /sys/fs/cgroup
+    fi
+    mount -t tmpfs -o mode=755 cgroup_root /sys/fs/cgroup || exit 1
+    while read -r opts dir; do
+      mkdir -p "$dir" && mount -t cgroup -o "$opts" cgroup "$dir" || exit 1
+    done <"$1"' sh "$S/cgroups" || fail "cannot give $h a /sys/fs/cgroup"
+  mh_exec $h slurmd -f "$SLURM_CONF" -N $h || fail "slurmd on $h did not start"
+done
+t0=$(date +%s.%N)
+until [ "$(mh_client sinfo -h -o '%T %D' 2>/dev/null)" = "idle 2" ]; do
+  if mh_past "$t0" 30; then
+    fail "the nodes did not come up: $(mh_client sinfo 2>&1 | tr '\n' ' ')"
+    tail -n 5 "$S"/log/*.log | sed 's/^/    | /'
+    finish
+  fi
+  sleep 0.3
+done
+say "cluster up: $(mh_client sinfo -h -o '%P %D %T %N')"
+# the cluster's daemons are infrastructure, not a job's leftovers
+ctld=$(cat "$S/slurmctld.pid" 2>/dev/null)
+{
+  pgrep -f "$S/slurm.conf"
+  pgrep -f "$S/munge.sock"
+  [ -n "$ctld" ] && pgrep -P "$ctld"
+} >>"$MH_TMP/infra.pids"
+}
+
 # need FILE...: the build products a driver uses; missing ones are a
 # failure (run make first), not a skip.
 need() {

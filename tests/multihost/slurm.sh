@@ -8,94 +8,14 @@
 #           and starts each horad as a job step (srun, the default there):
 #           no ssh; a collective across the hosts; the step ends with it
 #   sbatch  the same from a batch script, its output read back
+#   srun -N2 -n4 it_coll: srun starts the ranks, which join one job (rank
+#           0 starts horarun --join; its horads start as steps)
 #   --launcher ssh in an allocation; srun outside one is a usage error
 # Needs root, namespaces and Slurm's daemons (Debian: slurmctld slurmd
 # slurm-client munge); without them it says why and is skipped.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD" "$T/it_coll"
-for t in slurmctld slurmd srun salloc sbatch squeue munged munge; do
-  command -v $t >/dev/null 2>&1 ||
-    skip "no $t (Debian: slurmctld slurmd slurm-client munge; tests/deps.sh test installs them)"
-done
-mh_setup 2
-
-S=$MH_TMP/slurm
-mkdir -p "$S/state" "$S/spool" "$S/log" "$S/out" || exit 1
-chmod 755 "$MH_TMP" "$S" "$S/out" # munge's socket: reachable by all
-# munge: a fresh key, its own socket; one munged (on the client) serves
-# every namespace (the socket is a file)
-dd if=/dev/urandom of="$S/munge.key" bs=1024 count=1 2>/dev/null
-chmod 600 "$S/munge.key"
-mh_client munged -f --key-file="$S/munge.key" --socket="$S/munge.sock" \
-  --pid-file="$S/munged.pid" --log-file="$S/log/munged.log" \
-  --seed-file="$S/munge.seed" || fail "munged did not start"
-cpus=$(nproc)
-cat >"$S/slurm.conf" <<CONF
-ClusterName=hora
-SlurmctldHost=client($(mh_addr client))
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$S/munge.sock
-SlurmctldPort=16817
-SlurmdPort=16818
-StateSaveLocation=$S/state
-SlurmdSpoolDir=$S/spool/%n
-SlurmctldPidFile=$S/slurmctld.pid
-SlurmdPidFile=$S/slurmd.%n.pid
-SlurmctldLogFile=$S/log/slurmctld.log
-SlurmdLogFile=$S/log/slurmd.%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-SwitchType=switch/none
-MpiDefault=none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-NodeName=h1 NodeAddr=$(mh_addr h1) CPUs=$cpus State=UNKNOWN
-NodeName=h2 NodeAddr=$(mh_addr h2) CPUs=$cpus State=UNKNOWN
-PartitionName=hora Nodes=h1,h2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
-CONF
-export SLURM_CONF="$S/slurm.conf"
-mh_client slurmctld -f "$SLURM_CONF" || fail "slurmctld did not start"
-# the hosts' /sys is a sysfs of their own: slurmd wants the cgroup
-# hierarchies there as on a real node, the same as this machine's
-# (linuxproc tracks the processes; nothing is confined)
-awk '$3 == "cgroup2" && $2 == "/sys/fs/cgroup" { print "cgroup2", $2 }
-     $3 == "cgroup" && $2 ~ "^/sys/fs/cgroup/" { print $4, $2 }' /proc/mounts \
-  >"$S/cgroups"
-for h in h1 h2; do
-  mkdir -p "$S/spool/$h"
-  mh_exec $h sh -c '
-    mountpoint -q /sys/fs/cgroup && exit 0
-    if grep -q "^cgroup2 " "$1"; then
-      exec mount -t cgroup2 none /sys/fs/cgroup
-    fi
-    mount -t tmpfs -o mode=755 cgroup_root /sys/fs/cgroup || exit 1
-    while read -r opts dir; do
-      mkdir -p "$dir" && mount -t cgroup -o "$opts" cgroup "$dir" || exit 1
-    done <"$1"' sh "$S/cgroups" || fail "cannot give $h a /sys/fs/cgroup"
-  mh_exec $h slurmd -f "$SLURM_CONF" -N $h || fail "slurmd on $h did not start"
-done
-t0=$(date +%s.%N)
-until [ "$(mh_client sinfo -h -o '%T %D' 2>/dev/null)" = "idle 2" ]; do
-  if mh_past "$t0" 30; then
-    fail "the nodes did not come up: $(mh_client sinfo 2>&1 | tr '\n' ' ')"
-    tail -n 5 "$S"/log/*.log | sed 's/^/    | /'
-    finish
-  fi
-  sleep 0.3
-done
-say "cluster up: $(mh_client sinfo -h -o '%P %D %T %N')"
-# the cluster's daemons are infrastructure, not a job's leftovers
-ctld=$(cat "$S/slurmctld.pid" 2>/dev/null)
-{
-  pgrep -f "$S/slurm.conf"
-  pgrep -f "$S/munge.sock"
-  [ -n "$ctld" ] && pgrep -P "$ctld"
-} >>"$MH_TMP/infra.pids"
+mh_slurm_up
 
 # ---- salloc: the allocation's hosts, horad started by srun ---------------------
 # (run from the client, which is none of the hosts)
@@ -143,6 +63,22 @@ else
   say "sbatch job $jid: ${state:-(no accounting)}"
 fi
 mh_assert_no_job_procs "$MARK"
+
+# ---- srun starts the ranks: they join one job --------------------------------------
+# rank 0 (on h1) starts horarun --join; its horads start as steps of the same
+# allocation on the step's nodes, and each writes its node's ranks' way in
+mh_client timeout 120 env HORA_HORARUN="$HORARUN" srun -N2 -n4 --quiet \
+  "$T/it_coll" matrix -x 4 --marker=$MARK \
+  >"$MH_TMP/srunj.out" 2>"$MH_TMP/srunj.err"
+echo $? >"$MH_TMP/srunj.rc"
+echo "srun -N2 -n4 it_coll matrix (the ranks join)" >"$MH_TMP/srunj.cmd"
+RC=$(cat "$MH_TMP/srunj.rc")
+expect_rc srunj 0 &&
+  expect_count srunj out "^rank [0-3] of 4: [0-9]+ checks, 0 failures" 4 \
+    "srun's 4 ranks on h1 and h2 joined one job; every rank's results right"
+mh_assert_no_job_procs "$MARK"
+left=$(pgrep -af "horarun --join slurm-|horad --rendezvous" || true)
+[ -z "$left" ] || fail "srun's ranks: hora's processes left: $left"
 
 # ---- --launcher ssh in an allocation; srun outside one --------------------------------
 cat >"$S/ssh.sh" <<JOB

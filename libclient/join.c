@@ -1,0 +1,352 @@
+/* join.c -- ranks that another launcher started join one hora job.
+ *
+ *   srun -n 4 python train.py          mpirun -np 4 python train.py
+ *   torchrun --nproc_per_node 4 train.py
+ *
+ * Each rank reads its place (rank, size, local rank and size, nodes) from
+ * the launcher's environment. Global rank 0 starts `horarun --join KEY`,
+ * which starts one horad per node as for any job (srun steps across the
+ * nodes of a Slurm step; this machine alone otherwise). In join mode the
+ * horads start no ranks: each writes, for every rank of its node, a file
+ * with the job socket's name and the rank's token into the node's join
+ * directory, $TMPDIR/hora-UID/join-KEY (private to the user, 0700). The
+ * ranks wait for their file, then connect as horad's own ranks do. KEY
+ * names the launcher's job (Slurm's job and step ids, Open MPI's job id,
+ * torchrun's run directory), the same on every rank of it. */
+#define HC_LOG_SUB HC_SUB_CLIENT
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "join.h"
+
+extern char **environ;
+
+static long env_num(const char *name) {
+  const char *v = getenv(name);
+  char *end;
+  if (!v || !*v) return -1;
+  long x = strtol(v, &end, 10);
+  return *end || x < 0 || x > (1L << 24) ? -1 : x;
+}
+
+/* Keeps [A-Za-z0-9._-] of s, the rest as '_': a file name part. */
+static void key_add(char *key, size_t len, const char *s) {
+  size_t n = strlen(key);
+  for (; s && *s && n + 1 < len; s++)
+    key[n++] = ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                (*s >= '0' && *s <= '9') || *s == '.' || *s == '-')
+                   ? *s
+                   : '_';
+  key[n] = '\0';
+}
+
+/* Slurm's SLURM_STEP_TASKS_PER_NODE ("2(x3),1"): the tasks of node `node`
+ * in *count and those of the nodes before it in *before. 0 or -1. */
+static int slurm_tasks(const char *spec, long node, long *count,
+                       long *before) {
+  long i = 0;
+  *before = 0;
+  while (spec && *spec) {
+    char *end;
+    long n = strtol(spec, &end, 10), times = 1;
+    if (end == spec || n < 0) return -1;
+    if (*end == '(') {
+      if (end[1] != 'x') return -1;
+      times = strtol(end + 2, &end, 10);
+      if (times < 1 || *end != ')') return -1;
+      end++;
+    }
+    if (node < i + times) {
+      *count = n;
+      *before += n * (node - i);
+      return 0;
+    }
+    *before += n * times;
+    i += times;
+    spec = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return -1;
+  }
+  return -1;
+}
+
+int hl_foreign_detect(struct hl_foreign *f) {
+  memset(f, 0, sizeof *f);
+  f->rank = f->size = f->local_rank = f->local_size = -1;
+  f->nodes = 1;
+  const char *v;
+  if ((f->size = env_num("OMPI_COMM_WORLD_SIZE")) >= 0) {
+    f->who = "mpirun (Open MPI)";
+    f->rank = env_num("OMPI_COMM_WORLD_RANK");
+    f->local_rank = env_num("OMPI_COMM_WORLD_LOCAL_RANK");
+    f->local_size = env_num("OMPI_COMM_WORLD_LOCAL_SIZE");
+    snprintf(f->key, sizeof f->key, "ompi-");
+    v = getenv("PMIX_NAMESPACE");
+    if (!v || !*v) v = getenv("OMPI_MCA_ess_base_jobid");
+    key_add(f->key, sizeof f->key, v);
+  } else if ((f->size = env_num("PMI_SIZE")) >= 0) {
+    f->who = "an MPI launcher (PMI)";
+    f->rank = env_num("PMI_RANK");
+    f->local_rank = env_num("MPI_LOCALRANKID"); /* MPICH's hydra */
+    f->local_size = env_num("MPI_LOCALNRANKS");
+    snprintf(f->key, sizeof f->key, "pmi-%ld", (long)getppid());
+  } else if (getenv("SLURM_STEP_ID") &&
+             ((f->size = env_num("SLURM_STEP_NUM_TASKS")) >= 0 ||
+              (f->size = env_num("SLURM_NTASKS")) >= 0)) {
+    f->who = "srun";
+    f->rank = env_num("SLURM_PROCID");
+    f->local_rank = env_num("SLURM_LOCALID");
+    long node = env_num("SLURM_NODEID"), before = 0, count = -1;
+    f->nodes = env_num("SLURM_STEP_NUM_NODES");
+    if (f->nodes < 0) f->nodes = env_num("SLURM_NNODES");
+    v = getenv("SLURM_STEP_TASKS_PER_NODE");
+    if (!v || !*v) v = getenv("SLURM_TASKS_PER_NODE");
+    if (node >= 0 && slurm_tasks(v, node, &count, &before) == 0) {
+      f->local_size = count;
+      /* horad's ranks are consecutive on each node, as srun's block
+       * distribution (its default) lays them out */
+      f->cyclic = f->rank != before + f->local_rank;
+    }
+    snprintf(f->key, sizeof f->key, "slurm-");
+    key_add(f->key, sizeof f->key, getenv("SLURM_JOB_ID"));
+    key_add(f->key, sizeof f->key, ".");
+    key_add(f->key, sizeof f->key, getenv("SLURM_STEP_ID"));
+  } else if (getenv("LOCAL_RANK") && (f->size = env_num("WORLD_SIZE")) >= 0) {
+    f->who = "torchrun";
+    f->rank = env_num("RANK");
+    f->local_rank = env_num("LOCAL_RANK");
+    f->local_size = env_num("LOCAL_WORLD_SIZE");
+    long group = env_num("GROUP_RANK");
+    if (f->local_size > 0 && group >= 0)
+      f->cyclic = f->rank != group * f->local_size + f->local_rank;
+    /* the agent's directory of this attempt: the same for the workers it
+     * started, another for each node, run and restart */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s", getenv("TORCHELASTIC_ERROR_FILE") ?
+             getenv("TORCHELASTIC_ERROR_FILE") : "");
+    for (int up = 0; up < 2; up++) {
+      char *s = strrchr(dir, '/');
+      if (s) *s = '\0';
+    }
+    snprintf(f->key, sizeof f->key, "torchrun-");
+    if (dir[0]) {
+      uint64_t h = 1469598103934665603ull; /* FNV-1a of the directory */
+      for (const char *p = dir; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+      char hex[24];
+      snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
+      key_add(f->key, sizeof f->key, hex);
+    } else {
+      char pp[64];
+      snprintf(pp, sizeof pp, "%s-%ld-%s",
+               getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "",
+               (long)getppid(),
+               getenv("TORCHELASTIC_RESTART_COUNT") ?
+               getenv("TORCHELASTIC_RESTART_COUNT") : "0");
+      key_add(f->key, sizeof f->key, pp);
+    }
+  } else {
+    return 0;
+  }
+  if (f->size <= 1 || f->rank < 0) return 0; /* a job of one anyway */
+  if (f->local_size > 0 && f->local_size < f->size && f->nodes <= 1)
+    f->nodes = 2; /* at least: ranks live elsewhere too */
+  return 1;
+}
+
+/* The user's directory of join directories: $TMPDIR/hora-UID, made 0700
+ * when missing; refused when someone else owns it or may write to it. */
+static int base_dir(char *out, size_t len) {
+  const char *tmp = getenv("TMPDIR");
+  if (!tmp || tmp[0] != '/') tmp = "/tmp";
+  snprintf(out, len, "%s/hora-%u", tmp, (unsigned)getuid());
+  if (mkdir(out, 0700) < 0 && errno != EEXIST)
+    return hl_error(HORA_EIO, "cannot create %s: %s", out, strerror(errno));
+  struct stat st;
+  if (lstat(out, &st) < 0)
+    return hl_error(HORA_EIO, "cannot use %s: %s", out, strerror(errno));
+  if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+      (st.st_mode & 077))
+    return hl_error(HORA_EIO, "%s is not a directory private to uid %u "
+                    "(mode 0700): remove it, or point TMPDIR elsewhere",
+                    out, (unsigned)getuid());
+  return 0;
+}
+
+/* horarun: $HORA_HORARUN, else beside this library (PREFIX/lib ->
+ * PREFIX/bin, as installed and as built), else on PATH. */
+static void horarun_path(char *out, size_t len) {
+  const char *env = getenv("HORA_HORARUN");
+  if (env && *env) {
+    snprintf(out, len, "%s", env);
+    return;
+  }
+  Dl_info di;
+  if (dladdr((void *)hl_foreign_detect, &di) && di.dli_fname &&
+      strchr(di.dli_fname, '/')) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", di.dli_fname);
+    *strrchr(dir, '/') = '\0';
+    snprintf(out, len, "%s/../bin/horarun", dir);
+    if (access(out, X_OK) == 0) return;
+  }
+  snprintf(out, len, "horarun");
+}
+
+static pid_t start_horarun(const struct hl_foreign *f) {
+  char path[4200], np[32], hosts[64];
+  horarun_path(path, sizeof path);
+  snprintf(np, sizeof np, "%ld", f->size);
+  snprintf(hosts, sizeof hosts, "localhost:%ld", f->size);
+  char key[sizeof f->key];
+  snprintf(key, sizeof key, "%s", f->key);
+  char *argv[12];
+  int n = 0;
+  argv[n++] = path;
+  argv[n++] = "--join";
+  argv[n++] = key;
+  argv[n++] = "-np";
+  argv[n++] = np;
+  if (f->nodes <= 1) { /* this machine; across nodes: the Slurm step's */
+    argv[n++] = "-H";
+    argv[n++] = hosts;
+  }
+  argv[n++] = "--";
+  argv[n++] = (char *)f->who;
+  argv[n] = NULL;
+  posix_spawnattr_t at;
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_init(&at);
+  posix_spawn_file_actions_init(&fa);
+  /* its own session: the terminal's ^C is the ranks', and the job ends
+   * when they do */
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  pid_t pid = -1;
+  int rc = strchr(path, '/')
+               ? posix_spawn(&pid, path, &fa, &at, argv, environ)
+               : posix_spawnp(&pid, path, &fa, &at, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  if (rc != 0) {
+    hl_error(HORA_EIO, "rank 0 of %ld started by %s cannot start %s to join "
+             "the ranks into one job: %s (HORA_HORARUN names it)", f->size,
+             f->who, path, strerror(rc));
+    return -1;
+  }
+  return pid;
+}
+
+/* Reads DIR/rank.R: "socket\ntoken\n". 1 when read, 0 when not there. */
+static int read_rank_file(const char *file, char *sock, size_t socklen,
+                          char *token, size_t toklen) {
+  FILE *fp = fopen(file, "re");
+  if (!fp) return 0;
+  char a[512], b[512];
+  int ok = fgets(a, sizeof a, fp) && fgets(b, sizeof b, fp);
+  fclose(fp);
+  if (!ok) return 0;
+  a[strcspn(a, "\n")] = b[strcspn(b, "\n")] = '\0';
+  if (!a[0] || !b[0] || strlen(a) >= socklen || strlen(b) >= toklen) return 0;
+  snprintf(sock, socklen, "%s", a);
+  snprintf(token, toklen, "%s", b);
+  return 1;
+}
+
+/* Whether a horad listens on the abstract socket "@name": a file left by
+ * an earlier job of the same key names one that is gone. */
+static int socket_answers(const char *path) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  size_t n = strlen(path);
+  if (path[0] != '@' || n >= sizeof sa.sun_path) return 0;
+  memcpy(sa.sun_path, path, n);
+  sa.sun_path[0] = '\0';
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return 0;
+  int ok = connect(s, (struct sockaddr *)&sa,
+                   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) == 0;
+  close(s);
+  return ok;
+}
+
+int hl_join_reason(const struct hl_foreign *f, char *buf, size_t len) {
+  const char *why = NULL;
+  if (f->local_rank < 0 || f->local_size <= 0)
+    why = "its variables do not say how many of the ranks run on this "
+          "node";
+  else if (f->cyclic)
+    why = "it did not give each node consecutive ranks (hora's ranks on "
+          "one node are consecutive: srun -m block, or torchrun's default)";
+  else if (f->nodes > 1 && strcmp(f->who, "srun"))
+    why = "its ranks run on several hosts, and hora joins ranks across "
+          "hosts only in a Slurm step (srun)";
+  if (!why) return 0;
+  snprintf(buf, len, "this process is rank %ld of %ld started by %s, not by "
+           "horarun, and hora cannot join them into one job: %s. Start the "
+           "job with horarun -np %ld ... instead (HORA_STANDALONE=1 runs "
+           "each rank alone as a job of 1 on purpose)", f->rank, f->size,
+           f->who, why, f->size);
+  return -1;
+}
+
+int hl_join(const struct hl_foreign *f, char *sock, size_t socklen,
+            char *token, size_t toklen) {
+  char why[700], base[4200], file[4400];
+  if (hl_join_reason(f, why, sizeof why) < 0)
+    return hl_error(HORA_EINVAL, "%s", why);
+  int rc = base_dir(base, sizeof base);
+  if (rc < 0) return rc;
+  snprintf(file, sizeof file, "%s/join-%s/rank.%ld", base, f->key, f->rank);
+  /* once per job: hora_init() after hora_shutdown() finds the same horad,
+   * which waits for the ranks' processes to end */
+  static char started[sizeof f->key];
+  pid_t runner = -1;
+  if (f->rank == 0 && strcmp(started, f->key)) {
+    if ((runner = start_horarun(f)) < 0) return HORA_EIO;
+    snprintf(started, sizeof started, "%s", f->key);
+  }
+  long timeout = hc_param_int(start_timeout);
+  if (timeout <= 0) timeout = 30;
+  /* rank 0 may start later than this rank; its horarun then takes up to
+   * the start timeout */
+  uint64_t deadline = hc_now_ns() + (uint64_t)(timeout + 5) * 1000000000ull;
+  for (unsigned spin = 0;; spin++) {
+    if (read_rank_file(file, sock, socklen, token, toklen) &&
+        socket_answers(sock))
+      return 0;
+    if (runner > 0) {
+      int st;
+      pid_t w = waitpid(runner, &st, WNOHANG);
+      if (w == runner) {
+        /* one last look: it may have ended after writing the files */
+        if (read_rank_file(file, sock, socklen, token, toklen)) return 0;
+        return hl_error(HORA_EIO, "rank 0: horarun, started to join the %ld "
+                        "ranks of %s into one job, %s %d before the job "
+                        "started (its message is above)", f->size, f->who,
+                        WIFSIGNALED(st) ? "was killed by signal" :
+                        "exited with code",
+                        WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+      }
+      if (w < 0) runner = -1; /* reaped elsewhere (SIGCHLD ignored) */
+    }
+    if (hc_now_ns() > deadline)
+      return hl_error(HORA_ETIMEDOUT, "rank %ld of %ld started by %s: no "
+                      "horad for the job appeared in %s/join-%s within %ld s "
+                      "(rank 0 starts it with horarun: see rank 0's output)",
+                      f->rank, f->size, f->who, base, f->key,
+                      timeout + 5);
+    struct timespec ts = {0, (spin < 100 ? 5 : 20) * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+}
