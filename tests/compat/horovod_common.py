@@ -11,10 +11,12 @@ import tempfile
 
 def mpi_env_rank_and_size():
     """(rank, size) from the variables an MPI launcher sets (MPICH's PMI_*,
-    Open MPI's OMPI_COMM_WORLD_*); (0, 1) when there are none. Under horarun
-    the tests read HOROVOD_RANK/HOROVOD_SIZE instead."""
+    Open MPI's OMPI_COMM_WORLD_*), or srun's (SLURM_PROCID, SLURM_NTASKS:
+    ranks that srun started join one hora job); (0, 1) when there are none.
+    Under horarun the tests read HOROVOD_RANK/HOROVOD_SIZE instead."""
     for r, s in (("PMI_RANK", "PMI_SIZE"),
-                 ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")):
+                 ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                 ("SLURM_PROCID", "SLURM_NTASKS")):
         if r in os.environ and s in os.environ:
             return int(os.environ[r]), int(os.environ[s])
     return 0, 1

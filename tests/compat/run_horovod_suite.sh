@@ -28,6 +28,14 @@
 # naming the missing ranks, after STALL seconds (default 30; 0: never, as
 # Horovod's default, and the test then hangs until TIMEOUT).
 #
+# LAUNCHER starts the ranks some other way, for hora to join them: the
+# launcher's command words, then the script's arguments (its own, then),
+# then python -m pytest ..., e.g.
+#
+#   LAUNCHER="mpirun --oversubscribe" run_horovod_suite.sh FILE -np 2
+#   LAUNCHER="srun" run_horovod_suite.sh FILE -n 2
+#   LAUNCHER="torchrun --no_python" run_horovod_suite.sh FILE --nproc_per_node 2
+#
 # Environment: TIMEOUT (seconds per test, default 120), TESTS (an extended
 # regular expression: only the tests whose name matches), SHARD (I/N: only
 # every Nth test from the Ith, 1-based, of those chosen, so that N runs side
@@ -47,7 +55,10 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 TIMEOUT=${TIMEOUT:-120}
 export HORA_STALL_CHECK_TIME_SECONDS=${STALL_WARN:-10}
 export HORA_STALL_SHUTDOWN_TIME_SECONDS=${STALL:-30}
-if [ -x "$BUILD/bin/horarun" ]; then
+if [ -n "${LAUNCHER:-}" ]; then
+  horarun=
+  export HORA_HORARUN=${HORA_HORARUN:-$BUILD/bin/horarun}
+elif [ -x "$BUILD/bin/horarun" ]; then
   horarun=$BUILD/bin/horarun
 else
   horarun=$(command -v horarun) || { echo "horarun not found: build hora (make) or put it on PATH" >&2; exit 2; }
@@ -61,7 +72,7 @@ has_np=no
 for a in "$@"; do
   case "$a" in -np|--num-proc|-np=*|--num-proc=*) has_np=yes ;; esac
 done
-[ $has_np = no ] && set -- -np 2 "$@"
+[ $has_np = no ] && [ -z "${LAUNCHER:-}" ] && set -- -np 2 "$@"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/hora-compat.XXXXXX") || exit 1
 mkdir -p "$work/test/parallel" "$work/test/utils"
@@ -106,7 +117,7 @@ fi
 # The reason a test failed or was skipped, from its log: the first line of
 # the exception pytest shows ("E   ..."), pytest's summary line ("SKIPPED [1]
 # file:line: reason"), or the last line that says why.
-strip_prefix() { sed -E 's/^\[[0-9]+\]<std(out|err)>://'; }
+strip_prefix() { sed -E 's/^\[[0-9]+\]<std(out|err)>://; s/^\[[a-z]+[0-9]+\]://'; }
 reason() { # log kind
   if [ "$2" = FAILED ]; then
     r=$(strip_prefix <"$1" | grep -E '^E  ' | head -n 1 | sed -E 's/^E +//')
@@ -125,7 +136,8 @@ for t in $tests; do
   total=$((total+1))
   log="$LOGS/$t.log"
   start=$(date +%s.%N)
-  (cd "$work/test" && timeout -k 10 "$TIMEOUT" "$horarun" "$@" "$PYTHON" -m pytest -q -x -rfEs \
+  # shellcheck disable=SC2086 # LAUNCHER: its words
+  (cd "$work/test" && timeout -k 10 "$TIMEOUT" ${LAUNCHER:-"$horarun"} "$@" "$PYTHON" -m pytest -q -x -rfEs \
       -p no:cacheprovider "parallel/$name::TorchTests::$t") >"$log" 2>&1 </dev/null
   rc=$?
   secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')
