@@ -1194,6 +1194,11 @@ int hd_service_client_main(const char *target,
             strerror(e));
     return 255;
   }
+  /* the handshake's last frame and the launch request go out back to back:
+   * with Nagle's algorithm the second would wait for the service's delayed
+   * ACK (40 ms) */
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   signal(SIGPIPE, SIG_IGN);
   int rc;
   struct otag ot = {.seq = 0};
