@@ -334,6 +334,17 @@ int hd_local_all_back(const struct hd_job *job) {
   return 1;
 }
 
+/* A rank's process ended after its goodbye: those waiting in hora_init()
+ * for a new session are told, and so is any that comes later. */
+void hd_local_refuse_rejoins(struct hd_job *job, const char *why) {
+  for (int i = 0; job->ranks && i < job->nlocal; i++) {
+    struct hd_conn *c = job->ranks[i].rejoin;
+    if (!c) continue;
+    refuse(c, HORA_EPEERGONE, "no new session can start: %s", why);
+    drop_conn(c);
+  }
+}
+
 void hd_local_drop_rejoins(struct hd_job *job) {
   /* a host's ranks may be gone before this host's links were all up and
    * its ranks spawned (RANK_GONE comes first) */
@@ -410,6 +421,15 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
     return -1;
   }
   if (r->said_bye && r->gone && !r->rejoin && !r->conn && !r->broken) {
+    for (int i = 0; i < job->nlocal; i++) {
+      struct hd_rank *o = &job->ranks[i];
+      if (!o->reaped) continue;
+      char msg[HP_MSG_MAX + 1];
+      hc_fmt(msg, sizeof msg, "no new session can start: rank %d on host %s "
+             "has ended", o->info.rank, hd_here(job));
+      refuse(c, HORA_EPEERGONE, "%s", msg);
+      return -1;
+    }
     /* hora_init() after hora_shutdown(): collective, as in Horovod. The
      * job starts a new session once every rank has come back: on one
      * host at once, across hosts when host 0 says every host's ranks
@@ -425,6 +445,11 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
   if (r->connected || r->gone) {
     refuse(c, HORA_EINVAL, "rank %d (pid %d) connected %s", h.rank, h.pid,
            r->gone ? "after it left the job" : "twice");
+    return -1;
+  }
+  if (job->joined && c->pid <= 0) {
+    refuse(c, HORA_EINVAL, "rank %d: horad cannot see its process (another "
+           "PID namespace?), so it could not tell when it ends", h.rank);
     return -1;
   }
   make_fast(job);

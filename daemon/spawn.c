@@ -371,11 +371,15 @@ static void joined_end(struct hd_rank *r, const char *why) {
   r->reaped = 1;
   r->exit_how = HP_EXIT_CODE;
   r->exit_code = r->said_bye ? 0 : 1;
-  if (r->exit_code && !r->spawn_msg) r->spawn_msg = strdup(why);
+  if (!r->spawn_msg)
+    r->spawn_msg = strdup(r->exit_code ? why : "has ended, after shutting "
+                                               "down hora");
   char msg[HP_MSG_MAX + 1];
   describe_exit(r, msg, sizeof msg);
   hc_debug("%s", msg);
   if (!r->gone || job->gone_rank < 0) hd_rank_left(r, msg);
+  if (r->said_bye) /* gone for good: no new session can start */
+    hd_local_refuse_rejoins(job, msg);
   maybe_report(r);
 }
 
@@ -432,9 +436,10 @@ static void join_missing(struct hd_job *job, const char *why) {
 static void on_join_timer(uv_timer_t *t) {
   struct hd_job *job = t->data;
   char why[300];
-  hc_fmt(why, sizeof why, "did not join the job within %d s of its start "
+  long secs = hk_int(&job->knobs, start_timeout);
+  hc_fmt(why, sizeof why, "did not join the job within %ld s of its start "
          "(HORA_START_TIMEOUT): its launcher did not start it, or it ended "
-         "before hora_init", (int)hk_int(&job->knobs, start_timeout));
+         "before hora_init", secs > 0 ? secs : 30);
   join_missing(job, why);
 }
 
@@ -465,9 +470,10 @@ static void join_all(struct hd_job *job, const char *key) {
     return;
   }
   hc_debug("join mode: the ranks' way in is in %s", job->join_dir);
+  /* never forever: the ranks are not ours to see fail */
   long t = hk_int(&job->knobs, start_timeout);
-  if (t > 0) uv_timer_start(&job->join_timer, on_join_timer,
-                            (uint64_t)t * 1000, 0);
+  uv_timer_start(&job->join_timer, on_join_timer,
+                 (uint64_t)(t > 0 ? t : 30) * 1000, 0);
 }
 
 int hd_spawn_all(struct hd_job *job) {
@@ -568,6 +574,7 @@ int hd_spawn_reaped(struct hd_job *job, pid_t pid, int status) {
     describe_exit(r, msg, sizeof msg);
     hc_debug("%s", msg);
     if (!r->gone || job->gone_rank < 0) hd_rank_left(r, msg);
+    if (r->said_bye) hd_local_refuse_rejoins(job, msg);
     /* Failing what was pending may have taken a while (a million
      * operations): the output's grace counts from now, not from when
      * this loop iteration began, or it would end before the pipes were

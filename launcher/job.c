@@ -1376,8 +1376,14 @@ static void print_layout(struct hr_job *j) {
   const struct hr_layout *l = j->l;
   hr_say(j->out, "job: %d process%s of %s, in %s", l->np,
          l->np == 1 ? "" : "es", j->o->prog[0], j->cwd);
-  const char *nodelist, *tasks;
-  if (j->o->host_source == HR_HOSTS_NONE && hr_slurm_env(&nodelist, &tasks))
+  const char *nodelist, *tasks, *step = getenv("SLURM_STEP_NODELIST");
+  if (j->o->join && j->o->host_source == HR_HOSTS_NONE && step && *step)
+    hr_say(j->out, "hosts: the Slurm step's, SLURM_STEP_NODELIST=%s "
+           "SLURM_STEP_TASKS_PER_NODE=%s", step,
+           getenv("SLURM_STEP_TASKS_PER_NODE") ?
+           getenv("SLURM_STEP_TASKS_PER_NODE") : "(unset: 1 per node)");
+  else if (j->o->host_source == HR_HOSTS_NONE &&
+           hr_slurm_env(&nodelist, &tasks))
     hr_say(j->out, "hosts: the Slurm allocation's, SLURM_JOB_NODELIST=%s "
            "SLURM_TASKS_PER_NODE=%s", nodelist, tasks ? tasks : "(unset: 1 "
            "per node)");

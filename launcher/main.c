@@ -94,6 +94,7 @@ static char **job_env(const struct hr_opts *o, size_t *n) {
   char **v = hr_job_env(o, n);
   for (size_t i = 0; v && i < o->nenv; i++) {
     const char *eq = strchr(o->env[i], '=');
+    if (!strncmp(o->env[i], "HORA_JOIN_KEY=", 14)) continue; /* --join's */
     if (env_put(&v, n, o->env[i], (size_t)(eq - o->env[i]), eq + 1) < 0)
       goto oom;
   }

@@ -159,6 +159,16 @@ static int connect_daemon(const char *path, int rank, const char *token) {
     return hl_error(HORA_EPEERGONE, "rank %d cannot connect to horad at %s: %s",
                     hl.rank, path, strerror(e));
   }
+  /* an abstract name anyone may bind once its horad is gone: only a horad
+   * of this user gets the token */
+  struct ucred cred;
+  socklen_t cl = sizeof cred;
+  if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 ||
+      cred.uid != getuid()) {
+    close(s);
+    return hl_error(HORA_EAUTH, "rank %d: the process listening at %s is "
+                    "not this user's horad", hl.rank, path);
+  }
   struct hp_hello h = {.rank = hl.rank,
                        .pid = (int32_t)getpid(),
                        .shm_version = HP_SHM_VERSION};

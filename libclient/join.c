@@ -12,11 +12,14 @@
  * directory, $TMPDIR/hora-UID/join-KEY (private to the user, 0700). The
  * ranks wait for their file, then connect as horad's own ranks do. KEY
  * names the launcher's job (Slurm's job and step ids, Open MPI's job id,
- * torchrun's run directory), the same on every rank of it. */
+ * torchrun's run id, master and attempt), the same on every rank of it.
+ * Across hosts, the hosts come from the Slurm step (horarun reads it), or
+ * from join_hosts.c. */
 #define HC_LOG_SUB HC_SUB_CLIENT
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +48,7 @@ static long env_num(const char *name) {
 /* Keeps [A-Za-z0-9._-] of s, the rest as '_': a file name part. */
 static void key_add(char *key, size_t len, const char *s) {
   size_t n = strlen(key);
-  for (; s && *s && n + 1 < len; s++)
+  for (; s && *s && n + 1 < len && n < 150; s++) /* horarun's limit */
     key[n++] = ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
                 (*s >= '0' && *s <= '9') || *s == '.' || *s == '-')
                    ? *s
@@ -82,87 +85,113 @@ static int slurm_tasks(const char *spec, long node, long *count,
   return -1;
 }
 
-int hl_foreign_detect(struct hl_foreign *f) {
-  memset(f, 0, sizeof *f);
-  f->rank = f->size = f->local_rank = f->local_size = -1;
-  f->nodes = 1;
-  const char *v;
-  if ((f->size = env_num("OMPI_COMM_WORLD_SIZE")) >= 0) {
-    f->who = "mpirun (Open MPI)";
-    f->rank = env_num("OMPI_COMM_WORLD_RANK");
-    f->local_rank = env_num("OMPI_COMM_WORLD_LOCAL_RANK");
-    f->local_size = env_num("OMPI_COMM_WORLD_LOCAL_SIZE");
-    snprintf(f->key, sizeof f->key, "ompi-");
-    v = getenv("PMIX_NAMESPACE");
-    if (!v || !*v) v = getenv("OMPI_MCA_ess_base_jobid");
-    key_add(f->key, sizeof f->key, v);
-  } else if ((f->size = env_num("PMI_SIZE")) >= 0) {
-    f->who = "an MPI launcher (PMI)";
-    f->rank = env_num("PMI_RANK");
-    f->local_rank = env_num("MPI_LOCALRANKID"); /* MPICH's hydra */
-    f->local_size = env_num("MPI_LOCALNRANKS");
-    snprintf(f->key, sizeof f->key, "pmi-%ld", (long)getppid());
-  } else if (getenv("SLURM_STEP_ID") &&
-             ((f->size = env_num("SLURM_STEP_NUM_TASKS")) >= 0 ||
-              (f->size = env_num("SLURM_NTASKS")) >= 0)) {
-    f->who = "srun";
-    f->rank = env_num("SLURM_PROCID");
-    f->local_rank = env_num("SLURM_LOCALID");
-    long node = env_num("SLURM_NODEID"), before = 0, count = -1;
-    f->nodes = env_num("SLURM_STEP_NUM_NODES");
-    if (f->nodes < 0) f->nodes = env_num("SLURM_NNODES");
-    v = getenv("SLURM_STEP_TASKS_PER_NODE");
-    if (!v || !*v) v = getenv("SLURM_TASKS_PER_NODE");
-    if (node >= 0 && slurm_tasks(v, node, &count, &before) == 0) {
-      f->local_size = count;
-      /* horad's ranks are consecutive on each node, as srun's block
-       * distribution (its default) lays them out */
-      f->cyclic = f->rank != before + f->local_rank;
-    }
-    snprintf(f->key, sizeof f->key, "slurm-");
-    key_add(f->key, sizeof f->key, getenv("SLURM_JOB_ID"));
-    key_add(f->key, sizeof f->key, ".");
-    key_add(f->key, sizeof f->key, getenv("SLURM_STEP_ID"));
-  } else if (getenv("LOCAL_RANK") && (f->size = env_num("WORLD_SIZE")) >= 0) {
-    f->who = "torchrun";
-    f->rank = env_num("RANK");
-    f->local_rank = env_num("LOCAL_RANK");
-    f->local_size = env_num("LOCAL_WORLD_SIZE");
-    long group = env_num("GROUP_RANK");
-    if (f->local_size > 0 && group >= 0)
-      f->cyclic = f->rank != group * f->local_size + f->local_rank;
-    /* the agent's directory of this attempt: the same for the workers it
-     * started, another for each node, run and restart */
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s", getenv("TORCHELASTIC_ERROR_FILE") ?
-             getenv("TORCHELASTIC_ERROR_FILE") : "");
-    for (int up = 0; up < 2; up++) {
-      char *s = strrchr(dir, '/');
-      if (s) *s = '\0';
-    }
-    snprintf(f->key, sizeof f->key, "torchrun-");
-    if (dir[0]) {
-      uint64_t h = 1469598103934665603ull; /* FNV-1a of the directory */
-      for (const char *p = dir; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-      char hex[24];
-      snprintf(hex, sizeof hex, "%016llx", (unsigned long long)h);
-      key_add(f->key, sizeof f->key, hex);
-    } else {
-      char pp[64];
-      snprintf(pp, sizeof pp, "%s-%ld-%s",
-               getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "",
-               (long)getppid(),
-               getenv("TORCHELASTIC_RESTART_COUNT") ?
-               getenv("TORCHELASTIC_RESTART_COUNT") : "0");
-      key_add(f->key, sizeof f->key, pp);
-    }
-  } else {
+/* Each launcher's variables; 1 when they are there. The key names the
+ * launcher's job, the same on every rank of it. */
+static int by_torchrun(struct hl_foreign *f) {
+  if (!getenv("LOCAL_RANK") || (f->size = env_num("WORLD_SIZE")) < 0)
     return 0;
-  }
-  if (f->size <= 1 || f->rank < 0) return 0; /* a job of one anyway */
-  if (f->local_size > 0 && f->local_size < f->size && f->nodes <= 1)
-    f->nodes = 2; /* at least: ranks live elsewhere too */
+  f->who = "torchrun";
+  f->rank = env_num("RANK");
+  f->local_rank = env_num("LOCAL_RANK");
+  f->local_size = env_num("LOCAL_WORLD_SIZE");
+  long group = env_num("GROUP_RANK");
+  if (f->local_size > 0 && group >= 0)
+    f->cyclic = f->rank != group * f->local_size + f->local_rank;
+  /* the same on every node of one run and attempt; two runs at once
+   * cannot share the master's address and port */
+  char run[400];
+  snprintf(run, sizeof run, "%s-%s-%s-%s",
+           getenv("TORCHELASTIC_RUN_ID") ? getenv("TORCHELASTIC_RUN_ID") : "",
+           getenv("MASTER_ADDR") ? getenv("MASTER_ADDR") : "",
+           getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "",
+           getenv("TORCHELASTIC_RESTART_COUNT") ?
+           getenv("TORCHELASTIC_RESTART_COUNT") : "0");
+  snprintf(f->key, sizeof f->key, "torchrun-");
+  key_add(f->key, sizeof f->key, run);
   return 1;
+}
+
+static int by_ompi(struct hl_foreign *f) {
+  if ((f->size = env_num("OMPI_COMM_WORLD_SIZE")) < 0) return 0;
+  f->who = "mpirun (Open MPI)";
+  f->rank = env_num("OMPI_COMM_WORLD_RANK");
+  f->local_rank = env_num("OMPI_COMM_WORLD_LOCAL_RANK");
+  f->local_size = env_num("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char *v = getenv("PMIX_NAMESPACE");
+  if (!v || !*v) v = getenv("OMPI_MCA_ess_base_jobid");
+  if (v && *v) {
+    snprintf(f->key, sizeof f->key, "ompi-");
+    key_add(f->key, sizeof f->key, v);
+  }
+  return 1;
+}
+
+/* srun's, also when it gave the ranks PMI's variables (--mpi=pmi2): the
+ * same rank and size then */
+static int by_srun(struct hl_foreign *f) {
+  if (!getenv("SLURM_STEP_ID") ||
+      ((f->size = env_num("SLURM_STEP_NUM_TASKS")) < 0 &&
+       (f->size = env_num("SLURM_NTASKS")) < 0))
+    return 0;
+  f->rank = env_num("SLURM_PROCID");
+  if (getenv("PMI_RANK") && (env_num("PMI_RANK") != f->rank ||
+                             env_num("PMI_SIZE") != f->size))
+    return 0; /* an MPI launcher of its own inside the step (hydra) */
+  f->who = "srun";
+  f->local_rank = env_num("SLURM_LOCALID");
+  long node = env_num("SLURM_NODEID"), before = 0, count = -1;
+  f->nodes = env_num("SLURM_STEP_NUM_NODES");
+  if (f->nodes < 0) f->nodes = env_num("SLURM_NNODES");
+  const char *v = getenv("SLURM_STEP_TASKS_PER_NODE");
+  if (!v || !*v) v = getenv("SLURM_TASKS_PER_NODE");
+  if (node >= 0 && slurm_tasks(v, node, &count, &before) == 0) {
+    f->local_size = count;
+    /* horad's ranks are consecutive on each node, as srun's block
+     * distribution (its default) lays them out */
+    f->cyclic = f->rank != before + f->local_rank;
+  }
+  /* the same verdict on every rank: the distribution srun was asked for
+   * (its first part is across nodes) */
+  v = getenv("SLURM_DISTRIBUTION");
+  if (v && *v && f->nodes > 1 && strncmp(v, "block", 5) &&
+      strncmp(v, "pack", 4))
+    f->cyclic = 1;
+  snprintf(f->key, sizeof f->key, "slurm-");
+  key_add(f->key, sizeof f->key, getenv("SLURM_JOB_ID"));
+  key_add(f->key, sizeof f->key, ".");
+  key_add(f->key, sizeof f->key, getenv("SLURM_STEP_ID"));
+  return 1;
+}
+
+static int by_pmi(struct hl_foreign *f) {
+  if ((f->size = env_num("PMI_SIZE")) < 0) return 0;
+  f->who = "an MPI launcher (PMI)";
+  f->rank = env_num("PMI_RANK");
+  f->local_rank = env_num("MPI_LOCALRANKID"); /* MPICH's hydra */
+  f->local_size = env_num("MPI_LOCALNRANKS");
+  /* hydra's proxy on this node starts its ranks */
+  snprintf(f->key, sizeof f->key, "pmi-%ld", (long)getppid());
+  return 1;
+}
+
+int hl_foreign_detect(struct hl_foreign *f) {
+  /* the innermost launcher first: srun -n 2 torchrun ..., sbatch with
+   * mpirun inside, srun --mpi=pmi2 */
+  static int (*const by[])(struct hl_foreign *) = {by_torchrun, by_ompi,
+                                                    by_srun, by_pmi};
+  for (size_t i = 0; i < HC_ARRAY_SIZE(by); i++) {
+    memset(f, 0, sizeof *f);
+    f->rank = f->size = f->local_rank = f->local_size = -1;
+    f->nodes = 1;
+    /* one of a single rank is a job of one: an outer launcher may still
+     * have started several (srun -N 2 torchrun --nproc_per_node 1) */
+    if (!by[i](f) || f->size <= 1 || f->rank < 0) continue;
+    if (f->local_size > 0 && f->local_size < f->size && f->nodes <= 1)
+      f->nodes = 2; /* at least: ranks live elsewhere too */
+    return 1;
+  }
+  memset(f, 0, sizeof *f);
+  return 0;
 }
 
 /* The user's directory of join directories: $TMPDIR/hora-UID, made 0700
@@ -204,11 +233,11 @@ static void horarun_path(char *out, size_t len) {
   snprintf(out, len, "horarun");
 }
 
-static pid_t start_horarun(const struct hl_foreign *f) {
-  char path[4200], np[32], hosts[64];
+/* hosts: -H's value, or empty (the Slurm step's nodes) */
+static pid_t start_horarun(const struct hl_foreign *f, const char *hosts) {
+  char path[4200], np[32];
   horarun_path(path, sizeof path);
   snprintf(np, sizeof np, "%ld", f->size);
-  snprintf(hosts, sizeof hosts, "localhost:%ld", f->size);
   char key[sizeof f->key];
   snprintf(key, sizeof key, "%s", f->key);
   char *argv[12];
@@ -218,9 +247,9 @@ static pid_t start_horarun(const struct hl_foreign *f) {
   argv[n++] = key;
   argv[n++] = "-np";
   argv[n++] = np;
-  if (f->nodes <= 1) { /* this machine; across nodes: the Slurm step's */
+  if (*hosts) {
     argv[n++] = "-H";
-    argv[n++] = hosts;
+    argv[n++] = (char *)hosts;
   }
   argv[n++] = "--";
   argv[n++] = (char *)f->who;
@@ -233,6 +262,10 @@ static pid_t start_horarun(const struct hl_foreign *f) {
    * when they do */
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
+  /* none of the rank's files (its launcher's PMI socket, ...) */
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+#endif
   pid_t pid = -1;
   int rc = strchr(path, '/')
                ? posix_spawn(&pid, path, &fa, &at, argv, environ)
@@ -282,15 +315,18 @@ static int socket_answers(const char *path) {
 
 int hl_join_reason(const struct hl_foreign *f, char *buf, size_t len) {
   const char *why = NULL;
-  if (f->local_rank < 0 || f->local_size <= 0)
+  if (!f->key[0])
+    why = "its variables do not name its job (Open MPI: PMIX_NAMESPACE)";
+  else if (f->local_rank < 0 || f->local_size <= 0)
     why = "its variables do not say how many of the ranks run on this "
           "node";
   else if (f->cyclic)
     why = "it did not give each node consecutive ranks (hora's ranks on "
           "one node are consecutive: srun -m block, or torchrun's default)";
-  else if (f->nodes > 1 && strcmp(f->who, "srun"))
-    why = "its ranks run on several hosts, and hora joins ranks across "
-          "hosts only in a Slurm step (srun)";
+  else if (f->nodes > 1 && !strcmp(f->who, "an MPI launcher (PMI)"))
+    why = "its ranks run on several hosts, and hora learns their hosts "
+          "from srun's step, from Open MPI or from torch's store (hora.torch "
+          "under torchrun), not from this launcher";
   if (!why) return 0;
   snprintf(buf, len, "this process is rank %ld of %ld started by %s, not by "
            "horarun, and hora cannot join them into one job: %s. Start the "
@@ -308,16 +344,24 @@ int hl_join(const struct hl_foreign *f, char *sock, size_t socklen,
   int rc = base_dir(base, sizeof base);
   if (rc < 0) return rc;
   snprintf(file, sizeof file, "%s/join-%s/rank.%ld", base, f->key, f->rank);
+  /* -H for rank 0's horarun: this machine; across hosts the step's nodes
+   * (srun: horarun reads them), else the ones the ranks name (collective) */
+  char hosts[8192] = "";
+  if (f->nodes <= 1)
+    snprintf(hosts, sizeof hosts, "localhost:%ld", f->size);
+  else if (strcmp(f->who, "srun") && (rc = hl_join_hosts(f, hosts,
+                                                         sizeof hosts)) < 0)
+    return rc;
   /* once per job: hora_init() after hora_shutdown() finds the same horad,
    * which waits for the ranks' processes to end */
   static char started[sizeof f->key];
   pid_t runner = -1;
   if (f->rank == 0 && strcmp(started, f->key)) {
-    if ((runner = start_horarun(f)) < 0) return HORA_EIO;
+    if ((runner = start_horarun(f, hosts)) < 0) return HORA_EIO;
     snprintf(started, sizeof started, "%s", f->key);
   }
   long timeout = hc_param_int(start_timeout);
-  if (timeout <= 0) timeout = 30;
+  if (timeout <= 0) timeout = 30; /* as horad's for joined ranks */
   /* rank 0 may start later than this rank; its horarun then takes up to
    * the start timeout */
   uint64_t deadline = hc_now_ns() + (uint64_t)(timeout + 5) * 1000000000ull;
@@ -340,12 +384,14 @@ int hl_join(const struct hl_foreign *f, char *sock, size_t socklen,
       }
       if (w < 0) runner = -1; /* reaped elsewhere (SIGCHLD ignored) */
     }
-    if (hc_now_ns() > deadline)
+    if (hc_now_ns() > deadline) {
+      if (runner > 0) kill(runner, SIGTERM); /* its horads follow it */
       return hl_error(HORA_ETIMEDOUT, "rank %ld of %ld started by %s: no "
                       "horad for the job appeared in %s/join-%s within %ld s "
                       "(rank 0 starts it with horarun: see rank 0's output)",
                       f->rank, f->size, f->who, base, f->key,
                       timeout + 5);
+    }
     struct timespec ts = {0, (spin < 100 ? 5 : 20) * 1000000L};
     nanosleep(&ts, NULL);
   }

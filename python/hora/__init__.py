@@ -444,6 +444,54 @@ def _stack_dumps(lib):
     lib.hora_set_stack_signal(int(sig))
 
 
+def _torchrun_join_hosts():
+    """Ranks that torchrun started on several hosts: libhora's rank 0 starts
+    the job's daemons on the ranks' hosts (horarun --join -H), which nothing
+    in torchrun's variables names. Each node's first rank writes its host
+    into torchrun's own store (MASTER_ADDR:MASTER_PORT, the agent's), every
+    rank reads them all, and HORA_JOIN_HOSTS ("host:n,..." in node order)
+    tells libhora. A host name that two nodes share is replaced by their
+    addresses."""
+    e = os.environ
+    if (e.get("HORA_DAEMON_SOCKET") or e.get("HORA_JOIN_HOSTS") or
+            e.get("HORA_STANDALONE") == "1" or "LOCAL_RANK" not in e or
+            "MASTER_ADDR" not in e or "MASTER_PORT" not in e):
+        return
+    try:
+        rank, size = int(e["RANK"]), int(e["WORLD_SIZE"])
+        local, lsize = int(e["LOCAL_RANK"]), int(e["LOCAL_WORLD_SIZE"])
+        port = int(e["MASTER_PORT"])
+    except (KeyError, ValueError):
+        return
+    if lsize <= 0 or lsize >= size or size % lsize:
+        return
+    import datetime
+    import socket
+    from torch.distributed import TCPStore
+    wait = int(e.get("HORA_START_TIMEOUT") or e.get("HOROVOD_START_TIMEOUT")
+               or 30) + 5
+    store = TCPStore(e["MASTER_ADDR"], port, None, False,
+                     datetime.timedelta(seconds=wait))
+    prefix = "hora/%s/%s/host/" % (e.get("TORCHELASTIC_RUN_ID", ""),
+                                   e.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if local == 0:
+        addr = ""
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+                u.connect((e["MASTER_ADDR"], port))
+                addr = u.getsockname()[0]
+        except OSError:
+            pass
+        store.set(prefix + str(rank // lsize),
+                  "%s %s" % (socket.gethostname(), addr))
+    keys = [prefix + str(g) for g in range(size // lsize)]
+    store.wait(keys)
+    nodes = [store.get(k).decode().split(" ") for k in keys]
+    names = [n[0] for n in nodes]
+    hosts = [n[1] if names.count(n[0]) > 1 and n[1] else n[0] for n in nodes]
+    e["HORA_JOIN_HOSTS"] = ",".join("%s:%d" % (h, lsize) for h in hosts)
+
+
 def init(comm=None, process_sets=None):
     """Starts hora: connects this process to its node's daemon (or makes it a
     job of one rank when it was not started by horarun). Every rank of the
@@ -482,6 +530,7 @@ def init(comm=None, process_sets=None):
         _reap_orphans()
         _stack_dumps(lib)
         if not lib.hora_is_initialized():
+            _torchrun_join_hosts()
             rc = lib.hora_init()
             if rc < 0:
                 raise HoraInternalError("hora initialization failed: %s"

@@ -47,6 +47,7 @@ launch() {
     ompi) _v="OMPI_COMM_WORLD_RANK=$_i OMPI_COMM_WORLD_SIZE=$_np OMPI_COMM_WORLD_LOCAL_RANK=$_i OMPI_COMM_WORLD_LOCAL_SIZE=$_np PMIX_NAMESPACE=sim$$" ;;
     pmi) _v="PMI_RANK=$_i PMI_SIZE=$_np MPI_LOCALRANKID=$_i MPI_LOCALNRANKS=$_np" ;;
     srun) _v="SLURM_JOB_ID=sim$$ SLURM_STEP_ID=0 SLURM_PROCID=$_i SLURM_STEP_NUM_TASKS=$_np SLURM_LOCALID=$_i SLURM_NODEID=0 SLURM_STEP_NUM_NODES=1 SLURM_STEP_TASKS_PER_NODE=$_np" ;;
+    srunpmi) _v="SLURM_JOB_ID=sim$$ SLURM_STEP_ID=0 SLURM_PROCID=$_i SLURM_STEP_NUM_TASKS=$_np SLURM_LOCALID=$_i SLURM_NODEID=0 SLURM_STEP_NUM_NODES=1 SLURM_STEP_TASKS_PER_NODE=$_np PMI_RANK=$_i PMI_SIZE=$_np" ;;
     torchrun) _v="RANK=$_i WORLD_SIZE=$_np LOCAL_RANK=$_i LOCAL_WORLD_SIZE=$_np GROUP_RANK=0 MASTER_PORT=2$$ TORCHELASTIC_RESTART_COUNT=0" ;;
     esac
     # shellcheck disable=SC2086
@@ -83,6 +84,18 @@ for kind in ompi pmi srun torchrun; do
   no_join_dirs "$kind"
   note "$kind's variables: 3 ranks joined one job, weights identical, nothing left"
 done
+
+# Launchers inside launchers: the innermost one with several ranks counts.
+rm -f "$TMP"/out.* "$TMP"/err.*
+launch torchrun 3 SLURM_JOB_ID=sim$$ SLURM_STEP_ID=1 SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1
+[ "$rcs" = "0 0 0" ] && grep -q "weights identical on all 3 ranks" "$TMP/out.0" ||
+  { show; fail "torchrun inside a step of one task: $rcs"; }
+rm -f "$TMP"/out.* "$TMP"/err.*
+launch srunpmi 3
+[ "$rcs" = "0 0 0" ] && grep -q "weights identical on all 3 ranks" "$TMP/out.0" ||
+  { show; fail "srun --mpi=pmi2's variables: $rcs"; }
+no_join_dirs "nested launchers"
+note "torchrun inside an srun task of one, and srun --mpi=pmi2's PMI variables: one job each"
 
 # A rank the launcher never started: named once the start timeout is over.
 rm -f "$TMP"/out.* "$TMP"/err.*
@@ -142,12 +155,17 @@ refused() { # LAUNCHER-WORDS REASON VAR=VALUE...
     fail "$_who: no word of what to run instead"
   note "$_who, $_why: refused, saying so"
 }
-refused "mpirun (Open MPI)" "its ranks run on several hosts" \
-  OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_RANK=1 OMPI_COMM_WORLD_LOCAL_SIZE=2
-refused "torchrun" "its ranks run on several hosts" \
-  RANK=5 WORLD_SIZE=8 LOCAL_RANK=1 LOCAL_WORLD_SIZE=4 GROUP_RANK=1
 refused "an MPI launcher (PMI)" "its variables do not say how many" \
   PMI_RANK=0 PMI_SIZE=3
+refused "an MPI launcher (PMI)" "its ranks run on several hosts, and hora learns their hosts" \
+  PMI_RANK=0 PMI_SIZE=4 MPI_LOCALRANKID=0 MPI_LOCALNRANKS=2
+# a C program of torchrun's on several hosts: only hora.torch asks torch's
+# store where the ranks are (or HORA_JOIN_HOSTS says)
+env RANK=5 WORLD_SIZE=8 LOCAL_RANK=1 LOCAL_WORLD_SIZE=4 GROUP_RANK=1 "$prog" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc = 1 ] && grep -q "rank 5 of 8 started by torchrun on several hosts: hora cannot learn the ranks' hosts: nothing names them (HORA_JOIN_HOSTS; hora.torch sets it under torchrun)" "$TMP/err" ||
+  fail "torchrun's C program on several hosts: exit $rc, $(cat "$TMP/err")"
+note "a C program that torchrun started on several hosts: told that nothing names the hosts"
 refused "srun" "it did not give each node consecutive ranks" \
   SLURM_JOB_ID=1 SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 \
   SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='1(x2)'
@@ -192,6 +210,17 @@ hora.shutdown()
 hora.init()  # again, as Horovod's test suite does between tests
 assert (hora.rank(), hora.size()) == (r, n)
 print("rank %d of %d joined" % (r, n), flush=True)
+if os.environ.get("QUIT") == str(r):
+    hora.shutdown()
+    sys.exit(0)  # gone, while the others initialise hora again
+if os.environ.get("QUIT"):
+    hora.shutdown()
+    try:
+        hora.init()
+    except Exception as e:
+        print("rank %d: %s" % (r, e), flush=True)
+        sys.exit(2)
+    sys.exit(0)
 if os.environ.get("DIE") == str(r):
     os._exit(3)
 if os.environ.get("DIE"):
@@ -232,6 +261,12 @@ if command -v mpirun >/dev/null 2>&1; then
     for r in 0 2; do
       grep -q "rank $r: .*rank 1 on host .* left the job without shutting down hora" "$TMP/out" ||
         fail "mpirun, rank 1 dies: rank $r's collective did not fail naming it"
+    done
+    # shellcheck disable=SC2086
+    QUIT=1 timeout 60 mpirun $root --oversubscribe -x QUIT -np 3 "$PY" "$TMP/job.py" >"$TMP/out" 2>"$TMP/err"
+    for r in 0 2; do
+      grep -q "rank $r: .*no new session can start: rank 1 on host .* has ended" "$TMP/out" ||
+        fail "mpirun, rank 1 exits after shutdown: rank $r's hora_init again did not fail naming it"
     done
     note "mpirun python: init again works; a rank that dies fails the others' collectives, named"
   fi

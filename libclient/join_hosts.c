@@ -1,0 +1,191 @@
+/* join_hosts.c -- the hosts of ranks that another launcher started on
+ * several hosts, for rank 0's horarun --join -H: srun's step names them
+ * itself (horarun reads it); here the others.
+ *
+ *   HORA_JOIN_HOSTS   "HOST:N,..." in rank order, from whoever gathered
+ *                     them (hora.torch does under torchrun, through
+ *                     torch's store)
+ *   Open MPI          MPI itself: each rank's node, gathered with
+ *                     MPI_Allgather (libmpi.so.40, loaded at run time;
+ *                     hora initialises MPI when the program has not, and
+ *                     finalises it at exit)
+ *
+ * Every rank learns the whole table and checks that each node holds
+ * consecutive ranks, as horad's do. */
+#define HC_LOG_SUB HC_SUB_CLIENT
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "join.h"
+
+/* One rank's node: `id` tells nodes apart (Open MPI's daemon of the node,
+ * else the host name); `name` is how horarun reaches it (the host name,
+ * or the daemon's address where two nodes share a name). */
+#define JH_FIELD 120
+struct jh_rec {
+  char id[JH_FIELD], name[JH_FIELD], addr[JH_FIELD];
+};
+
+static const char *field(const struct jh_rec_view *v, long r, int which) {
+  return v->base + (size_t)r * v->stride + (size_t)which * v->field;
+}
+
+int hl_join_hosts_of(const struct jh_rec_view *v, long size, char *out,
+                     size_t len, char *why, size_t whylen) {
+  size_t n = 0;
+  out[0] = '\0';
+  for (long r = 0; r < size;) {
+    long end = r + 1;
+    while (end < size && !strcmp(field(v, end, 0), field(v, r, 0))) end++;
+    for (long k = 0; k < r; k++)
+      if (!strcmp(field(v, k, 0), field(v, r, 0))) {
+        snprintf(why, whylen, "ranks %ld and %ld run on the same node, but "
+                 "not next to each other (hora's ranks on one node are "
+                 "consecutive: mpirun --map-by slot, its default)", k, r);
+        return -1;
+      }
+    /* the name, unless another node has it too: then the address */
+    const char *name = field(v, r, 1);
+    for (long k = 0; k < size; k++)
+      if (strcmp(field(v, k, 0), field(v, r, 0)) &&
+          !strcmp(field(v, k, 1), name) && *field(v, r, 2)) {
+        name = field(v, r, 2);
+        break;
+      }
+    int w = snprintf(out + n, len - n, "%s%s:%ld", n ? "," : "", name,
+                     end - r);
+    if (w < 0 || (size_t)w >= len - n) {
+      snprintf(why, whylen, "the list of the ranks' hosts is too long");
+      return -1;
+    }
+    n += (size_t)w;
+    r = end;
+  }
+  return 0;
+}
+
+/* ---- Open MPI ----------------------------------------------------------- */
+
+struct mpi_api {
+  int (*initialized)(int *);
+  int (*finalized)(int *);
+  int (*init)(int *, char ***);
+  int (*finalize)(void);
+  int (*allgather)(const void *, int, void *, void *, int, void *, void *);
+  int (*comm_size)(void *, int *);
+  void *comm_world, *byte;
+};
+static struct mpi_api mpi;
+
+static void finalize_mpi(void) {
+  int done = 1;
+  if (mpi.finalized && mpi.finalized(&done) == 0 && !done) mpi.finalize();
+}
+
+static int load_mpi(char *why, size_t whylen) {
+  if (mpi.allgather) return 0;
+  void *so = dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL);
+  if (!so) so = dlopen("libmpi.so", RTLD_NOW | RTLD_GLOBAL);
+  if (!so) {
+    snprintf(why, whylen, "cannot load Open MPI's library libmpi.so.40 to "
+             "learn the ranks' hosts: %s", dlerror());
+    return -1;
+  }
+  struct mpi_api m;
+  *(void **)&m.initialized = dlsym(so, "MPI_Initialized");
+  *(void **)&m.finalized = dlsym(so, "MPI_Finalized");
+  *(void **)&m.init = dlsym(so, "MPI_Init");
+  *(void **)&m.finalize = dlsym(so, "MPI_Finalize");
+  *(void **)&m.allgather = dlsym(so, "MPI_Allgather");
+  *(void **)&m.comm_size = dlsym(so, "MPI_Comm_size");
+  /* Open MPI's handles are the addresses of these objects */
+  m.comm_world = dlsym(so, "ompi_mpi_comm_world");
+  m.byte = dlsym(so, "ompi_mpi_byte");
+  if (!m.initialized || !m.finalized || !m.init || !m.finalize ||
+      !m.allgather || !m.comm_size || !m.comm_world || !m.byte) {
+    snprintf(why, whylen, "the MPI library found is not Open MPI's (no "
+             "ompi_mpi_comm_world)");
+    return -1;
+  }
+  mpi = m;
+  return 0;
+}
+
+/* This rank's node as Open MPI knows it. */
+static void my_node(struct jh_rec *me) {
+  char host[256] = "";
+  if (gethostname(host, sizeof host - 1) < 0) strcpy(host, "localhost");
+  const char *name = getenv("PMIX_HOSTNAME");
+  snprintf(me->name, sizeof me->name, "%s", name && *name ? name : host);
+  /* "jobid.vpid;tcp://ADDR:PORT;...": the node's daemon */
+  const char *uri = getenv("OMPI_MCA_orte_local_daemon_uri");
+  snprintf(me->id, sizeof me->id, "%s", uri && *uri ? uri : me->name);
+  const char *t = uri ? strstr(uri, "tcp://") : NULL;
+  if (t) {
+    t += 6;
+    size_t k = strcspn(t, ":;");
+    snprintf(me->addr, sizeof me->addr, "%.*s", (int)k, t);
+  }
+}
+
+static int hosts_by_mpi(const struct hl_foreign *f, char *out, size_t len,
+                        char *why, size_t whylen) {
+  if (load_mpi(why, whylen) < 0) return -1;
+  int on = 0;
+  if (mpi.initialized(&on) != 0) on = 0;
+  if (!on) {
+    if (mpi.init(NULL, NULL) != 0) {
+      snprintf(why, whylen, "MPI_Init failed");
+      return -1;
+    }
+    atexit(finalize_mpi); /* Open MPI's mpirun wants every rank to */
+  }
+  int world = 0;
+  if (mpi.comm_size(mpi.comm_world, &world) != 0 || world != f->size) {
+    snprintf(why, whylen, "MPI's world has %d ranks, not the %ld that "
+             "OMPI_COMM_WORLD_SIZE says", world, f->size);
+    return -1;
+  }
+  struct jh_rec me;
+  memset(&me, 0, sizeof me);
+  my_node(&me);
+  struct jh_rec *all = calloc((size_t)f->size, sizeof *all);
+  if (!all) {
+    snprintf(why, whylen, "out of memory");
+    return -1;
+  }
+  int rc = mpi.allgather(&me, (int)sizeof me, mpi.byte, all, (int)sizeof me,
+                         mpi.byte, mpi.comm_world);
+  if (rc != 0) {
+    free(all);
+    snprintf(why, whylen, "MPI_Allgather of the ranks' hosts failed (%d)",
+             rc);
+    return -1;
+  }
+  struct jh_rec_view v = {(const char *)all, sizeof *all, JH_FIELD};
+  rc = hl_join_hosts_of(&v, f->size, out, len, why, whylen);
+  free(all);
+  return rc;
+}
+
+int hl_join_hosts(const struct hl_foreign *f, char *out, size_t len) {
+  char why[600];
+  const char *given = getenv("HORA_JOIN_HOSTS");
+  if (given && *given) {
+    snprintf(out, len, "%s", given);
+    return 0;
+  }
+  if (!strncmp(f->who, "mpirun", 6) && hosts_by_mpi(f, out, len, why,
+                                                    sizeof why) == 0)
+    return 0;
+  if (strncmp(f->who, "mpirun", 6))
+    snprintf(why, sizeof why, "nothing names them (HORA_JOIN_HOSTS; "
+             "hora.torch sets it under torchrun)");
+  return hl_error(HORA_EINVAL, "rank %ld of %ld started by %s on several "
+                  "hosts: hora cannot learn the ranks' hosts: %s", f->rank,
+                  f->size, f->who, why);
+}

@@ -1,0 +1,102 @@
+#!/bin/sh
+# join.sh -- ranks that mpirun or torchrun started on several hosts join one
+# hora job (network namespaces, see lib.sh; srun's are in slurm.sh):
+#   mpirun    mpirun -H h1:2,h2:2 -np 4 from the client: libhora learns the
+#             ranks' hosts through MPI itself (Open MPI, loaded at run
+#             time), rank 0 (on h1) starts horarun --join -H h1:2,h2:2,
+#             whose horad on h2 starts over ssh; every collective of
+#             it_coll's matrix right; nothing left on any host
+#   cyclic    mpirun --map-by node: the ranks of a node are not consecutive,
+#             so every rank refuses, saying which ranks and what to use
+#   torchrun  one torchrun per host (--nnodes 2, static rendezvous at h1):
+#             hora learns the hosts through torch's store; a Python job of
+#             4 ranks (init, allreduce, shutdown, init again)
+. "$(dirname "$0")/lib.sh"
+need "$HORARUN" "$HORAD" "$T/it_coll"
+command -v mpirun >/dev/null 2>&1 ||
+  skip "no mpirun (Debian: openmpi-bin; tests/deps.sh test installs it)"
+mh_setup 2
+root=""
+[ "$(id -u)" = 0 ] && root=--allow-run-as-root
+
+# run NAME SECONDS COMMAND...: from the client, its output in NAME.out/.err
+run() {
+  _n=$1 _s=$2
+  shift 2
+  echo "$*" >"$MH_TMP/$_n.cmd"
+  mh_client timeout "$_s" "$@" >"$MH_TMP/$_n.out" 2>"$MH_TMP/$_n.err"
+  echo $? >"$MH_TMP/$_n.rc"
+}
+hora_left() { # hora's processes on any host
+  for h in client $MH_HOSTS; do
+    for p in $(mh_host_pids "$h"); do
+      case "$(mh_comm "$p")" in horad | horarun) echo "$h:$p" ;; esac
+    done
+  done
+}
+# shellcheck disable=SC2086
+run mpirun 120 mpirun $root -H h1:2,h2:2 -np 4 -x HORA_HORARUN="$HORARUN" \
+  "$T/it_coll" matrix -x 4 --marker=$MARK
+expect_rc mpirun 0 &&
+  expect_count mpirun out "^rank [0-3] of 4: [0-9]+ checks, 0 failures" 4 \
+    "mpirun's 4 ranks on h1 and h2 joined one job; every rank's results right"
+mh_assert_no_job_procs "$MARK"
+sleep 0.5
+[ -z "$(hora_left)" ] || fail "mpirun: hora's processes left: $(hora_left)"
+say "mpirun: $(grep -c "0 failures" "$MH_TMP/mpirun.out") of 4 ranks right across h1 and h2"
+
+# shellcheck disable=SC2086
+run cyclic 60 mpirun $root -H h1:2,h2:2 -np 4 --map-by node \
+  -x HORA_HORARUN="$HORARUN" "$T/it_coll" matrix -x 4 --marker=$MARK
+expect_rc cyclic nonzero &&
+  expect_grep cyclic out "ranks 0 and 2 run on the same node, but not next to each other" \
+    "--map-by node: refused, naming the ranks"
+mh_assert_no_job_procs "$MARK"
+say "cyclic: $(grep -c "not next to each other" "$MH_TMP/cyclic.out") ranks refused"
+
+PY=/usr/bin/python3
+TR=$(command -v torchrun || true)
+if [ -n "$TR" ] && "$(head -n 1 "$TR" | sed 's/^#!//')" -c "import torch, numpy" 2>/dev/null; then
+  cat >"$MH_TMP/job.py" <<'PYEOF'
+import os, sys
+import numpy as np
+import hora
+hora.init()
+r, n = hora.rank(), hora.size()
+got = hora.allreduce(np.full(4, r + 1.0), op=hora.Sum)
+assert got.tolist() == [n * (n + 1) / 2] * 4, got
+hora.shutdown()
+hora.init()
+print("rank %d of %d joined on %s, local %d of %d" % (
+    r, n, os.uname().nodename, hora.local_rank(), hora.local_size()), flush=True)
+hora.shutdown()
+PYEOF
+  port=29577
+  for k in 0 1; do
+    # --redirects/--tee 1: torch 1.13's torchrun fails on Python 3.11 with
+    # its default of 0
+    mh_exec h$((k + 1)) env PYTHONPATH="$HORA_TOP/python" \
+      HORA_LIBRARY="$BUILD/lib/libhora.so" HORA_HORARUN="$HORARUN" \
+      timeout 120 "$TR" --nnodes 2 --node_rank $k --nproc_per_node 2 \
+      --master_addr h1 --master_port $port --redirects 1 --tee 1 \
+      "$MH_TMP/job.py" >"$MH_TMP/tr$k.out" 2>"$MH_TMP/tr$k.err" &
+    eval "trpid$k=\$!"
+  done
+  # shellcheck disable=SC2154
+  wait "$trpid0"
+  echo $? >"$MH_TMP/tr0.rc"
+  wait "$trpid1"
+  echo $? >"$MH_TMP/tr1.rc"
+  echo "torchrun --nnodes 2 on h1 and h2" >"$MH_TMP/tr0.cmd"
+  cp "$MH_TMP/tr0.cmd" "$MH_TMP/tr1.cmd"
+  expect_rc tr0 0 && expect_rc tr1 0 &&
+    expect_count tr0 out "rank [01] of 4 joined on h1, local [01] of 2" 2 "ranks 0 and 1 on h1" &&
+    expect_count tr1 out "rank [23] of 4 joined on h2, local [01] of 2" 2 \
+      "ranks 2 and 3 on h2: one job of 4 across the hosts"
+  sleep 0.5
+  [ -z "$(hora_left)" ] || fail "torchrun: hora's processes left: $(hora_left)"
+  say "torchrun: $(cat "$MH_TMP"/tr?.out | grep -c "of 4 joined") ranks joined across h1 and h2"
+else
+  say "torchrun: skipped: no torchrun with torch and numpy (Debian: python3-torch)"
+fi
+finish
