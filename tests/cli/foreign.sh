@@ -70,7 +70,11 @@ no_join_dirs() { # the horads end just after the ranks: wait up to 5 s
     _n=$((_n + 1))
   done
   [ -z "$(ls -A "$base" 2>/dev/null)" ] || fail "$1: left $(ls -A "$base")"
-  _left=$(pgrep -af "horarun --join [a-z]*-" | grep -e "sim$$" -e "-2$$-" -e "pmi-$$" || true)
+  # (a horarun that outlived rank 0, its parent, is a zombie until init
+  # reaps it: gone, not left)
+  _left=$(for _p in $(pgrep -f "horarun --join [a-z]*-"); do
+    case "$(ps -o stat= -p "$_p")" in Z*) ;; *) ps -o pid=,args= -p "$_p" ;; esac
+  done | grep -e "sim$$" -e "-2$$-" -e "pmi-$$" || true)
   [ -z "$_left" ] || fail "$1: left processes: $_left"
 }
 
@@ -236,11 +240,21 @@ PYEOF
 have_numpy=no
 PYTHONPATH="$HORA_TOP/python" "$PY" -c "import numpy" 2>/dev/null && have_numpy=yes
 export PYTHONPATH="$HORA_TOP/python" HORA_LIBRARY="$BUILD/lib/libhora.so"
-if ldd "$HORA_LIBRARY" | grep -q libasan; then # python was not built with it
-  LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
-  ASAN_OPTIONS="detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
-  export LD_PRELOAD ASAN_OPTIONS
+# Python was not built with the sanitizers: their runtimes preloaded into
+# the Python ranks alone (not into mpirun, ps or pgrep)
+san=""
+if ldd "$HORA_LIBRARY" | grep -q libasan; then
+  san="LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
 fi
+pyrun() { # mpirun-args...: mpirun of $PY job.py, sanitizers preloaded
+  # shellcheck disable=SC2086
+  timeout 60 mpirun $root --oversubscribe ${san:+-x "$san" -x ASAN_OPTIONS=detect_leaks=0} \
+    "$@" "$PY" "$TMP/job.py" >"$TMP/out.raw" 2>"$TMP/err"
+  _rc=$?
+  # mpirun may glue two ranks' lines together ("...joinedrank 0 ...")
+  sed 's/\([^ ]\)rank /\1\nrank /g' "$TMP/out.raw" >"$TMP/out"
+  return $_rc
+}
 if command -v mpirun >/dev/null 2>&1; then
   root=""
   [ "$(id -u)" = 0 ] && root=--allow-run-as-root
@@ -251,19 +265,16 @@ if command -v mpirun >/dev/null 2>&1; then
     fail "mpirun -np 3: exit $rc, not one job"
   note "mpirun -np 3: one job of 3 ranks, weights identical"
   if [ $have_numpy = yes ]; then
-    # shellcheck disable=SC2086
-    timeout 60 mpirun $root --oversubscribe -np 2 "$PY" "$TMP/job.py" >"$TMP/out" 2>"$TMP/err"
+    pyrun -np 2
     rc=$?
     [ $rc = 0 ] && [ "$(grep -c "joined" "$TMP/out")" = 2 ] ||
       fail "mpirun python, init again: exit $rc"
-    # shellcheck disable=SC2086
-    DIE=1 timeout 60 mpirun $root --oversubscribe -x DIE -np 3 "$PY" "$TMP/job.py" >"$TMP/out" 2>"$TMP/err"
+    DIE=1 pyrun -x DIE -np 3
     for r in 0 2; do
       grep -q "rank $r: .*rank 1 on host .* left the job without shutting down hora" "$TMP/out" ||
         fail "mpirun, rank 1 dies: rank $r's collective did not fail naming it"
     done
-    # shellcheck disable=SC2086
-    QUIT=1 timeout 60 mpirun $root --oversubscribe -x QUIT -np 3 "$PY" "$TMP/job.py" >"$TMP/out" 2>"$TMP/err"
+    QUIT=1 pyrun -x QUIT -np 3
     for r in 0 2; do
       grep -q "rank $r: .*no new session can start: rank 1 on host .* has ended" "$TMP/out" ||
         fail "mpirun, rank 1 exits after shutdown: rank $r's hora_init again did not fail naming it"
@@ -277,7 +288,9 @@ if command -v torchrun >/dev/null 2>&1 && [ $have_numpy = yes ] &&
   "$(head -n 1 "$(command -v torchrun)" | sed 's/^#!//')" -c "import torch" 2>/dev/null; then
   # --redirects/--tee 1: torch 1.13's torchrun fails on Python 3.11 with
   # its default of 0 (no redirection)
-  timeout 90 torchrun --nproc_per_node 3 --redirects 1 --tee 1 "$TMP/job.py" >"$TMP/out" 2>"$TMP/err"
+  # shellcheck disable=SC2086
+  env $san ${san:+ASAN_OPTIONS=detect_leaks=0} timeout 90 torchrun \
+    --nproc_per_node 3 --redirects 1 --tee 1 "$TMP/job.py" >"$TMP/out" 2>"$TMP/err"
   rc=$?
   [ $rc = 0 ] && [ "$(grep -c "rank [0-2] of 3 joined" "$TMP/out")" = 3 ] ||
     fail "torchrun --nproc_per_node 3: exit $rc"

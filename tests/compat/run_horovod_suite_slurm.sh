@@ -35,6 +35,8 @@ mh_client env TMPDIR="$MH_TMP/tmp.suite" LOGS="$LOGS" BUILD="$BUILD" \
   HORA_HORARUN="$HORARUN" LAUNCHER="srun --quiet" \
   sh "$here/run_horovod_suite.sh" "$src" "$@"
 rc=$?
-left=$(pgrep -af "horarun --join slurm-|horad --rendezvous" || true)
+left=$(for p in $(pgrep -f "horarun --join slurm-|horad --rendezvous"); do
+  case "$(ps -o stat= -p "$p")" in Z*) ;; *) ps -o pid=,args= -p "$p" ;; esac
+done)
 [ -z "$left" ] || { echo "hora's processes left: $left"; rc=1; }
 exit $rc

@@ -77,7 +77,9 @@ expect_rc srunj 0 &&
   expect_count srunj out "^rank [0-3] of 4: [0-9]+ checks, 0 failures" 4 \
     "srun's 4 ranks on h1 and h2 joined one job; every rank's results right"
 mh_assert_no_job_procs "$MARK"
-left=$(pgrep -af "horarun --join slurm-|horad --rendezvous" || true)
+left=$(for p in $(pgrep -f "horarun --join slurm-|horad --rendezvous"); do
+  case "$(ps -o stat= -p "$p")" in Z*) ;; *) ps -o pid=,args= -p "$p" ;; esac
+done)
 [ -z "$left" ] || fail "srun's ranks: hora's processes left: $left"
 
 # ---- --launcher ssh in an allocation; srun outside one --------------------------------
