@@ -117,13 +117,16 @@ static int load_mpi(char *why, size_t whylen) {
 
 /* This rank's node as Open MPI knows it. */
 static void my_node(struct jh_rec *me) {
-  char host[256] = "";
+  char host[JH_FIELD] = ""; /* host names: 64 bytes at most */
   if (gethostname(host, sizeof host - 1) < 0) strcpy(host, "localhost");
   const char *name = getenv("PMIX_HOSTNAME");
-  snprintf(me->name, sizeof me->name, "%s", name && *name ? name : host);
+  snprintf(me->name, sizeof me->name, "%.*s", JH_FIELD - 1,
+           name && *name ? name : host);
   /* "jobid.vpid;tcp://ADDR:PORT;...": the node's daemon */
   const char *uri = getenv("OMPI_MCA_orte_local_daemon_uri");
-  snprintf(me->id, sizeof me->id, "%s", uri && *uri ? uri : me->name);
+  /* (its start, "jobid.vpid", tells the nodes' daemons apart) */
+  snprintf(me->id, sizeof me->id, "%.*s", JH_FIELD - 1,
+           uri && *uri ? uri : me->name);
   const char *t = uri ? strstr(uri, "tcp://") : NULL;
   if (t) {
     t += 6;
