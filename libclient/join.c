@@ -5,16 +5,15 @@
  *
  * Each rank reads its place (rank, size, local rank and size, nodes) from
  * the launcher's environment. Global rank 0 starts `horarun --join KEY`,
- * which starts one horad per node as for any job (srun steps across the
- * nodes of a Slurm step; this machine alone otherwise). In join mode the
+ * which starts one horad per node as for any job (this machine alone; job
+ * steps on a Slurm step's nodes; elsewhere as horarun reaches hosts, on
+ * the hosts join_hosts.c learns). In join mode the
  * horads start no ranks: each writes, for every rank of its node, a file
  * with the job socket's name and the rank's token into the node's join
  * directory, $TMPDIR/hora-UID/join-KEY (private to the user, 0700). The
  * ranks wait for their file, then connect as horad's own ranks do. KEY
  * names the launcher's job (Slurm's job and step ids, Open MPI's job id,
- * torchrun's run id, master and attempt), the same on every rank of it.
- * Across hosts, the hosts come from the Slurm step (horarun reads it), or
- * from join_hosts.c. */
+ * torchrun's run id, master and attempt), the same on every rank of it. */
 #define HC_LOG_SUB HC_SUB_CLIENT
 #include <dlfcn.h>
 #include <errno.h>
@@ -325,8 +324,8 @@ int hl_join_reason(const struct hl_foreign *f, char *buf, size_t len) {
           "one node are consecutive: srun -m block, or torchrun's default)";
   else if (f->nodes > 1 && !strcmp(f->who, "an MPI launcher (PMI)"))
     why = "its ranks run on several hosts, and hora learns their hosts "
-          "from srun's step, from Open MPI or from torch's store (hora.torch "
-          "under torchrun), not from this launcher";
+          "from srun's step, from Open MPI or from torch's store (hora's "
+          "Python module under torchrun), not from this launcher";
   if (!why) return 0;
   snprintf(buf, len, "this process is rank %ld of %ld started by %s, not by "
            "horarun, and hora cannot join them into one job: %s. Start the "

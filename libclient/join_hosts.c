@@ -3,7 +3,7 @@
  * itself (horarun reads it); here the others.
  *
  *   HORA_JOIN_HOSTS   "HOST:N,..." in rank order, from whoever gathered
- *                     them (hora.torch does under torchrun, through
+ *                     them (hora's Python module does under torchrun, through
  *                     torch's store)
  *   Open MPI          MPI itself: each rank's node, gathered with
  *                     MPI_Allgather (libmpi.so.40, loaded at run time;

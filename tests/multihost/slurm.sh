@@ -9,7 +9,8 @@
 #           no ssh; a collective across the hosts; the step ends with it
 #   sbatch  the same from a batch script, its output read back
 #   srun -N2 -n4 it_coll: srun starts the ranks, which join one job (rank
-#           0 starts horarun --join; its horads start as steps)
+#           0 starts horarun --join; its horads start as steps); -n3
+#           --mpi=pmi2 (tasks 2,1); -m cyclic refused by every rank
 #   --launcher ssh in an allocation; srun outside one is a usage error
 # Needs root, namespaces and Slurm's daemons (Debian: slurmctld slurmd
 # slurm-client munge); without them it says why and is skipped.
@@ -81,6 +82,35 @@ left=$(for p in $(pgrep -f "horarun --join slurm-|horad --rendezvous"); do
   case "$(ps -o stat= -p "$p")" in Z*) ;; *) ps -o pid=,args= -p "$p" ;; esac
 done)
 [ -z "$left" ] || fail "srun's ranks: hora's processes left: $left"
+
+# uneven tasks (2 on h1, 1 on h2) with srun's PMI-2 variables around them
+mh_client timeout 120 env HORA_HORARUN="$HORARUN" srun -N2 -n3 --mpi=pmi2 \
+  --quiet "$T/it_coll" matrix -x 3 --marker=$MARK \
+  >"$MH_TMP/srunp.out" 2>"$MH_TMP/srunp.err"
+echo $? >"$MH_TMP/srunp.rc"
+echo "srun -N2 -n3 --mpi=pmi2 it_coll matrix" >"$MH_TMP/srunp.cmd"
+expect_rc srunp 0 &&
+  expect_count srunp out "^rank [0-2] of 3: [0-9]+ checks, 0 failures" 3 \
+    "srun -N2 -n3 --mpi=pmi2 (tasks 2,1): one job of 3"
+mh_assert_no_job_procs "$MARK"
+# srun -m cyclic: every rank refuses at once, saying why
+mh_client timeout 60 env HORA_HORARUN="$HORARUN" srun -N2 -n4 -m cyclic \
+  --quiet "$T/it_coll" matrix -x 4 --marker=$MARK \
+  >"$MH_TMP/srunc.out" 2>"$MH_TMP/srunc.err"
+echo $? >"$MH_TMP/srunc.rc"
+echo "srun -N2 -n4 -m cyclic it_coll matrix" >"$MH_TMP/srunc.cmd"
+expect_rc srunc nonzero &&
+  expect_count srunc out "did not give each node consecutive ranks" 4 \
+    "srun -m cyclic: each of the 4 ranks refuses, saying why"
+mh_assert_no_job_procs "$MARK"
+jd=${TMPDIR:-/tmp}/hora-$(id -u)
+n=0
+while ls "$jd" 2>/dev/null | grep -q "^join-slurm-" && [ $n -lt 50 ]; do
+  sleep 0.1
+  n=$((n + 1))
+done
+! ls "$jd" 2>/dev/null | grep -q "^join-slurm-" ||
+  fail "srun's ranks: join directories left in $jd: $(ls "$jd")"
 
 # ---- --launcher ssh in an allocation; srun outside one --------------------------------
 cat >"$S/ssh.sh" <<JOB
