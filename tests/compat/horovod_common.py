@@ -11,12 +11,14 @@ import tempfile
 
 def mpi_env_rank_and_size():
     """(rank, size) from the variables an MPI launcher sets (MPICH's PMI_*,
-    Open MPI's OMPI_COMM_WORLD_*), or srun's (SLURM_PROCID, SLURM_NTASKS:
-    ranks that srun started join one hora job); (0, 1) when there are none.
+    Open MPI's OMPI_COMM_WORLD_*), or srun's (SLURM_PROCID, SLURM_NTASKS)
+    or torchrun's (RANK, WORLD_SIZE): ranks those started join one hora
+    job; (0, 1) when there are none.
     Under horarun the tests read HOROVOD_RANK/HOROVOD_SIZE instead."""
     for r, s in (("PMI_RANK", "PMI_SIZE"),
                  ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-                 ("SLURM_PROCID", "SLURM_NTASKS")):
+                 ("SLURM_PROCID", "SLURM_NTASKS"),
+                 ("RANK", "WORLD_SIZE")):
         if r in os.environ and s in os.environ:
             return int(os.environ[r]), int(os.environ[s])
     return 0, 1

@@ -36,6 +36,9 @@
 #   LAUNCHER="srun" run_horovod_suite.sh FILE -n 2
 #   LAUNCHER="torchrun --no_python" run_horovod_suite.sh FILE --nproc_per_node 2
 #
+# (torch 1.13's torchrun on Python 3.11, Debian 12's, needs --redirects 1
+# --tee 1 besides: its default of 0 fails before it starts the ranks.)
+#
 # Environment: TIMEOUT (seconds per test, default 120), TESTS (an extended
 # regular expression: only the tests whose name matches), SHARD (I/N: only
 # every Nth test from the Ith, 1-based, of those chosen, so that N runs side
