@@ -38,7 +38,7 @@ HAVE_NCCL  := $(shell test -f $(CUDA_HOME)/include/nccl.h -o -f /usr/include/ncc
 
 ALL_CFLAGS := -std=c11 $(WARN) $(DEFS) -pthread -fPIC -Iinclude -Icommon -Iproto $(PKG_CFLAGS) $(CFLAGS)
 
-COMMON_SRC   := common/log.c common/err.c common/params.c common/scale.c common/reduce.c proto/msg.c
+COMMON_SRC   := common/log.c common/err.c common/params.c common/scale.c common/reduce.c common/files.c proto/msg.c
 NET_SRC      := proto/auth.c proto/conn.c
 DAEMON_SRC   := $(wildcard daemon/*.c daemon/*/*.c)
 LAUNCHER_SRC := $(wildcard launcher/*.c)

@@ -296,4 +296,16 @@ void hc_fmt(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 const char *hc_signal_name(int sig); /* "SIGKILL" */
 
+/* ---- join directories (files.c) ------------------------------------------ */
+/* Ranks that another launcher started find their way in to the job in
+ * DIR/hora-UID/join-KEY (libclient/join.c, daemon/spawn.c). */
+#define HC_JOIN_KEY_MAX 150
+/* 1 when key is a join key: 1 to HC_JOIN_KEY_MAX of [A-Za-z0-9._-], not
+ * starting with '.' (a file name part). */
+int hc_join_key_ok(const char *key);
+/* Makes dir (0700) when missing. 0, or -1 with why ("cannot create ...",
+ * "... is not a directory private to uid N (mode 0700)") when it is not a
+ * directory of this user that no one else may use. */
+int hc_private_dir(const char *dir, char *why, size_t whylen);
+
 #endif

@@ -507,8 +507,8 @@ int hd_local_all_back(const struct hd_job *job);
 /* Starts the new session of the local ranks (all back). */
 void hd_new_session(struct hd_job *job);
 /* Refuses the local ranks that are back (the new session cannot start). */
-void hd_local_drop_rejoins(struct hd_job *job);
-void hd_local_refuse_rejoins(struct hd_job *job, const char *why);
+/* why: what those waiting for a new session are told, or NULL */
+void hd_local_drop_rejoins(struct hd_job *job, const char *why);
 /* horarun announced a host update: every local rank's count (and the
  * count new segments start from) grows by one. */
 void hd_local_hosts_updated(struct hd_job *job);

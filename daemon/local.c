@@ -334,23 +334,17 @@ int hd_local_all_back(const struct hd_job *job) {
   return 1;
 }
 
-/* A rank's process ended after its goodbye: those waiting in hora_init()
- * for a new session are told, and so is any that comes later. */
-void hd_local_refuse_rejoins(struct hd_job *job, const char *why) {
+/* Those waiting in hora_init() for a new session: dropped, and told why
+ * when there is a why (a rank's process ended after its goodbye). */
+void hd_local_drop_rejoins(struct hd_job *job, const char *why) {
+  /* a host's ranks may be gone before this host's links were all up and
+   * its ranks spawned (RANK_GONE comes first) */
   for (int i = 0; job->ranks && i < job->nlocal; i++) {
     struct hd_conn *c = job->ranks[i].rejoin;
     if (!c) continue;
-    refuse(c, HORA_EPEERGONE, "no new session can start: %s", why);
+    if (why) refuse(c, HORA_EPEERGONE, "no new session can start: %s", why);
     drop_conn(c);
   }
-}
-
-void hd_local_drop_rejoins(struct hd_job *job) {
-  /* a host's ranks may be gone before this host's links were all up and
-   * its ranks spawned (RANK_GONE comes first) */
-  if (!job->ranks) return;
-  for (int i = 0; i < job->nlocal; i++)
-    if (job->ranks[i].rejoin) drop_conn(job->ranks[i].rejoin);
 }
 
 /* Every local rank has shut hora down and initialised it again (and,

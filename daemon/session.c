@@ -87,7 +87,7 @@ int hd_session_frame(struct hd_job *job, int from, const unsigned char *p,
 }
 
 void hd_session_cancel(struct hd_job *job) {
-  hd_local_drop_rejoins(job);
+  hd_local_drop_rejoins(job, NULL);
   if (job->sess_back) memset(job->sess_back, 0, job->desc.nhosts);
   job->sess_nback = 0;
 }

@@ -284,36 +284,19 @@ static int spawn_one(struct hd_job *job, struct hd_rank *r, const char *path) {
  * own ranks' files there, replacing any an earlier job of the key left:
  * the hosts of a job may share the directory (one machine, or TMPDIR on a
  * shared file system). 0, or -1 with why in err. */
-static int private_dir(const char *dir, int make, char *err, size_t len) {
-  if (make && mkdir(dir, 0700) < 0 && errno != EEXIST) {
-    hc_fmt(err, len, "cannot create %s: %s", dir, strerror(errno));
-    return -1;
-  }
-  struct stat st;
-  if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
-      st.st_uid != getuid() || (st.st_mode & 077)) {
-    hc_fmt(err, len, "%s is not a directory private to uid %u (mode 0700)",
-           dir, (unsigned)getuid());
-    return -1;
-  }
-  return 0;
-}
-
 static int join_dir_make(struct hd_job *job, const char *key, char *err,
                          size_t len) {
   const char *tmp = job_getenv(&job->desc, "TMPDIR");
   if (!tmp || tmp[0] != '/') tmp = "/tmp";
-  if (!*key || key[0] == '.' || strlen(key) > 150 ||
-      key[strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                      "0123456789._-")]) {
+  if (!hc_join_key_ok(key)) {
     hc_fmt(err, len, "the join key '%.160s' is not a file name part", key);
     return -1;
   }
   char base[4096];
   hc_fmt(base, sizeof base, "%s/hora-%u", tmp, (unsigned)getuid());
   hc_fmt(job->join_dir, sizeof job->join_dir, "%s/join-%s", base, key);
-  if (private_dir(base, 1, err, len) < 0 ||
-      private_dir(job->join_dir, 1, err, len) < 0) {
+  if (hc_private_dir(base, err, len) < 0 ||
+      hc_private_dir(job->join_dir, err, len) < 0) {
     job->join_dir[0] = '\0';
     return -1;
   }
@@ -379,7 +362,7 @@ static void joined_end(struct hd_rank *r, const char *why) {
   hc_debug("%s", msg);
   if (!r->gone || job->gone_rank < 0) hd_rank_left(r, msg);
   if (r->said_bye) /* gone for good: no new session can start */
-    hd_local_refuse_rejoins(job, msg);
+    hd_local_drop_rejoins(job, msg);
   maybe_report(r);
 }
 
@@ -574,7 +557,7 @@ int hd_spawn_reaped(struct hd_job *job, pid_t pid, int status) {
     describe_exit(r, msg, sizeof msg);
     hc_debug("%s", msg);
     if (!r->gone || job->gone_rank < 0) hd_rank_left(r, msg);
-    if (r->said_bye) hd_local_refuse_rejoins(job, msg);
+    if (r->said_bye) hd_local_drop_rejoins(job, msg);
     /* Failing what was pending may have taken a while (a million
      * operations): the output's grace counts from now, not from when
      * this loop iteration began, or it would end before the pipes were

@@ -372,9 +372,7 @@ static int apply(struct hr_opts *o, const struct match *m, const char *name,
     o->doctor = 1;
     return 0;
   case O_JOIN:
-    if (!*v || v[strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
-                           "XYZ0123456789._-")] || v[0] == '.' ||
-        strlen(v) > 150)
+    if (!hc_join_key_ok(v))
       return hr_usage_error("invalid %s value '%s': expected up to 150 "
                             "letters, digits, '.', '_' or '-', not starting "
                             "with '.'", name, v);

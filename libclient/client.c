@@ -138,14 +138,12 @@ static int map_segment(int memfd, uint64_t size) {
   return 0;
 }
 
-static int connect_daemon(const char *path, int rank, const char *token) {
-  hl.rank = rank;
+int hl_unix_connect(const char *path) {
   /* "@name" is a socket in Linux's abstract namespace (no file): its
    * address starts with a NUL byte and has no terminating one. */
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   size_t plen = strlen(path);
-  if (plen >= sizeof sa.sun_path)
-    return hl_error(HORA_EINVAL, "daemon socket path too long: %s", path);
+  if (plen >= sizeof sa.sun_path) return -ENAMETOOLONG;
   memcpy(sa.sun_path, path, plen);
   socklen_t salen = sizeof sa;
   if (path[0] == '@') {
@@ -156,9 +154,18 @@ static int connect_daemon(const char *path, int rank, const char *token) {
   if (s < 0 || connect(s, (struct sockaddr *)&sa, salen) < 0) {
     int e = errno;
     if (s >= 0) close(s);
-    return hl_error(HORA_EPEERGONE, "rank %d cannot connect to horad at %s: %s",
-                    hl.rank, path, strerror(e));
+    return -e;
   }
+  return s;
+}
+
+static int connect_daemon(const char *path, int rank, const char *token) {
+  hl.rank = rank;
+  int s = hl_unix_connect(path);
+  if (s < 0)
+    return hl_error(s == -ENAMETOOLONG ? HORA_EINVAL : HORA_EPEERGONE,
+                    "rank %d cannot connect to horad at %s: %s", hl.rank,
+                    path, strerror(-s));
   /* an abstract name anyone may bind once its horad is gone: only a horad
    * of this user gets the token */
   struct ucred cred;

@@ -96,6 +96,10 @@ extern struct hl_state hl;
 int hl_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hl_clear_error(void);
 
+/* client.c: a connected socket to the unix socket path ("@name": in the
+ * abstract namespace), or -errno */
+int hl_unix_connect(const char *path);
+
 /* arena.c */
 int hl_arena_init(void);
 void hl_arena_fini(void);

@@ -20,13 +20,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stddef.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,7 +45,7 @@ static long env_num(const char *name) {
 /* Keeps [A-Za-z0-9._-] of s, the rest as '_': a file name part. */
 static void key_add(char *key, size_t len, const char *s) {
   size_t n = strlen(key);
-  for (; s && *s && n + 1 < len && n < 150; s++) /* horarun's limit */
+  for (; s && *s && n + 1 < len && n < HC_JOIN_KEY_MAX; s++)
     key[n++] = ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
                 (*s >= '0' && *s <= '9') || *s == '.' || *s == '-')
                    ? *s
@@ -199,16 +197,10 @@ static int base_dir(char *out, size_t len) {
   const char *tmp = getenv("TMPDIR");
   if (!tmp || tmp[0] != '/') tmp = "/tmp";
   snprintf(out, len, "%s/hora-%u", tmp, (unsigned)getuid());
-  if (mkdir(out, 0700) < 0 && errno != EEXIST)
-    return hl_error(HORA_EIO, "cannot create %s: %s", out, strerror(errno));
-  struct stat st;
-  if (lstat(out, &st) < 0)
-    return hl_error(HORA_EIO, "cannot use %s: %s", out, strerror(errno));
-  if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
-      (st.st_mode & 077))
-    return hl_error(HORA_EIO, "%s is not a directory private to uid %u "
-                    "(mode 0700): remove it, or point TMPDIR elsewhere",
-                    out, (unsigned)getuid());
+  char why[4300];
+  if (hc_private_dir(out, why, sizeof why) < 0)
+    return hl_error(HORA_EIO, "%s: remove it, or point TMPDIR elsewhere",
+                    why);
   return 0;
 }
 
@@ -296,23 +288,22 @@ static int read_rank_file(const char *file, char *sock, size_t socklen,
   return 1;
 }
 
-/* Whether a horad listens on the abstract socket "@name": a file left by
- * an earlier job of the same key names one that is gone. */
+/* Whether a horad of this user listens at the socket: a file left by an
+ * earlier job of the same key names one that is gone, or a name someone
+ * else bound since (abstract names are anyone's to take). */
 static int socket_answers(const char *path) {
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  size_t n = strlen(path);
-  if (path[0] != '@' || n >= sizeof sa.sun_path) return 0;
-  memcpy(sa.sun_path, path, n);
-  sa.sun_path[0] = '\0';
-  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int s = hl_unix_connect(path);
   if (s < 0) return 0;
-  int ok = connect(s, (struct sockaddr *)&sa,
-                   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) == 0;
+  struct ucred cred;
+  socklen_t cl = sizeof cred;
+  int ours = getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 &&
+             cred.uid == getuid();
   close(s);
-  return ok;
+  return ours;
 }
 
-int hl_join_reason(const struct hl_foreign *f, char *buf, size_t len) {
+/* 0, or -1 with the reason hora cannot join f's ranks in buf. */
+static int join_reason(const struct hl_foreign *f, char *buf, size_t len) {
   const char *why = NULL;
   if (!f->key[0])
     why = "its variables do not name its job (Open MPI: PMIX_NAMESPACE)";
@@ -338,7 +329,7 @@ int hl_join_reason(const struct hl_foreign *f, char *buf, size_t len) {
 int hl_join(const struct hl_foreign *f, char *sock, size_t socklen,
             char *token, size_t toklen) {
   char why[700], base[4200], file[4400];
-  if (hl_join_reason(f, why, sizeof why) < 0)
+  if (join_reason(f, why, sizeof why) < 0)
     return hl_error(HORA_EINVAL, "%s", why);
   int rc = base_dir(base, sizeof base);
   if (rc < 0) return rc;

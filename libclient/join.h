@@ -16,8 +16,6 @@ struct hl_foreign {
 /* 1 and *f filled when this process is one of several ranks another
  * launcher started; 0 when not. */
 int hl_foreign_detect(struct hl_foreign *f);
-/* 0, or -1 with the reason hora cannot join f's ranks in buf. */
-int hl_join_reason(const struct hl_foreign *f, char *buf, size_t len);
 /* Joins the job of f's ranks (rank 0 starts horarun --join): the job
  * socket's name and this rank's token, or a HORA_E* error. */
 int hl_join(const struct hl_foreign *f, char *sock, size_t socklen,
@@ -27,17 +25,5 @@ int hl_join(const struct hl_foreign *f, char *sock, size_t socklen,
  * horarun -H (HORA_JOIN_HOSTS, or Open MPI's MPI_Allgather: collective,
  * every rank calls it); 0, or a HORA_E* error. */
 int hl_join_hosts(const struct hl_foreign *f, char *out, size_t len);
-/* A table of per-rank records, three strings each (the node's identity,
- * its name, its address), in rank order. */
-struct jh_rec_view {
-  const char *base;
-  size_t stride, field; /* bytes from one rank's record to the next; from
-                           one of its strings to the next */
-};
-/* "name:n,..." of the nodes in rank order, a node's address instead of its
- * name where two nodes share the name; -1 with why when a node's ranks
- * are not consecutive. */
-int hl_join_hosts_of(const struct jh_rec_view *v, long size, char *out,
-                     size_t len, char *why, size_t whylen);
 
 #endif

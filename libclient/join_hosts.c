@@ -30,12 +30,16 @@ struct jh_rec {
   char id[JH_FIELD], name[JH_FIELD], addr[JH_FIELD];
 };
 
-static const char *field(const struct jh_rec_view *v, long r, int which) {
-  return v->base + (size_t)r * v->stride + (size_t)which * v->field;
+/* A field of rank r's record: 0 its node's id, 1 its name, 2 its address */
+static const char *field(const struct jh_rec *v, long r, int which) {
+  return which == 0 ? v[r].id : which == 1 ? v[r].name : v[r].addr;
 }
 
-int hl_join_hosts_of(const struct jh_rec_view *v, long size, char *out,
-                     size_t len, char *why, size_t whylen) {
+/* "name:n,..." of the nodes in rank order, a node's address instead of
+ * its name where two nodes share the name; -1 with why when a node's
+ * ranks are not consecutive. */
+static int hosts_of(const struct jh_rec *v, long size, char *out, size_t len,
+                    char *why, size_t whylen) {
   size_t n = 0;
   out[0] = '\0';
   for (long r = 0; r < size;) {
@@ -169,8 +173,7 @@ static int hosts_by_mpi(const struct hl_foreign *f, char *out, size_t len,
              rc);
     return -1;
   }
-  struct jh_rec_view v = {(const char *)all, sizeof *all, JH_FIELD};
-  rc = hl_join_hosts_of(&v, f->size, out, len, why, whylen);
+  rc = hosts_of(all, f->size, out, len, why, whylen);
   free(all);
   return rc;
 }

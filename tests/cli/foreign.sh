@@ -137,6 +137,34 @@ launch ompi 2
 no_join_dirs "stale join directory"
 note "an earlier job's join files are replaced, not followed"
 
+# The same, its socket's name now bound by another user: not followed
+# either (a rank speaks only to its own user's horad)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1 &&
+  [ -x /usr/bin/python3 ]; then
+  setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind("\0hora-impostor-" + sys.argv[1]); s.listen(8)
+time.sleep(30)' $$ &
+  imp=$!
+  n=0
+  until grep -q "@hora-impostor-$$" /proc/net/unix || [ $n -ge 50 ]; do
+    sleep 0.1
+    n=$((n + 1))
+  done
+  grep -q "@hora-impostor-$$" /proc/net/unix || fail "the other user's socket did not come up"
+  mkdir -p "$base/join-ompi-sim$$"
+  chmod 700 "$base/join-ompi-sim$$"
+  for i in 0 1; do printf '@hora-impostor-%s\n%032d\n' $$ 0 >"$base/join-ompi-sim$$/rank.$i"; done
+  rm -f "$TMP"/out.* "$TMP"/err.*
+  launch ompi 2
+  kill $imp 2>/dev/null
+  wait $imp 2>/dev/null
+  [ "$rcs" = "0 0" ] || { show; fail "another user's socket in the join files: exit statuses $rcs"; }
+  no_join_dirs "another user's socket"
+  note "join files naming another user's socket are not followed"
+fi
+
 # A base directory others may write to is refused.
 mkdir -p "$TMP/open/hora-$(id -u)"
 chmod 777 "$TMP/open/hora-$(id -u)"
@@ -202,41 +230,7 @@ note "under horarun the variables change nothing"
 
 # Real launchers, where there are.
 PY=/usr/bin/python3
-cat >"$TMP/job.py" <<'PYEOF'
-import os, sys, time
-import numpy as np
-import hora
-hora.init()
-r, n = hora.rank(), hora.size()
-got = hora.allreduce(np.full(4, r + 1.0), op=hora.Sum)
-assert got.tolist() == [n * (n + 1) / 2] * 4, got
-hora.shutdown()
-hora.init()  # again, as Horovod's test suite does between tests
-assert (hora.rank(), hora.size()) == (r, n)
-print("rank %d of %d joined" % (r, n), flush=True)
-if os.environ.get("QUIT") == str(r):
-    hora.shutdown()
-    sys.exit(0)  # gone, while the others initialise hora again
-if os.environ.get("QUIT"):
-    hora.shutdown()
-    try:
-        hora.init()
-    except Exception as e:
-        print("rank %d: %s" % (r, e), flush=True)
-        sys.exit(2)
-    sys.exit(0)
-if os.environ.get("DIE") == str(r):
-    os._exit(3)
-if os.environ.get("DIE"):
-    time.sleep(0.5)
-    try:
-        hora.allreduce(np.ones(2), name="after")
-    except Exception as e:
-        print("rank %d: %s" % (r, e), flush=True)
-        sys.exit(2)
-    sys.exit(0)
-hora.shutdown()
-PYEOF
+job="$HORA_TOP/tests/python/workers/joined.py"
 have_numpy=no
 PYTHONPATH="$HORA_TOP/python" "$PY" -c "import numpy" 2>/dev/null && have_numpy=yes
 export PYTHONPATH="$HORA_TOP/python" HORA_LIBRARY="$BUILD/lib/libhora.so"
@@ -249,7 +243,7 @@ fi
 pyrun() { # mpirun-args...: mpirun of $PY job.py, sanitizers preloaded
   # shellcheck disable=SC2086
   timeout 60 mpirun $root --oversubscribe ${san:+-x "$san" -x ASAN_OPTIONS=detect_leaks=0} \
-    "$@" "$PY" "$TMP/job.py" >"$TMP/out.raw" 2>"$TMP/err"
+    "$@" "$PY" "$job" >"$TMP/out.raw" 2>"$TMP/err"
   _rc=$?
   # mpirun may glue two ranks' lines together ("...joinedrank 0 ...")
   sed 's/\([^ ]\)rank /\1\nrank /g' "$TMP/out.raw" >"$TMP/out"
@@ -290,7 +284,7 @@ if command -v torchrun >/dev/null 2>&1 && [ $have_numpy = yes ] &&
   # its default of 0 (no redirection)
   # shellcheck disable=SC2086
   env $san ${san:+ASAN_OPTIONS=detect_leaks=0} timeout 90 torchrun \
-    --nproc_per_node 3 --redirects 1 --tee 1 "$TMP/job.py" >"$TMP/out" 2>"$TMP/err"
+    --nproc_per_node 3 --redirects 1 --tee 1 "$job" >"$TMP/out" 2>"$TMP/err"
   rc=$?
   [ $rc = 0 ] && [ "$(grep -c "rank [0-2] of 3 joined" "$TMP/out")" = 3 ] ||
     fail "torchrun --nproc_per_node 3: exit $rc"

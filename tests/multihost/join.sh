@@ -68,20 +68,6 @@ say "cyclic: $(grep -c "not next to each other" "$MH_TMP/cyclic.out") ranks refu
 PY=/usr/bin/python3
 TR=$(command -v torchrun || true)
 if [ -n "$TR" ] && "$(head -n 1 "$TR" | sed 's/^#!//')" -c "import torch, numpy" 2>/dev/null; then
-  cat >"$MH_TMP/job.py" <<'PYEOF'
-import os, sys
-import numpy as np
-import hora
-hora.init()
-r, n = hora.rank(), hora.size()
-got = hora.allreduce(np.full(4, r + 1.0), op=hora.Sum)
-assert got.tolist() == [n * (n + 1) / 2] * 4, got
-hora.shutdown()
-hora.init()
-print("rank %d of %d joined on %s, local %d of %d" % (
-    r, n, os.uname().nodename, hora.local_rank(), hora.local_size()), flush=True)
-hora.shutdown()
-PYEOF
   port=29577
   for k in 0 1; do
     # --redirects/--tee 1: torch 1.13's torchrun fails on Python 3.11 with
@@ -91,7 +77,7 @@ PYEOF
       HORA_LIBRARY="$BUILD/lib/libhora.so" HORA_HORARUN="$HORARUN" \
       timeout 120 "$TR" --nnodes 2 --node_rank $k --nproc_per_node 2 \
       --master_addr h1 --master_port $port --redirects 1 --tee 1 \
-      "$MH_TMP/job.py" >"$MH_TMP/tr$k.out" 2>"$MH_TMP/tr$k.err" &
+      "$HORA_TOP/tests/python/workers/joined.py" >"$MH_TMP/tr$k.out" 2>"$MH_TMP/tr$k.err" &
     eval "trpid$k=\$!"
   done
   # shellcheck disable=SC2154

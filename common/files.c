@@ -1,0 +1,33 @@
+/* files.c -- the join directories' rules, the same for the ranks (libhora)
+ * and horad. */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common.h"
+
+int hc_join_key_ok(const char *key) {
+  size_t n = strlen(key);
+  return n && n <= HC_JOIN_KEY_MAX && key[0] != '.' &&
+         !key[strspn(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
+                          "XYZ0123456789._-")];
+}
+
+int hc_private_dir(const char *dir, char *why, size_t whylen) {
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+    hc_fmt(why, whylen, "cannot create %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (lstat(dir, &st) < 0) {
+    hc_fmt(why, whylen, "cannot use %s: %s", dir, strerror(errno));
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077)) {
+    hc_fmt(why, whylen, "%s is not a directory private to uid %u (mode 0700)",
+           dir, (unsigned)getuid());
+    return -1;
+  }
+  return 0;
+}
