@@ -91,16 +91,20 @@ const struct hc_param hc_params[] = {
      "entries", 0},
     {"hierarchical_allreduce", "HORA_HIERARCHICAL_ALLREDUCE",
      "HOROVOD_HIERARCHICAL_ALLREDUCE", "--hierarchical-allreduce", HC_P_BOOL,
-     "0",
-     "Horovod's hierarchical allreduce; hora's allreduce is hierarchical "
-     "anyway (reduce on the host, then a ring between hosts); for Adasum, "
-     "1 averages each host's ranks and runs the tree over the hosts, 0 "
-     "runs it over all ranks",
+     "",
+     "Horovod's hierarchical allreduce. Unset or 1: hierarchical (each "
+     "host's ranks reduced there, then a ring of hosts); given as 0: one "
+     "flat ring over every rank, which sends more between hosts when a "
+     "host has several ranks. For Adasum, 1 averages each host's ranks "
+     "and runs the tree over the hosts; otherwise the tree is over all "
+     "ranks",
      NULL, 0},
     {"hierarchical_allgather", "HORA_HIERARCHICAL_ALLGATHER",
      "HOROVOD_HIERARCHICAL_ALLGATHER", "--hierarchical-allgather", HC_P_BOOL,
-     "0", "Horovod's hierarchical allgather; passed to the ranks, not used "
-     "by hora",
+     "",
+     "Horovod's hierarchical allgather. Unset or 1: hierarchical (each "
+     "host's block straight to every other host); given as 0: round a "
+     "flat ring, each host sending to the next one only",
      NULL, 0},
     {"torus_allreduce", "HORA_TORUS_ALLREDUCE", "HOROVOD_TORUS_ALLREDUCE",
      "--torus-allreduce", HC_P_BOOL, "0",

@@ -466,6 +466,24 @@ static inline int hd_gone_status(const struct hd_job *job) {
                                               : HORA_EPEERGONE;
 }
 
+/* Allreduce across hosts as one flat ring over every member (hosts'
+ * members consecutive), not hierarchically (a ring of hosts, each host's
+ * members reduced first): only when hierarchical_allreduce was given as 0.
+ * Unset, hora's allreduce is hierarchical; Adasum reads the value alone. */
+static inline int hd_flat_allreduce(const struct hd_job *job) {
+  return hk_given(&job->knobs, hierarchical_allreduce) &&
+         hk_int(&job->knobs, hierarchical_allreduce) == 0;
+}
+
+/* Allgather across hosts round a ring (each host sends to the next one
+ * only: its members' blocks, then the others' as they come), not
+ * hierarchically (each host's block straight to every other host): only
+ * when hierarchical_allgather was given as 0. */
+static inline int hd_flat_allgather(const struct hd_job *job) {
+  return hk_given(&job->knobs, hierarchical_allgather) &&
+         hk_int(&job->knobs, hierarchical_allgather) == 0;
+}
+
 /* The name of this host in the job's messages: as horarun calls it, or
  * its own. */
 static inline const char *hd_here(const struct hd_job *job) {

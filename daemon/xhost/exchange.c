@@ -8,7 +8,13 @@
  *  - allgather: the local members' inputs are copied into every local
  *    output (W, the first local member's output, among them); this
  *    host's block of W goes to every other host; what they send is copied
- *    into W and every other local output as it arrives.
+ *    into W and every other local output as it arrives. Flat
+ *    (hd_flat_allgather): this host's block goes to the next host only,
+ *    and what comes from the previous one (each frame naming the host
+ *    whose block it carries, in its step's high bits) is sent on to the
+ *    next from W, unless the next host is its origin; a host that keeps
+ *    no W sends on a copy. The operation ends once every origin's last
+ *    frame came, an empty one too.
  *  - reducescatter: the local members' inputs are reduced into W (this
  *    daemon's memory, in a wider type where one host's result would be:
  *    64-bit sums for an integer AVERAGE, float32 for float16/bfloat16
@@ -62,6 +68,7 @@
 #define XC_PIECE (128u << 10)  /* read once, written to several outputs */
 #define HD_XC_LOCAL_MAX 64 /* outputs written from one read (more: again) */
 #define XC_LAST 1u            /* XDATA step: the last frame of a message */
+#define XC_ORIGIN_SHIFT 8     /* flat allgather: step's bits 8.. the origin */
 #define XC_UNKNOWN UINT64_MAX /* want[k]: known at the last frame / header */
 #define XC_JOINED (-1)        /* alltoall header: that source has joined */
 
@@ -80,6 +87,7 @@ struct xc_send {
   const unsigned char *p;
   uint64_t n;
   int done;
+  unsigned char *own; /* a copy the frame is sent from, freed with it */
 };
 
 struct xc_range { /* bytes [off, off + n) from host position k, staged */
@@ -110,6 +118,10 @@ struct hd_xcoll {
   unsigned char **shdr;    /* alltoall: the header sent to each host */
   unsigned char **rhdr;    /* alltoall: the header from each host */
   int sink;                /* allgather: every local member joined */
+  int flat;                /* allgather round a ring (hd_flat_allgather):
+                              frames from the previous host only, each
+                              naming its origin, sent on to the next */
+  int nlast;               /* flat: origins whose last frame came */
   char bad[HP_MSG_MAX + 1]; /* the operation fails with this once all is in */
   int bad_rc;
   struct xc_early *early;
@@ -148,6 +160,7 @@ static void release_buffers(struct hd_xcoll *x) {
   while (x->sends) { /* none pending: no callback will come */
     struct xc_send *f = x->sends;
     x->sends = f->next;
+    free(f->own);
     free(f);
   }
   x->nstaged = 0;
@@ -208,10 +221,12 @@ static void on_sent(void *arg, int status) {
 }
 
 /* Sends n bytes at p to host position k, in frames (at least one), as
- * the bytes at offset `at` of what goes there; `last`: they end it (the
- * last frame is marked). -1: out of memory. */
-static int send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
-                      uint64_t n, uint64_t at, int last) {
+ * the bytes at offset `at` of what goes there (of host position `origin`'s
+ * block, flat); `last`: they end it (the last frame is marked). `own`: a
+ * copy p lies in, freed once sent. -1: out of memory. */
+static int send_from(struct hd_xcoll *x, int k, const unsigned char *p,
+                     uint64_t n, uint64_t at, int last, int origin,
+                     unsigned char *own) {
   struct hd_job *job = x->c->job;
   uint64_t off = 0;
   do {
@@ -221,10 +236,15 @@ static int send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
                              .seq = x->seq,
                              .offset = at + off,
                              .step = last && off + len == n ? XC_LAST : 0};
+    if (x->flat) h.step |= (uint32_t)origin << XC_ORIGIN_SHIFT;
     hp_xdata_frame_hdr(hdr, &h, (uint32_t)len);
     struct xc_send *f = calloc(1, sizeof *f);
-    if (!f) return -1;
-    *f = (struct xc_send){x->sends, x, p + off, len, 0};
+    if (!f) {
+      free(own);
+      return -1;
+    }
+    *f = (struct xc_send){x->sends, x, p + off, len, 0,
+                          off + len == n ? own : NULL};
     x->sends = f;
     x->pending++;
     if (job->link->send(job, x->c->hosts[k], hdr, sizeof hdr, p + off, len,
@@ -236,6 +256,38 @@ static int send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
     off += len;
   } while (off < n);
   return 0;
+}
+
+static int send_bytes(struct hd_xcoll *x, int k, const unsigned char *p,
+                      uint64_t n, uint64_t at, int last) {
+  return send_from(x, k, p, n, at, last, x->c->me, NULL);
+}
+
+/* Flat: the host position frames come from, and the one they go on to. */
+static int ring_prev(const struct hd_comm *c) {
+  return (c->me + c->nhosts - 1) % c->nhosts;
+}
+static int ring_next(const struct hd_comm *c) {
+  return (c->me + 1) % c->nhosts;
+}
+
+/* The host position whose data a frame from host position `from` holds:
+ * the sender's own, or, flat, the origin it names (the sender must be the
+ * previous host). -1 (why says so) when that cannot be. */
+static int origin_of(const struct hd_xcoll *x, int from,
+                     const struct hp_xdata_hdr *h, char *why, size_t whylen) {
+  const struct hd_comm *c = x->c;
+  if (!x->flat) return from;
+  uint32_t o = h->step >> XC_ORIGIN_SHIFT;
+  if (from == ring_prev(c) && o < (uint32_t)c->nhosts && (int)o != c->me)
+    return (int)o;
+  char name[300];
+  hd_host_name(c->job, c->hosts[from], name, sizeof name);
+  hc_fmt(why, whylen, "allgather (decision %llu): a frame from %s of host "
+         "position %u's data, where only the previous host's frames of the "
+         "others' data belong (a flat ring)", (unsigned long long)x->seq,
+         name, o);
+  return -1;
 }
 
 /* Whether n bytes at p overlap a frame not yet taken by the sockets. */
@@ -342,7 +394,9 @@ static int start_allgather_joined(struct hd_xcoll *x) {
     x->want[k] = k == c->me ? 0 : XC_UNKNOWN;
   static const unsigned char none[1];
   for (int k = 0; k < c->nhosts; k++)
-    if (k != c->me && send_bytes(x, k, none, 0, 0, 1) < 0) return -1;
+    if (k != c->me && (!x->flat || k == ring_next(c)) &&
+        send_bytes(x, k, none, 0, 0, 1) < 0)
+      return -1;
   return 0;
 }
 
@@ -397,7 +451,8 @@ static int start_allgather(struct hd_xcoll *x) {
   free(off);
   free(dst);
   for (int k = 0; k < c->nhosts; k++)
-    if (k != c->me && send_bytes(x, k, x->w + mlo, mhi - mlo, 0, 1) < 0)
+    if (k != c->me && (!x->flat || k == ring_next(c)) &&
+        send_bytes(x, k, x->w + mlo, mhi - mlo, 0, 1) < 0)
       return -1;
   return 0;
 }
@@ -937,7 +992,24 @@ static int take(struct hd_xcoll *x, int k, const struct hp_xdata_hdr *h,
     if (len) hc_reduce(dst, 1, src, 2, len / x->wes, x->wdtype, x->wop, 0);
   }
   }
+  /* flat: what came from the previous host goes on round the ring, from
+   * W (where it now is) or, on a host that keeps none, from a copy */
+  if (x->flat && k != ring_next(c)) {
+    unsigned char *own = NULL;
+    const unsigned char *from = x->sink ? data : x->w + x->base[k] + h->offset;
+    if (x->sink && len && !(own = malloc(len))) {
+      hc_fmt(why, whylen, "out of memory");
+      return -1;
+    }
+    if (own) from = memcpy(own, data, len);
+    if (send_from(x, ring_next(c), from, len, h->offset, h->step & XC_LAST, k,
+                  own) < 0) {
+      hc_fmt(why, whylen, "out of memory");
+      return -1;
+    }
+  }
   x->got[k] += len;
+  if (h->step & XC_LAST) x->nlast++;
   if (!(h->step & XC_LAST) || x->got[k] == x->want[k]) return 0;
   /* the sender's message ends here */
   if (x->want[k] == XC_UNKNOWN && t->meta.coll == HORA_COLL_ALLGATHER) {
@@ -982,8 +1054,10 @@ static int take_early(struct hd_xcoll *x, char *why, size_t whylen) {
       pp = &e->next;
       continue;
     }
-    int rc = take(x, e->from, &e->h, e->payload + HP_XDATA_HDR_LEN, e->len,
-                  why, whylen);
+    int k = origin_of(x, e->from, &e->h, why, whylen);
+    int rc = k < 0 ? -1
+                   : take(x, k, &e->h, e->payload + HP_XDATA_HDR_LEN, e->len,
+                          why, whylen);
     drop_early(x, pp);
     if (rc < 0) {
       hc_error("%s", why);
@@ -994,6 +1068,9 @@ static int take_early(struct hd_xcoll *x, char *why, size_t whylen) {
 }
 
 static int all_in(const struct hd_xcoll *x) {
+  /* flat: every origin's last frame, an empty one too, since a host
+   * further on may not know that it is empty */
+  if (x->flat && x->nlast < x->c->nhosts - 1) return 0;
   for (int k = 0; k < x->c->nhosts; k++)
     if (x->got[k] < x->want[k]) return 0;
   return 1;
@@ -1045,9 +1122,14 @@ int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
     x->es = hora_dtype_size(t->meta.dtype);
     x->wes = x->es;
     x->sink = 0;
+    x->flat = t->meta.coll == HORA_COLL_ALLGATHER && hd_flat_allgather(job);
+    x->nlast = 0;
     x->bad[0] = '\0';
     memset(x->got, 0, (size_t)c->nhosts * sizeof *x->got);
     memset(x->want, 0, (size_t)c->nhosts * sizeof *x->want);
+    if (x->flat)
+      hc_debug("allgather '%s': round a ring of %d hosts, to host position "
+               "%d", t->name, c->nhosts, ring_next(c));
     int rc = t->meta.coll == HORA_COLL_ALLGATHER   ? start_allgather(x)
              : t->meta.coll == HORA_COLL_ALLTOALL  ? start_alltoall(x)
              : t->meta.coll == HORA_COLL_ALLREDUCE ? start_adasum(x)
@@ -1094,6 +1176,9 @@ void *hd_xcoll_place(struct hd_job *job, int from, const unsigned char *pre,
   for (int i = 0; i < c->nhosts; i++)
     if (c->hosts[i] == from) k = i;
   uint64_t n = len - HP_XDATA_HDR_LEN;
+  char why[8];
+  if (k >= 0 && k != c->me && x->active && h.seq == x->seq)
+    k = origin_of(x, k, &h, why, sizeof why);
   if (k < 0 || k == c->me || !x->active || h.seq != x->seq ||
       h.offset != x->got[k] ||
       (x->want[k] != XC_UNKNOWN && n > x->want[k] - x->got[k]))
@@ -1135,7 +1220,8 @@ int hd_xcoll_data(struct hd_job *job, int from, unsigned char *payload,
   if (x->active && h.seq == x->seq) {
     /* placed: the data are where hd_xcoll_place() said (take() copies
      * only what has to go further) */
-    if (take(x, k, &h, placed ? placed : payload + HP_XDATA_HDR_LEN, n, why,
+    if ((k = origin_of(x, k, &h, why, whylen)) < 0 ||
+        take(x, k, &h, placed ? placed : payload + HP_XDATA_HDR_LEN, n, why,
              whylen) < 0)
       return -1;
     if (all_in(x) && !x->pending) {

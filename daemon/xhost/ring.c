@@ -1,5 +1,5 @@
-/* ring.c -- allreduce and broadcast across hosts: hierarchical by
- * construction.
+/* ring.c -- allreduce and broadcast across hosts: hierarchical unless a
+ * flat ring is asked for (hd_flat_allreduce; see below).
  *
  * A tensor is cut into pieces (at most XH_PIECE_MAX bytes, never across a
  * staging chunk) and up to XH_WINDOW pieces are in flight at once, so
@@ -24,7 +24,19 @@
  * what arrives is widened into W (the reduce-scatter adds it there). The
  * host that completes a segment rounds its own W to what it sends, so
  * every host ends with the same bits. DATA that arrives for a piece (or an
- * operation) not started yet waits in a queue until it is. */
+ * operation) not started yet waits in a queue until it is.
+ *
+ * Flat: the ring's positions are the members, not the hosts (n of them,
+ * this host's the k from a, adjacent in member order), and a piece has n
+ * segments. A true ring of members moves segment g from position g round
+ * to g - 1 (reduce-scatter), adding each position's input, then round
+ * again (allgather). The daemon plays its k positions in W: a hop between
+ * them is a reduction in place, so it sends only from its last position
+ * and receives only into its first, and what arrives in step s leaves in
+ * step s + k. Its first k sends are segments that start here (a + i: the
+ * sum of members i..k-1); a segment that ends here (at a + j, arriving in
+ * step n - 2 - j) takes the sum of members 0..j alone, read from their
+ * inputs again. With k = 1 this is the ring of hosts above. */
 #define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +85,10 @@ struct hd_xop {
   int in_step;
   uint64_t seq; /* of the running (or last) operation */
   int n, me, next, prev, root_host;
+  /* The ring's positions: n of them, this host's [a, a + k). Hosts
+   * (hierarchical): n hosts, a = me, k = 1. Flat: every member a position
+   * (member order, so each host's are consecutive), k its members. */
+  int a, k, flat;
   uint64_t es, chunk_elems, piece_elems, ppc, nchunks, npieces;
   uint64_t wes; /* bytes per element of W */
   uint64_t nes; /* bytes per element on the wire: wes, or 2 (WIRE16) */
@@ -119,14 +135,15 @@ static void seg_range(uint64_t cnt, int n, int s, uint64_t *lo,
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
-/* The segment sent / received in ring step s. */
+/* The segment this host sends in ring step s (from its last position,
+ * a + k - 1) and the one it receives (into its first, a). */
 static int send_seg(const struct hd_xop *x, int s) {
-  return s < x->n - 1 ? mod(x->me - s, x->n)
-                      : mod(x->me + 1 - (s - (x->n - 1)), x->n);
+  int b = x->a + x->k - 1;
+  return s < x->n - 1 ? mod(b - s, x->n) : mod(b + 1 - (s - (x->n - 1)), x->n);
 }
 static int recv_seg(const struct hd_xop *x, int s) {
-  return s < x->n - 1 ? mod(x->me - s - 1, x->n)
-                      : mod(x->me - (s - (x->n - 1)), x->n);
+  return s < x->n - 1 ? mod(x->a - 1 - s, x->n)
+                      : mod(x->a - (s - (x->n - 1)), x->n);
 }
 
 /* Where local rank i's data for elements [off, ...) of tensor t are (of
@@ -289,6 +306,29 @@ static int ring_dtype(const struct hd_xop *x) {
                                  : x->t->meta.dtype;
 }
 
+/* W's elements [lo, lo + cnt) of the piece in sl: the sum (in W's type)
+ * of local members i0..i1 - 1's inputs, prescaled already. */
+static void local_sum(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl,
+                      uint64_t lo, uint64_t cnt, int i0, int i1) {
+  uint64_t toff, n, woff;
+  FOR_SEGMENTS(x, sl->off + lo, cnt, j, toff, n, woff) {
+    struct hd_tensor *tj = x->tv[j];
+    const void *src[256];
+    int ns = 0;
+    if (x->nt > 1) HD_TL_HOOK(job, hd_tl_act_(tj, "MEMCPY_IN_FUSION_BUFFER"));
+    for (int i = i0; i < i1 && ns < 256; i++)
+      src[ns++] = part_of(x, tj, i, toff);
+    void *dst[1] = {sl->buf + (lo + woff) * x->wes};
+    if (x->wide == WIDE_INT)
+      widen_sum(dst[0], src, ns, n, tj->meta.dtype);
+    else if (x->wide == WIDE_FLOAT)
+      widen_float(dst[0], src, ns, n, tj->meta.dtype, tj->meta.op);
+    else if (ns > 1 || dst[0] != src[0])
+      hc_reduce(dst, 1, src, ns, n, tj->meta.dtype, ring_op(tj), 0);
+    if (x->nt > 1) HD_TL_HOOK(job, hd_tl_act_end_(tj));
+  }
+}
+
 /* ---- sending --------------------------------------------------------------
  */
 
@@ -319,8 +359,8 @@ static void send_step(struct hd_job *job, struct hd_xop *x,
     float *w = (float *)(sl->buf + lo * x->wes);
     wire_narrow((uint16_t *)(sl->nb + lo * x->nes), w, len,
                 x->t->meta.dtype);
-    /* the segment this host completed: W becomes what the others get */
-    if (step == x->n - 1)
+    /* a segment this host completed: W becomes what the others get */
+    if (step >= x->n - 1 && step < x->n - 1 + x->k)
       wire_widen(w, sl->nb + lo * x->nes, len, x->t->meta.dtype);
     from = sl->nb + lo * x->nes;
   }
@@ -399,6 +439,12 @@ static int take_step(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl,
   unsigned char *w = sl->buf + lo * x->wes;
   int last;
   if (t->meta.coll == HORA_COLL_ALLREDUCE) {
+    /* Flat: a segment that ends on one of this host's positions a + j
+     * (j = n - 2 - step) takes the sum of positions a..a + j alone; W
+     * held the others' part (sent on already) or all of this host's. */
+    int j = x->n - 2 - (int)step;
+    if (x->flat && j >= 0 && j < x->k - 1)
+      local_sum(job, x, sl, lo, cnt, 0, j + 1);
     if (x->nes < x->wes && (int)step < x->n - 1) {
       wire_fold((float *)w, data, cnt, t->meta.dtype, ring_op(t));
     } else if (x->nes < x->wes) {
@@ -412,7 +458,9 @@ static int take_step(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl,
     }
     sl->recvd++;
     last = sl->recvd == 2 * (x->n - 1);
-    if (!last) send_step(job, x, sl, (int)step + 1);
+    /* what came into position a leaves from a + k - 1, k steps on */
+    if ((int)step + x->k < 2 * (x->n - 1))
+      send_step(job, x, sl, (int)step + x->k);
   } else {
     if (step != 0) {
       hc_fmt(why, whylen, "broadcast step %u", step);
@@ -491,29 +539,27 @@ static void start_piece(struct hd_job *job, struct hd_xop *x, uint64_t p) {
    * several of them). */
   sl->buf = part_of(x, t, 0, sl->off);
   if (t->meta.coll == HORA_COLL_ALLREDUCE) {
-    if (x->wide || x->nt > 1) sl->buf = sl->w;
+    /* flat: the members' inputs are read again (local_sum in take_step),
+     * so W is never one of them */
+    if (x->wide || x->nt > 1 || x->flat) sl->buf = sl->w;
     uint64_t toff, n, woff;
     FOR_SEGMENTS(x, sl->off, sl->cnt, j, toff, n, woff) {
       struct hd_tensor *tj = x->tv[j];
-      const void *src[256];
-      int ns = 0;
-      if (x->nt > 1)
-        HD_TL_HOOK(job, hd_tl_act_(tj, "MEMCPY_IN_FUSION_BUFFER"));
-      for (int i = 0; i < x->c->nlocal && ns < 256; i++) {
+      for (int i = 0; i < x->c->nlocal; i++)
         if (!tj->part[i].joined)
           hd_scale_buf(tj, part_of(x, tj, i, toff), n, 1);
-        src[ns++] = part_of(x, tj, i, toff);
-      }
-      void *dst[1] = {sl->buf + woff * x->wes};
-      if (x->wide == WIDE_INT)
-        widen_sum(dst[0], src, ns, n, tj->meta.dtype);
-      else if (x->wide == WIDE_FLOAT)
-        widen_float(dst[0], src, ns, n, tj->meta.dtype, tj->meta.op);
-      else if (ns > 1 || dst[0] != src[0])
-        hc_reduce(dst, 1, src, ns, n, tj->meta.dtype, ring_op(tj), 0);
-      if (x->nt > 1) HD_TL_HOOK(job, hd_tl_act_end_(tj));
     }
-    send_step(job, x, sl, 0);
+    /* The first k steps send what this host alone holds: segment a + i
+     * (i > 0) the sum of positions a + i..a + k - 1, as a flat ring's
+     * step k - 1 - i would; every other segment all of its positions. */
+    if (!x->flat) local_sum(job, x, sl, 0, sl->cnt, 0, x->c->nlocal);
+    for (int g = 0; x->flat && g < x->n; g++) {
+      int i = mod(g - x->a, x->n); /* g starts at position g: a + i */
+      uint64_t lo, len;
+      seg_range(sl->cnt, x->n, g, &lo, &len);
+      local_sum(job, x, sl, lo, len, i < x->k ? i : 0, x->k);
+    }
+    for (int s = 0; s < x->k; s++) send_step(job, x, sl, s);
   } else if (x->root_host == x->me) {
     for (int i = 0; i < x->c->nlocal; i++)
       if (hd_is_root(t, i)) sl->buf = part_of(x, t, i, sl->off);
@@ -586,6 +632,17 @@ static int start_op(struct hd_job *job, struct hd_xop *x,
   x->me = c->me;
   x->next = (x->me + 1) % x->n;
   x->prev = (x->me + x->n - 1) % x->n;
+  x->a = x->me;
+  x->k = 1;
+  x->flat = t->meta.coll == HORA_COLL_ALLREDUCE && hd_flat_allreduce(job) &&
+            c->size > c->nhosts && c->host_n[c->me] == c->nlocal;
+  if (x->flat) {
+    x->n = c->size;
+    x->a = c->host_first[c->me];
+    x->k = c->nlocal;
+    hc_debug("allreduce '%s': a flat ring of %d members, positions %d-%d "
+             "here", t->name, x->n, x->a, x->a + x->k - 1);
+  }
   x->next_host = c->hosts[x->next];
   x->prev_host = c->hosts[x->prev];
   x->root_host = -1;
@@ -888,6 +945,7 @@ uint32_t hd_star_bytes(const struct hd_job *job, int coll, int dtype, int op,
                        uint64_t count, int wire16) {
   uint64_t most = (uint64_t)HC_MAX(0, hk_int(&job->knobs, small_allreduce));
   if (coll != HORA_COLL_ALLREDUCE || op == HORA_ADASUM || wire16 ||
+      hd_flat_allreduce(job) ||
       count == 0 || (unsigned)dtype >= HORA_DTYPE_COUNT ||
       count * hora_dtype_size(dtype) > most)
     return 0;
