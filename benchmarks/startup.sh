@@ -25,8 +25,7 @@ RUNS=${RUNS:-15}
 need "$HORARUN" "$HORAD"
 mh_setup 3
 key=$MH_TMP/cluster.key
-openssl rand -hex 32 >"$key"
-chmod 600 "$key"
+mh_key_file "$key"
 port=17972
 allow=""
 [ "$(id -u)" = 0 ] && allow=--allow-root

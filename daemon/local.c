@@ -416,12 +416,9 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
   }
   if (r->said_bye && r->gone && !r->rejoin && !r->conn && !r->broken) {
     for (int i = 0; i < job->nlocal; i++) {
-      struct hd_rank *o = &job->ranks[i];
-      if (!o->reaped) continue;
-      char msg[HP_MSG_MAX + 1];
-      hc_fmt(msg, sizeof msg, "no new session can start: rank %d on host %s "
-             "has ended", o->info.rank, hd_here(job));
-      refuse(c, HORA_EPEERGONE, "%s", msg);
+      if (!job->ranks[i].reaped) continue;
+      refuse(c, HORA_EPEERGONE, "no new session can start: rank %d on host "
+             "%s has ended", job->ranks[i].info.rank, hd_here(job));
       return -1;
     }
     /* hora_init() after hora_shutdown(): collective, as in Horovod. The

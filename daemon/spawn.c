@@ -416,13 +416,20 @@ static void join_missing(struct hd_job *job, const char *why) {
   }
 }
 
+/* How long joined ranks have for their first hello: the start timeout,
+ * 30 s when it is 0 (never forever: the ranks are not ours to see fail;
+ * libhora's ranks wait as long for their files). */
+static long join_timeout_s(const struct hd_job *job) {
+  long t = hk_int(&job->knobs, start_timeout);
+  return t > 0 ? t : 30;
+}
+
 static void on_join_timer(uv_timer_t *t) {
   struct hd_job *job = t->data;
   char why[300];
-  long secs = hk_int(&job->knobs, start_timeout);
   hc_fmt(why, sizeof why, "did not join the job within %ld s of its start "
          "(HORA_START_TIMEOUT): its launcher did not start it, or it ended "
-         "before hora_init", secs > 0 ? secs : 30);
+         "before hora_init", join_timeout_s(job));
   join_missing(job, why);
 }
 
@@ -453,10 +460,8 @@ static void join_all(struct hd_job *job, const char *key) {
     return;
   }
   hc_debug("join mode: the ranks' way in is in %s", job->join_dir);
-  /* never forever: the ranks are not ours to see fail */
-  long t = hk_int(&job->knobs, start_timeout);
   uv_timer_start(&job->join_timer, on_join_timer,
-                 (uint64_t)(t > 0 ? t : 30) * 1000, 0);
+                 (uint64_t)join_timeout_s(job) * 1000, 0);
 }
 
 int hd_spawn_all(struct hd_job *job) {

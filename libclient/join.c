@@ -87,6 +87,7 @@ static int slurm_tasks(const char *spec, long node, long *count,
 static int by_torchrun(struct hl_foreign *f) {
   if (!getenv("LOCAL_RANK") || (f->size = env_num("WORLD_SIZE")) < 0)
     return 0;
+  f->kind = HL_TORCHRUN;
   f->who = "torchrun";
   f->rank = env_num("RANK");
   f->local_rank = env_num("LOCAL_RANK");
@@ -110,6 +111,7 @@ static int by_torchrun(struct hl_foreign *f) {
 
 static int by_ompi(struct hl_foreign *f) {
   if ((f->size = env_num("OMPI_COMM_WORLD_SIZE")) < 0) return 0;
+  f->kind = HL_OMPI;
   f->who = "mpirun (Open MPI)";
   f->rank = env_num("OMPI_COMM_WORLD_RANK");
   f->local_rank = env_num("OMPI_COMM_WORLD_LOCAL_RANK");
@@ -134,6 +136,7 @@ static int by_srun(struct hl_foreign *f) {
   if (getenv("PMI_RANK") && (env_num("PMI_RANK") != f->rank ||
                              env_num("PMI_SIZE") != f->size))
     return 0; /* an MPI launcher of its own inside the step (hydra) */
+  f->kind = HL_SRUN;
   f->who = "srun";
   f->local_rank = env_num("SLURM_LOCALID");
   long node = env_num("SLURM_NODEID"), before = 0, count = -1;
@@ -162,6 +165,7 @@ static int by_srun(struct hl_foreign *f) {
 
 static int by_pmi(struct hl_foreign *f) {
   if ((f->size = env_num("PMI_SIZE")) < 0) return 0;
+  f->kind = HL_PMI;
   f->who = "an MPI launcher (PMI)";
   f->rank = env_num("PMI_RANK");
   f->local_rank = env_num("MPI_LOCALRANKID"); /* MPICH's hydra */
@@ -313,7 +317,7 @@ static int join_reason(const struct hl_foreign *f, char *buf, size_t len) {
   else if (f->cyclic)
     why = "it did not give each node consecutive ranks (hora's ranks on "
           "one node are consecutive: srun -m block, or torchrun's default)";
-  else if (f->nodes > 1 && !strcmp(f->who, "an MPI launcher (PMI)"))
+  else if (f->nodes > 1 && f->kind == HL_PMI)
     why = "its ranks run on several hosts, and hora learns their hosts "
           "from srun's step, from Open MPI or from torch's store (hora's "
           "Python module under torchrun), not from this launcher";
@@ -339,8 +343,8 @@ int hl_join(const struct hl_foreign *f, char *sock, size_t socklen,
   char hosts[8192] = "";
   if (f->nodes <= 1)
     snprintf(hosts, sizeof hosts, "localhost:%ld", f->size);
-  else if (strcmp(f->who, "srun") && (rc = hl_join_hosts(f, hosts,
-                                                         sizeof hosts)) < 0)
+  else if (f->kind != HL_SRUN &&
+           (rc = hl_join_hosts(f, hosts, sizeof hosts)) < 0)
     return rc;
   /* once per job: hora_init() after hora_shutdown() finds the same horad,
    * which waits for the ranks' processes to end */

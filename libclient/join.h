@@ -5,7 +5,10 @@
 
 #include <stddef.h>
 
+enum hl_launcher { HL_TORCHRUN, HL_OMPI, HL_SRUN, HL_PMI };
+
 struct hl_foreign {
+  enum hl_launcher kind;
   const char *who; /* "srun", "torchrun", ... as messages name it */
   long rank, size, local_rank, local_size; /* -1: the launcher did not say */
   long nodes;  /* how many nodes the ranks run on (at least) */

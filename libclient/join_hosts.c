@@ -185,12 +185,12 @@ int hl_join_hosts(const struct hl_foreign *f, char *out, size_t len) {
     snprintf(out, len, "%s", given);
     return 0;
   }
-  if (!strncmp(f->who, "mpirun", 6) && hosts_by_mpi(f, out, len, why,
-                                                    sizeof why) == 0)
-    return 0;
-  if (strncmp(f->who, "mpirun", 6))
+  if (f->kind == HL_OMPI) {
+    if (hosts_by_mpi(f, out, len, why, sizeof why) == 0) return 0;
+  } else {
     snprintf(why, sizeof why, "nothing names them (HORA_JOIN_HOSTS; "
              "hora.torch sets it under torchrun)");
+  }
   return hl_error(HORA_EINVAL, "rank %ld of %ld started by %s on several "
                   "hosts: hora cannot learn the ranks' hosts: %s", f->rank,
                   f->size, f->who, why);

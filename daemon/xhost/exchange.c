@@ -273,7 +273,7 @@ static int ring_next(const struct hd_comm *c) {
 
 /* The host position whose data a frame from host position `from` holds:
  * the sender's own, or, flat, the origin it names (the sender must be the
- * previous host). -1 (why says so) when that cannot be. */
+ * previous host). -1 (why says so, unless NULL) when that cannot be. */
 static int origin_of(const struct hd_xcoll *x, int from,
                      const struct hp_xdata_hdr *h, char *why, size_t whylen) {
   const struct hd_comm *c = x->c;
@@ -281,6 +281,7 @@ static int origin_of(const struct hd_xcoll *x, int from,
   uint32_t o = h->step >> XC_ORIGIN_SHIFT;
   if (from == ring_prev(c) && o < (uint32_t)c->nhosts && (int)o != c->me)
     return (int)o;
+  if (!why) return -1;
   char name[300];
   hd_host_name(c->job, c->hosts[from], name, sizeof name);
   hc_fmt(why, whylen, "allgather (decision %llu): a frame from %s of host "
@@ -1176,9 +1177,8 @@ void *hd_xcoll_place(struct hd_job *job, int from, const unsigned char *pre,
   for (int i = 0; i < c->nhosts; i++)
     if (c->hosts[i] == from) k = i;
   uint64_t n = len - HP_XDATA_HDR_LEN;
-  char why[8];
   if (k >= 0 && k != c->me && x->active && h.seq == x->seq)
-    k = origin_of(x, k, &h, why, sizeof why);
+    k = origin_of(x, k, &h, NULL, 0); /* refused with why when taken */
   if (k < 0 || k == c->me || !x->active || h.seq != x->seq ||
       h.offset != x->got[k] ||
       (x->want[k] != XC_UNKNOWN && n > x->want[k] - x->got[k]))

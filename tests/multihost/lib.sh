@@ -880,6 +880,15 @@ mh_wait_log() {
   done
 }
 
+# mh_key_file PATH...: a fresh cluster key in each (64 hex digits, 0600),
+# as horad --service --key-file reads it
+mh_key_file() {
+  local _k
+  for _k in "$@"; do
+    openssl rand -hex 32 >"$_k" && chmod 600 "$_k" || return 1
+  done
+}
+
 # mh_service LOG HOST ARGS...: starts `horad --service ARGS` on HOST, its
 # output in LOG, waits until it listens (10 s) and counts it as
 # infrastructure, not a job's leftover; MH_SERVICE_PID is its pid.

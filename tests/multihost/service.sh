@@ -38,8 +38,7 @@ need "$HORARUN" "$HORAD" "$T/mh_probe" "$T/mh_relay" "$T/it_coll" "$T/mh_loop"
 mh_setup 3
 
 key=$MH_TMP/cluster.key
-openssl rand -hex 32 >"$key"
-chmod 600 "$key"
+mh_key_file "$key"
 port=17970
 # as root, the service (and so its jobs) runs only when told to
 allow=""
@@ -128,8 +127,7 @@ mh_assert_no_job_procs "$MARK" 10
 
 # another key: refused on both sides
 other=$MH_TMP/other.key
-openssl rand -hex 32 >"$other"
-chmod 600 "$other"
+mh_key_file "$other"
 hrun badkey 60 --launcher service --service-key-file "$other" --service-port $port \
   -np 2 -H h1:1,h2:1 true
 expect_rc badkey nonzero
@@ -220,9 +218,7 @@ rc=$?
 
 # a service on h1 set up by its file alone: port, key, root, drain
 old=$MH_TMP/old.key new=$MH_TMP/new.key
-openssl rand -hex 32 >"$old"
-openssl rand -hex 32 >"$new"
-chmod 600 "$old" "$new"
+mh_key_file "$old" "$new"
 {
   echo "# the test's horad.yaml"
   echo "port: 17972"

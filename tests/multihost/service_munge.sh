@@ -179,8 +179,7 @@ hrun rootjob 60 $svc $hosts true
 expect_rc rootjob nonzero
 expect_grep rootjob err "jobs as root are not taken here" "root's job refused, and told why"
 key=$MH_TMP/cluster.key
-openssl rand -hex 32 >"$key"
-chmod 600 "$key"
+mh_key_file "$key"
 hrun keyjob 60 --launcher service --service-key-file "$key" --service-port $port $hosts true
 expect_rc keyjob nonzero
 expect_grep keyjob err "this service authenticates users with MUNGE" "a key client is told to use MUNGE"

@@ -24,16 +24,14 @@ the bytes each host sent within 3 % above that figure (frame headers)
 and not below it.
 """
 import os
-import re
 import sys
-import time
-import urllib.request
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _check import Checker  # noqa: E402
+import _links  # noqa: E402
+from _links import knob  # noqa: E402
 
 import hora.torch as hvd  # noqa: E402
 import hora  # noqa: E402
@@ -47,43 +45,13 @@ c = Checker("flat", rank, size)
 PORT = int(sys.argv[1])
 hosts = hora.allgather_object(os.environ.get("HORA_HOSTNAME", ""))
 NHOSTS = len(set(hosts))
-
-
-def knob(name):
-    return os.environ.get("HORA_" + name) or \
-        os.environ.get("HOROVOD_" + name) or ""
-
-
 FLAT = knob("HIERARCHICAL_ALLREDUCE") == "0"
 FLAT_AG = knob("HIERARCHICAL_ALLGATHER") == "0"
 N = 1 << 20
 
 
-def sent_to():
-    """Bytes this host's horad has sent to each other host, by name."""
-    url = "http://127.0.0.1:%d/metrics" % PORT
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    pat = re.compile(r'^hora_link_sent_bytes_total\{[^}]*peer="([^"]*)"\} '
-                     r'(\d+)', re.M)
-    return {h: int(v) for h, v in pat.findall(text)}
-
-
-def measured_to(fn):
-    """fn()'s bytes sent by this host to each other host (local rank 0
-    reads; {} elsewhere)."""
-    hvd.barrier()
-    before = sent_to() if hvd.local_rank() == 0 else {}
-    out = fn()
-    hvd.barrier()
-    time.sleep(0.3)  # the last segments acknowledged
-    after = sent_to() if hvd.local_rank() == 0 else {}
-    return out, {h: after[h] - before.get(h, 0) for h in after}
-
-
 def measured(fn):
-    """fn()'s bytes sent by this host (local rank 0 reads; 0 elsewhere)."""
-    out, to = measured_to(fn)
-    return out, sum(to.values())
+    return _links.measured(hvd, PORT, fn)
 
 
 parts = size if FLAT else NHOSTS
@@ -150,7 +118,8 @@ me = order.index(hosts[rank])
 nxt = order[(me + 1) % len(order)]
 block = {h: hosts.count(h) * N * 4 for h in order}
 mine = torch.full((N,), float(rank))
-out, to = measured_to(lambda: hvd.allgather(mine, name="gather"))
+out, to = _links.measured_to(hvd, PORT,
+                             lambda: hvd.allgather(mine, name="gather"))
 want = torch.cat([torch.full((N,), float(r)) for r in range(size)])
 c.ok(torch.equal(out, want), "allgather: result")
 if hvd.local_rank() == 0:

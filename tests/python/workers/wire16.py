@@ -19,16 +19,14 @@ float16 and bfloat16 tensors of 2^20 elements (Sum and Average), checked:
   - ranks that disagree on compression get an error that says so.
 """
 import os
-import re
 import sys
-import time
-import urllib.request
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _check import Checker  # noqa: E402
+import _links  # noqa: E402
 
 import hora.torch as hvd  # noqa: E402
 import hora  # noqa: E402
@@ -40,18 +38,9 @@ PORT = int(sys.argv[1])
 hosts = hora.allgather_object(os.environ.get("HORA_HOSTNAME", ""))
 NHOSTS = len(set(hosts))
 LOCAL = hvd.local_size()
-FLAT = (os.environ.get("HORA_HIERARCHICAL_ALLREDUCE") or
-        os.environ.get("HOROVOD_HIERARCHICAL_ALLREDUCE")) == "0"
+FLAT = _links.knob("HIERARCHICAL_ALLREDUCE") == "0"
 N = 1 << 20
 U = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
-
-
-def sent_bytes():
-    """Bytes this host's horad has sent to the other hosts."""
-    url = "http://127.0.0.1:%d/metrics" % PORT
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    pat = re.compile(r"^hora_link_sent_bytes_total\{[^}]*\} (\d+)", re.M)
-    return sum(int(v) for v in pat.findall(text))
 
 
 def inputs(dtype, r):
@@ -63,14 +52,7 @@ def inputs(dtype, r):
 
 
 def measured(fn):
-    """fn()'s bytes sent by this host (local rank 0 reads; 0 elsewhere)."""
-    hvd.barrier()
-    before = sent_bytes() if hvd.local_rank() == 0 else 0
-    out = fn()
-    hvd.barrier()
-    time.sleep(0.3)  # the last segments acknowledged
-    after = sent_bytes() if hvd.local_rank() == 0 else 0
-    return out, after - before
+    return _links.measured(hvd, PORT, fn)
 
 
 for dtype in (torch.float16, torch.bfloat16):
