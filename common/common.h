@@ -207,7 +207,8 @@ const struct hc_param *hc_param_find(const char *name);
   X(slots_per_host) \
   X(elastic_timeout) \
   X(reset_limit) \
-  X(blacklist_cooldown_range)
+  X(blacklist_cooldown_range) \
+  X(restart_failed_ranks)
 
 enum hc_knob {
 #define HC_KNOB_ENUM(n) HC_KNOB_##n,

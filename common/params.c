@@ -283,6 +283,13 @@ const struct hc_param hc_params[] = {
      "after its first failure, doubling with each further one, at most MAX "
      "(unset: a failed host stays out for the rest of the job, as Horovod)",
      NULL, 0},
+    {"restart_failed_ranks", "HORA_RESTART_FAILED_RANKS", NULL,
+     "--restart-failed-ranks", HC_P_INT, "0",
+     "the most times horad starts again one rank that crashed (killed by a "
+     "signal, or an exit status not 0, before shutting hora down), while "
+     "the others wait for it in their reset (hora.elastic.run) instead of "
+     "the job ending; per rank (0: a crashed rank ends the job)",
+     "restarts", 1 << 20},
 };
 const size_t hc_nparams = HC_ARRAY_SIZE(hc_params);
 _Static_assert(HC_ARRAY_SIZE(hc_params) == HC_NKNOBS,

@@ -71,6 +71,9 @@ static struct hd_coord *coord(struct hd_comm *c) {
   if (!c->coord) {
     c->coord = calloc(1, sizeof *c->coord);
     if (c->coord) {
+      /* a session's decisions are numbered apart from an earlier one's,
+       * whose data may still be on their way after a failure */
+      c->coord->seq = HD_SEQ_FIRST(c->job->session);
       c->coord->size = 256;
       c->coord->table = calloc(c->coord->size, sizeof *c->coord->table);
       c->coord->joined = calloc((size_t)c->nhosts, 1);

@@ -31,6 +31,17 @@ struct hd_conn;
 struct hd_dl;
 struct hd_timeline;
 
+/* Decision numbers (a communicator coordinator's, in DATA and XDATA
+ * frames) carry the session in their high bits: a frame of a session that
+ * failed, still on its way when the next one started, is told apart. */
+#define HD_SEQ_SESSION_SHIFT 40
+#define HD_SEQ_FIRST(session) ((uint64_t)(session) << HD_SEQ_SESSION_SHIFT)
+#define HD_SEQ_STALE(job, seq) \
+  (((seq) >> HD_SEQ_SESSION_SHIFT) < (uint64_t)(job)->session)
+
+/* struct hd_rank's restarting (--restart-failed-ranks, spawn.c) */
+enum { HD_RESTART_ENDING = 1, HD_RESTART_STARTED = 2 };
+
 /* One local rank: its process, its output pipes, its connection and its
  * shared-memory segment. */
 struct hd_rank {
@@ -82,6 +93,11 @@ struct hd_rank {
                 then declares it gone */
   char broken_msg[HP_MSG_MAX + 1];
   uv_timer_t lost_timer; /* connection closed without goodbye */
+  /* --restart-failed-ranks: times horad started it again; restarting:
+   * HD_RESTART_ENDING, it crashed and its process is being reaped;
+   * HD_RESTART_STARTED, its program runs again and its hello waits for
+   * the new session as a rejoin does (spawn.c) */
+  int restarts, restarting;
 
   /* a rank another launcher started (job->joined): its process, watched
    * through a pidfd from its first hello until it exits */
@@ -421,6 +437,8 @@ struct hd_job {
   char gone_msg[HP_MSG_MAX + 1];
   /* sessions: hora_init() after hora_shutdown() on every rank */
   uint32_t session;        /* sessions started after the first */
+  int restart_gone; /* gone_rank is a rank being started again: a new
+                       session may still start (spawn.c) */
   unsigned char *sess_back; /* host 0: the hosts whose ranks are back */
   int sess_nback;
 
@@ -519,6 +537,15 @@ static inline void hd_teardown(struct hd_job *job, const char *reason,
 int hd_local_listen(struct hd_job *job);
 void hd_local_close(struct hd_job *job);
 void hd_rank_left(struct hd_rank *r, const char *why);
+/* --restart-failed-ranks (spawn.c): whether r, which left without shutting
+ * hora down, is started again; begin that (instead of its end); a restart
+ * that cannot be completed (or another failure meanwhile) ends the job's
+ * wait for it, naming `rank` and why, on every host */
+int hd_restart_wanted(const struct hd_rank *r);
+void hd_restart_begin(struct hd_rank *r, const char *why);
+void hd_restart_abandon(struct hd_job *job, int rank, const char *why);
+/* tells horarun that r ended and is started again (report.c) */
+void hd_send_restart(struct hd_job *job, struct hd_rank *r);
 void hd_on_lost_timer(uv_timer_t *t);
 /* hora_init() after hora_shutdown(): 1 when every local rank is back */
 int hd_local_all_back(const struct hd_job *job);
@@ -641,6 +668,8 @@ void hd_mesh_close(struct hd_job *job, int graceful);
 int hd_mesh_send(struct hd_job *job, int host, struct hp_wbuf *w);
 struct hp_conn *hd_mesh_conn(struct hd_job *job, int host);
 /* A local rank left (rank >= 0) or a host was lost: tells the others. */
+void hd_mesh_announce_restart(struct hd_job *job, int rank, int host,
+                              const char *msg);
 void hd_mesh_announce_gone(struct hd_job *job, int rank, int host,
                            const char *msg);
 

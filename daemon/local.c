@@ -354,6 +354,7 @@ void hd_new_session(struct hd_job *job) {
   if (!hd_local_all_back(job)) return;
   hd_comms_free(job);
   job->gone_rank = -1;
+  job->restart_gone = 0;
   job->gone_msg[0] = '\0';
   job->left_msg[0] = '\0';
   for (uint32_t i = 0; job->peers && i < job->desc.nhosts; i++)
@@ -383,7 +384,7 @@ void hd_new_session(struct hd_job *job) {
       drop_conn(c);
       continue;
     }
-    r->gone = r->said_bye = r->throttled = 0;
+    r->gone = r->said_bye = r->throttled = r->restarting = 0;
     r->conn = c;
     r->connected = 1;
     hc_debug("rank %d: new session", r->info.rank);
@@ -414,9 +415,11 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
            h.pid, h.shm_version, HP_SHM_VERSION);
     return -1;
   }
-  if (r->said_bye && r->gone && !r->rejoin && !r->conn && !r->broken) {
+  int restarted = r->restarting == HD_RESTART_STARTED;
+  if (((r->said_bye && !r->broken) || restarted) && r->gone && !r->rejoin &&
+      !r->conn) {
     for (int i = 0; i < job->nlocal; i++) {
-      if (!job->ranks[i].reaped) continue;
+      if (!job->ranks[i].reaped || job->ranks[i].restarting) continue;
       refuse(c, HORA_EPEERGONE, "no new session can start: rank %d on host "
              "%s has ended", job->ranks[i].info.rank, hd_here(job));
       return -1;
@@ -427,7 +430,8 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
      * are back (session.c). */
     r->rejoin = c;
     c->rank = r;
-    hc_debug("rank %d (pid %d) initialises hora again", h.rank, h.pid);
+    hc_debug("rank %d (pid %d) initialises hora again%s", h.rank, h.pid,
+             restarted ? " (started again)" : "");
     if (!hd_local_all_back(job)) return 0;
     if (job->multi) job->up->session_back(job);
     else hd_new_session(job);
@@ -587,8 +591,17 @@ void hd_on_lost_timer(uv_timer_t *t) {
 
 void hd_rank_left(struct hd_rank *r, const char *why) {
   struct hd_job *job = r->job;
+  int restart = hd_restart_wanted(r);
   r->gone = 1;
   hd_rings_forget(r); /* nobody reads its completions any more */
+  if (restart) { /* started again: the others wait for it (spawn.c) */
+    hd_restart_begin(r, why);
+    return;
+  }
+  if (!r->said_bye && job->restart_gone) { /* the wait for one ends */
+    hd_restart_abandon(job, r->info.rank, why);
+    return;
+  }
   if (!r->said_bye) /* a rank gone for good: no new session can start */
     job->up->session_cancel(job);
   if (job->gone_rank == -1) {

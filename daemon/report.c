@@ -72,6 +72,19 @@ void hd_send_exit(struct hd_job *job, struct hd_rank *r) {
   hd_maybe_done(job);
 }
 
+void hd_send_restart(struct hd_job *job, struct hd_rank *r) {
+  struct hp_exit m = {.rank = r->info.rank,
+                      .how = (uint8_t)r->exit_how,
+                      .code = r->exit_code,
+                      .msg = r->spawn_msg,
+                      .restart = (uint32_t)r->restarts};
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_exit(&w, &m);
+  ctl_send(job, &w, 0);
+  hp_wbuf_free(&w);
+}
+
 void hd_maybe_done(struct hd_job *job) {
   if (job->done_sent || !job->have_job || job->nexited < job->nlocal) return;
   /* the timeline's last events reach host 0's file first (timeline.c

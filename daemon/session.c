@@ -88,6 +88,8 @@ int hd_session_frame(struct hd_job *job, int from, const unsigned char *p,
 
 void hd_session_cancel(struct hd_job *job) {
   hd_local_drop_rejoins(job, NULL);
+  for (int i = 0; job->ranks && i < job->nlocal; i++)
+    job->ranks[i].restarting = 0; /* its program ends as it comes */
   if (job->sess_back) memset(job->sess_back, 0, job->desc.nhosts);
   job->sess_nback = 0;
 }

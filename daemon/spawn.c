@@ -46,7 +46,8 @@ static const char *job_getenv(const struct hp_job *j, const char *key) {
 static int is_rank_var(const char *kv) {
   static const char *const names[] = {
       "RANK=", "SIZE=", "LOCAL_RANK=", "LOCAL_SIZE=", "CROSS_RANK=",
-      "CROSS_SIZE=", "HOSTNAME=", "DAEMON_SOCKET=", "RANK_TOKEN="};
+      "CROSS_SIZE=", "HOSTNAME=", "DAEMON_SOCKET=", "RANK_TOKEN=",
+      "RANK_RESTARTS="};
   const char *rest = NULL;
   if (!strncmp(kv, "HORA_", 5)) rest = kv + 5;
   else if (!strncmp(kv, "HOROVOD_", 8)) rest = kv + 8;
@@ -95,6 +96,10 @@ static char **build_env(struct hd_job *job, struct hd_rank *r) {
   env[k++] = strdup(tmp);
   hc_fmt(tmp, sizeof tmp, "HORA_RANK_TOKEN=%s", r->token);
   env[k++] = strdup(tmp);
+  if (r->restarts) { /* hora.elastic: its state comes from the others */
+    hc_fmt(tmp, sizeof tmp, "HORA_RANK_RESTARTS=%d", r->restarts);
+    env[k++] = strdup(tmp);
+  }
   if (!have_unbuf) env[k++] = strdup("PYTHONUNBUFFERED=1");
   env[k] = NULL;
   return env;
@@ -139,10 +144,17 @@ static char *resolve_program(const struct hp_job *j) {
 
 static void on_closed(uv_handle_t *h) { (void)h; }
 
+static void on_restart_timer(uv_timer_t *t);
+
 static void maybe_report(struct hd_rank *r) {
   if (r->reported || !r->reaped) return;
   if (r->out_open[0] || r->out_open[1]) return;
   uv_timer_stop(&r->report_timer);
+  if (r->restarting == HD_RESTART_ENDING) { /* once its pipes' handles are
+                                               * closed (the next turn) */
+    uv_timer_start(&r->report_timer, on_restart_timer, 0, 0);
+    return;
+  }
   hd_send_exit(r->job, r);
 }
 
@@ -275,6 +287,106 @@ static int spawn_one(struct hd_job *job, struct hd_rank *r, const char *path) {
     r->gone = 1;
   }
   return 0;
+}
+
+/* ---- --restart-failed-ranks: a crashed rank started again -------------
+ *
+ * A spawned rank that ends without shutting hora down (killed by a
+ * signal, an exit status not 0, or its connection closed while it lives
+ * on) is, while the job has no other failure and the rank has restarts
+ * left, not the job's end: what runs fails on every rank as for a lost
+ * rank (their hora.elastic.run resets: hora_shutdown(), hora_init()), but
+ * no host cancels the next session; horad starts the rank's program again
+ * with the same identity (and HORA_RANK_RESTARTS), and its first hello
+ * waits for that session as the others' rejoins do. The new session
+ * starts once every rank of the job is back (session.c). Anything else
+ * that goes meanwhile (another rank, a host, the program not starting)
+ * ends the wait as any failure does (hd_restart_abandon). */
+
+int hd_restart_wanted(const struct hd_rank *r) {
+  const struct hd_job *job = r->job;
+  long max = hk_int(&job->knobs, restart_failed_ranks);
+  if (max <= 0 || r->restarts >= max || r->said_bye || !r->spawned ||
+      job->joined || job->aborting || job->gone_rank != -1 ||
+      r->exit_how == HP_EXIT_SPAWN)
+    return 0;
+  /* an exit status of 0 is an end, not a crash (it did not shut hora
+   * down, but starting it again would run the program again from the
+   * start) */
+  return !(r->reaped && r->exit_how == HP_EXIT_CODE && r->exit_code == 0);
+}
+
+void hd_restart_begin(struct hd_rank *r, const char *why) {
+  struct hd_job *job = r->job;
+  long max = hk_int(&job->knobs, restart_failed_ranks);
+  r->restarting = HD_RESTART_ENDING;
+  r->restarts++;
+  char msg[HP_MSG_MAX + 1];
+  hc_fmt(msg, sizeof msg, "%s; horad starts it again (restart %d of %ld)",
+         why, r->restarts, max);
+  hc_info("%s", msg); /* horarun says so (hd_send_restart) */
+  job->gone_rank = r->info.rank;
+  job->restart_gone = 1;
+  hc_fmt(job->gone_msg, sizeof job->gone_msg, "%s", msg);
+  hd_mesh_announce_restart(job, r->info.rank, (int)job->desc.host_index, msg);
+  hd_fail_all(job);
+  /* its connection closed, but the process lives on: ended, to start
+   * anew (the reaper goes on from there) */
+  if (!r->reaped && r->pid > 0) kill(-r->pid, SIGKILL);
+}
+
+void hd_restart_abandon(struct hd_job *job, int rank, const char *why) {
+  job->restart_gone = 0;
+  job->gone_rank = rank;
+  hc_fmt(job->gone_msg, sizeof job->gone_msg, "%s", why);
+  hd_local_drop_rejoins(job, why);
+  job->up->session_cancel(job); /* and no rank is started again */
+  hd_mesh_announce_gone(job, rank, (int)job->desc.host_index, why);
+  hd_fail_all(job);
+}
+
+static void on_restart_timer(uv_timer_t *t) {
+  struct hd_rank *r = t->data;
+  struct hd_job *job = r->job;
+  if (r->restarting != HD_RESTART_ENDING || job->aborting) {
+    /* abandoned meanwhile: its end */
+    r->restarting = 0;
+    hd_send_exit(job, r);
+    return;
+  }
+  hd_send_restart(job, r);
+  r->reaped = r->spawned = r->connected = r->noinit = r->exit_held = 0;
+  r->exit_how = r->exit_code = 0;
+  r->pid = 0;
+  free(r->spawn_msg);
+  r->spawn_msg = NULL;
+  uv_timer_stop(&r->lost_timer);
+  errno = 0;
+  char *path = resolve_program(&job->desc);
+  int err = errno ? errno : EIO;
+  int rc = path ? spawn_one(job, r, path) : -err;
+  char msg[HP_MSG_MAX + 1];
+  if (rc < 0 || r->exit_how == HP_EXIT_SPAWN) {
+    if (rc < 0) {
+      hc_fmt(msg, sizeof msg, "rank %d on host %s could not be started "
+             "again: %s", r->info.rank, hd_here(job), strerror(-rc));
+      r->spawn_msg = strdup(msg);
+      r->exit_how = HP_EXIT_SPAWN;
+      r->exit_code = -rc;
+      r->reaped = 1;
+    } else {
+      hc_fmt(msg, sizeof msg, "rank %d on host %s could not be started "
+             "again: %s", r->info.rank, hd_here(job), r->spawn_msg);
+    }
+    r->restarting = 0;
+    hd_restart_abandon(job, r->info.rank, msg);
+    maybe_report(r); /* a fork that failed; else the reaper reports */
+  } else {
+    r->restarting = HD_RESTART_STARTED;
+    hc_info("rank %d started again (pid %d, restart %d)", r->info.rank,
+            (int)r->pid, r->restarts);
+  }
+  free(path);
 }
 
 /* ---- join mode: ranks another launcher started ------------------------- */
@@ -561,7 +673,15 @@ int hd_spawn_reaped(struct hd_job *job, pid_t pid, int status) {
     char msg[HP_MSG_MAX + 1];
     describe_exit(r, msg, sizeof msg);
     hc_debug("%s", msg);
-    if (!r->gone || job->gone_rank < 0) hd_rank_left(r, msg);
+    if (r->restarting == HD_RESTART_ENDING) {
+      /* its connection's end started the restart (hd_restart_begin) */
+    } else if (r->restarting == HD_RESTART_STARTED) {
+      /* started again, it ended before the new session: gone for good */
+      r->restarting = 0;
+      hd_restart_abandon(job, r->info.rank, msg);
+    } else if (!r->gone || job->gone_rank < 0) {
+      hd_rank_left(r, msg);
+    }
     if (r->said_bye) hd_local_drop_rejoins(job, msg);
     /* Failing what was pending may have taken a while (a million
      * operations): the output's grace counts from now, not from when

@@ -408,9 +408,17 @@ static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,
       return;
     }
   }
-  hr_out_end_rank(j->out, m.rank);
   char what[1024];
   describe_exit(j, &m, what, sizeof what);
+  if (m.restart) { /* --restart-failed-ranks: not its end */
+    hr_out_flush_rank(j->out, m.rank);
+    hr_say(j->out, "rank %d on host %s %s: horad starts it again (restart "
+           "%u of %ld)", m.rank, d->name, what, m.restart,
+           (long)hr_opts_knob_num(j->o, "restart_failed_ranks"));
+    free(m.msg);
+    return;
+  }
+  hr_out_end_rank(j->out, m.rank);
   int failed = m.how != HP_EXIT_CODE || m.code != 0;
   if (failed && j->announced && m.how == HP_EXIT_CODE &&
       m.code == HR_EXIT_RESTART && !j->stopping) {

@@ -392,6 +392,15 @@ void hr_out_data(struct hr_out *o, int rank, int stream, const void *data,
   }
 }
 
+void hr_out_flush_rank(struct hr_out *o, int rank) {
+  for (int i = 0; i < 2; i++) {
+    struct src *s = &o->r[rank].s[i];
+    if (s->len > 0) emit(o, s, s->buf, s->len, "\n", 1);
+    s->len = 0;
+    s->cr_pending = 0;
+  }
+}
+
 void hr_out_end_rank(struct hr_out *o, int rank) {
   for (int i = 0; i < 2; i++) {
     struct src *s = &o->r[rank].s[i];

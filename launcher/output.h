@@ -34,6 +34,9 @@ void hr_out_data(struct hr_out *o, int rank, int stream, const void *p,
 
 /* The rank has ended: prints its unterminated last lines with a '\n' added
  * and closes its files. */
+/* A rank's unfinished lines, ended (its process ended and another
+ * takes its place: --restart-failed-ranks). */
+void hr_out_flush_rank(struct hr_out *o, int rank);
 void hr_out_end_rank(struct hr_out *o, int rank);
 
 /* Ends a '\r'-terminated (progress) line left on the terminal, so that a

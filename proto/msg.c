@@ -444,6 +444,7 @@ void hp_enc_exit(struct hp_wbuf *w, const struct hp_exit *m) {
   hp_put_u32(w, (uint32_t)m->code);
   hp_put_str(w, m->msg);
   hp_put_u8(w, m->noinit ? 1 : 0);
+  hp_put_u32(w, m->restart);
   hp_frame_end(w);
 }
 
@@ -456,6 +457,7 @@ int hp_dec_exit(const unsigned char *p, size_t n, struct hp_exit *m) {
   m->code = (int32_t)hp_get_u32(&r);
   m->msg = hp_get_str(&r, 65536);
   m->noinit = hp_get_u8(&r);
+  m->restart = hp_get_u32(&r);
   int rc = finish(&r);
   if (rc == 0 && (m->how > HP_EXIT_SPAWN || m->noinit > 1)) rc = HORA_EPROTO;
   if (rc) {
@@ -892,6 +894,7 @@ void hp_enc_rank_gone(struct hp_wbuf *w, const struct hp_rank_gone *m) {
   hp_frame_begin(w, HP_MSG_RANK_GONE, 0);
   hp_put_u32(w, (uint32_t)m->rank);
   hp_put_u32(w, (uint32_t)m->host);
+  hp_put_u8(w, m->restart ? 1 : 0);
   hp_put_str(w, m->msg);
   hp_frame_end(w);
 }
@@ -902,8 +905,10 @@ int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m) {
   memset(m, 0, sizeof *m);
   m->rank = (int32_t)hp_get_u32(&r);
   m->host = (int32_t)hp_get_u32(&r);
+  m->restart = hp_get_u8(&r);
   get_fixed_str(&r, m->msg, sizeof m->msg);
-  return finish(&r);
+  int rc = finish(&r);
+  return rc == 0 && m->restart > 1 ? HORA_EPROTO : rc;
 }
 
 void hp_enc_session(struct hp_wbuf *w, const struct hp_session *m) {

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 11u
+#define HP_PROTO_VERSION 12u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -220,6 +220,8 @@ struct hp_exit {
   int32_t code; /* exit code, signal number, or errno for SPAWN */
   char *msg;    /* may be NULL */
   uint8_t noinit; /* it ended without ever initialising hora (no hello) */
+  uint32_t restart; /* 0: the rank's end; k: horad starts it again, for
+                     * the k-th time (--restart-failed-ranks) */
 };
 
 struct hp_output {
@@ -352,6 +354,8 @@ struct hp_peer_lost {
 struct hp_rank_gone {
   int32_t rank; /* the first rank gone */
   int32_t host; /* its host index */
+  uint8_t restart; /* 1: its horad starts it again, and a new session may
+                    * start once it and the others are back */
   char msg[460];
 };
 

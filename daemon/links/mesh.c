@@ -59,7 +59,9 @@ static void relay_left(struct hd_job *job, int from);
 
 /* Makes `msg` the reason every pending and later operation fails. */
 static void set_gone(struct hd_job *job, int rank, const char *msg) {
-  if (job->gone_rank != -1) return;
+  /* a failure while the job waits for a rank started again ends it */
+  if (job->gone_rank != -1 && !job->restart_gone) return;
+  job->restart_gone = 0;
   job->gone_rank = rank;
   hc_fmt(job->gone_msg, sizeof job->gone_msg, "%s", msg);
   hd_fail_all(job);
@@ -80,14 +82,25 @@ static void send_gone(struct hd_job *job, const struct hp_rank_gone *m,
   hp_wbuf_free(&w);
 }
 
-void hd_mesh_announce_gone(struct hd_job *job, int rank, int host,
-                           const char *msg) {
+static void announce(struct hd_job *job, int rank, int host, int restart,
+                     const char *msg) {
   if (!job->multi || !job->peers) return;
   if (rank < 0 && !job->left_msg[0]) /* our own undecided ones, too */
     hc_fmt(job->left_msg, sizeof job->left_msg, "%s", msg);
-  struct hp_rank_gone m = {.rank = rank, .host = host};
+  struct hp_rank_gone m = {.rank = rank, .host = host,
+                           .restart = (uint8_t)restart};
   hc_fmt(m.msg, sizeof m.msg, "%s", msg);
   send_gone(job, &m, -1);
+}
+
+void hd_mesh_announce_gone(struct hd_job *job, int rank, int host,
+                           const char *msg) {
+  announce(job, rank, host, 0, msg);
+}
+
+void hd_mesh_announce_restart(struct hd_job *job, int rank, int host,
+                              const char *msg) {
+  announce(job, rank, host, 1, msg);
 }
 
 /* Tells horarun that this daemon lost its link to host. */
@@ -133,9 +146,16 @@ static void on_rank_gone(struct hd_job *job, int from,
     }
     return;
   }
-  int fresh = job->gone_rank == -1;
+  /* news of a rank started again: what runs fails, but the next session
+   * may start; any other news ends that wait too */
+  int fresh = job->gone_rank == -1 || (job->restart_gone && !m->restart);
+  if (!fresh) {
+    if (!m->restart) job->up->session_cancel(job);
+    return;
+  }
   set_gone(job, m->rank, m->msg);
-  job->up->session_cancel(job);
+  job->restart_gone = m->restart;
+  if (!m->restart) job->up->session_cancel(job);
   /* The coordinator passes news from one host to all the others. */
   if (fresh && job->desc.host_index == 0) send_gone(job, m, from);
 }

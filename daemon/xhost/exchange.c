@@ -1195,7 +1195,8 @@ int hd_xcoll_data(struct hd_job *job, int from, unsigned char *payload,
            "header (%u)", len, HP_XDATA_HDR_LEN);
     return -1;
   }
-  if (job->gone_rank != -1) return 0; /* the job is failing: ignore */
+  /* the job is failing, or a failed session's data: ignored */
+  if (job->gone_rank != -1 || HD_SEQ_STALE(job, h.seq)) return 0;
   struct hd_comm *c = hd_comm_get(job, h.comm);
   if (c && c->removed) return 0;
   int k = -1;

@@ -834,7 +834,8 @@ int hd_xhost_data(struct hd_job *job, int from, unsigned char *payload,
     hc_fmt(why, whylen, "bad DATA header");
     return -1;
   }
-  if (job->gone_rank != -1) return 0; /* the job is failing: ignore */
+  /* the job is failing, or a failed session's data: ignored */
+  if (job->gone_rank != -1 || HD_SEQ_STALE(job, h.seq)) return 0;
   struct hd_comm *cm = hd_comm_get(job, h.comm);
   if (cm && cm->removed) return 0; /* it went while the data came */
   cm = comm_of(job, from, &h);

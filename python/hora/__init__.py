@@ -511,6 +511,11 @@ def init(comm=None, process_sets=None):
     with _init_lock:
         if _sess.active:
             return
+        # a session numbers its unnamed operations from 0 on every rank,
+        # one that horad started again (--restart-failed-ranks) too
+        with _counter_lock:
+            _name_counters.clear()
+            _object_seq.clear()
         dynamic = _dynamic_from_env()
         if process_sets is None:
             sets = []

@@ -22,6 +22,11 @@ with it; the next start goes on. When the discovery script's hosts
 change, horarun announces it (hora.hosts_updated()); the next commit()
 raises HostsUpdatedInterrupt on every rank, and run() keeps the state for
 the next start, which horarun begins on the new hosts.
+
+With horarun --restart-failed-ranks, a rank that crashes is started again
+by its horad instead: the others' reset re-initialises in place (their
+processes live on), and the sync after it takes the state from the first
+rank that was not started afresh (sync_root()).
 """
 import copy
 import functools
@@ -37,6 +42,41 @@ import warnings
 # A rank's exit status when it leaves a start of an elastic job for the
 # next one, which horarun begins on the updated hosts (horarun(1)).
 RESTART_EXIT = 75
+
+# The rank whose state sync() gives every rank: 0, or with
+# --restart-failed-ranks the first rank that was not started afresh.
+_root = 0
+
+
+def sync_root():
+    """The rank sync() takes the state from (run() chooses it)."""
+    return _root
+
+
+def _restarted():
+    """True in a rank horad started again (--restart-failed-ranks): its
+    state comes from the others."""
+    try:
+        return int(os.environ.get("HORA_RANK_RESTARTS", "0")) > 0
+    except ValueError:
+        return False
+
+
+def _choose_root(fresh):
+    """Sets sync_root(): with --restart-failed-ranks (HORA_RESTART_FAILED_
+    RANKS, the same on every rank), the first rank that holds the job's
+    state, every rank saying whether it was started afresh; else 0."""
+    global _root
+    try:
+        on = int(os.environ.get("HORA_RESTART_FAILED_RANKS", "0")) > 0
+    except ValueError:
+        on = False
+    if not on:
+        _root = 0
+        return
+    from hora import allgather_object
+    flags = allgather_object(bool(fresh), name="hora.elastic.sync.root")
+    _root = next((r for r, f in enumerate(flags) if not f), 0)
 
 
 def _commit_dir():
@@ -172,6 +212,16 @@ class State:
             return
         if not _own_dir(d):
             return
+        if self._commit_path is None and _restarted():
+            # this rank's process before it was started again: its
+            # commits, numbered further than this process's, go
+            for old in glob.glob(os.path.join(
+                    d, "commit.%d.*.r%d.pkl" % (_commit_start(),
+                                                self._rank()))):
+                try:
+                    os.unlink(old)
+                except OSError:
+                    pass
         self._commits += 1
         path = os.path.join(d, "commit.%d.%d.r%d.pkl"
                             % (_commit_start(), self._commits, self._rank()))
@@ -328,17 +378,27 @@ def run_fn(func, reset):
     (HORA_ELASTIC_DIR set), a HostsUpdatedInterrupt instead commits the
     current state and exits with RESTART_EXIT: horarun starts the job
     again on the updated hosts. Once func returns, the job's commits on
-    this host are removed."""
+    this host are removed. With --restart-failed-ranks, a rank that
+    crashed is started again by horad: the others' HoraInternalError
+    resets as above (without a new process: hora_init() waits for it),
+    and the sync that follows takes the state from the first rank that
+    was not started afresh (sync_root()), the started one skipping the
+    commits of earlier starts."""
     from hora import HoraInternalError
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
         skip_sync = False
-        state._read_commit()  # a later start of an elastic job
+        # a rank started again takes the others' state, not a commit
+        fresh = _restarted()
+        if not fresh:
+            state._read_commit()  # a later start of an elastic job
         while True:
             try:
                 if not skip_sync:
+                    _choose_root(fresh)
                     state.sync()
+                    fresh = False
                 result = func(state, *args, **kwargs)
                 state._drop_commits()
                 return result

@@ -76,7 +76,7 @@ static int enc_all(struct hp_wbuf *w) {
   hp_enc_welcome(w, &we);
   struct hp_job j = sample_job();
   hp_enc_job(w, &j);
-  struct hp_exit ex = {5, HP_EXIT_SIGNAL, 9, "killed by SIGKILL", 0};
+  struct hp_exit ex = {5, HP_EXIT_SIGNAL, 9, "killed by SIGKILL", 0, 0};
   hp_enc_exit(w, &ex);
   static const unsigned char bytes[] = {'o', 'k', 0, '\n', 0xff};
   struct hp_output out = {6, 2, bytes, sizeof bytes};
@@ -362,7 +362,7 @@ static void test_links(void) {
 static void test_exit_output_text(void) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
-  struct hp_exit ex = {-7, HP_EXIT_SPAWN, 2, NULL, 0};
+  struct hp_exit ex = {-7, HP_EXIT_SPAWN, 2, NULL, 0, 0};
   hp_enc_exit(&w, &ex);
   size_t n;
   const unsigned char *p = one_frame(&w, HP_MSG_EXIT, &n);
@@ -374,7 +374,7 @@ static void test_exit_output_text(void) {
   free(ex2.msg);
   /* a rank that never initialised hora says so */
   hp_wbuf_reset(&w);
-  struct hp_exit exn = {4, HP_EXIT_CODE, 0, NULL, 1};
+  struct hp_exit exn = {4, HP_EXIT_CODE, 0, NULL, 1, 0};
   hp_enc_exit(&w, &exn);
   p = one_frame(&w, HP_MSG_EXIT, &n);
   CHECK_EQ_INT(hp_dec_exit(p, n, &ex2), 0);
@@ -389,8 +389,30 @@ static void test_exit_output_text(void) {
   free(ex2.msg);
   unsigned char bad[64];
   memcpy(bad, p, n);
-  bad[n - 1] = 2; /* neither 0 nor 1 */
+  bad[n - 5] = 2; /* neither 0 nor 1 (the restart count follows) */
   CHECK_EQ_INT(hp_dec_exit(bad, n, &ex2), HORA_EPROTO);
+  /* a rank that horad starts again (--restart-failed-ranks) */
+  hp_wbuf_reset(&w);
+  struct hp_exit exr = {3, HP_EXIT_SIGNAL, 9, "x", 0, 2};
+  hp_enc_exit(&w, &exr);
+  p = one_frame(&w, HP_MSG_EXIT, &n);
+  CHECK_EQ_INT(hp_dec_exit(p, n, &ex2), 0);
+  CHECK(ex2.rank == 3 && ex2.how == HP_EXIT_SIGNAL && ex2.restart == 2);
+  CHECK_EQ_STR(ex2.msg, "x");
+  free(ex2.msg);
+  CHECK_EQ_INT(hp_dec_exit(p, n - 4, &ex2), HORA_EPROTO); /* cut short */
+  /* RANK_GONE: a restart, or not; nothing else */
+  hp_wbuf_reset(&w);
+  struct hp_rank_gone g = {.rank = 5, .host = 1, .restart = 1}, g2;
+  snprintf(g.msg, sizeof g.msg, "rank 5 crashed");
+  hp_enc_rank_gone(&w, &g);
+  p = one_frame(&w, HP_MSG_RANK_GONE, &n);
+  CHECK_EQ_INT(hp_dec_rank_gone(p, n, &g2), 0);
+  CHECK(g2.rank == 5 && g2.host == 1 && g2.restart == 1);
+  CHECK_EQ_STR(g2.msg, "rank 5 crashed");
+  memcpy(bad, p, n);
+  bad[8] = 7;
+  CHECK_EQ_INT(hp_dec_rank_gone(bad, n, &g2), HORA_EPROTO);
   /* how out of range */
   hp_wbuf_reset(&w);
   ex.how = 3;

@@ -14,8 +14,9 @@
 TorchState keeps the model's and the optimizer's state_dict, an
 ElasticSampler's progress and any other attributes; commit() saves them,
 restore() goes back, sync() makes every rank's rank 0's (the sampler's:
-the union of every rank's processed samples). See hora.elastic for what
-the runtime does today when a rank or host is lost.
+the union of every rank's processed samples; after a rank was started
+again, the first other rank's: hora.elastic.sync_root()). See hora.elastic
+for what the runtime does today when a rank or host is lost.
 """
 import copy
 import math
@@ -23,7 +24,7 @@ import math
 import torch
 
 from hora.elastic import (HostsUpdatedInterrupt, HostUpdateResult,  # noqa: F401
-                          ObjectState, State, run_fn)
+                          ObjectState, State, run_fn, sync_root)
 from hora.torch.functions import (allgather_object, broadcast_object,
                                   broadcast_optimizer_state,
                                   broadcast_parameters)
@@ -69,22 +70,23 @@ class _Handler:
 
 
 def _sync_sampler(sampler):
-    # every rank's processed samples, then rank 0's state with them
+    # every rank's processed samples, then the root's state with them
     everyone = allgather_object(sampler.processed_indices,
                                 name="hora.elastic.sampler.indices")
     st = sampler.state_dict()
     st["processed_indices"] = set().union(*everyone)
     sampler.load_state_dict(
-        broadcast_object(st, root_rank=0, name="hora.elastic.sampler.state"))
+        broadcast_object(st, root_rank=sync_root(),
+                         name="hora.elastic.sampler.state"))
 
 
 def _handler_for(value):
     if isinstance(value, torch.nn.Module):
         return _Handler(value, lambda m: broadcast_parameters(
-            m.state_dict(), root_rank=0))
+            m.state_dict(), root_rank=sync_root()))
     if isinstance(value, torch.optim.Optimizer):
         return _Handler(value, lambda o: broadcast_optimizer_state(
-            o, root_rank=0))
+            o, root_rank=sync_root()))
     if isinstance(value, ElasticSampler):
         return _Handler(value, _sync_sampler)
     return None
@@ -107,7 +109,8 @@ class TorchState(ObjectState):
                 rest[k] = v
         self._handlers = handlers
         super().__init__(bcast_object=lambda obj: broadcast_object(
-                             obj, root_rank=0, name="hora.elastic.state"),
+                             obj, root_rank=sync_root(),
+                             name="hora.elastic.state"),
                          get_rank=rank, **rest)
 
     def __getattr__(self, name):
@@ -134,8 +137,9 @@ class TorchState(ObjectState):
         super().restore()
 
     def sync(self):
-        """Every rank takes rank 0's state (the sampler: every rank's
-        processed samples), which becomes what restore() returns to."""
+        """Every rank takes rank 0's state (sync_root()'s; the sampler:
+        every rank's processed samples), which becomes what restore()
+        returns to."""
         for h in self._handlers.values():
             h.sync()
             h.save()

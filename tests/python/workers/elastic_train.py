@@ -59,8 +59,11 @@ def padding(sampler, n):
 @hvd.elastic.run
 def train(state):
     r, n = hvd.rank(), hvd.size()
-    print("rank %d of %d: start %d at epoch %d batch %d (%.3f)"
-          % (r, n, start, state.epoch, state.batch, time.time()), flush=True)
+    restarts = int(os.environ.get("HORA_RANK_RESTARTS", "0"))
+    print("rank %d of %d: start %d at epoch %d batch %d%s (%.3f)"
+          % (r, n, start, state.epoch, state.batch,
+             " after restart %d" % restarts if restarts else "", time.time()),
+          flush=True)
     state.padding += padding(state.sampler, n)
     while state.epoch < EPOCHS:
         loader = torch.utils.data.DataLoader(dataset, batch_size=B,
