@@ -55,34 +55,32 @@ static int hold_exit(struct hd_job *job, struct hd_rank *r) {
   return 1;
 }
 
+/* An EXIT for r: its end, or (restart k > 0) that it is started again. */
+static void send_exit_msg(struct hd_job *job, const struct hd_rank *r,
+                          uint32_t restart) {
+  struct hp_exit m = {.rank = r->info.rank,
+                      .how = (uint8_t)r->exit_how,
+                      .code = r->exit_code,
+                      .msg = r->spawn_msg,
+                      .noinit = (uint8_t)r->noinit,
+                      .restart = restart};
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_enc_exit(&w, &m);
+  ctl_send(job, &w, 0);
+  hp_wbuf_free(&w);
+}
+
 void hd_send_exit(struct hd_job *job, struct hd_rank *r) {
   if (r->reported || hold_exit(job, r)) return;
   r->reported = 1;
   job->nexited++;
-  struct hp_exit m = {.rank = r->info.rank,
-                      .how = (uint8_t)r->exit_how,
-                      .code = r->exit_code,
-                      .msg = r->spawn_msg,
-                      .noinit = (uint8_t)r->noinit};
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  hp_enc_exit(&w, &m);
-  ctl_send(job, &w, 0);
-  hp_wbuf_free(&w);
+  send_exit_msg(job, r, 0);
   hd_maybe_done(job);
 }
 
 void hd_send_restart(struct hd_job *job, struct hd_rank *r) {
-  struct hp_exit m = {.rank = r->info.rank,
-                      .how = (uint8_t)r->exit_how,
-                      .code = r->exit_code,
-                      .msg = r->spawn_msg,
-                      .restart = (uint32_t)r->restarts};
-  struct hp_wbuf w;
-  hp_wbuf_init(&w);
-  hp_enc_exit(&w, &m);
-  ctl_send(job, &w, 0);
-  hp_wbuf_free(&w);
+  send_exit_msg(job, r, (uint32_t)r->restarts);
 }
 
 void hd_maybe_done(struct hd_job *job) {

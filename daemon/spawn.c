@@ -289,6 +289,8 @@ static int spawn_one(struct hd_job *job, struct hd_rank *r, const char *path) {
   return 0;
 }
 
+static void describe_exit(struct hd_rank *r, char *buf, size_t len);
+
 /* ---- --restart-failed-ranks: a crashed rank started again -------------
  *
  * A spawned rank that ends without shutting hora down (killed by a
@@ -363,30 +365,23 @@ static void on_restart_timer(uv_timer_t *t) {
   uv_timer_stop(&r->lost_timer);
   errno = 0;
   char *path = resolve_program(&job->desc);
-  int err = errno ? errno : EIO;
-  int rc = path ? spawn_one(job, r, path) : -err;
-  char msg[HP_MSG_MAX + 1];
-  if (rc < 0 || r->exit_how == HP_EXIT_SPAWN) {
-    if (rc < 0) {
-      hc_fmt(msg, sizeof msg, "rank %d on host %s could not be started "
-             "again: %s", r->info.rank, hd_here(job), strerror(-rc));
-      r->spawn_msg = strdup(msg);
-      r->exit_how = HP_EXIT_SPAWN;
-      r->exit_code = -rc;
-      r->reaped = 1;
-    } else {
-      hc_fmt(msg, sizeof msg, "rank %d on host %s could not be started "
-             "again: %s", r->info.rank, hd_here(job), r->spawn_msg);
-    }
-    r->restarting = 0;
-    hd_restart_abandon(job, r->info.rank, msg);
-    maybe_report(r); /* a fork that failed; else the reaper reports */
-  } else {
-    r->restarting = HD_RESTART_STARTED;
-    hc_info("rank %d started again (pid %d, restart %d)", r->info.rank,
-            (int)r->pid, r->restarts);
-  }
+  int rc = path ? spawn_one(job, r, path) : -(errno ? errno : EIO);
   free(path);
+  if (rc < 0 || r->exit_how == HP_EXIT_SPAWN) { /* the wait for it ends */
+    r->restarting = 0;
+    if (rc < 0) {
+      spawn_failed(r, -rc, "cannot start the rank's program again");
+      maybe_report(r);
+    } else { /* exec failed: the reaper reports it */
+      char msg[HP_MSG_MAX + 1];
+      describe_exit(r, msg, sizeof msg);
+      hd_rank_left(r, msg);
+    }
+    return;
+  }
+  r->restarting = HD_RESTART_STARTED;
+  hc_info("rank %d started again (pid %d, restart %d)", r->info.rank,
+          (int)r->pid, r->restarts);
 }
 
 /* ---- join mode: ranks another launcher started ------------------------- */
@@ -453,8 +448,6 @@ static void exit_poll_stop(struct hd_rank *r) {
   close(r->pidfd);
   r->pidfd = -1;
 }
-
-static void describe_exit(struct hd_rank *r, char *buf, size_t len);
 
 /* A joined rank's end: its process exited (pid >= 0), or it never came
  * (pid 0, its hello awaited too long). Its exit status is its launcher's;

@@ -402,13 +402,8 @@ void hr_out_flush_rank(struct hr_out *o, int rank) {
 }
 
 void hr_out_end_rank(struct hr_out *o, int rank) {
-  for (int i = 0; i < 2; i++) {
-    struct src *s = &o->r[rank].s[i];
-    if (s->len > 0) emit(o, s, s->buf, s->len, "\n", 1);
-    s->len = 0;
-    s->cr_pending = 0;
-    file_close(o, s);
-  }
+  hr_out_flush_rank(o, rank);
+  for (int i = 0; i < 2; i++) file_close(o, &o->r[rank].s[i]);
 }
 
 int hr_out_reader_gone(const struct hr_out *o) {

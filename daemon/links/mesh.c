@@ -149,15 +149,12 @@ static void on_rank_gone(struct hd_job *job, int from,
   /* news of a rank started again: what runs fails, but the next session
    * may start; any other news ends that wait too */
   int fresh = job->gone_rank == -1 || (job->restart_gone && !m->restart);
-  if (!fresh) {
-    if (!m->restart) job->up->session_cancel(job);
-    return;
-  }
+  if (!m->restart) job->up->session_cancel(job);
+  if (!fresh) return;
   set_gone(job, m->rank, m->msg);
   job->restart_gone = m->restart;
-  if (!m->restart) job->up->session_cancel(job);
   /* The coordinator passes news from one host to all the others. */
-  if (fresh && job->desc.host_index == 0) send_gone(job, m, from);
+  if (job->desc.host_index == 0) send_gone(job, m, from);
 }
 
 /* The coordinator tells every other host that `from` has left (a

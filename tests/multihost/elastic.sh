@@ -47,28 +47,8 @@ kill_horad() {
 # resumed NAME START LIMIT WHAT: the ranks of start START took up the last
 # commit within LIMIT seconds of T0 (WHAT: the event at T0)
 resumed() {
-  local _t _late
-  _t=$(sed -n "s/^\[0\]<stdout>:rank 0 of [0-9]*: start $2 at .* (\([0-9.]*\))\$/\1/p" \
-    "$MH_TMP/$1.out" | head -n 1)
-  if [ -z "$_t" ]; then
-    fail "$1: rank 0 did not begin start $2"
-    return
-  fi
-  _late=$(awk -v a="$T0" -v b="$_t" 'BEGIN { printf "%.2f", b - a }')
-  say "$1: start $2 took up the last commit ${_late}s after $4"
-  awk -v l="$_late" -v m="$3" 'BEGIN { exit !(l <= m) }' ||
-    fail "$1: start $2 began ${_late}s after $4 (expected at most $3s)"
-}
-
-# trained NAME NP: every rank of the last start passed its checks and holds
-# the same weights
-trained() {
-  expect_rc "$1" 0
-  expect_count "$1" out "^\[[0-9]+\]<stdout>:rank [0-9]+ of $2: elastic_train: [0-9]+ checks, 0 failures, weights " "$2" \
-    "each of the $2 ranks of the last start passed its checks"
-  expect_nogrep "$1" out "FAIL" "no check failed (every sample used once per epoch)"
-  [ "$(sed -n 's/^.*elastic_train: .* weights //p' "$MH_TMP/$1.out" | sort -u | wc -l)" = 1 ] ||
-    fail "$1: the ranks ended with different weights"
+  expect_since_t0 "$1" "^\[0\]<stdout>:rank 0 of [0-9]+: start $2 at " "$3" \
+    "start $2 took up the last commit" "$4"
 }
 
 # ---- a host lost: the job goes on without it ---------------------------------
@@ -79,7 +59,7 @@ if started lost 1 3; then
   kill_horad lost h3
   hrun_wait lost 180
   resumed lost 2 10 "the kill"
-  trained lost 2
+  expect_trained lost 2
   expect_grep lost err "elastic: host h3 is left out for the rest of the job" \
     "horarun says h3 is left out"
   expect_grep lost err "elastic: start 2: 2 rank\(s\) on h1:1,h2:1" \
@@ -131,7 +111,7 @@ if started discover 1 2; then
     fail "discover: horarun did not wait for more hosts"
   fi
   hrun_wait discover 180
-  trained discover 2
+  expect_trained discover 2
   expect_grep discover err "elastic: start 2: 2 rank\(s\) on h1:1,h3:1" \
     "the second start runs on h1 and h3, which the script added"
 else
@@ -151,7 +131,7 @@ if started grow 1 2; then
   T0=$(date +%s.%N)
   hrun_wait grow 180
   resumed grow 2 10 "h3 was added"
-  trained grow 3
+  expect_trained grow 3
   expect_grep grow err "elastic: the hosts changed: starting again" \
     "horarun starts the job again for the new host"
   expect_grep grow err "elastic: start 2: 3 rank\(s\) on h1:1,h2:1,h3:1" \
@@ -174,7 +154,7 @@ if started shrink 1 3; then
   T0=$(date +%s.%N)
   hrun_wait shrink 180
   resumed shrink 2 10 "h2 was removed"
-  trained shrink 2
+  expect_trained shrink 2
   expect_grep shrink err "elastic: start 2: 2 rank\(s\) on h1:1,h3:1" \
     "the second start runs on h1 and h3"
   expect_nogrep shrink err "left out" "no host is blamed"
@@ -193,7 +173,7 @@ if started coordinator 1 3; then
   kill_horad coordinator h1
   hrun_wait coordinator 180
   resumed coordinator 2 10 "the kill"
-  trained coordinator 2
+  expect_trained coordinator 2
   expect_grep coordinator err "elastic: host h1 is left out for the rest of the job" \
     "horarun leaves h1 out"
   expect_grep coordinator err "elastic: start 2: 2 rank\(s\) on h2:1,h3:1" \
@@ -220,7 +200,7 @@ if started flap 1 3; then
     fail "flap: h3 did not come back into a start of 3 ranks"
   fi
   hrun_wait flap 240
-  trained flap 3
+  expect_trained flap 3
   expect_grep flap err "elastic: host h3 is left out for 2 s \(failure 1\)" \
     "first failure: left out for MIN seconds"
   expect_grep flap err "elastic: host h3 is left out for 4 s \(failure 2\)" \

@@ -750,6 +750,35 @@ expect_within() {
   return 0
 }
 
+# expect_since_t0 NAME ERE LIMIT WHAT EVENT: the first stdout line of job
+# NAME matching ERE ends in "(TIME)" (seconds since the epoch), at most
+# LIMIT seconds after T0, when EVENT happened (elastic_train.py's lines).
+expect_since_t0() {
+  local _late _t
+  _t=$(grep -E -- "$2" "$MH_TMP/$1.out" | head -n 1 |
+    sed -n 's/^.*(\([0-9.]*\))$/\1/p')
+  if [ -z "$_t" ]; then
+    fail "$1: $4: no line of its stdout matches /$2/"
+    return 1
+  fi
+  _late=$(awk -v a="$T0" -v b="$_t" 'BEGIN { printf "%.2f", b - a }')
+  say "$1: $4 ${_late}s after $5"
+  awk -v l="$_late" -v m="$3" 'BEGIN { exit !(l <= m) }' && return 0
+  fail "$1: $4 ${_late}s after $5 (expected at most $3s)"
+  return 1
+}
+
+# expect_trained NAME NP: elastic_train.py's ranks (NP of them in the last
+# start) passed their checks and hold the same weights; exit status 0.
+expect_trained() {
+  expect_rc "$1" 0
+  expect_count "$1" out "^\[[0-9]+\]<stdout>:rank [0-9]+ of $2: elastic_train: [0-9]+ checks, 0 failures, weights " "$2" \
+    "each of the $2 ranks of the last start passed its checks"
+  expect_nogrep "$1" out "FAIL" "no check failed (every sample used once per epoch)"
+  [ "$(sed -n 's/^.*elastic_train: .* weights //p' "$MH_TMP/$1.out" | sort -u | wc -l)" = 1 ] ||
+    fail "$1: the ranks ended with different weights"
+}
+
 # mh_port NAME ERE GROUP [KEY]: a port horarun --verbose printed (the
 # GROUP-th parenthesized part of ERE; with KEY, on the line whose first
 # group is KEY)
