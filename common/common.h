@@ -208,7 +208,8 @@ const struct hc_param *hc_param_find(const char *name);
   X(elastic_timeout) \
   X(reset_limit) \
   X(blacklist_cooldown_range) \
-  X(restart_failed_ranks)
+  X(restart_failed_ranks) \
+  X(elastic_in_place)
 
 enum hc_knob {
 #define HC_KNOB_ENUM(n) HC_KNOB_##n,

@@ -290,6 +290,14 @@ const struct hc_param hc_params[] = {
      "the others wait for it in their reset (hora.elastic.run) instead of "
      "the job ending; per rank (0: a crashed rank ends the job)",
      "restarts", 1 << 20},
+    {"elastic_in_place", "HORA_ELASTIC_IN_PLACE", NULL, "--elastic-in-place",
+     HC_P_INT, "1",
+     "elastic: 1, a job that loses a rank or host goes on in place: the "
+     "daemons of the hosts not to blame keep their ranks' processes, "
+     "numbered anew, and hora.elastic.run goes on from the last commit "
+     "(while at least --min-np ranks are left); 0, the job starts again "
+     "on the usable hosts",
+     NULL, 1},
 };
 const size_t hc_nparams = HC_ARRAY_SIZE(hc_params);
 _Static_assert(HC_ARRAY_SIZE(hc_params) == HC_NKNOBS,

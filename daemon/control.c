@@ -80,6 +80,11 @@ static void start_job(struct hd_job *job) {
   }
   if (job->desc.nhosts > 1) {
     job->multi = 1;
+    /* horarun's elastic job: a loss waits for its REFORM (reform.c) */
+    job->reformable =
+        (hk_int(&job->knobs, min_np) > 0 || hk_int(&job->knobs, max_np) > 0 ||
+         hk_given(&job->knobs, host_discovery_script)) &&
+        hk_int(&job->knobs, elastic_in_place) == 1;
     if (!job->boot) { /* the secret comes only on the bootstrap line */
       hc_error("a multi-host job needs --bootstrap (the job secret); "
                "stopping");
@@ -134,6 +139,8 @@ static void handle_frame(struct hd_job *job, const struct hp_frame_hdr *h,
     /* nothing to do: arriving refreshed the connection's last_rx */
   } else if (h->type == HP_MSG_HOSTS_UPDATED && h->len == 0) {
     hd_local_hosts_updated(job);
+  } else if (h->type == HP_MSG_REFORM && job->have_job) {
+    hd_reform_frame(job, p, h->len);
   } else {
     hc_warn_rl("unexpected message type %u from horarun; ignored", h->type);
   }

@@ -48,6 +48,9 @@ struct hd_rank {
   struct hd_job *job;
   int idx; /* index among local ranks == local_rank */
   struct hp_job_rank info;
+  int32_t slot; /* its rank as the job started (info.rank then): what
+                   horarun knows it by, also once an elastic job re-formed
+                   (reform.c) numbered it anew */
   char token[HP_TOKEN_LEN + 1];
 
   /* process */
@@ -325,6 +328,9 @@ struct hd_peer {
   int watched;         /* retrans holds a first reading */
   uint32_t retrans;    /* TCP retransmissions at the last heartbeat tick */
   uint64_t trouble_ns; /* when it last retransmitted, fell silent or broke */
+  uint32_t orig;   /* its host index as the job started (what horarun
+                      knows it by, also after a re-forming: reform.c) */
+  uint32_t fence;  /* the last re-forming it said it made (SESSION FENCE) */
 };
 
 struct hd_xop; /* xhost/ring.c: the cross-host part of the running operation */
@@ -441,6 +447,19 @@ struct hd_job {
                        session may still start (spawn.c) */
   unsigned char *sess_back; /* host 0: the hosts whose ranks are back */
   int sess_nback;
+  /* re-forming in place (reform.c): an elastic job of horarun's goes on
+   * without the hosts it leaves out. reformable: a rank or host lost
+   * makes the ranks here wait in hora_init() for horarun's REFORM (or its
+   * ABORT) rather than the job failing; reform_wait: they wait for it
+   * now; reform_quiet: one was made, and until the next session nothing
+   * but SESSION frames passes between the hosts (each peer's FENCE ends
+   * what it sent before); reform_session: the highest session count a
+   * host said with its FENCE (the next session's number on every host) */
+  int reformable, reform_wait, reform_quiet;
+  uint32_t reforms, reforms_said; /* made; told horarun they took */
+  uint32_t reform_session;
+  uint32_t orig_host, orig_nhosts; /* as the job started */
+  uv_timer_t reform_timer; /* how long the ranks wait for horarun */
 
   /* multi-host */
   int multi;     /* the job spans several hosts */
@@ -569,6 +588,22 @@ void hd_fast_free(struct hd_job *job);
 /* session.c: a new session across hosts, agreed through host 0 */
 /* Every local rank is back: tells host 0 (or counts itself there). */
 void hd_session_back(struct hd_job *job);
+
+/* reform.c: an elastic job re-formed in place on some of its hosts */
+/* horarun's REFORM (control connection) */
+void hd_reform_frame(struct hd_job *job, const unsigned char *p, size_t len);
+/* a peer's SESSION FENCE for re-forming `number`, its session count */
+void hd_reform_fence(struct hd_job *job, int from, uint32_t number,
+                     uint32_t session);
+/* a rank or host is lost in a reformable job: the ranks that come back
+ * wait for horarun's REFORM */
+void hd_reform_hold(struct hd_job *job);
+/* 1 while a new session must not be asked for: the REFORM, or a peer's
+ * FENCE, has not come yet */
+int hd_reform_pending(const struct hd_job *job);
+/* 1 when a frame of this type from peer `from` belongs to a job before
+ * its re-forming and is dropped */
+int hd_reform_drops(const struct hd_job *job, int from, uint16_t type);
 /* A SESSION frame from host `from`; < 0 (why) for a bad one. */
 int hd_session_frame(struct hd_job *job, int from, const unsigned char *p,
                      size_t len, char *why, size_t whylen);
@@ -586,6 +621,8 @@ void hd_kick(struct hd_job *job);
 enum { HD_DL_OFF, HD_DL_WARN, HD_DL_FAIL }; /* --deadlock-action */
 int hd_deadlock_init(struct hd_job *job);
 void hd_deadlock_close(struct hd_job *job);
+/* The job's hosts change (reform.c): what the first nhosts said goes. */
+void hd_deadlock_forget(struct hd_job *job, uint32_t nhosts);
 /* A DEADLOCK frame from host `from`; < 0 (why) for a bad one. */
 int hd_deadlock_frame(struct hd_job *job, int from, const unsigned char *p,
                       size_t len, char *why, size_t whylen);

@@ -824,6 +824,21 @@ static void on_closed(uv_handle_t *h) {
   job->dl = NULL;
 }
 
+void hd_deadlock_forget(struct hd_job *job, uint32_t nhosts) {
+  struct hd_dl *d = job->dl;
+  if (!d) return;
+  for (uint32_t i = 0; i < nhosts; i++) {
+    free(d->rep[i]);
+    d->rep[i] = NULL;
+    d->rep_len[i] = 0;
+    d->rep_hash[i] = 0;
+    d->probe_host[i] = 0;
+  }
+  d->sent_hash = 0;
+  d->last_key = d->probe_key = 0;
+  d->acks_needed = d->probe_ok = 0;
+}
+
 int hd_deadlock_init(struct hd_job *job) {
   const char *a = hk_str(&job->knobs, deadlock_action);
   int action = !strcmp(a, "fail") ? HD_DL_FAIL

@@ -355,6 +355,15 @@ void hd_new_session(struct hd_job *job) {
   hd_comms_free(job);
   job->gone_rank = -1;
   job->restart_gone = 0;
+  job->reform_quiet = job->reform_wait = 0; /* a re-formed job goes on */
+  if (job->reforms != job->reforms_said) {   /* horarun hears it took */
+    job->reforms_said = job->reforms;
+    struct hp_wbuf w;
+    hp_wbuf_init(&w);
+    hp_enc_reformed(&w, job->reforms);
+    hd_control_send(job, &w);
+    hp_wbuf_free(&w);
+  }
   job->gone_msg[0] = '\0';
   job->left_msg[0] = '\0';
   for (uint32_t i = 0; job->peers && i < job->desc.nhosts; i++)
@@ -400,10 +409,13 @@ static int handle_hello(struct hd_conn *c, const unsigned char *p,
            c->pid);
     return -1;
   }
+  /* a rank says the number it was started with (HORA_RANK), which after
+   * a re-forming (reform.c) may not be its number any more */
   struct hd_rank *r = NULL;
   for (int i = 0; i < job->nlocal; i++)
-    if (job->ranks[i].info.rank == h.rank) r = &job->ranks[i];
-  if (!r || strcmp(r->token, h.token) != 0) {
+    if (job->ranks[i].info.rank == h.rank || job->ranks[i].slot == h.rank)
+      if (!strcmp(job->ranks[i].token, h.token)) r = &job->ranks[i];
+  if (!r) {
     refuse(c, HORA_EAUTH, "hello from pid %d claiming rank %d with a wrong "
            "token", h.pid, h.rank);
     return -1;

@@ -58,7 +58,7 @@ static int hold_exit(struct hd_job *job, struct hd_rank *r) {
 /* An EXIT for r: its end, or (restart k > 0) that it is started again. */
 static void send_exit_msg(struct hd_job *job, const struct hd_rank *r,
                           uint32_t restart) {
-  struct hp_exit m = {.rank = r->info.rank,
+  struct hp_exit m = {.rank = r->slot,
                       .how = (uint8_t)r->exit_how,
                       .code = r->exit_code,
                       .msg = r->spawn_msg,

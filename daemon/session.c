@@ -30,7 +30,10 @@ static void send_session(struct hd_job *job, int host, uint32_t number,
 /* Host 0: `host`'s ranks are back for session `number`. */
 static void host_back(struct hd_job *job, int host, uint32_t number) {
   uint32_t n = job->desc.nhosts;
-  if (number != job->session + 1) {
+  /* re-formed: the host asking may know a higher session count than
+   * ours yet (every host's FENCE has not reached us) */
+  if (job->reform_quiet ? number <= job->session
+                        : number != job->session + 1) {
     hc_warn_rl("host %d asked for session %u, but the next one is %u; "
                "ignored", host, number, job->session + 1);
     return;
@@ -52,6 +55,12 @@ static void host_back(struct hd_job *job, int host, uint32_t number) {
 }
 
 void hd_session_back(struct hd_job *job) {
+  /* an elastic job being re-formed asks once the REFORM and every kept
+   * host's FENCE are in (reform.c calls again), numbering the session
+   * after the highest count any host had */
+  if (hd_reform_pending(job)) return;
+  if (job->reform_quiet && job->reform_session > job->session)
+    job->session = job->reform_session;
   hc_debug("every local rank is back: asking for session %u", job->session + 1);
   if (job->desc.host_index == 0) host_back(job, 0, job->session + 1);
   else send_session(job, 0, job->session + 1, HP_SESSION_BACK);
@@ -64,6 +73,13 @@ int hd_session_frame(struct hd_job *job, int from, const unsigned char *p,
     hc_fmt(why, whylen, "bad SESSION message");
     return -1;
   }
+  if (m.phase == HP_SESSION_FENCE) {
+    hd_reform_fence(job, from, m.number, m.session);
+    return 0;
+  }
+  /* re-formed: a peer's word before its FENCE was for the old job */
+  if (job->reform_quiet && job->peers[from].fence != job->reforms)
+    return 0;
   if (m.phase == HP_SESSION_BACK) {
     if (job->desc.host_index != 0) {
       hc_fmt(why, whylen, "SESSION BACK to a host that is not host 0");
@@ -87,7 +103,9 @@ int hd_session_frame(struct hd_job *job, int from, const unsigned char *p,
 }
 
 void hd_session_cancel(struct hd_job *job) {
-  hd_local_drop_rejoins(job, NULL);
+  /* a reformable job's ranks wait for horarun to re-form it */
+  if (job->reformable && !job->aborting) hd_reform_hold(job);
+  else hd_local_drop_rejoins(job, NULL);
   for (int i = 0; job->ranks && i < job->nlocal; i++)
     job->ranks[i].restarting = 0; /* its program ends as it comes */
   if (job->sess_back) memset(job->sess_back, 0, job->desc.nhosts);

@@ -186,7 +186,7 @@ static void on_out_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
     return;
   }
   if (n == 0) return;
-  struct hp_output m = {.rank = r->info.rank,
+  struct hp_output m = {.rank = r->slot,
                         .stream = (uint8_t)stream,
                         .data = (const unsigned char *)buf->base,
                         .len = (size_t)n};
@@ -575,7 +575,9 @@ int hd_spawn_all(struct hd_job *job) {
   uv_timer_init(job->daemon->loop, &job->term_timer);
   uv_timer_init(job->daemon->loop, &job->kill_timer);
   uv_timer_init(job->daemon->loop, &job->join_timer);
+  uv_timer_init(job->daemon->loop, &job->reform_timer);
   job->term_timer.data = job->kill_timer.data = job->join_timer.data = job;
+  job->reform_timer.data = job;
   const char *key = job_getenv(&job->desc, "HORA_JOIN_KEY");
   job->joined = key != NULL;
   for (int i = 0; i < job->nlocal; i++) {
@@ -583,6 +585,7 @@ int hd_spawn_all(struct hd_job *job) {
     r->job = job;
     r->idx = i;
     r->info = job->desc.ranks[i];
+    r->slot = r->info.rank;
     r->memfd = -1;
     r->pidfd = -1;
     fill_random_hex(r->token, HP_TOKEN_LEN);
@@ -738,7 +741,8 @@ void hd_spawn_teardown(struct hd_job *job, const char *reason,
 void hd_spawn_close(struct hd_job *job) {
   uv_handle_t *hs[] = {(uv_handle_t *)&job->term_timer,
                        (uv_handle_t *)&job->kill_timer,
-                       (uv_handle_t *)&job->join_timer};
+                       (uv_handle_t *)&job->join_timer,
+                       (uv_handle_t *)&job->reform_timer};
   for (size_t i = 0; i < HC_ARRAY_SIZE(hs); i++)
     if (hs[i]->loop && !uv_is_closing(hs[i])) uv_close(hs[i], on_closed);
   join_dir_remove(job);

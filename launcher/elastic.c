@@ -4,6 +4,12 @@
  * that are still usable, with as many ranks as they hold (at least
  * --min-np, at most --max-np), up to --reset-limit times.
  *
+ * A failure of a start first re-forms it in place (job.c's reform(),
+ * elastic_in_place): the hosts to blame are left out here as below, and
+ * the other hosts' daemons go on with their ranks' processes, numbered
+ * anew, while --min-np allows; each counts as a reset. Otherwise, and for
+ * hosts that come, the job starts again.
+ *
  * Each start is a whole job of its own (job.c): new daemons, new ranks,
  * ranks numbered anew. What training carries over is what the ranks
  * committed: hora.elastic's commit() writes the state into
@@ -59,6 +65,7 @@
 struct black {
   char *name;
   int failures;
+  double at;    /* monotonic seconds: its last failure */
   int secs;     /* its last cool-down */
   double until; /* monotonic seconds; < 0: for good */
 };
@@ -74,6 +81,9 @@ struct elastic {
   int cool_min, cool_max; /* its seconds */
   struct black *black;
   size_t nblack;
+  /* black and nblack: a start's watcher thread reads them while the
+   * start's re-formings in place (left_out()) add to them */
+  pthread_mutex_t lock;
 };
 
 static double now_s(void) {
@@ -106,7 +116,7 @@ static int parse_cooldown(const char *v, int *lo, int *hi) {
 
 static const char *const elastic_only[] = {
     "slots_per_host", "elastic_timeout", "reset_limit",
-    "blacklist_cooldown_range"};
+    "blacklist_cooldown_range", "elastic_in_place"};
 
 int hr_elastic_check(const struct hr_opts *o) {
   const char *cool = knob_str(o, "blacklist_cooldown_range");
@@ -306,6 +316,7 @@ static void blacklist(struct elastic *e, const char *name) {
     *b = (struct black){.name = n};
   }
   b->failures++;
+  b->at = now_s();
   if (!e->cooling) {
     b->until = -1;
     return;
@@ -371,6 +382,7 @@ struct watch {
   const struct hr_layout *l;
   int want; /* the ranks a start would run with enough slots (0: all) */
   struct hr_job_outcome *oc;
+  double t0; /* when the start began */
   pthread_t th;
   _Atomic int stop;
 };
@@ -382,16 +394,41 @@ static int hosts_differ(const struct watch *w, const struct hr_host *h,
                         size_t n) {
   double now = now_s();
   long usable = 0;
+  /* the ranks now: fewer than l's once the start re-formed in place */
+  int np = atomic_load(&w->oc->np_now);
+  if (!np) np = w->l->np;
+  int removed = 0;
+  pthread_mutex_lock(&w->e->lock);
   for (size_t i = 0; i < n; i++)
     if (!blacklisted(w->e, h[i].name, now)) usable += h[i].slots;
-  for (size_t k = 0; k < w->l->nhosts; k++) {
+  for (size_t k = 0; k < w->l->nhosts && !removed; k++) {
     if (!w->l->hosts[k].nranks) continue;
+    const struct black *b = find_black(w->e, w->l->hosts[k].name);
+    if (b && b->at >= w->t0) continue; /* left out of this start */
     size_t i = 0;
     while (i < n && strcmp(h[i].name, w->l->hosts[k].name)) i++;
-    if (i == n) return 1; /* removed */
+    removed = i == n;
   }
-  return usable > w->l->np && w->l->np < HR_NP_MAX &&
-         (!w->want || w->want > w->l->np);
+  pthread_mutex_unlock(&w->e->lock);
+  return removed ||
+         (usable > np && np < HR_NP_MAX && (!w->want || w->want > np));
+}
+
+/* A host a start re-formed in place without (job.c): out, as a host to
+ * blame for a failure is. */
+static void left_out(void *arg, const char *host) {
+  struct elastic *e = arg;
+  pthread_mutex_lock(&e->lock);
+  blacklist(e, host);
+  struct black *b = find_black(e, host);
+  int secs = b && b->until >= 0 ? b->secs : -1, failures = b ? b->failures : 0;
+  pthread_mutex_unlock(&e->lock);
+  if (secs >= 0)
+    hr_say(NULL, "elastic: host %s is left out for %d s (failure %d)", host,
+           secs, failures);
+  else
+    hr_say(NULL, "elastic: host %s is left out for the rest of the job",
+           host);
 }
 
 /* Runs the script (or reads the given hosts, when one of them cools down)
@@ -467,7 +504,7 @@ static void remove_commits(const char *dir) {
 /* ---- the loop ---------------------------------------------------------- */
 
 int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
-  struct elastic e = {.o = o};
+  struct elastic e = {.o = o, .lock = PTHREAD_MUTEX_INITIALIZER};
   e.script = knob_str(o, "host_discovery_script");
   e.slots_per_host = (int)hr_opts_knob_num(o, "slots_per_host");
   e.min_np = (int)hr_opts_knob_num(o, "min_np");
@@ -500,7 +537,7 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
 
   /* rc: the status horarun ends with; a failed start's, until a later
    * start ends otherwise */
-  int rc = HR_EXIT_LAUNCHER, resets = 0, starts = 0;
+  int rc = HR_EXIT_LAUNCHER, resets = 0, starts = 0, resets_in_place = 0;
   for (;;) {
     /* the hosts, waiting for enough of them */
     struct hr_host *h = NULL;
@@ -561,7 +598,7 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
       hr_say(NULL, "elastic: start %d: %d rank(s) on %s", starts, np, list);
     }
     o->np = np;
-    char **env = env_with(envp, dir, starts - 1);
+    char **env = env_with(envp, dir, starts - 1 + resets_in_place);
     int *culprit = calloc(l.nhosts ? l.nhosts : 1, sizeof *culprit);
     if (!env || !culprit) {
       hr_strv_free(env);
@@ -571,10 +608,19 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
       rc = HR_EXIT_LAUNCHER;
       goto out;
     }
-    struct hr_job_outcome oc = {.culprit = culprit};
-    struct watch w = {.e = &e, .l = &l, .want = want, .oc = &oc};
-    /* hosts may come (a script's, or one cooling down) or go (a script's) */
-    int watching = (e.script || (e.cooling && e.nblack)) &&
+    struct hr_job_outcome oc = {
+        .culprit = culprit,
+        .in_place = hr_opts_knob_num(o, "elastic_in_place") == 1,
+        .min_np = e.min_np,
+        .resets_left = e.reset_limit > 0 ? HC_MAX(0, e.reset_limit - resets)
+                                         : -1,
+        .left_out = left_out,
+        .arg = &e};
+    struct watch w = {.e = &e, .l = &l, .want = want, .oc = &oc,
+                      .t0 = now_s()};
+    /* hosts may come (a script's, or one cooling down: also one this
+     * start leaves out in place) or go (a script's) */
+    int watching = (e.script || e.cooling) &&
                    pthread_create(&w.th, NULL, watch_main, &w) == 0;
     int jrc = hr_job_run(o, &l, env, horad, &oc);
     if (watching) {
@@ -582,6 +628,8 @@ int hr_elastic_run(struct hr_opts *o, char **envp, const char *horad) {
       pthread_join(w.th, NULL);
     }
     hr_strv_free(env);
+    resets += oc.reforms; /* re-formings in place are resets too */
+    resets_in_place += oc.reforms;
     if (jrc == 0 && oc.restart) { /* the hosts changed: not a failure */
       free(culprit);
       hr_layout_free(&l);

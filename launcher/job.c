@@ -54,6 +54,8 @@ struct hr_daemon {
   int job_sent; /* its JOB is on the way: it has ranks to run */
   int announced; /* host updates sent to it (HP_MSG_HOSTS_UPDATED) */
   int killed; /* horarun sent it SIGKILL after the reap grace */
+  int left_out; /* an elastic job re-formed without it (reform()) */
+  uint32_t reformed; /* the last re-forming it said took there */
   int wstatus;
   /* multi-host */
   int remote;           /* started over ssh: pid is ssh's, control is TCP */
@@ -118,6 +120,7 @@ struct hr_job {
   /* a lost link: whom to blame is decided from every daemon's word */
   struct hr_blame blame;
   int self; /* horarun's node in blame */
+  int here; /* the daemon on this machine, or -1 (hr_blame_init) */
   uv_timer_t blame_timer;
   int blaming; /* a link was lost; the verdict waits (blame_timer) */
   int blamed;  /* the verdict was given */
@@ -132,6 +135,15 @@ struct hr_job {
   struct hr_job_outcome *outcome; /* the caller's, or NULL */
   uv_timer_t hosts_timer; /* watches outcome->hosts_changed */
   int announced;          /* host updates found so far (some sent) */
+  /* re-forming in place (reform()): the last one sent, and whether every
+   * kept host has said it took (until then a failure ends the job); the
+   * ranks' numbers now (slot_of[rank] is its number as the job started,
+   * which messages from horad keep using) */
+  uint32_t reforms;
+  int reforming;
+  uint64_t reform_t0;
+  int np_now;
+  int32_t *slot_of;
 };
 
 /* The end of the job is blamed on layout host h (an elastic job leaves it
@@ -337,11 +349,32 @@ static int failure_status(const struct hp_exit *m) {
   }
 }
 
-/* The first failure: the one the job is remembered by. */
+static int can_reform(const struct hr_job *j, const unsigned char *drop);
+static int reform(struct hr_job *j, unsigned char *drop, const char *why);
+
+/* The first failure: the one the job is remembered by. An elastic job in
+ * place leaves the rank's host out instead, and goes on. */
 static void first_failure(struct hr_job *j, int rank, const char *host,
                           const char *what, int status) {
+  unsigned char *drop = calloc(j->nd ? j->nd : 1, 1);
+  for (size_t i = 0; drop && rank >= 0 && rank < j->l->np && i < j->nd; i++)
+    drop[i] = j->d[i].host == j->l->ranks[rank].host;
+  if (drop && rank >= 0 && rank < j->l->np && can_reform(j, drop)) {
+    char why[1200];
+    hr_say(j->out, "rank %d on host %s %s", rank, host, what);
+    hr_out_print_tail(j->out, rank);
+    hc_fmt(why, sizeof why, "rank %d on host %s %s", rank, host, what);
+    int done = reform(j, drop, why);
+    free(drop);
+    if (done) return;
+  } else {
+    free(drop);
+  }
   j->failure_seen = 1;
-  if (rank >= 0 && rank < j->l->np) blame_host(j, j->l->ranks[rank].host, HR_BLAME_RANK);
+  /* (while the job re-forms, the ranks that fail are its victims: a
+   * program that does not go on through hvd.elastic.run) */
+  if (rank >= 0 && rank < j->l->np && !j->reforming)
+    blame_host(j, j->l->ranks[rank].host, HR_BLAME_RANK);
   hr_say(j->out, "rank %d on host %s %s", rank, host, what);
   hr_out_print_tail(j->out, rank);
   set_exit(j, status);
@@ -386,7 +419,7 @@ static void on_hosts_timer(uv_timer_t *t) {
   if (n > j->announced) j->announced = n;
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
-    if (!d->ctl_open || !d->job_sent || d->done) continue;
+    if (!d->ctl_open || !d->job_sent || d->done || d->left_out) continue;
     for (; d->announced < n; d->announced++) {
       struct hp_wbuf w;
       hp_wbuf_init(&w);
@@ -410,6 +443,14 @@ static void on_rank_exit(struct hr_daemon *d, const unsigned char *p,
   }
   char what[1024];
   describe_exit(j, &m, what, sizeof what);
+  if (d->left_out) { /* its host was left out: what it does is no news */
+    hr_out_end_rank(j->out, m.rank);
+    if (j->o->verbose)
+      hr_say(j->out, "rank %d on host %s (left out) %s", m.rank, d->name,
+             what);
+    free(m.msg);
+    return;
+  }
   if (m.restart) { /* --restart-failed-ranks: not its end */
     hr_out_flush_rank(j->out, m.rank);
     hr_say(j->out, "rank %d on host %s %s: horad starts it again (restart "
@@ -585,7 +626,8 @@ static void blame_watch_self(struct hr_job *j, uint64_t now) {
     if (c && !c->closing && !d->done && now - c->last_rx > hb / 2)
       d->trouble_ns = now;
     hr_blame_trouble_one(&j->blame, j->self, (int)i,
-                         d->trouble_ns && now - d->trouble_ns < 2 * hb);
+                         !d->left_out && d->trouble_ns &&
+                             now - d->trouble_ns < 2 * hb);
   }
 }
 
@@ -606,8 +648,6 @@ static void blame_verdict(struct hr_job *j) {
   blame_watch_self(j, hc_now_ns());
   int who[8], clear;
   int n = hr_blame_decide(&j->blame, who, 8, &clear);
-  for (int i = 0; i < n; i++)
-    if (who[i] < (int)j->nd) blame_host(j, j->d[who[i]].host, HR_BLAME_HOST);
   char msg[1400], name[300], reason[400];
   if (n == 1) {
     int c = who[0], nodes = j->blame.nodes;
@@ -658,6 +698,24 @@ static void blame_verdict(struct hr_job *j) {
   } else {
     hc_fmt(msg, sizeof msg, "a link between the hosts was lost");
   }
+  /* an elastic job in place goes on without the hosts named */
+  unsigned char *drop = calloc(j->nd ? j->nd : 1, 1);
+  int named = 0;
+  for (int i = 0; drop && i < n; i++)
+    if (who[i] < (int)j->nd) named = drop[who[i]] = 1;
+  if (named && can_reform(j, drop)) {
+    hr_say(j->out, "elastic: %s", msg);
+    if (j->deferred && j->o->verbose)
+      hr_say(j->out, "meanwhile rank %d on host %s %s", j->deferred_rank,
+             j->deferred_host, j->deferred_what);
+    int done = reform(j, drop, msg);
+    free(drop);
+    if (done) return;
+  } else {
+    free(drop);
+  }
+  for (int i = 0; i < n; i++)
+    if (who[i] < (int)j->nd) blame_host(j, j->d[who[i]].host, HR_BLAME_HOST);
   hr_say(j->out, "error: %s", msg);
   if (j->deferred && j->o->verbose)
     hr_say(j->out, "meanwhile rank %d on host %s %s", j->deferred_rank,
@@ -699,7 +757,9 @@ static void blame_check(struct hr_job *j) {
 /* Node `from` lost its link to host `to`, saying why. The verdict waits
  * a little for the others' word: half the daemons' heartbeat timeout. */
 static void note_lost(struct hr_job *j, int from, int to, const char *why) {
-  if (!j->multi || to < 0 || to >= (int)j->nd) return;
+  if (!j->multi || to < 0 || to >= (int)j->nd || j->d[to].left_out ||
+      (from < (int)j->nd && j->d[from].left_out))
+    return;
   struct hr_daemon *d = &j->d[to];
   hr_blame_lost(&j->blame, from, to);
   j->link_lost = 1;
@@ -724,6 +784,7 @@ static void on_peer_lost(struct hr_daemon *d, const unsigned char *p,
     protocol_error(d, "bad PEER_LOST message");
     return;
   }
+  if (d->left_out || j->d[m.host].left_out) return; /* no news */
   if (j->o->verbose) {
     char name[300];
     host_label(j, (int)m.host, name, sizeof name);
@@ -744,15 +805,17 @@ static void on_heartbeat(struct hr_daemon *d, const unsigned char *p,
     protocol_error(d, "bad HEARTBEAT message");
     return;
   }
-  if (!j->multi || !j->blame.lost) return;
+  if (!j->multi || !j->blame.lost || d->left_out) return;
+  uint32_t nto = 0;
   for (uint32_t i = 0; i < k; i++) {
     if (list[i] > j->nd) {
       protocol_error(d, "bad HEARTBEAT message");
       return;
     }
-    to[i] = list[i] == j->nd ? j->self : (int)list[i];
+    if (list[i] < j->nd && j->d[list[i]].left_out) continue;
+    to[nto++] = list[i] == j->nd ? j->self : (int)list[i];
   }
-  hr_blame_trouble(&j->blame, (int)(d - j->d), to, (int)k);
+  hr_blame_trouble(&j->blame, (int)(d - j->d), to, (int)nto);
   blame_check(j);
 }
 
@@ -761,6 +824,10 @@ static void on_fault(struct hr_daemon *d, const unsigned char *p, size_t n) {
   char *msg = hp_dec_text(p, n);
   if (!msg) {
     protocol_error(d, "bad FAULT message");
+    return;
+  }
+  if (d->left_out) { /* its host was left out */
+    free(msg);
     return;
   }
   if (strcmp(msg, j->last_fault)) {
@@ -786,6 +853,9 @@ static void on_lateness(struct hr_daemon *d, const unsigned char *p,
     free(v);
     return; /* the summary is not worth failing the job */
   }
+  for (uint32_t i = 0; j->slot_of && i < k; i++) /* ranks numbered anew */
+    if (v[i].rank >= 0 && v[i].rank < j->np_now)
+      v[i].rank = j->slot_of[v[i].rank];
   if (hr_late_merge(j->late, j->l->np, v, k, why, sizeof why) < 0)
     protocol_error(d, why);
   free(v);
@@ -807,6 +877,154 @@ static void straggler_summary(struct hr_job *j) {
   hr_say(j->out, "rank %d (host %s) was last to submit in %d %% of "
          "operations, median %s behind the first", r,
          host_display(j, j->l->ranks[r].host), pct, behind);
+}
+
+/* ---- re-forming an elastic job in place --------------------------------- */
+
+/* 1 when the job may go on without the hosts in drop[] (by daemon index):
+ * an elastic job in place (outcome->in_place), not stopping nor in the
+ * middle of another re-forming, every other host's horad running the job,
+ * at least --min-np ranks on them, and a reset left. */
+static int can_reform(const struct hr_job *j, const unsigned char *drop) {
+  const struct hr_job_outcome *oc = j->outcome;
+  if (!oc || !oc->in_place || !j->multi || j->stopping || j->interrupted ||
+      j->reforming || oc->resets_left == 0 || !drop)
+    return 0;
+  int ranks = 0, hosts = 0;
+  for (size_t i = 0; i < j->nd; i++) {
+    const struct hr_daemon *d = &j->d[i];
+    if (d->left_out || drop[i]) continue;
+    if (!d->ready || !d->job_sent || !d->conn || d->ctl_closing || d->done ||
+        d->reaped)
+      return 0;
+    ranks += j->l->hosts[d->host].nranks;
+    hosts++;
+  }
+  return hosts > 0 && ranks >= oc->min_np;
+}
+
+/* Leaves the hosts in drop[] out (their horads are told to stop) and
+ * sends every other host its REFORM: the hosts kept, in order, their
+ * ranks numbered anew from 0. Returns 1, or 0 when it cannot
+ * (can_reform(), or out of memory): the caller ends the job. */
+static int reform(struct hr_job *j, unsigned char *drop, const char *why) {
+  if (!can_reform(j, drop)) return 0;
+  struct hr_job_outcome *oc = j->outcome;
+  const struct hr_layout *l = j->l;
+  uint32_t *old = calloc(j->nd, sizeof *old);
+  int32_t *first = calloc(j->nd, sizeof *first);
+  int32_t *nr = calloc(j->nd, sizeof *nr);
+  int32_t *slot_of = calloc((size_t)l->np, sizeof *slot_of);
+  struct hp_job_rank *rk = calloc((size_t)l->np, sizeof *rk);
+  if (!old || !first || !nr || !slot_of || !rk) {
+    free(old);
+    free(first);
+    free(nr);
+    free(slot_of);
+    free(rk);
+    return 0;
+  }
+  uint32_t nk = 0;
+  int32_t np = 0;
+  for (size_t i = 0; i < j->nd; i++) {
+    const struct hr_daemon *d = &j->d[i];
+    if (d->left_out || drop[i]) continue;
+    const struct hr_host *h = &l->hosts[d->host];
+    old[nk] = (uint32_t)i;
+    first[nk] = np;
+    nr[nk] = h->nranks;
+    for (int r = 0; r < h->nranks; r++) slot_of[np + r] = h->first_rank + r;
+    np += h->nranks;
+    nk++;
+  }
+  char left[600];
+  size_t k = 0;
+  left[0] = '\0';
+  for (size_t i = 0; i < j->nd; i++) {
+    struct hr_daemon *d = &j->d[i];
+    if (!drop[i] || d->left_out) continue;
+    d->left_out = d->quiet = 1;
+    k += (size_t)snprintf(left + k, sizeof left - HC_MIN(k, sizeof left),
+                          "%s%s", k ? ", " : "", d->name);
+    if (!d->done) {
+      char reason[600];
+      hc_fmt(reason, sizeof reason, "the job goes on without this host: %s",
+             why);
+      send_text(d, HP_MSG_ABORT, reason);
+    }
+    if (oc->left_out) oc->left_out(oc->arg, d->name);
+  }
+  j->reforms++;
+  oc->reforms++;
+  if (oc->resets_left > 0) oc->resets_left--;
+  for (uint32_t h = 0; h < nk; h++) {
+    for (int32_t r = 0; r < nr[h]; r++) {
+      int32_t cs = 0, cr = 0;
+      for (uint32_t o = 0; o < nk; o++)
+        if (nr[o] > r) {
+          if (o < h) cr++;
+          cs++;
+        }
+      rk[r] = (struct hp_job_rank){first[h] + r, r, cr, cs};
+    }
+    struct hp_reform m = {.number = j->reforms,
+                          .host_index = h,
+                          .nhosts = nk,
+                          .size = np,
+                          .old_index = old,
+                          .first_rank = first,
+                          .nranks = nr,
+                          .nlocal = (uint32_t)nr[h],
+                          .ranks = rk};
+    hc_fmt(m.why, sizeof m.why, "%s is left out: %s", left, why);
+    struct hp_wbuf w;
+    hp_wbuf_init(&w);
+    hp_enc_reform(&w, &m);
+    send_frames(&j->d[old[h]], &w);
+  }
+  free(old);
+  free(first);
+  free(nr);
+  free(rk);
+  free(j->slot_of);
+  j->slot_of = slot_of;
+  j->np_now = np;
+  atomic_store(&oc->np_now, np);
+  j->reforming = 1;
+  j->reform_t0 = hc_now_ns();
+  /* the next loss is judged on fresh evidence */
+  uv_timer_stop(&j->blame_timer);
+  j->blaming = j->blamed = j->link_lost = j->deferred = 0;
+  hr_blame_free(&j->blame);
+  if (hr_blame_init(&j->blame, (int)j->nd, j->here) == 0)
+    j->self = hr_blame_self(&j->blame, j->here);
+  for (size_t i = 0; i < j->nd; i++) {
+    j->d[i].lost_seen = 0;
+    j->d[i].own_why[0] = '\0';
+  }
+  hr_say(j->out, "elastic: host %s left out; the job goes on in place with "
+         "%d rank(s) on %u host(s), numbered anew (re-forming %u)", left,
+         np, nk, j->reforms);
+  return 1;
+}
+
+/* A kept host's ranks are back in the re-formed job. */
+static void on_reformed(struct hr_daemon *d, const unsigned char *p,
+                        size_t n) {
+  struct hr_job *j = d->job;
+  uint32_t number;
+  if (hp_dec_reformed(p, n, &number) < 0 || number > j->reforms) {
+    protocol_error(d, "bad REFORM message");
+    return;
+  }
+  if (d->left_out) return;
+  d->reformed = number;
+  if (!j->reforming || number != j->reforms) return;
+  for (size_t i = 0; i < j->nd; i++)
+    if (!j->d[i].left_out && j->d[i].reformed != j->reforms) return;
+  j->reforming = 0;
+  hr_say(j->out, "elastic: the job re-formed in place in %.2f s: %d rank(s) "
+         "train on", (double)(hc_now_ns() - j->reform_t0) / 1e9, j->np_now);
 }
 
 static void dispatch(struct hr_daemon *d, const struct hp_frame_hdr *h,
@@ -835,6 +1053,9 @@ static void dispatch(struct hr_daemon *d, const struct hp_frame_hdr *h,
     break;
   case HP_MSG_LATENESS:
     on_lateness(d, p, h->len);
+    break;
+  case HP_MSG_REFORM:
+    on_reformed(d, p, h->len);
     break;
   case HP_MSG_DONE:
     d->done = 1;
@@ -879,7 +1100,7 @@ static int on_daemon_frame(struct hp_conn *c, const struct hp_frame_hdr *h,
 static void on_daemon_close(struct hp_conn *c, const char *why) {
   struct hr_daemon *d = c->data;
   struct hr_job *j = d->job;
-  if (!c->local && !d->done && !j->closing && j->blame.lost) {
+  if (!c->local && !d->done && !j->closing && j->blame.lost && !d->left_out) {
     hr_blame_lost(&j->blame, j->self, (int)(d - j->d));
     if (!d->own_why[0])
       hc_fmt(d->own_why, sizeof d->own_why, "its connection to horarun "
@@ -986,7 +1207,7 @@ static void on_hb_timer(uv_timer_t *t) {
   for (size_t i = 0; i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
     struct hp_conn *c = d->conn; /* TCP: a socketpair needs none */
-    if (!c || c->local || c->closing || d->done) continue;
+    if (!c || c->local || c->closing || d->done || d->left_out) continue;
     if (now - c->last_rx > j->hb_timeout_ns) {
       char why[96];
       hc_fmt(why, sizeof why, "horarun heard no heartbeat for %.1f s",
@@ -1161,8 +1382,15 @@ static void check_daemon(struct hr_daemon *d) {
      * most likely this: its verdict first. */
     hr_say(j->out, "error: horad on host %s exited unexpectedly (%s)", d->name,
            st);
-    blame_host(j, d->host, HR_BLAME_HOST);
-    set_exit(j, HR_EXIT_LAUNCHER);
+    /* an elastic job in place may go on without it (the verdict, or
+     * below, decides) */
+    unsigned char *drop = calloc(j->nd, 1);
+    if (drop) drop[d - j->d] = 1;
+    int may = drop && can_reform(j, drop);
+    if (!may) {
+      blame_host(j, d->host, HR_BLAME_HOST);
+      set_exit(j, HR_EXIT_LAUNCHER);
+    }
     char why[128];
     hc_fmt(why, sizeof why, "its horad exited (%s)", st);
     if (j->blaming) { /* the others' word is in: this is the one */
@@ -1173,7 +1401,17 @@ static void check_daemon(struct hr_daemon *d) {
        * then name it) before the job is stopped */
       note_lost(j, j->self, (int)(d - j->d), why);
     }
-    if (!j->blaming) stop_job(j, "a horad exited unexpectedly");
+    if (!j->blaming && !j->stopping && !d->left_out) {
+      char msg[400];
+      hc_fmt(msg, sizeof msg, "horad on host %s exited unexpectedly (%s)",
+             d->name, st);
+      if (!(may && reform(j, drop, msg))) {
+        blame_host(j, d->host, HR_BLAME_HOST);
+        set_exit(j, HR_EXIT_LAUNCHER);
+        stop_job(j, "a horad exited unexpectedly");
+      }
+    }
+    free(drop);
   } else if (d->started && j->o->verbose) {
     hr_say(j->out, "horad on host %s exited (%s)", d->name, st);
   }
@@ -1521,6 +1759,7 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
       int here = -1; /* horarun's links are those of a host on this machine */
       for (size_t k = 0; k < j->nd && here < 0; k++)
         if (!j->d[k].remote) here = (int)k;
+      j->here = here;
       if (hr_blame_init(&j->blame, (int)j->nd, here) < 0) {
         hr_say(j->out, "error: out of memory");
         set_exit(j, HR_EXIT_LAUNCHER);
@@ -1547,6 +1786,7 @@ int hr_job_run(const struct hr_opts *o, const struct hr_layout *l, char **envp,
   }
   free(j->d);
   free(j->late);
+  free(j->slot_of);
   hr_blame_free(&j->blame);
   hr_out_free(j->out);
   memset(j->secret, 0, sizeof j->secret);

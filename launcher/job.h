@@ -31,6 +31,15 @@ struct hr_job_outcome {
    * sends one announcement per step, within a quarter of a second. */
   _Atomic int hosts_changed;
   int restart; /* a rank left with HR_EXIT_RESTART after an announcement */
+  /* Re-forming in place (elastic_in_place): a rank or host failure leaves
+   * out the hosts to blame and the job goes on on the others, their ranks
+   * numbered anew (job.c's reform()), while at least min_np ranks are
+   * left and resets_left allows (< 0: no limit). left_out(arg, host) is
+   * told of each host left out; reforms counts the re-formings. */
+  int in_place, min_np, resets_left, reforms;
+  _Atomic int np_now; /* the ranks after the last re-forming (0: none) */
+  void (*left_out)(void *arg, const char *host);
+  void *arg;
 };
 
 /* Runs the job described by the options and layout, with `envp` as the

@@ -911,10 +911,116 @@ int hp_dec_rank_gone(const unsigned char *p, size_t n, struct hp_rank_gone *m) {
   return rc == 0 && m->restart > 1 ? HORA_EPROTO : rc;
 }
 
+void hp_enc_reform(struct hp_wbuf *w, const struct hp_reform *m) {
+  hp_frame_begin(w, HP_MSG_REFORM, 0);
+  hp_put_u32(w, m->number);
+  hp_put_u32(w, m->host_index);
+  hp_put_u32(w, m->nhosts);
+  hp_put_u32(w, (uint32_t)m->size);
+  for (uint32_t i = 0; i < m->nhosts; i++) {
+    hp_put_u32(w, m->old_index[i]);
+    hp_put_u32(w, (uint32_t)m->first_rank[i]);
+    hp_put_u32(w, (uint32_t)m->nranks[i]);
+  }
+  hp_put_u32(w, m->nlocal);
+  for (uint32_t i = 0; i < m->nlocal; i++) {
+    hp_put_u32(w, (uint32_t)m->ranks[i].rank);
+    hp_put_u32(w, (uint32_t)m->ranks[i].local_rank);
+    hp_put_u32(w, (uint32_t)m->ranks[i].cross_rank);
+    hp_put_u32(w, (uint32_t)m->ranks[i].cross_size);
+  }
+  hp_put_str(w, m->why);
+  hp_frame_end(w);
+}
+
+void hp_enc_reformed(struct hp_wbuf *w, uint32_t number) {
+  hp_frame_begin(w, HP_MSG_REFORM, 0);
+  hp_put_u32(w, number);
+  hp_frame_end(w);
+}
+
+int hp_dec_reformed(const unsigned char *p, size_t n, uint32_t *number) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  *number = hp_get_u32(&r);
+  int rc = finish(&r);
+  return rc == 0 && *number == 0 ? HORA_EPROTO : rc;
+}
+
+void hp_reform_free(struct hp_reform *m) {
+  free(m->old_index);
+  free(m->first_rank);
+  free(m->nranks);
+  free(m->ranks);
+  m->old_index = NULL;
+  m->first_rank = m->nranks = NULL;
+  m->ranks = NULL;
+}
+
+int hp_dec_reform(const unsigned char *p, size_t n, struct hp_reform *m) {
+  struct hp_rbuf r;
+  hp_rbuf_init(&r, p, n);
+  memset(m, 0, sizeof *m);
+  m->number = hp_get_u32(&r);
+  m->host_index = hp_get_u32(&r);
+  m->nhosts = hp_get_u32(&r);
+  m->size = (int32_t)hp_get_u32(&r);
+  /* each host takes 12 bytes: a count the payload cannot hold is a lie */
+  if (r.err || m->nhosts == 0 || m->nhosts > HP_MAX_HOSTS ||
+      m->nhosts > n / 12 || m->host_index >= m->nhosts || m->size <= 0 ||
+      m->number == 0)
+    return HORA_EPROTO;
+  m->old_index = calloc(m->nhosts, sizeof *m->old_index);
+  m->first_rank = calloc(m->nhosts, sizeof *m->first_rank);
+  m->nranks = calloc(m->nhosts, sizeof *m->nranks);
+  if (!m->old_index || !m->first_rank || !m->nranks) {
+    hp_reform_free(m);
+    return HORA_ENOMEM;
+  }
+  int64_t next = 0;
+  for (uint32_t i = 0; i < m->nhosts; i++) {
+    m->old_index[i] = hp_get_u32(&r);
+    m->first_rank[i] = (int32_t)hp_get_u32(&r);
+    m->nranks[i] = (int32_t)hp_get_u32(&r);
+    if ((i > 0 && m->old_index[i] <= m->old_index[i - 1]) ||
+        m->first_rank[i] != next || m->nranks[i] <= 0)
+      r.err = HORA_EPROTO;
+    next += m->nranks[i] > 0 ? m->nranks[i] : 0;
+  }
+  if (!r.err && next != m->size) r.err = HORA_EPROTO;
+  m->nlocal = hp_get_u32(&r);
+  if (!r.err && m->nlocal != (uint32_t)m->nranks[m->host_index])
+    r.err = HORA_EPROTO;
+  if (!r.err) {
+    m->ranks = calloc(m->nlocal, sizeof *m->ranks);
+    if (!m->ranks) {
+      hp_reform_free(m);
+      return HORA_ENOMEM;
+    }
+  }
+  for (uint32_t i = 0; !r.err && i < m->nlocal; i++) {
+    struct hp_job_rank *k = &m->ranks[i];
+    k->rank = (int32_t)hp_get_u32(&r);
+    k->local_rank = (int32_t)hp_get_u32(&r);
+    k->cross_rank = (int32_t)hp_get_u32(&r);
+    k->cross_size = (int32_t)hp_get_u32(&r);
+    if (k->rank != m->first_rank[m->host_index] + (int32_t)i ||
+        k->local_rank != (int32_t)i || k->cross_size <= 0 ||
+        k->cross_size > (int32_t)m->nhosts || k->cross_rank < 0 ||
+        k->cross_rank >= k->cross_size)
+      r.err = HORA_EPROTO;
+  }
+  get_fixed_str(&r, m->why, sizeof m->why);
+  int rc = finish(&r);
+  if (rc < 0) hp_reform_free(m);
+  return rc;
+}
+
 void hp_enc_session(struct hp_wbuf *w, const struct hp_session *m) {
   hp_frame_begin(w, HP_MSG_SESSION, 0);
   hp_put_u32(w, m->number);
   hp_put_u32(w, m->phase);
+  hp_put_u32(w, m->session);
   hp_frame_end(w);
 }
 
@@ -985,8 +1091,10 @@ int hp_dec_session(const unsigned char *p, size_t n, struct hp_session *m) {
   hp_rbuf_init(&r, p, n);
   m->number = hp_get_u32(&r);
   m->phase = hp_get_u32(&r);
+  m->session = hp_get_u32(&r);
   int rc = finish(&r);
-  if (rc == 0 && m->phase != HP_SESSION_BACK && m->phase != HP_SESSION_START)
+  if (rc == 0 && m->phase != HP_SESSION_BACK &&
+      m->phase != HP_SESSION_START && m->phase != HP_SESSION_FENCE)
     rc = HORA_EPROTO;
   return rc;
 }

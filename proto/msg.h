@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 12u
+#define HP_PROTO_VERSION 13u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -53,6 +53,11 @@ enum hp_msg_type {
                                 (an elastic job's discovery script); no
                                 payload: the ranks' hosts_updated count
                                 grows by one */
+  HP_MSG_REFORM = 35,        /* launcher -> daemon: an elastic job goes on
+                                without some hosts, its ranks numbered anew
+                                (hp_reform); daemon -> launcher: u32, that
+                                re-forming's number, once the re-formed
+                                job's first session started there */
   /* horad --service-client <-> horad --service (daemon/service.c) */
   HP_MSG_SVC_LAUNCH = 28, /* client -> service: bootstrap line, arguments */
   HP_MSG_SVC_OUTPUT = 29, /* service -> client: what the job's horad wrote */
@@ -363,10 +368,30 @@ struct hp_rank_gone {
  * hora_shutdown() (HP_SESSION_BACK, to host 0), or every rank of the job
  * has, and the receiver starts its new session (HP_SESSION_START, from
  * host 0). `number` is the session asked for (1 after the first). */
-enum { HP_SESSION_BACK = 1, HP_SESSION_START = 2 };
+/* HP_SESSION_FENCE: the sender has re-formed the job (hp_reform number
+ * `number`): nothing it sent before belongs to the re-formed job. */
+enum { HP_SESSION_BACK = 1, HP_SESSION_START = 2, HP_SESSION_FENCE = 3 };
 struct hp_session {
   uint32_t number;
   uint32_t phase;
+  uint32_t session; /* FENCE: the sender's session count; else 0 */
+};
+
+/* REFORM: an elastic job goes on in place on some of its hosts (the
+ * others are left out). The hosts kept, in their order, are the job's
+ * hosts from now on: hosts[i] is old host old_index[i] (increasing), with
+ * its ranks numbered first_rank[i] .. + nranks[i]; the receiver's own
+ * ranks get ranks[] (in local-rank order). `number` counts the job's
+ * re-formings from 1; `why` says what was left out and why. */
+struct hp_reform {
+  uint32_t number;
+  uint32_t host_index, nhosts;
+  int32_t size;
+  uint32_t *old_index;
+  int32_t *first_rank, *nranks;
+  uint32_t nlocal;
+  struct hp_job_rank *ranks;
+  char why[460];
 };
 
 void hp_enc_register(struct hp_wbuf *w, const struct hp_register *m);
@@ -422,6 +447,14 @@ void hp_enc_lateness(struct hp_wbuf *w, const struct hp_late_rank *v,
  * holds ops values, last <= ops, bucket indices in order). */
 int hp_dec_lateness(const unsigned char *p, size_t n,
                     struct hp_late_rank **out, uint32_t *count);
+void hp_enc_reform(struct hp_wbuf *w, const struct hp_reform *m);
+/* Fills *m with malloc'd arrays; free with hp_reform_free() (also on
+ * error). Checks the numbering: consecutive ranks from 0, hosts in
+ * increasing old order, the receiver's ranks its host's. */
+int hp_dec_reform(const unsigned char *p, size_t n, struct hp_reform *m);
+void hp_reform_free(struct hp_reform *m);
+void hp_enc_reformed(struct hp_wbuf *w, uint32_t number);
+int hp_dec_reformed(const unsigned char *p, size_t n, uint32_t *number);
 void hp_enc_session(struct hp_wbuf *w, const struct hp_session *m);
 int hp_dec_session(const unsigned char *p, size_t n, struct hp_session *m);
 

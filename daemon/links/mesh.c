@@ -105,7 +105,7 @@ void hd_mesh_announce_restart(struct hd_job *job, int rank, int host,
 
 /* Tells horarun that this daemon lost its link to host. */
 static void report_lost(struct hd_job *job, int host, const char *why) {
-  struct hp_peer_lost m = {.host = (uint32_t)host};
+  struct hp_peer_lost m = {.host = job->peers[host].orig};
   hc_fmt(m.msg, sizeof m.msg, "%s", why);
   struct hp_wbuf w;
   hp_wbuf_init(&w);
@@ -171,6 +171,7 @@ static void relay_left(struct hd_job *job, int from) {
 static int peer_frame(struct hd_job *job, int from, struct hp_conn *c,
                       const struct hp_frame_hdr *h, unsigned char *p,
                       int *keep) {
+  if (hd_reform_drops(job, from, h->type)) return 0; /* of the old job */
   switch (h->type) {
   case HP_MSG_HEARTBEAT:
     return 0;
@@ -398,7 +399,7 @@ static void *mesh_place(struct hp_conn *c, const struct hp_frame_hdr *h,
                         const unsigned char *pre) {
   struct hd_job *job = conn_daemon(c);
   int from = host_of(job, c);
-  if (from < 0) return NULL;
+  if (from < 0 || job->reform_quiet) return NULL;
   return h->type == HP_MSG_XDATA ? hd_xcoll_place(job, from, pre, h->len)
                                  : hd_xhost_place(job, from, pre, h->len);
 }
@@ -469,11 +470,12 @@ static void ctl_heartbeat(struct hd_job *job, struct hp_wbuf *w,
   for (uint32_t i = 0; job->peers && i < job->desc.nhosts && n < HP_TROUBLE_MAX;
        i++) {
     const struct hd_peer *p = &job->peers[i];
-    if (p->trouble_ns && now - p->trouble_ns < recent) list[n++] = i;
+    if (p->trouble_ns && now - p->trouble_ns < recent) list[n++] = p->orig;
   }
+  /* (by the hosts' indices as the job started: horarun's) */
   if (job->have_job && job->ctl_link.trouble_ns &&
       now - job->ctl_link.trouble_ns < recent && n < HP_TROUBLE_MAX)
-    list[n++] = job->desc.nhosts;
+    list[n++] = job->orig_nhosts;
   hp_enc_heartbeat(w, list, n);
 }
 
@@ -615,6 +617,9 @@ int hd_mesh_start(struct hd_job *job) {
   int n = (int)job->desc.nhosts, me = (int)job->desc.host_index;
   job->peers = calloc((size_t)n, sizeof *job->peers);
   if (!job->peers) return HORA_ENOMEM;
+  job->orig_host = (uint32_t)me;
+  job->orig_nhosts = (uint32_t)n;
+  for (int i = 0; i < n; i++) job->peers[i].orig = (uint32_t)i;
   job->link = &hd_link_tcp;
   /* the job's knobs came with the JOB: read the timeout again */
   job->hb_timeout_ns =

@@ -8,17 +8,21 @@ host lost) restores the last commit, re-initialises hora and calls the
 function again, and a HostsUpdatedInterrupt re-initialises and goes on
 from the current state.
 
-What the runtime does today: the daemons do not re-form a running job
-when a rank or a host is lost. horarun makes a job elastic by starting it
-again: with --min-np, --max-np or --host-discovery-script, a failed job is
-started anew on the hosts still usable (the failed ones left out), and
-its ranks take up the last commit. For that, commit() also writes the
+What the runtime does: with --min-np, --max-np or --host-discovery-
+script, a rank or host lost makes horarun leave the failed host out and
+the daemons of the others re-form the job in place: their ranks'
+HoraInternalError restores the last commit and the reset's hora.init()
+waits, then returns with the rank and size of the re-formed job, and the
+sync gives every rank the new rank 0's state. Where that cannot be (too
+few ranks left, --elastic-in-place 0), horarun starts the job anew on the
+hosts still usable, and its ranks take up the last commit. For that,
+commit() also writes the
 state into HORA_ELASTIC_DIR (set by horarun, on each rank's host: one
 file per rank, replaced at each commit; the directory must be this
 user's alone), and run() begins from the job's newest commit, which the
-rank whose host holds it sends to every rank. Inside one start, a
-HoraInternalError's reset fails (its job is ending) and the rank exits
-with it; the next start goes on. When the discovery script's hosts
+rank whose host holds it sends to every rank. In a job that is started
+again, a HoraInternalError's reset fails (its job is ending) and the rank
+exits with it; the next start goes on. When the discovery script's hosts
 change, horarun announces it (hora.hosts_updated()); the next commit()
 raises HostsUpdatedInterrupt on every rank, and run() keeps the state for
 the next start, which horarun begins on the new hosts.

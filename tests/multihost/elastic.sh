@@ -3,11 +3,18 @@
 # with a real training loop (tests/python/workers/elastic_train.py: torch,
 # DistributedOptimizer, ElasticSampler, a commit after every step):
 #   lost      3 hosts x 1, --min-np 2: h3's horad is SIGKILLed mid-epoch;
-#             horarun leaves h3 out and starts the job again on h1 and h2,
-#             which take up the last commit within 10 s of the kill; every
-#             sample of every epoch is used by exactly one committed step,
-#             the two ranks end with the same weights, exit status 0
-#   minnp     the same with --min-np 3: nothing can replace h3, so horarun
+#             horarun leaves h3 out and the job re-forms in place on h1
+#             and h2: their rank processes (the same pids) go on from the
+#             last commit as ranks 0 and 1 of 2 within 5 s of the kill;
+#             every sample of every epoch is used by exactly one committed
+#             step, the two ranks end with the same weights, exit status 0
+#   restart   the same with --elastic-in-place 0: horarun starts the job
+#             again on h1 and h2 (new processes), within 10 s
+#   crash     3 hosts x 2, --min-np 4: rank 2 (on h2) is SIGKILLed: h2 is
+#             left out (its horad stops its other rank), and h1's and h3's
+#             ranks go on in place, numbered 0-3 (h3's 4 and 5 become 2
+#             and 3, local ranks as before)
+#   minnp     h3 lost with --min-np 3: nothing can replace h3, so horarun
 #             ends the job at once, saying why (exit status not 0)
 #   discover  --host-discovery-script (a file the test rewrites): h1 and
 #             h2 at first, --min-np 2; h2's horad is SIGKILLed; horarun
@@ -20,10 +27,11 @@
 #   shrink    h2 removed from the script's output while 3 ranks train: the
 #             job goes on on h1 and h3 from the last commit, none blamed
 #   coordinator  host 0 (h1, rank 0, the coordinator) SIGKILLed: the job
-#             goes on on h2 and h3
+#             re-forms in place on h2 and h3 (h2 is host 0 from then on)
 #   flap      --blacklist-cooldown-range 2 60: h3's horad killed, h3 left
-#             out for 2 s; once back (a cooled-down host lets the job grow
-#             to --max-np again) killed again: left out for 4 s
+#             out for 2 s (the job re-forms in place); once back (a
+#             cooled-down host lets the job grow to --max-np again, a new
+#             start) killed again: left out for 4 s
 # After each, no process of the job is left on any host.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD"
@@ -47,29 +55,101 @@ kill_horad() {
 # resumed NAME START LIMIT WHAT: the ranks of start START took up the last
 # commit within LIMIT seconds of T0 (WHAT: the event at T0)
 resumed() {
-  expect_since_t0 "$1" "^\[0\]<stdout>:rank 0 of [0-9]+: start $2 at " "$3" \
+  expect_since_t0 "$1" "^\[[0-9]+\]<stdout>:rank 0 of [0-9]+: start $2 at " "$3" \
     "start $2 took up the last commit" "$4"
 }
 
-# ---- a host lost: the job goes on without it ---------------------------------
+# pids NAME START: the pids of start START's ranks, sorted
+pids() {
+  sed -n -E "s/^\[[0-9]+\]<stdout>:rank [0-9]+ of [0-9]+: start $2 at .* pid ([0-9]+) \(.*/\1/p" \
+    "$MH_TMP/$1.out" | sort -n | tr '\n' ' '
+}
+
+# in_place NAME NP LEFT: the job re-formed in place without host LEFT,
+# with NP ranks, and start 2's ranks are processes of start 1
+in_place() {
+  expect_grep "$1" err "elastic: host $3 left out; the job goes on in place with $2 rank\(s\)" \
+    "horarun leaves $3 out and re-forms the job in place"
+  expect_grep "$1" err "elastic: the job re-formed in place in [0-9.]+ s: $2 rank\(s\) train on" \
+    "every kept host's ranks are back"
+  expect_nogrep "$1" err "elastic: start 2:" "no new start"
+  local _p1 _p2 _p
+  _p1=" $(pids "$1" 1)"
+  _p2=$(pids "$1" 2)
+  [ -n "$_p2" ] || fail "$1: no rank said start 2"
+  for _p in $_p2; do
+    case "$_p1" in
+    *" $_p "*) ;;
+    *) fail "$1: start 2's pid $_p is not one of start 1's ($_p1)" ;;
+    esac
+  done
+}
+
+# ---- a host lost: the job goes on without it, in place -----------------------
 HRUN_NOMARK=1 hrun_start lost EPOCHS=3 STEP_SLEEP=0.1 -np 3 -H h1:1,h2:1,h3:1 \
   --min-np 2 $PY "$W/elastic_train.py"
 if started lost 1 3; then
   sleep 2
   kill_horad lost h3
   hrun_wait lost 180
-  resumed lost 2 10 "the kill"
+  resumed lost 2 5 "the kill"
   expect_trained lost 2
   expect_grep lost err "elastic: host h3 is left out for the rest of the job" \
     "horarun says h3 is left out"
-  expect_grep lost err "elastic: start 2: 2 rank\(s\) on h1:1,h2:1" \
-    "the second start runs 2 ranks on h1 and h2"
+  in_place lost 2 h3
   expect_grep lost out "^\[[01]\]<stdout>:rank [01] of 2: start 2 at epoch [0-9]+ batch [0-9]+ " \
-    "the second start's ranks began from a commit"
+    "the re-formed job's ranks began from a commit"
 else
   fail "lost: the 3 ranks did not start within 90 s"
   hrun_wait lost 10
   show lost
+fi
+mh_assert_no_job_procs "$MARK" 10
+
+# ---- the same, starting the job again (--elastic-in-place 0) -----------------
+HRUN_NOMARK=1 hrun_start restart EPOCHS=3 STEP_SLEEP=0.1 -np 3 -H h1:1,h2:1,h3:1 \
+  --min-np 2 --elastic-in-place 0 $PY "$W/elastic_train.py"
+if started restart 1 3; then
+  sleep 2
+  kill_horad restart h3
+  hrun_wait restart 180
+  resumed restart 2 10 "the kill"
+  expect_trained restart 2
+  expect_grep restart err "elastic: start 2: 2 rank\(s\) on h1:1,h2:1" \
+    "the second start runs 2 ranks on h1 and h2"
+  expect_nogrep restart err "in place" "nothing re-forms in place"
+else
+  fail "restart: the 3 ranks did not start within 90 s"
+  hrun_wait restart 10
+  show restart
+fi
+mh_assert_no_job_procs "$MARK" 10
+
+# ---- a rank crashed: its host left out, the others renumbered in place -------
+HRUN_NOMARK=1 hrun_start crash EPOCHS=2 STEP_SLEEP=0.1 -np 6 -H h1:2,h2:2,h3:2 \
+  --min-np 4 $PY "$W/elastic_train.py"
+if started crash 1 6; then
+  sleep 2
+  victim=$(sed -n -E 's/^\[2\]<stdout>:rank 2 of 6: start 1 at .* pid ([0-9]+) \(.*/\1/p' \
+    "$MH_TMP/crash.out")
+  T0=$(date +%s.%N)
+  [ -n "$victim" ] && kill -9 "$victim"
+  hrun_wait crash 180
+  resumed crash 2 5 "the crash"
+  expect_trained crash 4
+  expect_grep crash err "rank 2 on host h2 was killed by signal SIGKILL" \
+    "horarun names the crashed rank"
+  in_place crash 4 h2
+  # h3's ranks (4 and 5 at first) are ranks 2 and 3 now, with their output
+  # still under their first numbers
+  expect_grep crash out "^\[4\]<stdout>:rank 2 of 4: start 2 " \
+    "h3's first rank is rank 2 of 4"
+  expect_grep crash out "^\[5\]<stdout>:rank 3 of 4: start 2 " \
+    "h3's second rank is rank 3 of 4"
+else
+  fail "crash: the 6 ranks did not start within 90 s"
+  hrun_wait crash 10
+  show crash
 fi
 mh_assert_no_job_procs "$MARK" 10
 
@@ -172,12 +252,11 @@ if started coordinator 1 3; then
   sleep 2
   kill_horad coordinator h1
   hrun_wait coordinator 180
-  resumed coordinator 2 10 "the kill"
+  resumed coordinator 2 5 "the kill"
   expect_trained coordinator 2
   expect_grep coordinator err "elastic: host h1 is left out for the rest of the job" \
     "horarun leaves h1 out"
-  expect_grep coordinator err "elastic: start 2: 2 rank\(s\) on h2:1,h3:1" \
-    "the second start runs on h2 and h3"
+  in_place coordinator 2 h1
 else
   fail "coordinator: the 3 ranks did not start within 90 s"
   hrun_wait coordinator 10

@@ -57,7 +57,7 @@ kill_rank() {
 # LIMIT s of T0, and the others went on with it from the last commit
 back() {
   local _re
-  _re="^\[$2\]<stdout>:rank $2 of 4: start 1 at .* after restart 1 \("
+  _re="^\[$2\]<stdout>:rank $2 of 4: start 1 at .* after restart 1 pid [0-9]+ \("
   if ! wait_for "$1" out "$_re" 1 60; then
     fail "$1: rank $2 did not begin again"
     return 1

@@ -519,11 +519,109 @@ static void test_session(void) {
   CHECK_EQ_INT(hp_dec_session(p, n, &m2), 0);
   CHECK(m2.number == 7 && m2.phase == HP_SESSION_START);
   CHECK_EQ_INT(hp_dec_session(p, n - 1, &m2), HORA_EPROTO);
+  hp_wbuf_reset(&w); /* a FENCE carries the sender's session count */
+  m = (struct hp_session){.number = 2, .phase = HP_SESSION_FENCE,
+                          .session = 9};
+  hp_enc_session(&w, &m);
+  p = one_frame(&w, HP_MSG_SESSION, &n);
+  CHECK_EQ_INT(hp_dec_session(p, n, &m2), 0);
+  CHECK(m2.number == 2 && m2.phase == HP_SESSION_FENCE && m2.session == 9);
   hp_wbuf_reset(&w);
-  m.phase = 3;
+  m.phase = 4;
   hp_enc_session(&w, &m);
   p = one_frame(&w, HP_MSG_SESSION, &n);
   CHECK_EQ_INT(hp_dec_session(p, n, &m2), HORA_EPROTO);
+  hp_wbuf_free(&w);
+}
+
+/* REFORM: a round trip; every prefix and a trailing byte refused; each
+ * numbering that does not add up refused (the daemon acts on none). */
+static void enc_reform(struct hp_wbuf *w, uint32_t host_index,
+                       const uint32_t *old, const int32_t *first,
+                       const int32_t *nr, uint32_t nhosts, int32_t size,
+                       const struct hp_job_rank *rk, uint32_t nlocal) {
+  struct hp_reform m = {.number = 1,
+                        .host_index = host_index,
+                        .nhosts = nhosts,
+                        .size = size,
+                        .old_index = (uint32_t *)old,
+                        .first_rank = (int32_t *)first,
+                        .nranks = (int32_t *)nr,
+                        .nlocal = nlocal,
+                        .ranks = (struct hp_job_rank *)rk};
+  hc_fmt(m.why, sizeof m.why, "host h2 is left out: it was lost");
+  hp_enc_reform(w, &m);
+}
+
+static int dec_reform_copy(const unsigned char *p, size_t n) {
+  unsigned char *c = malloc(n ? n : 1);
+  memcpy(c, p, n);
+  struct hp_reform m;
+  int rc = hp_dec_reform(c, n, &m);
+  if (rc == 0) hp_reform_free(&m);
+  free(c);
+  return rc;
+}
+
+static void test_reform(void) {
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  /* hosts 0, 2 and 3 of four kept, 2 ranks each; this is the second */
+  const uint32_t old[] = {0, 2, 3};
+  const int32_t first[] = {0, 2, 4}, nr[] = {2, 2, 2};
+  const struct hp_job_rank rk[] = {{2, 0, 1, 3}, {3, 1, 1, 3}};
+  enc_reform(&w, 1, old, first, nr, 3, 6, rk, 2);
+  size_t n;
+  const unsigned char *p = one_frame(&w, HP_MSG_REFORM, &n);
+  struct hp_reform m;
+  CHECK_EQ_INT(hp_dec_reform(p, n, &m), 0);
+  CHECK(m.number == 1 && m.host_index == 1 && m.nhosts == 3 && m.size == 6);
+  CHECK(m.old_index[2] == 3 && m.first_rank[2] == 4 && m.nranks[1] == 2);
+  CHECK(m.nlocal == 2 && m.ranks[1].rank == 3 && m.ranks[1].cross_rank == 1);
+  CHECK_EQ_STR(m.why, "host h2 is left out: it was lost");
+  hp_reform_free(&m);
+  for (size_t k = 0; k < n; k++)
+    CHECK_EQ_INT(dec_reform_copy(p, k), HORA_EPROTO);
+  unsigned char *longer = malloc(n + 1);
+  memcpy(longer, p, n);
+  longer[n] = 0;
+  CHECK_EQ_INT(dec_reform_copy(longer, n + 1), HORA_EPROTO);
+  free(longer);
+  /* numberings that do not add up */
+  const uint32_t unordered[] = {0, 3, 2};
+  const int32_t gap[] = {0, 3, 4}, zero[] = {2, 0, 4};
+  const struct hp_job_rank notmine[] = {{0, 0, 0, 3}, {1, 1, 0, 3}},
+                           badcross[] = {{2, 0, 3, 3}, {3, 1, 1, 3}};
+  struct {
+    const uint32_t *old;
+    const int32_t *first, *nr;
+    int32_t size;
+    const struct hp_job_rank *rk;
+    uint32_t nlocal;
+  } bad[] = {{unordered, first, nr, 6, rk, 2}, {old, gap, nr, 6, rk, 2},
+             {old, first, zero, 6, rk, 2},     {old, first, nr, 7, rk, 2},
+             {old, first, nr, 6, notmine, 2},  {old, first, nr, 6, badcross, 2},
+             {old, first, nr, 6, rk, 1}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    hp_wbuf_reset(&w);
+    enc_reform(&w, 1, bad[i].old, bad[i].first, bad[i].nr, 3, bad[i].size,
+               bad[i].rk, bad[i].nlocal);
+    p = one_frame(&w, HP_MSG_REFORM, &n);
+    if (dec_reform_copy(p, n) != HORA_EPROTO)
+      CHECK(!"a REFORM whose numbering does not add up was taken");
+  }
+  /* the daemon's answer: a re-forming's number, never 0 */
+  hp_wbuf_reset(&w);
+  hp_enc_reformed(&w, 3);
+  p = one_frame(&w, HP_MSG_REFORM, &n);
+  uint32_t k;
+  CHECK_EQ_INT(hp_dec_reformed(p, n, &k), 0);
+  CHECK_EQ_INT(k, 3);
+  CHECK_EQ_INT(hp_dec_reformed(p, n - 1, &k), HORA_EPROTO);
+  hp_wbuf_reset(&w);
+  hp_enc_reformed(&w, 0);
+  p = one_frame(&w, HP_MSG_REFORM, &n);
+  CHECK_EQ_INT(hp_dec_reformed(p, n, &k), HORA_EPROTO);
   hp_wbuf_free(&w);
 }
 
@@ -1223,6 +1321,7 @@ int main(void) {
   RUN(test_exit_output_text);
   RUN(test_links);
   RUN(test_session);
+  RUN(test_reform);
   RUN(test_truncated_trailing);
   RUN(test_embedded_nul);
   RUN(test_absurd_counts);

@@ -12,9 +12,11 @@ the sampler pads an uneven split (DistributedSampler's way: the samples
 left, split among n ranks, repeat at most n - 1 of them), across any
 number of starts of the job. Each start prints, from every rank,
 
-  rank R of N: start S at epoch E batch B (T)
+  rank R of N: start S at epoch E batch B pid P (T)
 
-(T: the time, seconds since the epoch of the clock) once it has taken up
+(P: its process id; T: the time, seconds since the epoch of the clock;
+S: HORA_ELASTIC_RESETS + 1, plus one for each time the job re-formed in
+place while this process trained, seen as a new size) once it has taken up
 the last commit; at the end every rank prints
 
   rank R of N: elastic_train: K checks, F failures, weights W
@@ -34,6 +36,7 @@ EPOCHS = int(os.environ.get("EPOCHS", "3"))
 SLEEP = float(os.environ.get("STEP_SLEEP", "0.05"))
 N, B = 240, 4
 start = int(os.environ.get("HORA_ELASTIC_RESETS", "0")) + 1
+last_size = hvd.size()
 
 g = torch.Generator().manual_seed(1)
 xs = torch.randn(N, 4, generator=g, dtype=torch.float64)
@@ -58,11 +61,16 @@ def padding(sampler, n):
 
 @hvd.elastic.run
 def train(state):
+    global start, last_size
     r, n = hvd.rank(), hvd.size()
+    if n != last_size:  # the job re-formed in place: a new start
+        start += 1
+        last_size = n
     restarts = int(os.environ.get("HORA_RANK_RESTARTS", "0"))
-    print("rank %d of %d: start %d at epoch %d batch %d%s (%.3f)"
+    print("rank %d of %d: start %d at epoch %d batch %d%s pid %d (%.3f)"
           % (r, n, start, state.epoch, state.batch,
-             " after restart %d" % restarts if restarts else "", time.time()),
+             " after restart %d" % restarts if restarts else "", os.getpid(),
+             time.time()),
           flush=True)
     state.padding += padding(state.sampler, n)
     while state.epoch < EPOCHS:
