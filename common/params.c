@@ -274,8 +274,8 @@ const struct hc_param hc_params[] = {
      "the job ends",
      "seconds", 0},
     {"reset_limit", "HORA_RESET_LIMIT", NULL, "--reset-limit", HC_P_INT, "0",
-     "elastic: the most times the job starts again after a failure before "
-     "it ends with the failure (0: no limit)",
+     "elastic: the most times the job re-forms in place or starts again "
+     "after a failure before it ends with the failure (0: no limit)",
      "resets", 0},
     {"blacklist_cooldown_range", "HORA_BLACKLIST_COOLDOWN_RANGE", NULL,
      "--blacklist-cooldown-range", HC_P_STRING, "",

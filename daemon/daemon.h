@@ -458,7 +458,8 @@ struct hd_job {
   int reformable, reform_wait, reform_quiet;
   uint32_t reforms, reforms_said; /* made; told horarun they took */
   uint32_t reform_session;
-  uint32_t orig_host, orig_nhosts; /* as the job started */
+  uint32_t orig_nhosts; /* as the job started (horarun's index in the
+                           hosts in trouble, mesh.c) */
   uv_timer_t reform_timer; /* how long the ranks wait for horarun */
 
   /* multi-host */
@@ -601,9 +602,9 @@ void hd_reform_hold(struct hd_job *job);
 /* 1 while a new session must not be asked for: the REFORM, or a peer's
  * FENCE, has not come yet */
 int hd_reform_pending(const struct hd_job *job);
-/* 1 when a frame of this type from peer `from` belongs to a job before
- * its re-forming and is dropped */
-int hd_reform_drops(const struct hd_job *job, int from, uint16_t type);
+/* 1 when a peer's frame of this type is dropped: between a re-forming and
+ * the next session only SESSION frames (and heartbeats) pass */
+int hd_reform_drops(const struct hd_job *job, uint16_t type);
 /* A SESSION frame from host `from`; < 0 (why) for a bad one. */
 int hd_session_frame(struct hd_job *job, int from, const unsigned char *p,
                      size_t len, char *why, size_t whylen);

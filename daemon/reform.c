@@ -65,12 +65,10 @@ int hd_reform_pending(const struct hd_job *job) {
   return job->reform_quiet && !all_fenced(job);
 }
 
-int hd_reform_drops(const struct hd_job *job, int from, uint16_t type) {
-  if (!job->reform_quiet || type == HP_MSG_HEARTBEAT ||
-      type == HP_MSG_SESSION)
-    return 0;
-  (void)from; /* before its FENCE: of the old job; after: it is quiet too */
-  return 1;
+int hd_reform_drops(const struct hd_job *job, uint16_t type) {
+  /* before a peer's FENCE: the old job's; after it: the peer is quiet too */
+  return job->reform_quiet && type != HP_MSG_HEARTBEAT &&
+         type != HP_MSG_SESSION;
 }
 
 void hd_reform_fence(struct hd_job *job, int from, uint32_t number,
@@ -81,6 +79,14 @@ void hd_reform_fence(struct hd_job *job, int from, uint32_t number,
   hc_debug("host %d has re-formed the job (%u)", from, number);
   if (job->reform_quiet && all_fenced(job) && hd_local_all_back(job))
     job->up->session_back(job);
+}
+
+/* The index of the job's host that was host `orig` when it started (this
+ * one included), or -1. */
+static int host_of_orig(const struct hd_job *job, uint32_t orig) {
+  for (uint32_t k = 0; k < job->desc.nhosts; k++)
+    if (job->peers[k].orig == orig) return (int)k;
+  return -1;
 }
 
 /* Checks m against the job; why says what is wrong. */
@@ -96,15 +102,13 @@ static int check(const struct hd_job *job, const struct hp_reform *m,
     return -1;
   }
   if (m->nlocal != (uint32_t)job->nlocal ||
-      m->old_index[m->host_index] != job->orig_host) {
+      m->old_index[m->host_index] != job->peers[job->desc.host_index].orig) {
     hc_fmt(why, len, "a REFORM whose host %u is not this host with its %d "
            "ranks", m->host_index, job->nlocal);
     return -1;
   }
   for (uint32_t i = 0; i < m->nhosts; i++) {
-    uint32_t k = 0;
-    while (k < job->desc.nhosts && job->peers[k].orig != m->old_index[i]) k++;
-    if (k == job->desc.nhosts && m->old_index[i] != job->orig_host) {
+    if (host_of_orig(job, m->old_index[i]) < 0) {
       hc_fmt(why, len, "a REFORM keeps host %u, which the job no longer has",
              m->old_index[i]);
       return -1;
@@ -137,10 +141,7 @@ static int apply(struct hd_job *job, const struct hp_reform *m) {
     return -1;
   }
   for (uint32_t i = 0; i < n; i++) {
-    uint32_t k = 0;
-    if (m->old_index[i] == job->orig_host) k = job->desc.host_index;
-    else
-      while (job->peers[k].orig != m->old_index[i]) k++; /* check() found it */
+    int k = host_of_orig(job, m->old_index[i]); /* check() found each */
     kept[k] = 1;
     peers[i] = job->peers[k];
     hosts[i] = job->desc.hosts[k];

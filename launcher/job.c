@@ -55,6 +55,7 @@ struct hr_daemon {
   int announced; /* host updates sent to it (HP_MSG_HOSTS_UPDATED) */
   int killed; /* horarun sent it SIGKILL after the reap grace */
   int left_out; /* an elastic job re-formed without it (reform()) */
+  int drop;     /* to be left out by the next reform() (drop_none()) */
   uint32_t reformed; /* the last re-forming it said took there */
   int wstatus;
   /* multi-host */
@@ -349,26 +350,23 @@ static int failure_status(const struct hp_exit *m) {
   }
 }
 
-static int can_reform(const struct hr_job *j, const unsigned char *drop);
-static int reform(struct hr_job *j, unsigned char *drop, const char *why);
+static void drop_none(struct hr_job *j);
+static int can_reform(const struct hr_job *j);
+static int reform(struct hr_job *j, const char *why);
 
 /* The first failure: the one the job is remembered by. An elastic job in
  * place leaves the rank's host out instead, and goes on. */
 static void first_failure(struct hr_job *j, int rank, const char *host,
                           const char *what, int status) {
-  unsigned char *drop = calloc(j->nd ? j->nd : 1, 1);
-  for (size_t i = 0; drop && rank >= 0 && rank < j->l->np && i < j->nd; i++)
-    drop[i] = j->d[i].host == j->l->ranks[rank].host;
-  if (drop && rank >= 0 && rank < j->l->np && can_reform(j, drop)) {
+  drop_none(j);
+  for (size_t i = 0; rank >= 0 && rank < j->l->np && i < j->nd; i++)
+    j->d[i].drop = j->d[i].host == j->l->ranks[rank].host;
+  if (can_reform(j)) {
     char why[1200];
     hr_say(j->out, "rank %d on host %s %s", rank, host, what);
     hr_out_print_tail(j->out, rank);
     hc_fmt(why, sizeof why, "rank %d on host %s %s", rank, host, what);
-    int done = reform(j, drop, why);
-    free(drop);
-    if (done) return;
-  } else {
-    free(drop);
+    if (reform(j, why)) return;
   }
   j->failure_seen = 1;
   /* (while the job re-forms, the ranks that fail are its victims: a
@@ -699,20 +697,15 @@ static void blame_verdict(struct hr_job *j) {
     hc_fmt(msg, sizeof msg, "a link between the hosts was lost");
   }
   /* an elastic job in place goes on without the hosts named */
-  unsigned char *drop = calloc(j->nd ? j->nd : 1, 1);
-  int named = 0;
-  for (int i = 0; drop && i < n; i++)
-    if (who[i] < (int)j->nd) named = drop[who[i]] = 1;
-  if (named && can_reform(j, drop)) {
+  drop_none(j);
+  for (int i = 0; i < n; i++)
+    if (who[i] < (int)j->nd) j->d[who[i]].drop = 1;
+  if (can_reform(j)) {
     hr_say(j->out, "elastic: %s", msg);
     if (j->deferred && j->o->verbose)
       hr_say(j->out, "meanwhile rank %d on host %s %s", j->deferred_rank,
              j->deferred_host, j->deferred_what);
-    int done = reform(j, drop, msg);
-    free(drop);
-    if (done) return;
-  } else {
-    free(drop);
+    if (reform(j, msg)) return;
   }
   for (int i = 0; i < n; i++)
     if (who[i] < (int)j->nd) blame_host(j, j->d[who[i]].host, HR_BLAME_HOST);
@@ -881,34 +874,42 @@ static void straggler_summary(struct hr_job *j) {
 
 /* ---- re-forming an elastic job in place --------------------------------- */
 
-/* 1 when the job may go on without the hosts in drop[] (by daemon index):
- * an elastic job in place (outcome->in_place), not stopping nor in the
- * middle of another re-forming, every other host's horad running the job,
- * at least --min-np ranks on them, and a reset left. */
-static int can_reform(const struct hr_job *j, const unsigned char *drop) {
+static void drop_none(struct hr_job *j) {
+  for (size_t i = 0; i < j->nd; i++) j->d[i].drop = 0;
+}
+
+/* 1 when the job may go on without the daemons marked `drop` (at least
+ * one): an elastic job in place (outcome->in_place), not stopping nor in
+ * the middle of another re-forming, every other host's horad running the
+ * job, at least --min-np ranks on them, and a reset left. */
+static int can_reform(const struct hr_job *j) {
   const struct hr_job_outcome *oc = j->outcome;
   if (!oc || !oc->in_place || !j->multi || j->stopping || j->interrupted ||
-      j->reforming || oc->resets_left == 0 || !drop)
+      j->reforming || oc->resets_left == 0)
     return 0;
-  int ranks = 0, hosts = 0;
+  int ranks = 0, hosts = 0, dropped = 0;
   for (size_t i = 0; i < j->nd; i++) {
     const struct hr_daemon *d = &j->d[i];
-    if (d->left_out || drop[i]) continue;
+    if (d->left_out) continue;
+    if (d->drop) {
+      dropped++;
+      continue;
+    }
     if (!d->ready || !d->job_sent || !d->conn || d->ctl_closing || d->done ||
         d->reaped)
       return 0;
     ranks += j->l->hosts[d->host].nranks;
     hosts++;
   }
-  return hosts > 0 && ranks >= oc->min_np;
+  return dropped > 0 && hosts > 0 && ranks >= oc->min_np;
 }
 
-/* Leaves the hosts in drop[] out (their horads are told to stop) and
- * sends every other host its REFORM: the hosts kept, in order, their
- * ranks numbered anew from 0. Returns 1, or 0 when it cannot
- * (can_reform(), or out of memory): the caller ends the job. */
-static int reform(struct hr_job *j, unsigned char *drop, const char *why) {
-  if (!can_reform(j, drop)) return 0;
+/* Leaves the daemons marked `drop` out (they are told to stop) and sends
+ * every other host its REFORM: the hosts kept, in order, their ranks
+ * numbered anew from 0. Returns 1, or 0 when it cannot (can_reform(), or
+ * out of memory): the caller ends the job. */
+static int reform(struct hr_job *j, const char *why) {
+  if (!can_reform(j)) return 0;
   struct hr_job_outcome *oc = j->outcome;
   const struct hr_layout *l = j->l;
   uint32_t *old = calloc(j->nd, sizeof *old);
@@ -916,19 +917,12 @@ static int reform(struct hr_job *j, unsigned char *drop, const char *why) {
   int32_t *nr = calloc(j->nd, sizeof *nr);
   int32_t *slot_of = calloc((size_t)l->np, sizeof *slot_of);
   struct hp_job_rank *rk = calloc((size_t)l->np, sizeof *rk);
-  if (!old || !first || !nr || !slot_of || !rk) {
-    free(old);
-    free(first);
-    free(nr);
-    free(slot_of);
-    free(rk);
-    return 0;
-  }
+  int ok = old && first && nr && slot_of && rk;
   uint32_t nk = 0;
   int32_t np = 0;
-  for (size_t i = 0; i < j->nd; i++) {
+  for (size_t i = 0; ok && i < j->nd; i++) {
     const struct hr_daemon *d = &j->d[i];
-    if (d->left_out || drop[i]) continue;
+    if (d->left_out || d->drop) continue;
     const struct hr_host *h = &l->hosts[d->host];
     old[nk] = (uint32_t)i;
     first[nk] = np;
@@ -940,10 +934,11 @@ static int reform(struct hr_job *j, unsigned char *drop, const char *why) {
   char left[600];
   size_t k = 0;
   left[0] = '\0';
-  for (size_t i = 0; i < j->nd; i++) {
+  for (size_t i = 0; ok && i < j->nd; i++) {
     struct hr_daemon *d = &j->d[i];
-    if (!drop[i] || d->left_out) continue;
+    if (!d->drop || d->left_out) continue;
     d->left_out = d->quiet = 1;
+    d->drop = 0;
     k += (size_t)snprintf(left + k, sizeof left - HC_MIN(k, sizeof left),
                           "%s%s", k ? ", " : "", d->name);
     if (!d->done) {
@@ -954,6 +949,7 @@ static int reform(struct hr_job *j, unsigned char *drop, const char *why) {
     }
     if (oc->left_out) oc->left_out(oc->arg, d->name);
   }
+  if (!ok) goto out;
   j->reforms++;
   oc->reforms++;
   if (oc->resets_left > 0) oc->resets_left--;
@@ -982,12 +978,9 @@ static int reform(struct hr_job *j, unsigned char *drop, const char *why) {
     hp_enc_reform(&w, &m);
     send_frames(&j->d[old[h]], &w);
   }
-  free(old);
-  free(first);
-  free(nr);
-  free(rk);
   free(j->slot_of);
   j->slot_of = slot_of;
+  slot_of = NULL;
   j->np_now = np;
   atomic_store(&oc->np_now, np);
   j->reforming = 1;
@@ -1005,7 +998,13 @@ static int reform(struct hr_job *j, unsigned char *drop, const char *why) {
   hr_say(j->out, "elastic: host %s left out; the job goes on in place with "
          "%d rank(s) on %u host(s), numbered anew (re-forming %u)", left,
          np, nk, j->reforms);
-  return 1;
+out:
+  free(old);
+  free(first);
+  free(nr);
+  free(rk);
+  free(slot_of);
+  return ok;
 }
 
 /* A kept host's ranks are back in the re-formed job. */
@@ -1384,9 +1383,9 @@ static void check_daemon(struct hr_daemon *d) {
            st);
     /* an elastic job in place may go on without it (the verdict, or
      * below, decides) */
-    unsigned char *drop = calloc(j->nd, 1);
-    if (drop) drop[d - j->d] = 1;
-    int may = drop && can_reform(j, drop);
+    drop_none(j);
+    d->drop = 1;
+    int may = can_reform(j);
     if (!may) {
       blame_host(j, d->host, HR_BLAME_HOST);
       set_exit(j, HR_EXIT_LAUNCHER);
@@ -1405,13 +1404,12 @@ static void check_daemon(struct hr_daemon *d) {
       char msg[400];
       hc_fmt(msg, sizeof msg, "horad on host %s exited unexpectedly (%s)",
              d->name, st);
-      if (!(may && reform(j, drop, msg))) {
+      if (!(may && reform(j, msg))) {
         blame_host(j, d->host, HR_BLAME_HOST);
         set_exit(j, HR_EXIT_LAUNCHER);
         stop_job(j, "a horad exited unexpectedly");
       }
     }
-    free(drop);
   } else if (d->started && j->o->verbose) {
     hr_say(j->out, "horad on host %s exited (%s)", d->name, st);
   }

@@ -333,17 +333,30 @@ static char **get_strv(struct hp_rbuf *r, uint32_t *n) {
   return v;
 }
 
+/* A JOB's or a REFORM's ranks: rank, local rank, cross rank, cross size. */
+static void put_job_ranks(struct hp_wbuf *w, uint32_t n,
+                          const struct hp_job_rank *k) {
+  for (uint32_t i = 0; i < n; i++) {
+    hp_put_u32(w, (uint32_t)k[i].rank);
+    hp_put_u32(w, (uint32_t)k[i].local_rank);
+    hp_put_u32(w, (uint32_t)k[i].cross_rank);
+    hp_put_u32(w, (uint32_t)k[i].cross_size);
+  }
+}
+
+static void get_job_rank(struct hp_rbuf *r, struct hp_job_rank *k) {
+  k->rank = (int32_t)hp_get_u32(r);
+  k->local_rank = (int32_t)hp_get_u32(r);
+  k->cross_rank = (int32_t)hp_get_u32(r);
+  k->cross_size = (int32_t)hp_get_u32(r);
+}
+
 void hp_enc_job(struct hp_wbuf *w, const struct hp_job *m) {
   hp_frame_begin(w, HP_MSG_JOB, 0);
   hp_put_u32(w, (uint32_t)m->size);
   hp_put_u32(w, (uint32_t)m->local_size);
   hp_put_u32(w, m->nlocal);
-  for (uint32_t i = 0; i < m->nlocal; i++) {
-    hp_put_u32(w, (uint32_t)m->ranks[i].rank);
-    hp_put_u32(w, (uint32_t)m->ranks[i].local_rank);
-    hp_put_u32(w, (uint32_t)m->ranks[i].cross_rank);
-    hp_put_u32(w, (uint32_t)m->ranks[i].cross_size);
-  }
+  put_job_ranks(w, m->nlocal, m->ranks);
   hp_put_str(w, m->hostname);
   hp_put_str(w, m->cwd);
   put_strv(w, m->argc, m->argv);
@@ -388,12 +401,7 @@ int hp_dec_job(const unsigned char *p, size_t n, struct hp_job *m) {
     return HORA_EPROTO;
   m->ranks = calloc(m->nlocal ? m->nlocal : 1, sizeof *m->ranks);
   if (!m->ranks) return HORA_ENOMEM;
-  for (uint32_t i = 0; i < m->nlocal; i++) {
-    m->ranks[i].rank = (int32_t)hp_get_u32(&r);
-    m->ranks[i].local_rank = (int32_t)hp_get_u32(&r);
-    m->ranks[i].cross_rank = (int32_t)hp_get_u32(&r);
-    m->ranks[i].cross_size = (int32_t)hp_get_u32(&r);
-  }
+  for (uint32_t i = 0; i < m->nlocal; i++) get_job_rank(&r, &m->ranks[i]);
   m->hostname = hp_get_str(&r, 255);
   m->cwd = hp_get_str(&r, 4096);
   m->argv = get_strv(&r, &m->argc);
@@ -923,12 +931,7 @@ void hp_enc_reform(struct hp_wbuf *w, const struct hp_reform *m) {
     hp_put_u32(w, (uint32_t)m->nranks[i]);
   }
   hp_put_u32(w, m->nlocal);
-  for (uint32_t i = 0; i < m->nlocal; i++) {
-    hp_put_u32(w, (uint32_t)m->ranks[i].rank);
-    hp_put_u32(w, (uint32_t)m->ranks[i].local_rank);
-    hp_put_u32(w, (uint32_t)m->ranks[i].cross_rank);
-    hp_put_u32(w, (uint32_t)m->ranks[i].cross_size);
-  }
+  put_job_ranks(w, m->nlocal, m->ranks);
   hp_put_str(w, m->why);
   hp_frame_end(w);
 }
@@ -1000,10 +1003,7 @@ int hp_dec_reform(const unsigned char *p, size_t n, struct hp_reform *m) {
   }
   for (uint32_t i = 0; !r.err && i < m->nlocal; i++) {
     struct hp_job_rank *k = &m->ranks[i];
-    k->rank = (int32_t)hp_get_u32(&r);
-    k->local_rank = (int32_t)hp_get_u32(&r);
-    k->cross_rank = (int32_t)hp_get_u32(&r);
-    k->cross_size = (int32_t)hp_get_u32(&r);
+    get_job_rank(&r, k);
     if (k->rank != m->first_rank[m->host_index] + (int32_t)i ||
         k->local_rank != (int32_t)i || k->cross_size <= 0 ||
         k->cross_size > (int32_t)m->nhosts || k->cross_rank < 0 ||

@@ -171,7 +171,7 @@ static void relay_left(struct hd_job *job, int from) {
 static int peer_frame(struct hd_job *job, int from, struct hp_conn *c,
                       const struct hp_frame_hdr *h, unsigned char *p,
                       int *keep) {
-  if (hd_reform_drops(job, from, h->type)) return 0; /* of the old job */
+  if (hd_reform_drops(job, h->type)) return 0; /* of the old job */
   switch (h->type) {
   case HP_MSG_HEARTBEAT:
     return 0;
@@ -617,7 +617,6 @@ int hd_mesh_start(struct hd_job *job) {
   int n = (int)job->desc.nhosts, me = (int)job->desc.host_index;
   job->peers = calloc((size_t)n, sizeof *job->peers);
   if (!job->peers) return HORA_ENOMEM;
-  job->orig_host = (uint32_t)me;
   job->orig_nhosts = (uint32_t)n;
   for (int i = 0; i < n; i++) job->peers[i].orig = (uint32_t)i;
   job->link = &hd_link_tcp;

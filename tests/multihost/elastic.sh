@@ -59,9 +59,10 @@ resumed() {
     "start $2 took up the last commit" "$4"
 }
 
-# pids NAME START: the pids of start START's ranks, sorted
+# pids NAME START [PREFIX]: the pids of start START's ranks (of the one
+# whose output has that rank prefix), sorted
 pids() {
-  sed -n -E "s/^\[[0-9]+\]<stdout>:rank [0-9]+ of [0-9]+: start $2 at .* pid ([0-9]+) \(.*/\1/p" \
+  sed -n -E "s/^\[${3:-[0-9]+}\]<stdout>:rank [0-9]+ of [0-9]+: start $2 at .* pid ([0-9]+) \(.*/\1/p" \
     "$MH_TMP/$1.out" | sort -n | tr '\n' ' '
 }
 
@@ -130,10 +131,9 @@ HRUN_NOMARK=1 hrun_start crash EPOCHS=2 STEP_SLEEP=0.1 -np 6 -H h1:2,h2:2,h3:2 \
   --min-np 4 $PY "$W/elastic_train.py"
 if started crash 1 6; then
   sleep 2
-  victim=$(sed -n -E 's/^\[2\]<stdout>:rank 2 of 6: start 1 at .* pid ([0-9]+) \(.*/\1/p' \
-    "$MH_TMP/crash.out")
+  victim=$(pids crash 1 2)
   T0=$(date +%s.%N)
-  [ -n "$victim" ] && kill -9 "$victim"
+  [ -n "$victim" ] && kill -9 $victim # (one pid)
   hrun_wait crash 180
   resumed crash 2 5 "the crash"
   expect_trained crash 4
