@@ -201,6 +201,7 @@ const struct hc_param *hc_param_find(const char *name);
   X(wire_encrypt) \
   X(service_auth) \
   X(munge_socket) \
+  X(service_socket) \
   X(min_np) \
   X(max_np) \
   X(host_discovery_script) \

@@ -248,6 +248,13 @@ const struct hc_param hc_params[] = {
      "/run/munge/munge.socket.2",
      "--service-auth munge: the local munged's socket",
      NULL, 0},
+    {"service_socket", "HORA_SERVICE_SOCKET", NULL, "--service-socket",
+     HC_P_STRING, "/run/hora/horad.sock",
+     "--launcher service: this machine's service's unix socket; when a "
+     "service listens there, this machine's horad starts through it too "
+     "(the kernel tells it who runs the job: no key or credential), else "
+     "directly as without the service. none: always directly",
+     NULL, 0},
     {"min_np", "HORA_MIN_NP", NULL, "--min-np", HC_P_INT, "0",
      "elastic: the fewest ranks the job may go on with after a host or rank "
      "is lost (0: -np's number, i.e. none may be lost). --min-np, --max-np "

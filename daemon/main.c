@@ -21,12 +21,15 @@ static void usage(FILE *f) {
          "                   [--metrics-port PORT]\n"
          "       horad --probe [--iface IF] [--launcher ADDR]\n"
          "       horad --service [--config FILE] [--port PORT] [--listen ADDR]\n"
-         "                   [--auth key|munge] [--key-file FILE]\n"
+         "                   [--socket PATH|none] [--auth key|munge]\n"
+         "                   [--key-file FILE]\n"
          "                   [--munge-socket PATH] [--allow-root]\n"
          "                   [--stop end|drain] [--drain-timeout SECONDS]\n"
          "                   [--check]\n"
          "       horad --service-client HOST:PORT [--key-file FILE]\n"
          "                   [--auth key|munge] [--munge-socket PATH] -- ARGS...\n"
+         "       horad --service-client /PATH -- --control-fd 3 [--bootstrap]\n"
+         "                   [--iface IF]\n"
          "\n"
          "horad is hora's per-node daemon. horarun starts it for each job:\n"
          "on its own machine with a connected socket on FD, on other hosts\n"
@@ -57,12 +60,16 @@ static void usage(FILE *f) {
          "                    (horarun --launcher service)\n"
          "  --config FILE     the service's settings, a YAML mapping of the\n"
          "                    options below without their dashes (port,\n"
-         "                    listen, auth, key_file, munge_socket, allow_root,\n"
-         "                    stop, drain_timeout); default /etc/hora/horad.yaml\n"
+         "                    listen, socket, auth, key_file, munge_socket,\n"
+         "                    allow_root, stop, drain_timeout); default\n"
+         "                    /etc/hora/horad.yaml\n"
          "                    where it exists. Options given here win; SIGHUP\n"
          "                    reads it again\n"
          "  --port PORT       the service's TCP port (default 17970)\n"
          "  --listen ADDR     the service's address (default: every one)\n"
+         "  --socket PATH|none  the service's local unix socket (default\n"
+         "                    /run/hora/horad.sock): this host's clients,\n"
+         "                    known by the kernel, need no key or credential\n"
          "  --auth key|munge  how clients prove who they are: key (default),\n"
          "                    the cluster key, jobs run as the service's\n"
          "                    user; munge, a MUNGE credential of the user's,\n"
@@ -83,7 +90,9 @@ static void usage(FILE *f) {
          "                    exit 0 if so, 2 if not\n"
          "  --service-client HOST:PORT  what horarun runs instead of ssh:\n"
          "                    has the service on HOST start horad with ARGS\n"
-         "                    and relays its output and exit status\n"
+         "                    and relays its output and exit status; with\n"
+         "                    /PATH, this host's service at its unix socket,\n"
+         "                    passing it horarun's connection on fd 3\n"
          "  -h, --help        this text\n"
          "  -v, --version     print the version and the engines built in\n"
          "\n"
@@ -217,7 +226,8 @@ int main(int argc, char **argv) {
                    {"--listen", HD_SVC_LISTEN},
                    {"--port", HD_SVC_PORT},
                    {"--stop", HD_SVC_STOP},
-                   {"--drain-timeout", HD_SVC_DRAIN_TIMEOUT}};
+                   {"--drain-timeout", HD_SVC_DRAIN_TIMEOUT},
+                   {"--socket", HD_SVC_SOCKET}};
   for (int i = 1; i < argc; i++) {
     size_t f = 0;
     while (f < HC_ARRAY_SIZE(svc_flags) && strcmp(argv[i], svc_flags[f].flag))

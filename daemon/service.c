@@ -64,6 +64,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -377,10 +378,14 @@ static int iface_ok(const char *s) {
   return 1;
 }
 
-/* Splits a SVC_LAUNCH payload: the bootstrap line, then arguments. Only
- * --rendezvous and --iface IF are taken. Returns 0 or -1 (why). */
-static int parse_launch(unsigned char *p, size_t n, const char **boot,
-                        const char **iface, char *why, size_t whylen) {
+/* Splits a SVC_LAUNCH payload: the bootstrap line, then arguments. Over
+ * TCP only --rendezvous and --iface IF are taken; over the unix socket
+ * (local) only --control-fd 3 (the connection passed with the request),
+ * --bootstrap (then the line is there, else it is empty) and --iface IF.
+ * Returns 0 or -1 (why). */
+static int parse_launch(unsigned char *p, size_t n, int local,
+                        const char **boot, const char **iface, char *why,
+                        size_t whylen) {
   if (!n || p[n - 1] != '\0') {
     hc_fmt(why, whylen, "a malformed launch request");
     return -1;
@@ -388,16 +393,22 @@ static int parse_launch(unsigned char *p, size_t n, const char **boot,
   *boot = (const char *)p;
   *iface = NULL;
   size_t bl = strlen(*boot);
-  if (bl == 0 || bl > 1024 || strncmp(*boot, "HORA1 ", 6)) {
+  int rdv = 0, ctl = 0, bs = 0;
+  if (bl > 1024 || (bl && strncmp(*boot, "HORA1 ", 6)) || (!bl && !local)) {
     hc_fmt(why, whylen, "a launch request without a bootstrap line");
     return -1;
   }
-  int rdv = 0;
   for (size_t off = bl + 1; off < n;) {
     const char *a = (const char *)p + off;
     off += strlen(a) + 1;
-    if (!strcmp(a, "--rendezvous")) {
+    if (!local && !strcmp(a, "--rendezvous")) {
       rdv = 1;
+    } else if (local && !strcmp(a, "--bootstrap")) {
+      bs = 1;
+    } else if (local && !strcmp(a, "--control-fd") && off < n &&
+               !strcmp((const char *)p + off, "3")) {
+      ctl = 1;
+      off += 2;
     } else if (!strcmp(a, "--iface") && off < n) {
       *iface = (const char *)p + off;
       off += strlen(*iface) + 1;
@@ -411,21 +422,34 @@ static int parse_launch(unsigned char *p, size_t n, const char **boot,
       return -1;
     }
   }
-  if (!rdv) {
+  if (!local && !rdv) {
     hc_fmt(why, whylen, "a launch request without --rendezvous");
+    return -1;
+  }
+  if (local && !ctl) {
+    hc_fmt(why, whylen, "a launch request over the unix socket without "
+           "--control-fd 3");
+    return -1;
+  }
+  if (local && bs != (bl != 0)) {
+    hc_fmt(why, whylen, bs ? "a launch request with --bootstrap but no "
+                             "bootstrap line"
+                           : "a launch request with a bootstrap line but "
+                             "without --bootstrap");
     return -1;
   }
   return 0;
 }
 
-static void send_frame(int fd, int type, const void *p, size_t n) {
+static int send_frame(int fd, int type, const void *p, size_t n) {
   struct hp_wbuf w;
   hp_wbuf_init(&w);
   hp_frame_begin(&w, (uint16_t)type, 0);
   if (n) hp_put_raw(&w, p, n);
   hp_frame_end(&w);
-  send_wbuf(fd, &w);
+  int rc = send_wbuf(fd, &w);
   hp_wbuf_free(&w);
+  return rc;
 }
 
 /* Tells the client why its request is refused (untagged: see otag). */
@@ -459,6 +483,9 @@ struct job_user {
                                               request */
 #define CRED_MAX 16384                     /* bytes of a credential */
 
+
+static int job_user_of(const struct hd_service_cfg *cfg, struct job_user *u,
+                       char *why, size_t whylen);
 
 /* auth munge: the nonce, the client's credential, its user. On success
  * *req (malloc'd) is the launch request and *n its length. Returns 0, or
@@ -540,7 +567,13 @@ static int munge_request(int fd, const struct hd_service_cfg *cfg,
     hc_fmt(why, whylen, "out of memory");
     return -1;
   }
-  /* whose job it is */
+  return job_user_of(cfg, u, why, whylen);
+}
+
+/* The account of u->uid (u->gid as given), when the service takes its
+ * jobs. Returns 0, or -1 with why. */
+static int job_user_of(const struct hd_service_cfg *cfg, struct job_user *u,
+                       char *why, size_t whylen) {
   if (u->uid == 0 && !cfg->allow_root) {
     hc_fmt(why, whylen, "jobs as root are not taken here (the service's "
            "--allow-root)");
@@ -602,6 +635,17 @@ static int become(const struct job_user *u, char ***envp) {
   env[k] = NULL;
   *envp = env;
   return 0;
+}
+
+static int run_job(int fd, const char *peer, const char *self,
+                   const struct job_user *u, const char *boot,
+                   const char *iface, int ctl, struct otag *ot,
+                   unsigned jobno);
+
+/* One frame to the client: tagged under ot, or plain when ot is NULL. */
+static int send_out(int fd, struct otag *ot, int type, const void *p,
+                    size_t n) {
+  return ot ? send_tagged(fd, ot, type, p, n) : send_frame(fd, type, p, n);
 }
 
 /* Serves one client (in a process of its own). Returns the exit status. */
@@ -681,7 +725,8 @@ static int serve(int fd, const char *peer, const char *self,
     OPENSSL_cleanse(lkey, sizeof lkey);
     free(p);
   }
-  if (bad || parse_launch(req, (size_t)n, &boot, &iface, why, sizeof why) < 0) {
+  if (bad ||
+      parse_launch(req, (size_t)n, 0, &boot, &iface, why, sizeof why) < 0) {
     hc_warn("service: job %u: refused a request from %s: %s", jobno, peer,
             why);
     refuse(fd, why);
@@ -689,22 +734,178 @@ static int serve(int fd, const char *peer, const char *self,
     free(req);
     return 1;
   }
+  int rc = run_job(fd, peer, self, cfg->munge ? &user : NULL, boot, iface,
+                   -1, &ot, jobno);
+  OPENSSL_cleanse(req, (size_t)n);
+  free(req);
+  OPENSSL_cleanse(&ot, sizeof ot);
+  return rc;
+}
+
+/* A local client's request: one SVC_LAUNCH frame, plain (the kernel
+ * carries it between this host's processes alone), with horarun's
+ * connection to the job's horad passed along it (SCM_RIGHTS). On success
+ * *req (malloc'd, *n bytes) and *ctl (a unix stream socket, moved above
+ * 9). Returns 0, or -1 with why. */
+static int local_request(int fd, unsigned char **req, size_t *n, int *ctl,
+                         char *why, size_t whylen) {
+  unsigned char hdr[HP_FRAME_HDR];
+  union {
+    struct cmsghdr c;
+    char b[CMSG_SPACE(sizeof(int) * 4)];
+  } cb;
+  struct iovec iov = {.iov_base = hdr, .iov_len = sizeof hdr};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1,
+                     .msg_control = cb.b, .msg_controllen = sizeof cb.b};
+  ssize_t k;
+  do
+    k = recvmsg(fd, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  while (k < 0 && errno == EINTR);
+  *ctl = -1;
+  *req = NULL;
+  int extra = 0;
+  for (struct cmsghdr *c = k > 0 ? CMSG_FIRSTHDR(&m) : NULL; c;
+       c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < nfd; i++) {
+      int f;
+      memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+      if (*ctl < 0) {
+        *ctl = f;
+      } else {
+        close(f);
+        extra = 1;
+      }
+    }
+  }
+  struct hp_frame_hdr h;
+  int st, ty = 0, dom = 0;
+  socklen_t sl = sizeof ty;
+  if (k != (ssize_t)sizeof hdr) {
+    hc_fmt(why, whylen, k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+                            ? "nothing came within the time limit"
+                            : "the connection closed");
+  } else if (hp_frame_parse(hdr, &h, why, whylen) < 0) {
+    /* (why says it) */
+  } else if (h.type != HP_MSG_SVC_LAUNCH || h.len > LAUNCH_MAX) {
+    hc_fmt(why, whylen, "a frame of type %u and %u bytes, not a launch "
+           "request", h.type, h.len);
+  } else if (*ctl < 0 || extra || (m.msg_flags & MSG_CTRUNC)) {
+    hc_fmt(why, whylen, "a launch request that did not pass one connection "
+           "to horarun with it");
+  } else if ((st = fcntl(*ctl, F_DUPFD_CLOEXEC, 10)) < 0) {
+    hc_fmt(why, whylen, "cannot keep the connection passed: %s",
+           strerror(errno));
+  } else {
+    close(*ctl);
+    *ctl = st;
+    sl = sizeof ty;
+    getsockopt(*ctl, SOL_SOCKET, SO_TYPE, &ty, &sl);
+    sl = sizeof dom;
+    getsockopt(*ctl, SOL_SOCKET, SO_DOMAIN, &dom, &sl);
+    if (ty != SOCK_STREAM || dom != AF_UNIX) {
+      hc_fmt(why, whylen, "the connection passed with the request is not a "
+             "unix stream socket");
+    } else if (!(*req = malloc(h.len ? h.len : 1))) {
+      hc_fmt(why, whylen, "out of memory");
+    } else if (read_all(fd, *req, h.len) < 0) {
+      hc_fmt(why, whylen, "the connection closed");
+    } else {
+      *n = h.len;
+      return 0;
+    }
+  }
+  free(*req);
+  *req = NULL;
+  if (*ctl >= 0) close(*ctl);
+  *ctl = -1;
+  return -1;
+}
+
+/* Serves one client of the unix socket (in a process of its own): the
+ * kernel says who it is (cr), so it needs neither the key nor MUNGE. With
+ * auth munge the job runs as that user (as for a credential of theirs);
+ * with auth key only the service's own user is served. Returns the exit
+ * status. */
+static int serve_local(int fd, const struct ucred *cr, const char *peer,
+                       const char *self, const struct hd_service_cfg *cfg,
+                       unsigned jobno) {
+  char why[600];
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_term;
+  sigaction(SIGTERM, &sa, NULL);
+  set_timeouts(fd, IO_TIMEOUT_S, IO_TIMEOUT_S);
+  unsigned char peek;
+  ssize_t pk;
+  do {
+    pk = recv(fd, &peek, 1, MSG_PEEK);
+  } while (pk < 0 && errno == EINTR);
+  if (pk == 0) {
+    hc_debug("service: job %u: %s probed the socket", jobno, peer);
+    return 0;
+  }
+  unsigned char *req = NULL;
+  size_t n = 0;
+  int ctl = -1;
+  const char *boot, *iface;
+  struct job_user user = {.uid = cr->uid, .gid = cr->gid};
+  int bad = local_request(fd, &req, &n, &ctl, why, sizeof why) < 0;
+  if (!bad && !cfg->munge && cr->uid != geteuid()) {
+    hc_fmt(why, sizeof why, "uid %u may not start jobs here: with auth key "
+           "the service runs its own user's (uid %u) jobs alone",
+           (unsigned)cr->uid, (unsigned)geteuid());
+    bad = 1;
+  }
+  if (!bad && cfg->munge) bad = job_user_of(cfg, &user, why, sizeof why) < 0;
+  if (bad || parse_launch(req, n, 1, &boot, &iface, why, sizeof why) < 0) {
+    hc_warn("service: job %u: refused a request from %s: %s", jobno, peer,
+            why);
+    refuse(fd, why);
+    if (ctl >= 0) close(ctl);
+    if (req) OPENSSL_cleanse(req, n);
+    free(req);
+    return 1;
+  }
+  int rc = run_job(fd, peer, self, cfg->munge ? &user : NULL, boot, iface,
+                   ctl, NULL, jobno);
+  OPENSSL_cleanse(req, n);
+  free(req);
+  return rc;
+}
+
+/* Starts the job's horad and relays its output and exit status to the
+ * client on fd: with --rendezvous (it connects back to the client's
+ * address, as to $SSH_CONNECTION's), or, when ctl >= 0 (a local client's
+ * connection to horarun, passed over the unix socket), with --control-fd
+ * on it. As u (NULL: the service's user); frames tagged under ot, or
+ * untagged when ot is NULL (the unix socket, which no one else can write
+ * to). Returns the serving process's exit status. */
+static int run_job(int fd, const char *peer, const char *self,
+                   const struct job_user *u, const char *boot,
+                   const char *iface, int ctl, struct otag *ot,
+                   unsigned jobno) {
   char who[160] = "";
-  if (cfg->munge)
-    hc_fmt(who, sizeof who, " (user %s, uid %u)", user.name,
-           (unsigned)user.uid);
+  if (u)
+    hc_fmt(who, sizeof who, " (user %s, uid %u)", u->name, (unsigned)u->uid);
   char job[48];
   hc_fmt(job, sizeof job, "job %u", jobno);
   /* the job's output may pause for hours; a client that stops reading is
    * taken for gone after a while */
   set_timeouts(fd, 0, 60);
-  /* horad connects back to the client's address, as to $SSH_CONNECTION's */
   const char *argv[8];
   int ac = 0;
   argv[ac++] = self;
-  argv[ac++] = "--rendezvous";
-  argv[ac++] = "--launcher";
-  argv[ac++] = peer;
+  if (ctl >= 0) {
+    argv[ac++] = "--control-fd";
+    argv[ac++] = "3";
+    if (*boot) argv[ac++] = "--bootstrap";
+  } else {
+    argv[ac++] = "--rendezvous";
+    argv[ac++] = "--launcher";
+    argv[ac++] = peer;
+  }
   if (iface) {
     argv[ac++] = "--iface";
     argv[ac++] = iface;
@@ -723,12 +924,13 @@ static int serve(int fd, const char *peer, const char *self,
     dup2(in[0], 0);
     dup2(out[1], 1);
     dup2(out[1], 2);
+    if (ctl >= 0) dup2(ctl, 3); /* (ctl is above 9: see serve_local) */
     /* horad starts with the signals as a shell would give them */
     static const int sigs[] = {SIGPIPE, SIGCHLD, SIGHUP, SIGTERM, SIGINT};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
       signal(sigs[i], SIG_DFL);
     char **envp = environ;
-    if (cfg->munge && become(&user, &envp) < 0) _exit(126);
+    if (u && become(u, &envp) < 0) _exit(126);
     execve(self, (char *const *)argv, envp);
     fprintf(stderr, "horad: cannot run %s: %s\n", self, strerror(errno));
     _exit(127);
@@ -741,15 +943,14 @@ static int serve(int fd, const char *peer, const char *self,
     refuse(fd, "the service cannot fork");
     return 1;
   }
+  if (ctl >= 0) close(ctl); /* horad's now */
   hc_info("service: %s from %s%s: horad %d started", job, peer, who,
           (int)pid);
   /* the first tagged frame: from now on the client takes no other */
-  int client = send_tagged(fd, &ot, HP_MSG_SVC_OUTPUT, NULL, 0) == 0;
-  int wrote = write_all(in[1], boot, strlen(boot)) == 0 &&
-              write_all(in[1], "\n", 1) == 0;
+  int client = !ot || send_tagged(fd, ot, HP_MSG_SVC_OUTPUT, NULL, 0) == 0;
+  int wrote = !*boot || (write_all(in[1], boot, strlen(boot)) == 0 &&
+                         write_all(in[1], "\n", 1) == 0);
   close(in[1]);
-  OPENSSL_cleanse(req, (size_t)n);
-  free(req);
   if (!wrote)
     hc_warn("service: %s from %s%s: horad did not take its line", job, peer,
             who);
@@ -785,7 +986,7 @@ static int serve(int fd, const char *peer, const char *self,
       if (k < 0 && errno == EINTR) continue;
       if (k <= 0) break;
       /* (a client gone or that stopped reading: no more) */
-      if (client && send_tagged(fd, &ot, HP_MSG_SVC_OUTPUT, buf, (size_t)k) < 0)
+      if (client && send_out(fd, ot, HP_MSG_SVC_OUTPUT, buf, (size_t)k) < 0)
         client = 0;
     }
   }
@@ -799,9 +1000,8 @@ static int serve(int fd, const char *peer, const char *self,
           who, (int)pid, status);
   if (client) {
     unsigned char st4[4] = {(unsigned char)status, 0, 0, 0};
-    send_tagged(fd, &ot, HP_MSG_SVC_EXIT, st4, sizeof st4);
+    send_out(fd, ot, HP_MSG_SVC_EXIT, st4, sizeof st4);
   }
-  OPENSSL_cleanse(&ot, sizeof ot);
   return 0;
 }
 
@@ -842,6 +1042,54 @@ static int listen_on(const char *addr, int port, char *why, size_t whylen) {
   if (fd < 0)
     hc_fmt(why, whylen, "cannot listen on %s port %d: %s",
            addr ? addr : "every address", port, strerror(e));
+  return fd;
+}
+
+/* The local socket at path (mode 0666: who connects is told by the
+ * kernel, see serve_local), its directory made when missing (0755, as
+ * systemd's RuntimeDirectory= does). A socket nothing listens on is an
+ * earlier service's and is replaced; another service's, or a file that is
+ * not a socket, is left alone. *ino: the socket file's, so that only ours
+ * is removed at the end. Returns the listening fd, or -1 with why. */
+static int listen_unix(const char *path, ino_t *ino, char *why,
+                       size_t whylen) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  hc_fmt(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  struct stat st;
+  if (lstat(path, &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      hc_fmt(why, whylen, "%s exists and is not a socket", path);
+      return -1;
+    }
+    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int live = c >= 0 && connect(c, (struct sockaddr *)&sa, sizeof sa) == 0;
+    if (c >= 0) close(c);
+    if (live) {
+      hc_fmt(why, whylen, "another service listens on %s", path);
+      return -1;
+    }
+    unlink(path);
+  } else {
+    char dir[sizeof sa.sun_path];
+    hc_fmt(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash && slash != dir) {
+      *slash = '\0';
+      if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+        hc_fmt(why, whylen, "cannot make %s for the socket: %s", dir,
+               strerror(errno));
+        return -1;
+      }
+    }
+  }
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+      chmod(path, 0666) < 0 || listen(fd, 128) < 0 || lstat(path, &st) < 0) {
+    hc_fmt(why, whylen, "cannot listen on %s: %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *ino = st.st_ino;
   return fd;
 }
 
@@ -902,12 +1150,13 @@ static void reload(const struct hd_service_cfg *cli, struct hd_service_cfg *cfg,
     return;
   }
   if (n.port != cfg->port || strcmp(n.listen_addr, cfg->listen_addr) ||
-      n.munge != cfg->munge) {
-    hc_warn("service: SIGHUP: port, listen and auth change only when the "
-            "service starts again; the others are applied");
+      n.munge != cfg->munge || strcmp(n.socket, cfg->socket)) {
+    hc_warn("service: SIGHUP: port, listen, auth and socket change only "
+            "when the service starts again; the others are applied");
     n.port = cfg->port;
     memcpy(n.listen_addr, cfg->listen_addr, sizeof n.listen_addr);
     n.munge = cfg->munge;
+    memcpy(n.socket, cfg->socket, sizeof n.socket);
   }
   memset(nkey, 0, sizeof nkey);
   if (usable(&n, nkey) < 0) {
@@ -947,12 +1196,13 @@ int hd_service_main(const struct hd_service_cfg *cli) {
   int ok = usable(&cfg, key) == 0;
   if (cli->check) {
     OPENSSL_cleanse(key, sizeof key);
-    printf("settings file: %s\nport: %d\nlisten: %s\nauth: %s\n"
-           "key_file: %s\nmunge_socket: %s\nallow_root: %s\nstop: %s\n"
-           "drain_timeout: %d\n%s\n",
+    printf("settings file: %s\nport: %d\nlisten: %s\nsocket: %s\n"
+           "auth: %s\nkey_file: %s\nmunge_socket: %s\nallow_root: %s\n"
+           "stop: %s\ndrain_timeout: %d\n%s\n",
            cfg.file_found ? (cli->config ? cli->config : HD_SERVICE_CONFIG)
                           : "(none)",
            cfg.port, cfg.listen_addr[0] ? cfg.listen_addr : "(every address)",
+           cfg.socket[0] ? cfg.socket : "none",
            cfg.munge ? "munge" : "key", cfg.key_file,
            cfg.munge_socket[0] ? cfg.munge_socket : "(MUNGE's default)",
            cfg.allow_root ? "true" : "false", cfg.drain ? "drain" : "end",
@@ -975,6 +1225,20 @@ int hd_service_main(const struct hd_service_cfg *cli) {
     hc_error("service: %s", why);
     return 1;
   }
+  /* the local socket: one given must be there; the default one may be
+   * missing (a service not root, without RuntimeDirectory=) */
+  ino_t uino = 0;
+  int ufd = cfg.socket[0] ? listen_unix(cfg.socket, &uino, why, sizeof why)
+                          : -1;
+  if (cfg.socket[0] && ufd < 0) {
+    if (cfg.set & HD_SVC_SOCKET) {
+      hc_error("service: %s", why);
+      close(lfd);
+      return 1;
+    }
+    hc_warn("service: no local socket (%s): local clients come over TCP "
+            "(socket: in the settings chooses another path, or none)", why);
+  }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_term;
@@ -983,10 +1247,10 @@ int hd_service_main(const struct hd_service_cfg *cli) {
   sa.sa_handler = on_hup;
   sigaction(SIGHUP, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
-  hc_info("service: listening on %s port %d (jobs started with %s; %s; "
+  hc_info("service: listening on %s port %d%s%s (jobs started with %s; %s; "
           "on stop: %s)%s%s",
           cfg.listen_addr[0] ? cfg.listen_addr : "every address", cfg.port,
-          self,
+          ufd >= 0 ? " and " : "", ufd >= 0 ? cfg.socket : "", self,
           cfg.munge ? "users authenticated by MUNGE, each job run as its user"
                     : "the cluster key",
           cfg.drain ? "drain" : "end", cfg.file_found ? "; settings from " : "",
@@ -1002,9 +1266,11 @@ int hd_service_main(const struct hd_service_cfg *cli) {
       reload(cli, &cfg, key);
     }
     njobs = reap(jobs, peers, njobs);
-    struct pollfd pf = {.fd = lfd, .events = POLLIN};
-    if (poll(&pf, 1, 500) <= 0) continue;
-    int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    struct pollfd pf[2] = {{.fd = lfd, .events = POLLIN},
+                           {.fd = ufd, .events = POLLIN}};
+    if (poll(pf, 2, 500) <= 0) continue;
+    int local = !pf[0].revents;
+    int cfd = accept4(local ? ufd : lfd, NULL, NULL, SOCK_CLOEXEC);
     if (cfd < 0) {
       if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
         hc_warn_rl("service: accept: %s", strerror(errno));
@@ -1013,9 +1279,19 @@ int hd_service_main(const struct hd_service_cfg *cli) {
       continue;
     }
     char peer[NI_MAXHOST];
-    peer_name(cfd, peer, sizeof peer);
+    struct ucred cr = {.pid = 0};
+    socklen_t crl = sizeof cr;
+    if (!local)
+      peer_name(cfd, peer, sizeof peer);
+    else if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
+      hc_fmt(peer, sizeof peer, "local uid %u (pid %d)", (unsigned)cr.uid,
+             (int)cr.pid);
+    else
+      hc_fmt(peer, sizeof peer, "?");
+    /* (a local client's peer: its uid, without the pid) */
+    size_t same = local ? strcspn(peer, "(") : strlen(peer) + 1;
     int from_peer = 0;
-    for (int i = 0; i < njobs; i++) from_peer += !strcmp(peers[i], peer);
+    for (int i = 0; i < njobs; i++) from_peer += !strncmp(peers[i], peer, same);
     if (njobs == MAX_JOBS || from_peer >= MAX_PER_PEER || !strcmp(peer, "?")) {
       hc_warn_rl("service: refused a connection from %s: %s", peer,
                  njobs == MAX_JOBS ? "too many connections being served"
@@ -1026,14 +1302,16 @@ int hd_service_main(const struct hd_service_cfg *cli) {
       continue;
     }
     int one = 1;
-    setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (!local) setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     jobno++;
     pid_t pid = fork();
     if (pid == 0) {
       close(lfd);
+      if (ufd >= 0) close(ufd);
       signal(SIGINT, SIG_DFL);
       signal(SIGHUP, SIG_IGN); /* the service's: horad gets it back */
-      int rc = serve(cfd, peer, self, &cfg, key, jobno);
+      int rc = local ? serve_local(cfd, &cr, peer, self, &cfg, jobno)
+                     : serve(cfd, peer, self, &cfg, key, jobno);
       memset(key, 0, sizeof key);
       hc_log_flush_suppressed(1);
       _exit(rc);
@@ -1047,6 +1325,11 @@ int hd_service_main(const struct hd_service_cfg *cli) {
     }
   }
   close(lfd);
+  if (ufd >= 0) {
+    struct stat st;
+    close(ufd);
+    if (lstat(cfg.socket, &st) == 0 && st.st_ino == uino) unlink(cfg.socket);
+  }
   hc_info("service: stopping (%s)", got_term ? "SIGTERM" : "?");
   if (cfg.drain && njobs && got_term == 1) {
     /* no new jobs; the running ones end on their own, within the drain
@@ -1120,9 +1403,175 @@ static int munge_send(int fd, const struct hd_service_cfg *cfg,
   return 0;
 }
 
+/* Relays the job's output (to stdout) until its exit status, which it
+ * returns (255: the connection failed, or a frame not from the service).
+ * With ot, frames are tagged under it once the job runs; without (the unix
+ * socket) none is. */
+static int relay(int fd, const char *target, struct otag *ot) {
+  char why[600];
+  int tagged = 0; /* a tagged frame came: the job runs */
+  for (;;) {
+    struct hp_frame_hdr h;
+    unsigned char *p;
+    if (read_frame(fd, &h, &p, HP_FRAME_MAX, why, sizeof why) < 0) {
+      fprintf(stderr, "horad: the service on %s: %s before the job ended\n",
+              target, why);
+      return 255;
+    }
+    if (ot && h.reqid == 1) { /* its tag follows */
+      unsigned char tag[OTAG_LEN], want[OTAG_LEN];
+      struct hp_wbuf w;
+      hp_wbuf_init(&w);
+      hp_frame_begin(&w, h.type, 1);
+      if (h.len) hp_put_raw(&w, p, h.len);
+      hp_frame_end(&w);
+      int ok = !w.err && read_all(fd, tag, sizeof tag) == 0;
+      if (ok) {
+        otag_of(ot, w.data, w.len, want);
+        ok = !CRYPTO_memcmp(tag, want, sizeof tag);
+      }
+      hp_wbuf_free(&w);
+      if (!ok) {
+        free(p);
+        fprintf(stderr, "horad: the service on %s: a frame whose tag does "
+                "not match (altered or injected on the way)\n", target);
+        return 255;
+      }
+      tagged = 1;
+    } else if (ot ? tagged || h.reqid != 0 : h.reqid != 0) {
+      free(p);
+      fprintf(stderr, "horad: the service on %s: an untagged frame after the "
+              "job started (not from the service)\n", target);
+      return 255;
+    }
+    if (h.type == HP_MSG_SVC_OUTPUT) {
+      write_all(1, p, h.len);
+    } else if (h.type == HP_MSG_SVC_EXIT && h.len == 4) {
+      struct hp_rbuf r;
+      hp_rbuf_init(&r, p, h.len);
+      uint32_t st = hp_get_u32(&r);
+      free(p);
+      close(fd);
+      /* untagged, it can only be a refusal (nothing proves it came from
+       * the service): never a success */
+      if (ot && !tagged) return 255;
+      return st > 255 ? 255 : (int)st;
+    } else {
+      fprintf(stderr, "horad: the service on %s sent a frame of type %u\n",
+              target, h.type);
+      free(p);
+      return 255;
+    }
+    free(p);
+  }
+}
+
+/* The client of the unix socket at path: no key or credential (the
+ * service learns this process's user from the kernel); horarun's
+ * connection on fd 3 goes to the job's horad with the request, and the
+ * bootstrap line is read only with --bootstrap. */
+static int client_local(const char *path, int nargs, char **args) {
+  int boot = 0;
+  for (int i = 0; i < nargs; i++) boot |= !strcmp(args[i], "--bootstrap");
+  char line[1100] = "";
+  if (boot) {
+    if (!fgets(line, sizeof line, stdin) || !strchr(line, '\n')) {
+      fprintf(stderr, "horad: no bootstrap line on standard input\n");
+      return 255;
+    }
+    *strchr(line, '\n') = '\0';
+  }
+  size_t n = strlen(line) + 1;
+  for (int i = 0; i < nargs; i++) n += strlen(args[i]) + 1;
+  if (n > LAUNCH_MAX || fcntl(3, F_GETFD) < 0) {
+    OPENSSL_cleanse(line, sizeof line);
+    fprintf(stderr, n > LAUNCH_MAX ? "horad: the launch request is too long\n"
+                                   : "horad: no connection to horarun on fd "
+                                     "3 to pass to the service\n");
+    return 255;
+  }
+  unsigned char plain[LAUNCH_MAX];
+  size_t k = strlen(line) + 1;
+  memcpy(plain, line, k);
+  OPENSSL_cleanse(line, sizeof line);
+  for (int i = 0; i < nargs; i++) {
+    memcpy(plain + k, args[i], strlen(args[i]) + 1);
+    k += strlen(args[i]) + 1;
+  }
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int fd = -1, e = ENAMETOOLONG;
+  if (strlen(path) < sizeof sa.sun_path) {
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) set_timeouts(fd, 30, 30);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+      e = errno;
+      close(fd);
+      fd = -1;
+    }
+  }
+  if (fd < 0) {
+    OPENSSL_cleanse(plain, n);
+    fprintf(stderr, "horad: cannot reach the service at %s: %s\n", path,
+            strerror(e));
+    return 255;
+  }
+  /* the request holds the job's secret: only to a service of root's or
+   * this user's (a socket path others could have bound) */
+  struct ucred cr;
+  socklen_t cl = sizeof cr;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+      (cr.uid != 0 && cr.uid != getuid())) {
+    OPENSSL_cleanse(plain, n);
+    fprintf(stderr, "horad: %s is served by uid %u, neither root nor this "
+            "user: not taken for a hora service\n", path, (unsigned)cr.uid);
+    close(fd);
+    return 255;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_frame_begin(&w, HP_MSG_SVC_LAUNCH, 0);
+  hp_put_raw(&w, plain, n);
+  hp_frame_end(&w);
+  OPENSSL_cleanse(plain, n);
+  union {
+    struct cmsghdr c;
+    char b[CMSG_SPACE(sizeof(int))];
+  } cb;
+  memset(&cb, 0, sizeof cb);
+  struct iovec iov = {.iov_base = w.data, .iov_len = w.len};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1,
+                     .msg_control = cb.b, .msg_controllen = sizeof cb.b};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  int three = 3;
+  memcpy(CMSG_DATA(c), &three, sizeof three);
+  ssize_t sent = w.err ? -1 : sendmsg(fd, &m, MSG_NOSIGNAL);
+  int rest = sent > 0 && (size_t)sent < w.len
+                 ? write_all(fd, w.data + sent, w.len - (size_t)sent)
+                 : 0;
+  if (w.data) OPENSSL_cleanse(w.data, w.len);
+  int ok = sent > 0 && rest == 0;
+  hp_wbuf_free(&w);
+  /* the job's horad holds it now: horarun sees it end when that does */
+  close(3);
+  if (!ok) {
+    fprintf(stderr, "horad: the service at %s: cannot send the request: %s\n",
+            path, strerror(errno));
+    close(fd);
+    return 255;
+  }
+  set_timeouts(fd, 0, 30); /* the job may print nothing for hours */
+  return relay(fd, path, NULL);
+}
+
 int hd_service_client_main(const char *target,
                            const struct hd_service_cfg *cfg, int nargs,
                            char **args) {
+  if (target[0] == '/') return client_local(target, nargs, args);
   char why[600];
   unsigned char key[HP_SECRET_LEN];
   if (cfg->munge ? hd_munge_available(why, sizeof why) < 0
@@ -1233,59 +1682,5 @@ int hd_service_client_main(const char *target,
     return 255;
   }
   set_timeouts(fd, 0, 30); /* the job may print nothing for hours */
-  int tagged = 0; /* a tagged frame came: the job runs */
-  for (;;) {
-    struct hp_frame_hdr h;
-    unsigned char *p;
-    if (read_frame(fd, &h, &p, HP_FRAME_MAX, why, sizeof why) < 0) {
-      fprintf(stderr, "horad: the service on %s: %s before the job ended\n",
-              target, why);
-      return 255;
-    }
-    if (h.reqid == 1) { /* its tag follows */
-      unsigned char tag[OTAG_LEN], want[OTAG_LEN];
-      struct hp_wbuf w;
-      hp_wbuf_init(&w);
-      hp_frame_begin(&w, h.type, 1);
-      if (h.len) hp_put_raw(&w, p, h.len);
-      hp_frame_end(&w);
-      int ok = !w.err && read_all(fd, tag, sizeof tag) == 0;
-      if (ok) {
-        otag_of(&ot, w.data, w.len, want);
-        ok = !CRYPTO_memcmp(tag, want, sizeof tag);
-      }
-      hp_wbuf_free(&w);
-      if (!ok) {
-        free(p);
-        fprintf(stderr, "horad: the service on %s: a frame whose tag does "
-                "not match (altered or injected on the way)\n", target);
-        return 255;
-      }
-      tagged = 1;
-    } else if (tagged || h.reqid != 0) {
-      free(p);
-      fprintf(stderr, "horad: the service on %s: an untagged frame after the "
-              "job started (not from the service)\n", target);
-      return 255;
-    }
-    if (h.type == HP_MSG_SVC_OUTPUT) {
-      write_all(1, p, h.len);
-    } else if (h.type == HP_MSG_SVC_EXIT && h.len == 4) {
-      struct hp_rbuf r;
-      hp_rbuf_init(&r, p, h.len);
-      uint32_t st = hp_get_u32(&r);
-      free(p);
-      close(fd);
-      /* untagged, it can only be a refusal (nothing proves it came from
-       * the service): never a success */
-      if (!tagged) return 255;
-      return st > 255 ? 255 : (int)st;
-    } else {
-      fprintf(stderr, "horad: the service on %s sent a frame of type %u\n",
-              target, h.type);
-      free(p);
-      return 255;
-    }
-    free(p);
-  }
+  return relay(fd, target, &ot);
 }

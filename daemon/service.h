@@ -7,6 +7,7 @@
 #define HD_SERVICE_PORT 17970
 #define HD_SERVICE_KEY "/etc/hora/cluster.key"
 #define HD_SERVICE_CONFIG "/etc/hora/horad.yaml"
+#define HD_SERVICE_SOCKET "/run/hora/horad.sock"
 
 /* Reads a cluster key file (64 hex digits; a regular file of this user's
  * or root's, mode 0600 or 0400). Returns 0, or -1 with a reason in why. */
@@ -23,7 +24,8 @@ enum {
   HD_SVC_MUNGE_SOCKET = 1u << 4,
   HD_SVC_ALLOW_ROOT = 1u << 5,
   HD_SVC_STOP = 1u << 6,
-  HD_SVC_DRAIN_TIMEOUT = 1u << 7
+  HD_SVC_DRAIN_TIMEOUT = 1u << 7,
+  HD_SVC_SOCKET = 1u << 8
 };
 struct hd_service_cfg {
   const char *config;       /* the file; NULL: HD_SERVICE_CONFIG if any */
@@ -31,6 +33,7 @@ struct hd_service_cfg {
   char key_file[1024];      /* the cluster key (auth key) */
   char listen_addr[256];    /* "": every address */
   char munge_socket[1024];  /* munged's socket; "": MUNGE's default */
+  char socket[108];         /* the local unix socket; "": none */
   int port;
   int allow_root;           /* key: the service may run as root (its jobs
                                then do); munge: root's jobs are taken */
@@ -40,6 +43,7 @@ struct hd_service_cfg {
   int drain_timeout;        /* seconds a drain waits (0: as long as it
                                takes), then the jobs are ended */
   unsigned cli;             /* HD_SVC_* given on the command line */
+  unsigned set;             /* HD_SVC_* given there or in the file */
   int check;                /* --check: print the settings, start nothing */
   int file_found;           /* the file was read */
 };

@@ -26,6 +26,7 @@ static const struct {
     {"allow_root", HD_SVC_ALLOW_ROOT},
     {"stop", HD_SVC_STOP},
     {"drain_timeout", HD_SVC_DRAIN_TIMEOUT},
+    {"socket", HD_SVC_SOCKET},
 };
 
 void hd_service_cfg_defaults(struct hd_service_cfg *c) {
@@ -36,6 +37,7 @@ void hd_service_cfg_defaults(struct hd_service_cfg *c) {
   c->config_given = given;
   c->port = HD_SERVICE_PORT;
   hc_fmt(c->key_file, sizeof c->key_file, "%s", HD_SERVICE_KEY);
+  hc_fmt(c->socket, sizeof c->socket, "%s", HD_SERVICE_SOCKET);
 }
 
 static int parse_bool(const char *v, int *out) {
@@ -91,6 +93,18 @@ int hd_service_cfg_set(struct hd_service_cfg *c, unsigned bit, const char *v,
       return -1;
     }
     c->drain = !strcmp(v, "drain");
+    return 0;
+  case HD_SVC_SOCKET: /* an absolute path that fits a sockaddr_un */
+    if (!strcmp(v, "none")) {
+      c->socket[0] = '\0';
+      return 0;
+    }
+    if (v[0] != '/' || strlen(v) >= sizeof c->socket) {
+      hc_fmt(why, whylen, "expected none, or an absolute path of at most "
+             "%zu bytes", sizeof c->socket - 1);
+      return -1;
+    }
+    hc_fmt(c->socket, sizeof c->socket, "%s", v);
     return 0;
   case HD_SVC_DRAIN_TIMEOUT:
     n = strtol(v, &end, 10);
@@ -196,7 +210,7 @@ static int load(const char *path, struct hd_service_cfg *file, unsigned *mask,
         if (!bit) {
           hc_fmt(why, whylen, "%s:%zu: unknown setting '%.60s' (known: port, "
                  "listen, auth, key_file, munge_socket, allow_root, stop, "
-                 "drain_timeout)", path, line, v);
+                 "drain_timeout, socket)", path, line, v);
           rc = -1;
         } else if (*mask & bit) {
           hc_fmt(why, whylen, "%s:%zu: '%s' is set twice", path, line, v);
@@ -254,6 +268,9 @@ int hd_service_cfg_load(const struct hd_service_cfg *cli,
   if (cli->cli & HD_SVC_ALLOW_ROOT) out->allow_root = cli->allow_root;
   if (cli->cli & HD_SVC_STOP) out->drain = cli->drain;
   if (cli->cli & HD_SVC_DRAIN_TIMEOUT) out->drain_timeout = cli->drain_timeout;
+  if (cli->cli & HD_SVC_SOCKET)
+    memcpy(out->socket, cli->socket, sizeof out->socket);
+  out->set = mask | cli->cli;
   out->file_found = rc == 0;
   return 0;
 }

@@ -1582,12 +1582,17 @@ static void start_daemon(struct hr_job *j, struct hr_daemon *d) {
     return;
   }
   char *iface = j->multi ? hr_iface_arg(j->o, &j->l->hosts[d->host]) : NULL;
+  /* through this machine's service too, where one listens */
+  const char *svc = j->o->launch == HR_LAUNCH_SERVICE
+                        ? hr_service_socket(j->o) : NULL;
   if (j->o->verbose)
-    hr_say(j->out, "starting horad on host %s: %s --control-fd %d%s%s%s",
-           d->name, j->horad, HR_CONTROL_FD, j->multi ? " --bootstrap" : "",
-           iface ? " --iface " : "", iface ? iface : "");
+    hr_say(j->out, "starting horad on host %s: %s%s%s%s --control-fd %d%s%s%s",
+           d->name, j->horad, svc ? " --service-client " : "",
+           svc ? svc : "", svc ? " --" : "", HR_CONTROL_FD,
+           j->multi ? " --bootstrap" : "", iface ? " --iface " : "",
+           iface ? iface : "");
   int rc = hr_spawn_local(j->horad, j->envp, j->multi ? line : NULL, iface,
-                          &d->pid, &fd, err, sizeof err);
+                          svc, &d->pid, &fd, err, sizeof err);
   free(iface);
   memset(line, 0, sizeof line);
   if (rc < 0) {

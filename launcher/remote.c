@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <netdb.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -330,6 +331,18 @@ static int dial_nb(const char *host, int port) {
   }
   freeaddrinfo(res);
   return fd;
+}
+
+const char *hr_service_socket(const struct hr_opts *o) {
+  const char *path = hr_opts_knob_str(o, "service_socket");
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  if (!path || path[0] != '/' || strlen(path) >= sizeof sa.sun_path)
+    return NULL;
+  memcpy(sa.sun_path, path, strlen(path) + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+  if (fd >= 0) close(fd);
+  return ok ? path : NULL;
 }
 
 int hr_service_answers(const struct hr_opts *o, const struct hr_layout *l,

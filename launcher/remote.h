@@ -76,6 +76,11 @@ char **hr_service_argv(const struct hr_opts *o, const struct hr_host *h,
 int hr_service_answers(const struct hr_opts *o, const struct hr_layout *l,
                        int wait_ms, char *why, size_t whylen);
 
+/* This machine's service's unix socket (o's service_socket) when a
+ * service listens there (a connection taken at once and closed unused),
+ * else NULL: then this machine's horad starts directly. */
+const char *hr_service_socket(const struct hr_opts *o);
+
 /* Starts argv[0] (looked up on PATH) in a session of its own with `line`
  * written to its standard input (then closed), stdout and stderr on a new
  * pipe: *out_fd, horarun's end, close-on-exec. Returns 0 with *pid, or -1

@@ -107,9 +107,17 @@ void hr_child_signals(void) {
 
 /* In the child between fork and exec: only async-signal-safe calls. */
 static void child_exec(const char *path, char *const envp[], int sock,
-                       int devnull, int errw, int boot, const char *iface) {
-  char *argv[8] = {(char *)path, "--control-fd", "3"};
-  int n = 3;
+                       int devnull, int errw, int boot, const char *iface,
+                       const char *service) {
+  char *argv[12] = {(char *)path};
+  int n = 1;
+  if (service) {
+    argv[n++] = "--service-client";
+    argv[n++] = (char *)service;
+    argv[n++] = "--";
+  }
+  argv[n++] = "--control-fd";
+  argv[n++] = "3";
   if (boot) argv[n++] = "--bootstrap";
   if (iface) {
     argv[n++] = "--iface";
@@ -117,6 +125,7 @@ static void child_exec(const char *path, char *const envp[], int sock,
   }
   setsid();
   dup2(devnull, STDIN_FILENO);
+  if (service) dup2(STDERR_FILENO, STDOUT_FILENO); /* the job's words */
   dup2(sock, HR_CONTROL_FD);
   dup3(errw, HR_CONTROL_FD + 1, O_CLOEXEC);
   if (close_range(HR_CONTROL_FD + 2, ~0u, 0) < 0) {
@@ -160,8 +169,8 @@ static int exec_result(int errr) {
 }
 
 int hr_spawn_local(const char *path, char *const envp[], const char *boot,
-                   const char *iface, pid_t *pid, int *fd, char *err,
-                   size_t errlen) {
+                   const char *iface, const char *service, pid_t *pid,
+                   int *fd, char *err, size_t errlen) {
   int sv[2] = {-1, -1}, ep[2] = {-1, -1}, bp[2] = {-1, -1};
   int devnull = -1;
   if (boot) { /* stdin: a pipe holding the bootstrap line */
@@ -190,7 +199,9 @@ int hr_spawn_local(const char *path, char *const envp[], const char *boot,
   sigprocmask(SIG_SETMASK, &all, &old);
   pid_t p = (devnull < 0 || sv[1] < 0 || ep[1] < 0) ? -1 : fork();
   int fork_errno = errno;
-  if (p == 0) child_exec(path, envp, sv[1], devnull, ep[1], boot != NULL, iface);
+  if (p == 0)
+    child_exec(path, envp, sv[1], devnull, ep[1], boot != NULL, iface,
+               service);
   sigprocmask(SIG_SETMASK, &old, NULL);
   int theirs[] = {devnull, sv[1], ep[1]};
   close_all(theirs, HC_ARRAY_SIZE(theirs));

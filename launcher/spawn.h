@@ -38,9 +38,12 @@ void hr_child_signals(void);
 
 /* With `boot` (a bootstrap line, see remote.h) horad also gets
  * --bootstrap and reads that line from its standard input, a pipe; with
- * `iface`, --iface IFACE. */
+ * `iface`, --iface IFACE. With `service` (this machine's service's unix
+ * socket) what runs is `horad --service-client SERVICE -- ...` instead,
+ * which passes fd 3 to the service for the horad it starts; its output
+ * goes to horarun's stderr. */
 int hr_spawn_local(const char *path, char *const envp[], const char *boot,
-                   const char *iface, pid_t *pid, int *fd, char *err,
-                   size_t errlen);
+                   const char *iface, const char *service, pid_t *pid,
+                   int *fd, char *err, size_t errlen);
 
 #endif

@@ -920,10 +920,17 @@ mh_key_file() {
 
 # mh_service LOG HOST ARGS...: starts `horad --service ARGS` on HOST, its
 # output in LOG, waits until it listens (10 s) and counts it as
-# infrastructure, not a job's leftover; MH_SERVICE_PID is its pid.
+# infrastructure, not a job's leftover; MH_SERVICE_PID is its pid. Its
+# local socket is LOG's name with .sock for .log (the hosts share one
+# file system: not the default path) unless ARGS give --socket or
+# --config.
 mh_service() {
   _ms_log=$1 _ms_host=$2
   shift 2
+  case " $* " in
+  *" --socket "* | *" --config "*) ;;
+  *) set -- "$@" --socket "${_ms_log%.log}.sock" ;;
+  esac
   mh_exec "$_ms_host" setsid "$HORAD" --service "$@" </dev/null >"$_ms_log" 2>&1 &
   mh_wait_log "$_ms_log" "listening on" 100 ||
     mh_die "the service on $_ms_host did not start: $(cat "$_ms_log")"

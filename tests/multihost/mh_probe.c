@@ -2,6 +2,7 @@
  *
  *   mh_probe HOST PORT MODE [control|mesh]
  *   mh_probe HOST PORT forgedlaunch service KEYFILE
+ *   mh_probe local SOCKET nofd|pipefd|rendezvous
  *
  * Connects to HOST:PORT (horarun's rendezvous port: control, the default;
  * a horad's mesh port: mesh), sends what MODE says, then waits up to 5 s
@@ -22,6 +23,12 @@
  *                     random bytes, not sealed with the connection's key:
  *                     the service must refuse it, saying why, and close
  *
+ * local: a client at a horad --service's unix socket SOCKET whose launch
+ * request (plain, as the local client sends it) passes no descriptor
+ * (nofd), a pipe's instead of a unix socket (pipefd), or a connection but
+ * asks for --rendezvous (rendezvous): the service must refuse it, and
+ * close; the refusal is printed.
+ *
  * Exit status: 0 when the peer closed the connection (EOF or reset, also
  * while we were still sending); 1 when it kept it open for 5 s, or sent a
  * frame other than AUTH_CHALLENGE (as if we were authenticated), or sent
@@ -38,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -253,11 +261,85 @@ static int forged_launch(const char *keyfile) {
   return 2; /* not reached */
 }
 
+/* local: a bad request at the service's unix socket; prints the refusal. */
+static int local_launch(const char *path, const char *mode) {
+  static const char boot[] = "HORA1 0 0 00 10";
+  const char *args[3] = {"--control-fd", "3", NULL};
+  if (!strcmp(mode, "rendezvous")) args[0] = "--rendezvous", args[1] = NULL;
+  else if (strcmp(mode, "nofd") && strcmp(mode, "pipefd"))
+    out(2, "unknown local mode");
+  struct hp_wbuf w;
+  hp_wbuf_init(&w);
+  hp_frame_begin(&w, HP_MSG_SVC_LAUNCH, 0);
+  if (strcmp(mode, "rendezvous")) hp_put_raw(&w, "", 1);
+  else hp_put_raw(&w, boot, sizeof boot);
+  for (int i = 0; args[i]; i++) hp_put_raw(&w, args[i], strlen(args[i]) + 1);
+  hp_frame_end(&w);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+    out(2, "cannot connect: %s", strerror(errno));
+  signal(SIGPIPE, SIG_IGN);
+  g_t0 = now_s();
+  int pass[2] = {-1, -1};
+  if (!strcmp(mode, "pipefd") && pipe(pass) < 0) out(2, "pipe failed");
+  if (!strcmp(mode, "rendezvous") &&
+      socketpair(AF_UNIX, SOCK_STREAM, 0, pass) < 0)
+    out(2, "socketpair failed");
+  union {
+    struct cmsghdr c;
+    char b[CMSG_SPACE(sizeof(int))];
+  } cb;
+  memset(&cb, 0, sizeof cb);
+  struct iovec iov = {.iov_base = w.data, .iov_len = w.len};
+  struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (pass[0] >= 0) {
+    m.msg_control = cb.b;
+    m.msg_controllen = sizeof cb.b;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &pass[0], sizeof(int));
+  }
+  if (sendmsg(fd, &m, 0) != (ssize_t)w.len) out(2, "sendmsg failed");
+  hp_wbuf_free(&w);
+  struct hp_decoder d;
+  hp_decoder_init(&d);
+  double deadline = now_s() + WAIT_MS / 1000.0;
+  struct hp_frame_hdr h;
+  const unsigned char *payload;
+  const char *how = "";
+  if (!next_frame(fd, &d, deadline, &h, &payload, &how))
+    out(1, "closed by the peer without saying why (%s)", how);
+  if (h.type != HP_MSG_SVC_OUTPUT)
+    out(1, "the service answered with a frame of type %u, not its refusal",
+        h.type);
+  char text[400];
+  size_t n = h.len < sizeof text - 1 ? h.len : sizeof text - 1;
+  memcpy(text, payload, n);
+  text[n] = '\0';
+  text[strcspn(text, "\n")] = '\0';
+  if (!next_frame(fd, &d, deadline, &h, &payload, &how) ||
+      h.type != HP_MSG_SVC_EXIT)
+    out(1, "no exit status after the refusal");
+  printf("refused: %s\n", text);
+  expect_close(fd, &d, 0);
+  return 2; /* not reached */
+}
+
 int main(int argc, char **argv) {
   int n = 0;
   for (int i = 0; i < argc; i++)
     if (strncmp(argv[i], "--marker=", 9) != 0) argv[n++] = argv[i];
   argc = n;
+  if (argc == 4 && !strcmp(argv[1], "local")) {
+    g_host = argv[1];
+    g_port = argv[2];
+    g_mode = argv[3];
+    return local_launch(argv[2], argv[3]);
+  }
   if (argc == 6 && !strcmp(argv[3], "forgedlaunch") &&
       !strcmp(argv[4], "service")) {
     g_host = argv[1];

@@ -9,6 +9,16 @@
 #   default   no --launcher: every host's service answers, so the job goes
 #             through them (no ssh login; the probe is not logged as a
 #             refusal); with a port where none answers, over ssh
+#   local     horarun on h1: h1's horad starts through h1's service's unix
+#             socket (--service-socket), the others' over TCP; a job of
+#             h1 alone through it without a key file; as root: another
+#             user at the socket refused (auth key), and a socket another
+#             user bound not taken for the service
+#   localbad  at the socket, a request that passes no connection, a pipe,
+#             or asks for --rendezvous: refused, told and logged (mh_probe)
+#   sock      a second service on a live socket, or on a file that is not
+#             a socket: refused, said; a stale socket replaced, and
+#             removed when the service stops
 #   twojobs   two jobs at once on the same hosts, both right
 #   killed    a job's horarun SIGKILLed: its horads end (they lose horarun)
 #             and the services go on: the next job runs
@@ -24,7 +34,8 @@
 #   badmode   a key file others may read: the client refuses to use it
 #   badconf   a settings file with an unknown setting, a bad value, or
 #             missing: the service says which file and line
-#   conf      a service set up by its file alone (port, key, root, drain):
+#   conf      a service set up by its file alone (port, key, root, drain,
+#             socket):
 #             a job through it; SIGHUP with another key in the file: the
 #             old key refused, the new one taken; SIGHUP with a broken
 #             file: said, and the settings stay
@@ -94,6 +105,93 @@ expect_grep fallback err "starting the daemons over ssh: not through the hosts' 
 [ "$(logins h1) $(logins h2)" != "$(echo "$before" | cut -d' ' -f1,2)" ] ||
   fail "fallback: no ssh login on h1 or h2"
 mh_assert_no_job_procs "$MARK" 10
+
+# local: horarun on h1, whose horad starts through h1's service's unix
+# socket (the kernel says who connects: no key for it), the others' over
+# TCP; a job of h1 alone through it, with no key file at all
+# shellcheck disable=SC2086
+HRUN_FROM=h1 hrun local 120 --verbose $svc --service-socket "$MH_TMP/svc.h1.sock" \
+  -np 3 -H h1:1,h2:1,h3:1 "$T/it_coll" matrix -x 3 -q
+ok local 3
+expect_grep local err "starting horad on host h1: .* --service-client $MH_TMP/svc.h1.sock -- --control-fd 3 --bootstrap" \
+  "h1's horad starts through the service's socket"
+HRUN_FROM=h1 hrun localonly 60 --launcher service --service-key-file "$MH_TMP/nosuch.key" \
+  --service-socket "$MH_TMP/svc.h1.sock" -np 2 -H h1:2 "$T/it_coll" matrix -x 2 -q
+ok localonly 2
+[ "$(grep -c "service: job [0-9]* from local uid $(id -u) (pid [0-9]*): horad [0-9]* started" "$MH_TMP/svc.h1.log")" = 2 ] ||
+  fail "local: h1's service did not log both jobs from its socket: $(grep local "$MH_TMP/svc.h1.log")"
+mh_assert_no_job_procs "$MARK" 10
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+  # another user at the socket: auth key serves the service's user alone
+  nob=$(id -u nobody)
+  chmod 755 "$MH_TMP"
+  HRUN_AS=nobody HRUN_FROM=h1 hrun localother 60 --launcher service \
+    --service-socket "$MH_TMP/svc.h1.sock" -np 1 -H h1:1 true
+  expect_rc localother nonzero
+  expect_grep localother err "the service refused the request: uid $nob may not start jobs here" \
+    "another user is refused, and told why"
+  grep -q "refused a request from local uid $nob (pid [0-9]*): uid $nob may not start jobs here" "$MH_TMP/svc.h1.log" ||
+    fail "localother: the service did not log the refusal"
+  # a socket another user bound: the client does not take it for a service
+  mkdir -p "$MH_TMP/squat" && chown nobody "$MH_TMP/squat"
+  mh_exec h1 setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+    "${PYTHON:-/usr/bin/python3}" -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen()
+time.sleep(60)' "$MH_TMP/squat/horad.sock" &
+  squat=$!
+  MH_BG="$MH_BG $squat"
+  t=0
+  while [ ! -S "$MH_TMP/squat/horad.sock" ] && [ $t -lt 50 ]; do t=$((t + 1)); sleep 0.1; done
+  HRUN_FROM=h1 hrun squat 60 --launcher service --service-socket "$MH_TMP/squat/horad.sock" -np 1 -H h1:1 true
+  expect_rc squat nonzero
+  expect_grep squat err "squat/horad.sock is served by uid $nob, neither root nor this user" \
+    "a socket of another user's is not taken for the service"
+  pkill -f "$MH_TMP/squat/horad.sock"
+  wait "$squat" 2>/dev/null
+  mh_assert_no_job_procs "$MARK" 10
+fi
+# bad requests at the socket: refused, said and logged
+for m in nofd:"did not pass one connection to horarun" \
+  pipefd:"the connection passed with the request is not a unix stream socket" \
+  rendezvous:"an argument the service does not take: '--rendezvous'"; do
+  mode=${m%%:*} want=${m#*:}
+  mh_exec h1 "$T/mh_probe" local "$MH_TMP/svc.h1.sock" "$mode" >"$MH_TMP/local.$mode.out" 2>&1 ||
+    fail "localbad: $mode: $(cat "$MH_TMP/local.$mode.out")"
+  grep -qF "refused: horad: the service refused the request: " "$MH_TMP/local.$mode.out" &&
+    grep -qF "$want" "$MH_TMP/local.$mode.out" ||
+    fail "localbad: $mode: not told '$want': $(cat "$MH_TMP/local.$mode.out")"
+  grep -F "refused a request from local uid" "$MH_TMP/svc.h1.log" | grep -qF "$want" ||
+    fail "localbad: $mode: the service did not log '$want'"
+done
+# the socket's path: a live service's is left to it, a file that is not a
+# socket is left alone, a stale socket is replaced and removed at the end
+# shellcheck disable=SC2086
+mh_exec h1 "$HORAD" --service --port 17976 --key-file "$key" $allow \
+  --socket "$MH_TMP/svc.h1.sock" >"$MH_TMP/sock.log" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "another service listens on $MH_TMP/svc.h1.sock" "$MH_TMP/sock.log" ||
+  fail "sock: a second service on a live socket: exit $rc, $(cat "$MH_TMP/sock.log")"
+: >"$MH_TMP/plain"
+# shellcheck disable=SC2086
+mh_exec h1 "$HORAD" --service --port 17976 --key-file "$key" $allow \
+  --socket "$MH_TMP/plain" >"$MH_TMP/sock.log" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "$MH_TMP/plain exists and is not a socket" "$MH_TMP/sock.log" && [ -f "$MH_TMP/plain" ] ||
+  fail "sock: a plain file as the socket: exit $rc, $(cat "$MH_TMP/sock.log")"
+"${PYTHON:-/usr/bin/python3}" -c '
+import socket, sys
+socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$MH_TMP/stale.sock"
+# shellcheck disable=SC2086
+mh_service "$MH_TMP/stale.log" h1 --port 17976 --key-file "$key" $allow
+stalepid=$MH_SERVICE_PID
+grep -q "port 17976 and $MH_TMP/stale.sock " "$MH_TMP/stale.log" ||
+  fail "sock: the service did not take the stale socket's place: $(cat "$MH_TMP/stale.log")"
+kill -TERM "$stalepid"
+mh_wait_log "$MH_TMP/stale.log" "service: stopped" || fail "sock: the service did not stop"
+[ -e "$MH_TMP/stale.sock" ] && fail "sock: the service left its socket behind"
 
 # two jobs at once on the same hosts
 # shellcheck disable=SC2086
@@ -226,10 +324,11 @@ mh_key_file "$old" "$new"
   [ -n "$allow" ] && echo "allow_root: true"
   echo "stop: drain"
   echo "drain_timeout: 30"
+  echo "socket: $MH_TMP/conf.sock"
 } >"$conf"
 mh_service "$MH_TMP/conf.log" h1 --config "$conf"
 confpid=$MH_SERVICE_PID
-grep -q "port 17972 .*on stop: drain); settings from $conf" "$MH_TMP/conf.log" ||
+grep -q "port 17972 and $MH_TMP/conf.sock .*on stop: drain); settings from $conf" "$MH_TMP/conf.log" ||
   fail "conf: the service did not take its file: $(cat "$MH_TMP/conf.log")"
 hrun conf 60 --launcher service --service-key-file "$old" --service-port 17972 \
   -np 2 -H h1:2 "$T/it_coll" matrix -x 2 -q

@@ -7,6 +7,9 @@
 # the group hora-mg), removed at the end:
 #   whoami    a job of hora-mu1's through the services: its ranks run as
 #             hora-mu1, with its groups; the services log the user
+#   local     from h1: hora-mu1's horad there starts through the service's
+#             unix socket with no credential and runs as hora-mu1; root
+#             at the socket refused
 #   twousers  jobs of both users at once on the same hosts; meanwhile, as
 #             hora-mu2: hora-mu1's ranks cannot be signalled, their
 #             environment (the rank's token) and descriptors (the shared
@@ -75,6 +78,22 @@ for h in h1 h2; do
   grep -q "service: job [0-9]* from $(mh_addr client) (user $U1, uid $UID1): horad [0-9]* started" \
     "$MH_TMP/svc.$h.log" || fail "whoami: the service on $h did not log the job's user"
 done
+mh_assert_no_job_procs "$MARK" 10
+
+# local: from h1, the user's horad there starts through h1's service's
+# unix socket, without a credential (the kernel says who connects), and
+# runs as the user; root at the socket is refused as over TCP
+HRUN_AS=$U1 HRUN_FROM=h1 hrun localuser 60 $svc --service-socket "$MH_TMP/svc.h1.sock" \
+  $hosts sh -c 'echo "uid $(id -u) gid $(id -g) groups $(id -Gn)"'
+expect_rc localuser 0
+expect_count localuser out "^\[[01]\]<stdout>:uid $UID1 gid $(id -g $U1) groups .*\b$G\b" 2 \
+  "each rank runs as $U1 (uid, gid) with its group $G"
+grep -q "service: job [0-9]* from local uid $UID1 (pid [0-9]*) (user $U1, uid $UID1): horad [0-9]* started" \
+  "$MH_TMP/svc.h1.log" || fail "localuser: h1's service did not log the job from its socket"
+HRUN_FROM=h1 hrun localroot 60 $svc --service-socket "$MH_TMP/svc.h1.sock" -np 1 -H h1:1 true
+expect_rc localroot nonzero
+expect_grep localroot err "the service refused the request: jobs as root are not taken here" \
+  "root at the socket is refused, and told why"
 mh_assert_no_job_procs "$MARK" 10
 
 # twousers: both users' jobs at once; one cannot touch the other's

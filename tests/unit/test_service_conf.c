@@ -3,6 +3,7 @@
  * kind of bad file refused with its file and line. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,9 +36,12 @@ static void test_every_setting(void) {
   char why[512] = "";
   CHECK_EQ_INT(load_text("# comment\nport: 4000\nlisten: 169.254.1.1\n"
                          "auth: munge\nkey_file: /k\nmunge_socket: /m.sock\n"
-                         "allow_root: yes\nstop: drain\ndrain_timeout: 90\n",
+                         "allow_root: yes\nstop: drain\ndrain_timeout: 90\n"
+                         "socket: /s/h.sock\n",
                          &cli, &c, why, sizeof why),
                0);
+  CHECK_EQ_STR(c.socket, "/s/h.sock");
+  CHECK(c.set & HD_SVC_SOCKET);
   CHECK_EQ_INT(c.port, 4000);
   CHECK_EQ_STR(c.listen_addr, "169.254.1.1");
   CHECK_EQ_INT(c.munge, 1);
@@ -64,7 +68,19 @@ static void test_every_setting(void) {
   CHECK_EQ_INT(load_text("", &cli, &c, why, sizeof why), 0);
   CHECK_EQ_INT(c.port, HD_SERVICE_PORT);
   CHECK_EQ_STR(c.key_file, HD_SERVICE_KEY);
+  CHECK_EQ_STR(c.socket, HD_SERVICE_SOCKET);
+  CHECK(!(c.set & HD_SVC_SOCKET)); /* (the default: may be missing) */
   CHECK_EQ_INT(c.munge, 0);
+  /* none: no local socket; the command line's wins over the file's */
+  CHECK_EQ_INT(load_text("socket: none\n", &cli, &c, why, sizeof why), 0);
+  CHECK_EQ_STR(c.socket, "");
+  CHECK_EQ_INT(hd_service_cfg_set(&cli, HD_SVC_SOCKET, "/c.sock", why,
+                                  sizeof why),
+               0);
+  cli.cli |= HD_SVC_SOCKET;
+  CHECK_EQ_INT(hd_service_cfg_load(&cli, &c, why, sizeof why), 0);
+  CHECK_EQ_STR(c.socket, "/c.sock");
+  hd_service_cfg_defaults(&cli);
   cli.config = "/nonexistent/horad.yaml";
   cli.config_given = 0;
   CHECK_EQ_INT(hd_service_cfg_load(&cli, &c, why, sizeof why), 0);
@@ -90,6 +106,14 @@ static void test_bad_files(void) {
   bad("stop: later\n", "1: bad stop 'later': expected end or drain");
   bad("drain_timeout: -1\n", "1: bad drain_timeout '-1'");
   bad("key_file:\n", "1: bad key_file ''");
+  bad("socket: run/h.sock\n", "1: bad socket 'run/h.sock': expected none, "
+                             "or an absolute path of at most 107 bytes");
+  {
+    char longer[200] = "socket: /";
+    memset(longer + 9, 'a', 120);
+    strcpy(longer + 129, "\n");
+    bad(longer, "1: bad socket '/aaa");
+  }
   bad("port: 1\nport: 2\n", "2: 'port' is set twice");
   bad("port:\n  a: 1\n", "2: 'port' takes a plain value, not a mapping");
   bad("listen: [a, b]\n", "1: 'listen' takes a plain value, not a list");
