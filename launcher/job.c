@@ -56,6 +56,8 @@ struct hr_daemon {
   int killed; /* horarun sent it SIGKILL after the reap grace */
   int left_out; /* an elastic job re-formed without it (reform()) */
   int drop;     /* to be left out by the next reform() (drop_none()) */
+  int died;     /* its horad exited while the job ran: a link lost to it
+                   is its doing (blame_verdict) */
   uint32_t reformed; /* the last re-forming it said took there */
   int wstatus;
   /* multi-host */
@@ -629,6 +631,23 @@ static void blame_watch_self(struct hr_job *j, uint64_t now) {
   }
 }
 
+/* The hosts whose horad exited while the job ran, into out (at most max),
+ * when every lost link has one of them at an end: their deaths explain
+ * what the others lost. Returns how many, or 0 (none died, or a link
+ * between living nodes was lost too). */
+static int dead_explain(const struct hr_job *j, int *out, int max) {
+  int nodes = j->blame.nodes, n = 0;
+  for (int a = 0; a < nodes; a++)
+    for (int b = 0; b < nodes; b++)
+      if (j->blame.lost && j->blame.lost[a * nodes + b] &&
+          !(a < (int)j->nd && j->d[a].died) &&
+          !(b < (int)j->nd && j->d[b].died))
+        return 0;
+  for (size_t i = 0; i < j->nd && n < max; i++)
+    if (j->d[i].died && !j->d[i].left_out) out[n++] = (int)i;
+  return n;
+}
+
 /* The verdict: names the host (or the hosts, when the evidence cannot
  * tell them apart) whose links failed, and stops the job. */
 static void blame_verdict(struct hr_job *j) {
@@ -645,9 +664,23 @@ static void blame_verdict(struct hr_job *j) {
   j->blamed = 1;
   blame_watch_self(j, hc_now_ns());
   int who[8], clear;
-  int n = hr_blame_decide(&j->blame, who, 8, &clear);
+  /* horads that exited explain the links lost to them (several hosts
+   * may go at once); else the links' evidence decides */
+  int dead = dead_explain(j, who, 8);
+  int n = dead ? dead : hr_blame_decide(&j->blame, who, 8, &clear);
   char msg[1400], name[300], reason[400];
-  if (n == 1) {
+  if (dead > 1) {
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+      host_label(j, who[i], name, sizeof name);
+      k += (size_t)snprintf(msg + k, sizeof msg - HC_MIN(k, sizeof msg),
+                            "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ",
+                            name);
+    }
+    hc_fmt(msg + HC_MIN(k, sizeof msg - 1),
+           sizeof msg - HC_MIN(k, sizeof msg - 1),
+           " are lost: their horads exited");
+  } else if (n == 1) {
     int c = who[0], nodes = j->blame.nodes;
     struct hr_daemon *d = &j->d[c];
     host_label(j, c, name, sizeof name);
@@ -1383,8 +1416,9 @@ static void check_daemon(struct hr_daemon *d) {
            st);
     /* an elastic job in place may go on without it (the verdict, or
      * below, decides) */
-    drop_none(j);
-    d->drop = 1;
+    d->died = 1;
+    for (size_t i = 0; i < j->nd; i++) /* (every horad gone so far) */
+      j->d[i].drop = j->d[i].died && !j->d[i].left_out;
     int may = can_reform(j);
     if (!may) {
       blame_host(j, d->host, HR_BLAME_HOST);
@@ -1392,9 +1426,13 @@ static void check_daemon(struct hr_daemon *d) {
     }
     char why[128];
     hc_fmt(why, sizeof why, "its horad exited (%s)", st);
-    if (j->blaming) { /* the others' word is in: this is the one */
+    if (j->blaming) {
+      /* the others' word is in: this is the one, unless they lost links
+       * to other hosts too (which may be going as well: the verdict
+       * waits for them, at most until the blame timer) */
+      int who[8];
       note_lost(j, j->self, (int)(d - j->d), why);
-      blame_verdict(j);
+      if (dead_explain(j, who, 8)) blame_verdict(j);
     } else if (j->multi && !j->blamed && !j->stopping) {
       /* the other hosts lose it too: let them say so (their ranks' errors
        * then name it) before the job is stopped */
