@@ -251,7 +251,8 @@ const struct hc_param hc_params[] = {
     {"service_socket", "HORA_SERVICE_SOCKET", NULL, "--service-socket",
      HC_P_STRING, "/run/hora/horad.sock",
      "--launcher service: this machine's service's unix socket; when a "
-     "service listens there, this machine's horad starts through it too "
+     "service of root's or this user's listens there, this machine's horad "
+     "starts through it too "
      "(the kernel tells it who runs the job: no key or credential), else "
      "directly as without the service. none: always directly",
      NULL, 0},

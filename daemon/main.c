@@ -248,6 +248,13 @@ int main(int argc, char **argv) {
       client = argv[++i];
       continue;
     } else if (!strcmp(argv[i], "--") && client) {
+      if (client[0] == '/' && svc_opt) {
+        fprintf(stderr, "horad: error: --service-client %s (a unix socket) "
+                        "takes no --key-file, --auth or --munge-socket: the "
+                        "service learns who connects from the kernel\n",
+                client);
+        return 2;
+      }
       return hd_service_client_main(client, &svc, argc - i - 1,
                                     argv + i + 1);
     } else if (!strcmp(argv[i], "--service")) {
@@ -311,24 +318,26 @@ int main(int argc, char **argv) {
   if (client) {
     fprintf(stderr, "horad: error: --service-client HOST:PORT [--key-file "
                     "FILE] [--auth key|munge] [--munge-socket PATH] -- "
-                    "ARGS...: the arguments after -- are missing\n");
+                    "ARGS... (or --service-client /PATH -- ARGS...): the "
+                    "arguments after -- are missing\n");
     return 2;
   }
   if (service) {
     if (fd >= 0 || boot || probe || iface || launcher || mport) {
       fprintf(stderr, "horad: error: --service goes with --config, --port, "
-                      "--listen, --auth, --key-file, --munge-socket, "
-                      "--allow-root, --stop, --drain-timeout and --check "
-                      "only\n");
+                      "--listen, --socket, --auth, --key-file, "
+                      "--munge-socket, --allow-root, --stop, "
+                      "--drain-timeout and --check only\n");
       return 2;
     }
     return hd_service_main(&svc);
   }
   if (svc_opt) {
-    fprintf(stderr, "horad: error: --config, --port, --listen, --auth, "
-                    "--key-file, --munge-socket, --allow-root, --stop and "
-                    "--drain-timeout go with --service (and --key-file, "
-                    "--auth and --munge-socket with --service-client)\n");
+    fprintf(stderr, "horad: error: --config, --port, --listen, --socket, "
+                    "--auth, --key-file, --munge-socket, --allow-root, "
+                    "--stop and --drain-timeout go with --service (and "
+                    "--key-file, --auth and --munge-socket with "
+                    "--service-client HOST:PORT)\n");
     return 2;
   }
   if (probe && (fd >= 0 || boot)) {

@@ -779,7 +779,7 @@ static int local_request(int fd, unsigned char **req, size_t *n, int *ctl,
       }
     }
   }
-  struct hp_frame_hdr h;
+  struct hp_frame_hdr h = {.len = 0};
   int st, ty = 0, dom = 0;
   socklen_t sl = sizeof ty;
   if (k != (ssize_t)sizeof hdr) {
@@ -816,6 +816,7 @@ static int local_request(int fd, unsigned char **req, size_t *n, int *ctl,
       return 0;
     }
   }
+  if (*req) OPENSSL_cleanse(*req, h.len);
   free(*req);
   *req = NULL;
   if (*ctl >= 0) close(*ctl);
@@ -925,6 +926,10 @@ static int run_job(int fd, const char *peer, const char *self,
     dup2(out[1], 1);
     dup2(out[1], 2);
     if (ctl >= 0) dup2(ctl, 3); /* (ctl is above 9: see serve_local) */
+    /* nothing else of the service's reaches the job's horad */
+    int keep = ctl >= 0 ? 4 : 3;
+    if (close_range((unsigned)keep, ~0u, 0) < 0)
+      for (int f = keep; f < 65536; f++) close(f);
     /* horad starts with the signals as a shell would give them */
     static const int sigs[] = {SIGPIPE, SIGCHLD, SIGHUP, SIGTERM, SIGINT};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
@@ -1061,30 +1066,42 @@ static int listen_unix(const char *path, ino_t *ino, char *why,
       hc_fmt(why, whylen, "%s exists and is not a socket", path);
       return -1;
     }
-    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int live = c >= 0 && connect(c, (struct sockaddr *)&sa, sizeof sa) == 0;
+    /* (non-blocking: a full backlog is a live service too) */
+    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int e = c < 0 ? errno
+            : connect(c, (struct sockaddr *)&sa, sizeof sa) == 0 ? 0
+                                                                  : errno;
     if (c >= 0) close(c);
-    if (live) {
-      hc_fmt(why, whylen, "another service listens on %s", path);
+    if (e != ECONNREFUSED) {
+      if (e == 0 || e == EAGAIN)
+        hc_fmt(why, whylen, "another service listens on %s", path);
+      else
+        hc_fmt(why, whylen, "cannot tell whether a service listens on %s: "
+               "%s", path, strerror(e));
       return -1;
     }
-    unlink(path);
+    unlink(path); /* nothing listens: an earlier service's */
   } else {
     char dir[sizeof sa.sun_path];
     hc_fmt(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
       *slash = '\0';
-      if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+      if (mkdir(dir, 0755) == 0) {
+        chmod(dir, 0755); /* (whatever the umask) */
+      } else if (errno != EEXIST) {
         hc_fmt(why, whylen, "cannot make %s for the socket: %s", dir,
                strerror(errno));
         return -1;
       }
     }
   }
+  /* made 0666 by bind itself (no chmod of a path that could be swapped) */
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-      chmod(path, 0666) < 0 || listen(fd, 128) < 0 || lstat(path, &st) < 0) {
+  mode_t old = umask(0111);
+  int rc = fd < 0 ? -1 : bind(fd, (struct sockaddr *)&sa, sizeof sa);
+  umask(old);
+  if (rc < 0 || listen(fd, 128) < 0 || lstat(path, &st) < 0) {
     hc_fmt(why, whylen, "cannot listen on %s: %s", path, strerror(errno));
     if (fd >= 0) close(fd);
     return -1;
@@ -1269,59 +1286,65 @@ int hd_service_main(const struct hd_service_cfg *cli) {
     struct pollfd pf[2] = {{.fd = lfd, .events = POLLIN},
                            {.fd = ufd, .events = POLLIN}};
     if (poll(pf, 2, 500) <= 0) continue;
-    int local = !pf[0].revents;
-    int cfd = accept4(local ? ufd : lfd, NULL, NULL, SOCK_CLOEXEC);
-    if (cfd < 0) {
-      if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
-        hc_warn_rl("service: accept: %s", strerror(errno));
-        usleep(100 * 1000); /* out of descriptors: let some close */
+    for (int w = 0; w < 2; w++) {
+      if (!pf[w].revents) continue;
+      int local = w == 1;
+      int cfd = accept4(pf[w].fd, NULL, NULL, SOCK_CLOEXEC);
+      if (cfd < 0) {
+        if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+          hc_warn_rl("service: accept: %s", strerror(errno));
+          usleep(100 * 1000); /* out of descriptors: let some close */
+        }
+        continue;
       }
-      continue;
-    }
-    char peer[NI_MAXHOST];
-    struct ucred cr = {.pid = 0};
-    socklen_t crl = sizeof cr;
-    if (!local)
-      peer_name(cfd, peer, sizeof peer);
-    else if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
-      hc_fmt(peer, sizeof peer, "local uid %u (pid %d)", (unsigned)cr.uid,
-             (int)cr.pid);
-    else
-      hc_fmt(peer, sizeof peer, "?");
-    /* (a local client's peer: its uid, without the pid) */
-    size_t same = local ? strcspn(peer, "(") : strlen(peer) + 1;
-    int from_peer = 0;
-    for (int i = 0; i < njobs; i++) from_peer += !strncmp(peers[i], peer, same);
-    if (njobs == MAX_JOBS || from_peer >= MAX_PER_PEER || !strcmp(peer, "?")) {
-      hc_warn_rl("service: refused a connection from %s: %s", peer,
-                 njobs == MAX_JOBS ? "too many connections being served"
-                 : from_peer >= MAX_PER_PEER
-                     ? "too many connections from that address"
-                     : "its address is unknown");
+      char peer[NI_MAXHOST];
+      struct ucred cr = {.pid = 0};
+      socklen_t crl = sizeof cr;
+      if (!local)
+        peer_name(cfd, peer, sizeof peer);
+      else if (getsockopt(cfd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) == 0)
+        hc_fmt(peer, sizeof peer, "local uid %u (pid %d)", (unsigned)cr.uid,
+               (int)cr.pid);
+      else
+        hc_fmt(peer, sizeof peer, "?");
+      /* (local clients are users the kernel names: no limit per user) */
+      int from_peer = 0;
+      for (int i = 0; !local && i < njobs; i++)
+        from_peer += !strcmp(peers[i], peer);
+      const char *full = njobs == MAX_JOBS ? "too many connections being served"
+                         : !local && from_peer >= MAX_PER_PEER
+                             ? "too many connections from that address"
+                         : !strcmp(peer, "?") ? "its address is unknown"
+                                              : NULL;
+      if (full) {
+        hc_warn_rl("service: refused a connection from %s: %s", peer, full);
+        set_timeouts(cfd, 1, 1);
+        refuse(cfd, full);
+        close(cfd);
+        continue;
+      }
+      int one = 1;
+      if (!local) setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      jobno++;
+      pid_t pid = fork();
+      if (pid == 0) {
+        close(lfd);
+        if (ufd >= 0) close(ufd);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGHUP, SIG_IGN); /* the service's: horad gets it back */
+        int rc = local ? serve_local(cfd, &cr, peer, self, &cfg, jobno)
+                       : serve(cfd, peer, self, &cfg, key, jobno);
+        memset(key, 0, sizeof key);
+        hc_log_flush_suppressed(1);
+        _exit(rc);
+      }
       close(cfd);
-      continue;
-    }
-    int one = 1;
-    if (!local) setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    jobno++;
-    pid_t pid = fork();
-    if (pid == 0) {
-      close(lfd);
-      if (ufd >= 0) close(ufd);
-      signal(SIGINT, SIG_DFL);
-      signal(SIGHUP, SIG_IGN); /* the service's: horad gets it back */
-      int rc = local ? serve_local(cfd, &cr, peer, self, &cfg, jobno)
-                     : serve(cfd, peer, self, &cfg, key, jobno);
-      memset(key, 0, sizeof key);
-      hc_log_flush_suppressed(1);
-      _exit(rc);
-    }
-    close(cfd);
-    if (pid > 0) {
-      memcpy(peers[njobs], peer, sizeof peers[njobs]);
-      jobs[njobs++] = pid;
-    } else {
-      hc_error("service: fork: %s", strerror(errno));
+      if (pid > 0) {
+        memcpy(peers[njobs], peer, sizeof peers[njobs]);
+        jobs[njobs++] = pid;
+      } else {
+        hc_error("service: fork: %s", strerror(errno));
+      }
     }
   }
   close(lfd);

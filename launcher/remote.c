@@ -339,8 +339,14 @@ const char *hr_service_socket(const struct hr_opts *o) {
   if (!path || path[0] != '/' || strlen(path) >= sizeof sa.sun_path)
     return NULL;
   memcpy(sa.sun_path, path, strlen(path) + 1);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  /* (non-blocking: a service too busy to take it is passed over) */
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+  /* a service of root's or this user's: the client would refuse another */
+  struct ucred cr;
+  socklen_t cl = sizeof cr;
+  ok = ok && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 &&
+       (cr.uid == 0 || cr.uid == getuid());
   if (fd >= 0) close(fd);
   return ok ? path : NULL;
 }

@@ -77,8 +77,9 @@ int hr_service_answers(const struct hr_opts *o, const struct hr_layout *l,
                        int wait_ms, char *why, size_t whylen);
 
 /* This machine's service's unix socket (o's service_socket) when a
- * service listens there (a connection taken at once and closed unused),
- * else NULL: then this machine's horad starts directly. */
+ * service of root's or this user's listens there (a connection taken at
+ * once and closed unused), else NULL: then this machine's horad starts
+ * directly. */
 const char *hr_service_socket(const struct hr_opts *o);
 
 /* Starts argv[0] (looked up on PATH) in a session of its own with `line`

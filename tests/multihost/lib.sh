@@ -918,6 +918,11 @@ mh_key_file() {
   done
 }
 
+# horarun --launcher service never takes this machine's own service's
+# socket for a test's (the hosts share one file system): tests name theirs
+HORA_SERVICE_SOCKET=${HORA_SERVICE_SOCKET:-none}
+export HORA_SERVICE_SOCKET
+
 # mh_service LOG HOST ARGS...: starts `horad --service ARGS` on HOST, its
 # output in LOG, waits until it listens (10 s) and counts it as
 # infrastructure, not a job's leftover; MH_SERVICE_PID is its pid. Its

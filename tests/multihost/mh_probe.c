@@ -25,9 +25,10 @@
  *
  * local: a client at a horad --service's unix socket SOCKET whose launch
  * request (plain, as the local client sends it) passes no descriptor
- * (nofd), a pipe's instead of a unix socket (pipefd), or a connection but
- * asks for --rendezvous (rendezvous): the service must refuse it, and
- * close; the refusal is printed.
+ * (nofd), two (twofds), a pipe's (pipefd) or a datagram socket's (dgram)
+ * instead of a stream socket, or a connection but asks for --rendezvous
+ * (rendezvous) or for --bootstrap without the line (nobootline): the
+ * service must refuse it, and close; the refusal is printed.
  *
  * Exit status: 0 when the peer closed the connection (EOF or reset, also
  * while we were still sending); 1 when it kept it open for 5 s, or sent a
@@ -264,9 +265,11 @@ static int forged_launch(const char *keyfile) {
 /* local: a bad request at the service's unix socket; prints the refusal. */
 static int local_launch(const char *path, const char *mode) {
   static const char boot[] = "HORA1 0 0 00 10";
-  const char *args[3] = {"--control-fd", "3", NULL};
+  const char *args[4] = {"--control-fd", "3", NULL, NULL};
   if (!strcmp(mode, "rendezvous")) args[0] = "--rendezvous", args[1] = NULL;
-  else if (strcmp(mode, "nofd") && strcmp(mode, "pipefd"))
+  else if (!strcmp(mode, "nobootline")) args[2] = "--bootstrap";
+  else if (strcmp(mode, "nofd") && strcmp(mode, "pipefd") &&
+           strcmp(mode, "twofds") && strcmp(mode, "dgram"))
     out(2, "unknown local mode");
   struct hp_wbuf w;
   hp_wbuf_init(&w);
@@ -282,26 +285,30 @@ static int local_launch(const char *path, const char *mode) {
     out(2, "cannot connect: %s", strerror(errno));
   signal(SIGPIPE, SIG_IGN);
   g_t0 = now_s();
-  int pass[2] = {-1, -1};
+  int pass[2] = {-1, -1}, npass = 1;
   if (!strcmp(mode, "pipefd") && pipe(pass) < 0) out(2, "pipe failed");
-  if (!strcmp(mode, "rendezvous") &&
+  if (!strcmp(mode, "dgram") && socketpair(AF_UNIX, SOCK_DGRAM, 0, pass) < 0)
+    out(2, "socketpair failed");
+  if ((!strcmp(mode, "rendezvous") || !strcmp(mode, "nobootline") ||
+       !strcmp(mode, "twofds")) &&
       socketpair(AF_UNIX, SOCK_STREAM, 0, pass) < 0)
     out(2, "socketpair failed");
+  if (!strcmp(mode, "twofds")) npass = 2;
   union {
     struct cmsghdr c;
-    char b[CMSG_SPACE(sizeof(int))];
+    char b[CMSG_SPACE(2 * sizeof(int))];
   } cb;
   memset(&cb, 0, sizeof cb);
   struct iovec iov = {.iov_base = w.data, .iov_len = w.len};
   struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
   if (pass[0] >= 0) {
     m.msg_control = cb.b;
-    m.msg_controllen = sizeof cb.b;
+    m.msg_controllen = CMSG_SPACE(npass * sizeof(int));
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &pass[0], sizeof(int));
+    c->cmsg_len = CMSG_LEN(npass * sizeof(int));
+    memcpy(CMSG_DATA(c), pass, npass * sizeof(int));
   }
   if (sendmsg(fd, &m, 0) != (ssize_t)w.len) out(2, "sendmsg failed");
   hp_wbuf_free(&w);

@@ -13,9 +13,11 @@
 #             socket (--service-socket), the others' over TCP; a job of
 #             h1 alone through it without a key file; as root: another
 #             user at the socket refused (auth key), and a socket another
-#             user bound not taken for the service
-#   localbad  at the socket, a request that passes no connection, a pipe,
-#             or asks for --rendezvous: refused, told and logged (mh_probe)
+#             user bound passed over by horarun and refused by the client
+#   localbad  at the socket, a request that passes no connection, two, a
+#             pipe or a datagram socket, asks for --rendezvous, or for
+#             --bootstrap without the line: refused, told and logged
+#             (mh_probe)
 #   sock      a second service on a live socket, or on a file that is not
 #             a socket: refused, said; a stale socket replaced, and
 #             removed when the service stops
@@ -132,31 +134,44 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
     "another user is refused, and told why"
   grep -q "refused a request from local uid $nob (pid [0-9]*): uid $nob may not start jobs here" "$MH_TMP/svc.h1.log" ||
     fail "localother: the service did not log the refusal"
-  # a socket another user bound: the client does not take it for a service
+  # a socket another user bound: horarun passes it over (its horad starts
+  # directly) and the client does not send it the job's secret
   mkdir -p "$MH_TMP/squat" && chown nobody "$MH_TMP/squat"
   mh_exec h1 setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
     "${PYTHON:-/usr/bin/python3}" -c '
-import socket, sys, time
+import os, socket, sys, time
 s = socket.socket(socket.AF_UNIX)
-s.bind(sys.argv[1])
+s.bind(sys.argv[1] + "/horad.sock")
 s.listen()
-time.sleep(60)' "$MH_TMP/squat/horad.sock" &
-  squat=$!
-  MH_BG="$MH_BG $squat"
+with open(sys.argv[1] + "/pid.tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.rename(sys.argv[1] + "/pid.tmp", sys.argv[1] + "/pid")
+time.sleep(60)' "$MH_TMP/squat" &
+  MH_BG="$MH_BG $!"
   t=0
-  while [ ! -S "$MH_TMP/squat/horad.sock" ] && [ $t -lt 50 ]; do t=$((t + 1)); sleep 0.1; done
-  HRUN_FROM=h1 hrun squat 60 --launcher service --service-socket "$MH_TMP/squat/horad.sock" -np 1 -H h1:1 true
-  expect_rc squat nonzero
-  expect_grep squat err "squat/horad.sock is served by uid $nob, neither root nor this user" \
-    "a socket of another user's is not taken for the service"
-  pkill -f "$MH_TMP/squat/horad.sock"
-  wait "$squat" 2>/dev/null
+  while [ ! -s "$MH_TMP/squat/pid" ] && [ $t -lt 50 ]; do t=$((t + 1)); sleep 0.1; done
+  HRUN_FROM=h1 hrun squat 60 --verbose --launcher service \
+    --service-socket "$MH_TMP/squat/horad.sock" -np 1 -H h1:1 true
+  expect_rc squat 0
+  expect_grep squat err "starting horad on host h1: [^ ]*horad --control-fd 3" \
+    "horarun starts h1's horad directly, not through another user's socket"
+  mh_exec h1 "$HORAD" --service-client "$MH_TMP/squat/horad.sock" -- --control-fd 3 \
+    3</dev/null >"$MH_TMP/squat.out" 2>&1
+  rc=$?
+  [ $rc = 255 ] && grep -q "squat/horad.sock is served by uid $nob, neither root nor this user" "$MH_TMP/squat.out" ||
+    fail "squat: the client took another user's socket: exit $rc, $(cat "$MH_TMP/squat.out")"
+  kill "$(cat "$MH_TMP/squat/pid")" 2>/dev/null
   mh_assert_no_job_procs "$MARK" 10
+else
+  say "SKIP localother, squat: they need root and setpriv"
 fi
 # bad requests at the socket: refused, said and logged
 for m in nofd:"did not pass one connection to horarun" \
+  twofds:"did not pass one connection to horarun" \
   pipefd:"the connection passed with the request is not a unix stream socket" \
-  rendezvous:"an argument the service does not take: '--rendezvous'"; do
+  dgram:"the connection passed with the request is not a unix stream socket" \
+  rendezvous:"an argument the service does not take: '--rendezvous'" \
+  nobootline:"with --bootstrap but no bootstrap line"; do
   mode=${m%%:*} want=${m#*:}
   mh_exec h1 "$T/mh_probe" local "$MH_TMP/svc.h1.sock" "$mode" >"$MH_TMP/local.$mode.out" 2>&1 ||
     fail "localbad: $mode: $(cat "$MH_TMP/local.$mode.out")"
@@ -169,14 +184,14 @@ done
 # the socket's path: a live service's is left to it, a file that is not a
 # socket is left alone, a stale socket is replaced and removed at the end
 # shellcheck disable=SC2086
-mh_exec h1 "$HORAD" --service --port 17976 --key-file "$key" $allow \
+mh_exec h1 timeout 10 "$HORAD" --service --port 17976 --key-file "$key" $allow \
   --socket "$MH_TMP/svc.h1.sock" >"$MH_TMP/sock.log" 2>&1
 rc=$?
 [ $rc = 1 ] && grep -q "another service listens on $MH_TMP/svc.h1.sock" "$MH_TMP/sock.log" ||
   fail "sock: a second service on a live socket: exit $rc, $(cat "$MH_TMP/sock.log")"
 : >"$MH_TMP/plain"
 # shellcheck disable=SC2086
-mh_exec h1 "$HORAD" --service --port 17976 --key-file "$key" $allow \
+mh_exec h1 timeout 10 "$HORAD" --service --port 17976 --key-file "$key" $allow \
   --socket "$MH_TMP/plain" >"$MH_TMP/sock.log" 2>&1
 rc=$?
 [ $rc = 1 ] && grep -q "$MH_TMP/plain exists and is not a socket" "$MH_TMP/sock.log" && [ -f "$MH_TMP/plain" ] ||
