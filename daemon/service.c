@@ -2,7 +2,10 @@
  * client (horad --service-client), which horarun runs instead of ssh
  * (--launcher service).
  *
- * The service listens on a TCP port. Each connection is served by a
+ * The service listens on a TCP port, and on a unix socket for this host's
+ * clients (see serve_local: the kernel names them, no key or credential;
+ * horarun's connection is passed along and the job's horad runs on it).
+ * Each connection is served by a
  * process of its own (forked, as sshd does), so that one job's trouble
  * never touches the service or another job:
  *
@@ -648,28 +651,33 @@ static int send_out(int fd, struct otag *ot, int type, const void *p,
   return ot ? send_tagged(fd, ot, type, p, n) : send_frame(fd, type, p, n);
 }
 
-/* Serves one client (in a process of its own). Returns the exit status. */
-static int serve(int fd, const char *peer, const char *self,
-                 const struct hd_service_cfg *cfg,
-                 const unsigned char key[HP_SECRET_LEN], unsigned jobno) {
-  char why[600];
-  /* the service stopping (SIGTERM): this connection's job ends too */
+/* The start of a served connection (in its own process): the service
+ * stopping ends its job too, and a stalled client is dropped. Returns 1
+ * when the client closed before a byte: it only probed the listener
+ * (horarun, to see whether a service is there), which is no refusal. */
+static int conn_begin(int fd, unsigned jobno, const char *peer,
+                      const char *what) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_term;
   sigaction(SIGTERM, &sa, NULL);
   set_timeouts(fd, IO_TIMEOUT_S, IO_TIMEOUT_S);
-  /* a client that closes before a byte only probed the port (horarun,
-   * to see whether every host has a service): no warning for that */
   unsigned char peek;
   ssize_t pk;
   do {
     pk = recv(fd, &peek, 1, MSG_PEEK);
   } while (pk < 0 && errno == EINTR);
-  if (pk == 0) {
-    hc_debug("service: job %u: %s probed the port", jobno, peer);
-    return 0;
-  }
+  if (pk != 0) return 0;
+  hc_debug("service: job %u: %s probed the %s", jobno, peer, what);
+  return 1;
+}
+
+/* Serves one client (in a process of its own). Returns the exit status. */
+static int serve(int fd, const char *peer, const char *self,
+                 const struct hd_service_cfg *cfg,
+                 const unsigned char key[HP_SECRET_LEN], unsigned jobno) {
+  char why[600];
+  if (conn_begin(fd, jobno, peer, "port")) return 0;
   /* the first frame says how the client authenticates */
   struct hp_frame_hdr h;
   unsigned char *p = NULL, *req = NULL;
@@ -833,20 +841,7 @@ static int serve_local(int fd, const struct ucred *cr, const char *peer,
                        const char *self, const struct hd_service_cfg *cfg,
                        unsigned jobno) {
   char why[600];
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_term;
-  sigaction(SIGTERM, &sa, NULL);
-  set_timeouts(fd, IO_TIMEOUT_S, IO_TIMEOUT_S);
-  unsigned char peek;
-  ssize_t pk;
-  do {
-    pk = recv(fd, &peek, 1, MSG_PEEK);
-  } while (pk < 0 && errno == EINTR);
-  if (pk == 0) {
-    hc_debug("service: job %u: %s probed the socket", jobno, peer);
-    return 0;
-  }
+  if (conn_begin(fd, jobno, peer, "socket")) return 0;
   unsigned char *req = NULL;
   size_t n = 0;
   int ctl = -1;
@@ -1489,31 +1484,27 @@ static int relay(int fd, const char *target, struct otag *ot) {
   }
 }
 
-/* The client of the unix socket at path: no key or credential (the
- * service learns this process's user from the kernel); horarun's
- * connection on fd 3 goes to the job's horad with the request, and the
- * bootstrap line is read only with --bootstrap. */
-static int client_local(const char *path, int nargs, char **args) {
-  int boot = 0;
-  for (int i = 0; i < nargs; i++) boot |= !strcmp(args[i], "--bootstrap");
+/* The client's launch request into plain: the bootstrap line (it holds
+ * the job's secret), read from standard input when `boot` (else empty),
+ * then horad's arguments, each NUL-terminated; at most max bytes. Returns
+ * its length, or 0 (said on stderr). */
+static size_t client_request(int boot, int nargs, char **args, size_t max,
+                             unsigned char plain[LAUNCH_MAX]) {
   char line[1100] = "";
   if (boot) {
     if (!fgets(line, sizeof line, stdin) || !strchr(line, '\n')) {
       fprintf(stderr, "horad: no bootstrap line on standard input\n");
-      return 255;
+      return 0;
     }
     *strchr(line, '\n') = '\0';
   }
   size_t n = strlen(line) + 1;
   for (int i = 0; i < nargs; i++) n += strlen(args[i]) + 1;
-  if (n > LAUNCH_MAX || fcntl(3, F_GETFD) < 0) {
+  if (n > max) {
     OPENSSL_cleanse(line, sizeof line);
-    fprintf(stderr, n > LAUNCH_MAX ? "horad: the launch request is too long\n"
-                                   : "horad: no connection to horarun on fd "
-                                     "3 to pass to the service\n");
-    return 255;
+    fprintf(stderr, "horad: the launch request is too long\n");
+    return 0;
   }
-  unsigned char plain[LAUNCH_MAX];
   size_t k = strlen(line) + 1;
   memcpy(plain, line, k);
   OPENSSL_cleanse(line, sizeof line);
@@ -1521,6 +1512,24 @@ static int client_local(const char *path, int nargs, char **args) {
     memcpy(plain + k, args[i], strlen(args[i]) + 1);
     k += strlen(args[i]) + 1;
   }
+  return n;
+}
+
+/* The client of the unix socket at path: no key or credential (the
+ * service learns this process's user from the kernel); horarun's
+ * connection on fd 3 goes to the job's horad with the request, and the
+ * bootstrap line is read only with --bootstrap. */
+static int client_local(const char *path, int nargs, char **args) {
+  if (fcntl(3, F_GETFD) < 0) {
+    fprintf(stderr, "horad: no connection to horarun on fd 3 to pass to the "
+            "service\n");
+    return 255;
+  }
+  int boot = 0;
+  for (int i = 0; i < nargs; i++) boot |= !strcmp(args[i], "--bootstrap");
+  unsigned char plain[LAUNCH_MAX];
+  size_t n = client_request(boot, nargs, args, LAUNCH_MAX, plain);
+  if (!n) return 255;
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   int fd = -1, e = ENAMETOOLONG;
   if (strlen(path) < sizeof sa.sun_path) {
@@ -1618,28 +1627,10 @@ int hd_service_client_main(const char *target,
     memmove(host, host + 1, strlen(host));
     host[strlen(host) - 1] = '\0';
   }
-  char line[1100];
-  if (!fgets(line, sizeof line, stdin) || !strchr(line, '\n')) {
-    fprintf(stderr, "horad: no bootstrap line on standard input\n");
-    return 255;
-  }
-  *strchr(line, '\n') = '\0';
-  /* the request: the bootstrap line (it holds the job's secret), then
-   * horad's arguments, each NUL-terminated */
-  size_t n = strlen(line) + 1;
-  for (int i = 0; i < nargs; i++) n += strlen(args[i]) + 1;
-  if (n > LAUNCH_MAX - IV_LEN - TAG_LEN) {
-    fprintf(stderr, "horad: the launch request is too long\n");
-    return 255;
-  }
   unsigned char plain[LAUNCH_MAX];
-  size_t k = strlen(line) + 1;
-  memcpy(plain, line, k);
-  OPENSSL_cleanse(line, sizeof line);
-  for (int i = 0; i < nargs; i++) {
-    memcpy(plain + k, args[i], strlen(args[i]) + 1);
-    k += strlen(args[i]) + 1;
-  }
+  size_t n = client_request(1, nargs, args, LAUNCH_MAX - IV_LEN - TAG_LEN,
+                            plain);
+  if (!n) return 255;
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof hints);
   hints.ai_socktype = SOCK_STREAM;

@@ -3,7 +3,7 @@
 # it is given is wrong: the bootstrap line on its standard input (from
 # horarun, over ssh or a pipe) malformed, truncated or absent; no way to
 # find horarun; horarun not listening; a --network-interface this host
-# lacks. Each ends at once with a one-line error and a non-zero status,
+# lacks; the local service client without what it needs. Each ends at once with a one-line error and a non-zero status,
 # and the secret never shows in what horad prints.
 . "$(dirname "$0")/lib.sh"
 HORAD=$BUILD/bin/horad
@@ -57,6 +57,24 @@ run_hd "HORA1 0 5000 $secret 3
 expect_rc 1 "unknown interface"
 expect_in err "no network interface of 'nosuch0,nosuch1' has an address on this host" "iface"
 note "--iface nosuch0,nosuch1 -> exit 1"
+
+# the client of a service's unix socket (horad --service-client /PATH):
+# no key options, horarun's connection on fd 3, a service at the path and,
+# with --bootstrap, the line
+run_hd "" --service-client "$TMP/svc.sock" --key-file "$TMP/k" -- --control-fd 3
+expect_rc 2 "local client with --key-file"
+expect_in err "(a unix socket) takes no --key-file, --auth or --munge-socket" "local --key-file"
+run_hd "" --service-client "$TMP/svc.sock" -- --control-fd 3 3<&-
+expect_rc 255 "local client without fd 3"
+expect_in err "no connection to horarun on fd 3 to pass to the service" "no fd 3"
+run_hd "" --service-client "$TMP/svc.sock" -- --control-fd 3 --bootstrap 3</dev/null
+expect_rc 255 "local client without its bootstrap line"
+expect_in err "no bootstrap line on standard input" "local, no line"
+run_hd "HORA1 0 0 $secret 3
+" --service-client "$TMP/svc.sock" -- --control-fd 3 --bootstrap 3</dev/null
+expect_rc 255 "local client, no service"
+expect_in err "cannot reach the service at $TMP/svc.sock: No such file or directory" "local, no service"
+note "--service-client /PATH: key options, no fd 3, no line, no service -> said, exit 2/255"
 
 # the secret never appears in anything horad printed above
 expect_not_in all "$secret" "the secret in horad's output"

@@ -42,6 +42,14 @@ started() { # NAME START COUNT: COUNT ranks said they began start START
   wait_for "$1" out "^\[[0-9]+\]<stdout>:rank [0-9]+ of [0-9]+: start $2 at " "$3" 90
 }
 
+# not_started NAME COUNT: job NAME's COUNT ranks never began: a failure,
+# and the job is ended and shown
+not_started() {
+  fail "$1: the $2 ranks did not start within 90 s"
+  hrun_wait "$1" 10
+  show "$1"
+}
+
 # kill_horad NAME HOST: SIGKILLs HOST's horad; T0 the time of the kill
 kill_horad() {
   local _pids
@@ -101,9 +109,7 @@ if started lost 1 3; then
   expect_grep lost out "^\[[01]\]<stdout>:rank [01] of 2: start 2 at epoch [0-9]+ batch [0-9]+ " \
     "the re-formed job's ranks began from a commit"
 else
-  fail "lost: the 3 ranks did not start within 90 s"
-  hrun_wait lost 10
-  show lost
+  not_started lost 3
 fi
 mh_assert_no_job_procs "$MARK" 10
 
@@ -120,9 +126,7 @@ if started restart 1 3; then
     "the second start runs 2 ranks on h1 and h2"
   expect_nogrep restart err "in place" "nothing re-forms in place"
 else
-  fail "restart: the 3 ranks did not start within 90 s"
-  hrun_wait restart 10
-  show restart
+  not_started restart 3
 fi
 mh_assert_no_job_procs "$MARK" 10
 
@@ -147,9 +151,7 @@ if started crash 1 6; then
   expect_grep crash out "^\[5\]<stdout>:rank 3 of 4: start 2 " \
     "h3's second rank is rank 3 of 4"
 else
-  fail "crash: the 6 ranks did not start within 90 s"
-  hrun_wait crash 10
-  show crash
+  not_started crash 6
 fi
 mh_assert_no_job_procs "$MARK" 10
 
@@ -165,9 +167,7 @@ if started minnp 1 3; then
     "horarun ends the job: fewer slots than --min-np, and no host can come back"
   expect_nogrep minnp err "start 2:" "no second start"
 else
-  fail "minnp: the 3 ranks did not start within 90 s"
-  hrun_wait minnp 10
-  show minnp
+  not_started minnp 3
 fi
 mh_assert_no_job_procs "$MARK" 10
 
@@ -195,9 +195,7 @@ if started discover 1 2; then
   expect_grep discover err "elastic: start 2: 2 rank\(s\) on h1:1,h3:1" \
     "the second start runs on h1 and h3, which the script added"
 else
-  fail "discover: the 2 ranks did not start within 90 s"
-  hrun_wait discover 10
-  show discover
+  not_started discover 2
 fi
 mh_assert_no_job_procs "$MARK" 10
 
@@ -218,9 +216,7 @@ if started grow 1 2; then
     "the second start runs 3 ranks, one on h3"
   expect_nogrep grow err "left out" "no host is blamed"
 else
-  fail "grow: the 2 ranks did not start within 90 s"
-  hrun_wait grow 10
-  show grow
+  not_started grow 2
 fi
 mh_assert_no_job_procs "$MARK" 10
 
@@ -239,9 +235,7 @@ if started shrink 1 3; then
     "the second start runs on h1 and h3"
   expect_nogrep shrink err "left out" "no host is blamed"
 else
-  fail "shrink: the 3 ranks did not start within 90 s"
-  hrun_wait shrink 10
-  show shrink
+  not_started shrink 3
 fi
 mh_assert_no_job_procs "$MARK" 10
 
@@ -258,9 +252,7 @@ if started coordinator 1 3; then
     "horarun leaves h1 out"
   in_place coordinator 2 h1
 else
-  fail "coordinator: the 3 ranks did not start within 90 s"
-  hrun_wait coordinator 10
-  show coordinator
+  not_started coordinator 3
 fi
 mh_assert_no_job_procs "$MARK" 10
 
@@ -285,9 +277,7 @@ if started flap 1 3; then
   expect_grep flap err "elastic: host h3 is left out for 4 s \(failure 2\)" \
     "second failure: twice as long"
 else
-  fail "flap: the 3 ranks did not start within 90 s"
-  hrun_wait flap 10
-  show flap
+  not_started flap 3
 fi
 mh_assert_no_job_procs "$MARK" 10
 finish

@@ -204,6 +204,27 @@ static void expect_close(int fd, struct hp_decoder *d, int allow_challenge) {
   out(0, "closed by the peer (%s)", how);
 }
 
+/* The service's refusal: a SVC_OUTPUT (its first line into text), then a
+ * SVC_EXIT, before the deadline; anything else ends the probe (exit 1). */
+static void read_refusal(int fd, struct hp_decoder *d, double deadline,
+                         char *text, size_t len) {
+  struct hp_frame_hdr h;
+  const unsigned char *payload;
+  const char *how = "";
+  if (!next_frame(fd, d, deadline, &h, &payload, &how))
+    out(1, "closed by the peer without saying why (%s)", how);
+  if (h.type != HP_MSG_SVC_OUTPUT)
+    out(1, "the service answered with a frame of type %u, not its refusal",
+        h.type);
+  size_t n = h.len < len - 1 ? h.len : len - 1;
+  memcpy(text, payload, n);
+  text[n] = '\0';
+  text[strcspn(text, "\n")] = '\0';
+  if (!next_frame(fd, d, deadline, &h, &payload, &how) ||
+      h.type != HP_MSG_SVC_EXIT)
+    out(1, "no exit status after the refusal");
+}
+
 /* forgedlaunch: a client with the key whose launch request does not open. */
 static int forged_launch(const char *keyfile) {
   unsigned char key[HP_SECRET_LEN];
@@ -243,21 +264,10 @@ static int forged_launch(const char *keyfile) {
   hp_frame_end(&w);
   send_all(fd, w.data, w.len);
   hp_wbuf_free(&w);
-  if (!next_frame(fd, &d, deadline, &h, &payload, &how))
-    out(1, "closed by the peer without saying why (%s)", how);
-  if (h.type != HP_MSG_SVC_OUTPUT)
-    out(1, "the service answered with a frame of type %u, not its refusal",
-        h.type);
   char text[300];
-  size_t n = h.len < sizeof text - 1 ? h.len : sizeof text - 1;
-  memcpy(text, payload, n);
-  text[n] = '\0';
-  text[strcspn(text, "\n")] = '\0';
+  read_refusal(fd, &d, deadline, text, sizeof text);
   if (!strstr(text, "does not open with the connection's key"))
     out(1, "the service refused for another reason: %s", text);
-  if (!next_frame(fd, &d, deadline, &h, &payload, &how) ||
-      h.type != HP_MSG_SVC_EXIT)
-    out(1, "no exit status after the refusal");
   expect_close(fd, &d, 0);
   return 2; /* not reached */
 }
@@ -314,23 +324,8 @@ static int local_launch(const char *path, const char *mode) {
   hp_wbuf_free(&w);
   struct hp_decoder d;
   hp_decoder_init(&d);
-  double deadline = now_s() + WAIT_MS / 1000.0;
-  struct hp_frame_hdr h;
-  const unsigned char *payload;
-  const char *how = "";
-  if (!next_frame(fd, &d, deadline, &h, &payload, &how))
-    out(1, "closed by the peer without saying why (%s)", how);
-  if (h.type != HP_MSG_SVC_OUTPUT)
-    out(1, "the service answered with a frame of type %u, not its refusal",
-        h.type);
   char text[400];
-  size_t n = h.len < sizeof text - 1 ? h.len : sizeof text - 1;
-  memcpy(text, payload, n);
-  text[n] = '\0';
-  text[strcspn(text, "\n")] = '\0';
-  if (!next_frame(fd, &d, deadline, &h, &payload, &how) ||
-      h.type != HP_MSG_SVC_EXIT)
-    out(1, "no exit status after the refusal");
+  read_refusal(fd, &d, now_s() + WAIT_MS / 1000.0, text, sizeof text);
   printf("refused: %s\n", text);
   expect_close(fd, &d, 0);
   return 2; /* not reached */
