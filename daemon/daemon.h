@@ -564,6 +564,10 @@ void hd_rank_left(struct hd_rank *r, const char *why);
 int hd_restart_wanted(const struct hd_rank *r);
 void hd_restart_begin(struct hd_rank *r, const char *why);
 void hd_restart_abandon(struct hd_job *job, int rank, const char *why);
+/* what a rank being started again says after its cause */
+#define HD_RESTART_SAYS "; horad starts it again"
+/* why: the failure from now on; after the cause of a restart it ends */
+void hd_restart_gone_msg(struct hd_job *job, const char *why);
 /* tells horarun that r ended and is started again (report.c) */
 void hd_send_restart(struct hd_job *job, struct hd_rank *r);
 void hd_on_lost_timer(uv_timer_t *t);

@@ -324,8 +324,8 @@ void hd_restart_begin(struct hd_rank *r, const char *why) {
   r->restarting = HD_RESTART_ENDING;
   r->restarts++;
   char msg[HP_MSG_MAX + 1];
-  hc_fmt(msg, sizeof msg, "%s; horad starts it again (restart %d of %ld)",
-         why, r->restarts, max);
+  hc_fmt(msg, sizeof msg, "%s" HD_RESTART_SAYS " (restart %d of %ld)", why,
+         r->restarts, max);
   hc_info("%s", msg); /* horarun says so (hd_send_restart) */
   job->gone_rank = r->info.rank;
   job->restart_gone = 1;
@@ -337,10 +337,24 @@ void hd_restart_begin(struct hd_rank *r, const char *why) {
   if (!r->reaped && r->pid > 0) kill(-r->pid, SIGKILL);
 }
 
+void hd_restart_gone_msg(struct hd_job *job, const char *why) {
+  if (!job->restart_gone) {
+    hc_fmt(job->gone_msg, sizeof job->gone_msg, "%s", why);
+    return;
+  }
+  /* the crash stays the cause, what ended its restart follows */
+  char first[HP_MSG_MAX + 1];
+  hc_fmt(first, sizeof first, "%s", job->gone_msg);
+  char *says = strstr(first, HD_RESTART_SAYS);
+  if (says) *says = '\0';
+  hc_fmt(job->gone_msg, sizeof job->gone_msg, "%s; not started again: %s",
+         first, why);
+}
+
 void hd_restart_abandon(struct hd_job *job, int rank, const char *why) {
+  hd_restart_gone_msg(job, why);
   job->restart_gone = 0;
   job->gone_rank = rank;
-  hc_fmt(job->gone_msg, sizeof job->gone_msg, "%s", why);
   hd_local_drop_rejoins(job, why);
   job->up->session_cancel(job); /* and no rank is started again */
   hd_mesh_announce_gone(job, rank, (int)job->desc.host_index, why);

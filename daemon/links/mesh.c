@@ -61,9 +61,9 @@ static void relay_left(struct hd_job *job, int from);
 static void set_gone(struct hd_job *job, int rank, const char *msg) {
   /* a failure while the job waits for a rank started again ends it */
   if (job->gone_rank != -1 && !job->restart_gone) return;
+  hd_restart_gone_msg(job, msg);
   job->restart_gone = 0;
   job->gone_rank = rank;
-  hc_fmt(job->gone_msg, sizeof job->gone_msg, "%s", msg);
   hd_fail_all(job);
 }
 

@@ -765,6 +765,39 @@ static void test_shutdown_status(void) {
   fx_free(&f);
 }
 
+/* A rank being started again (--restart-failed-ranks): what runs meanwhile
+ * fails naming its crash; once another failure ends that wait, later
+ * operations still name the crash first, then what ended the restart. */
+static void test_restart_abandoned(void) {
+  struct fx f;
+  fx_init1(&f, 3);
+  f.job.gone_rank = 2;
+  f.job.restart_gone = 1;
+  hc_fmt(f.job.gone_msg, sizeof f.job.gone_msg,
+         "rank 2 on h0 was killed by signal SIGKILL" HD_RESTART_SAYS
+         " (restart 1 of 1)");
+  struct hp_sqe a = ar(&f, 0, "a", 0, 4, 1);
+  fx_submit(&f, 0, &a);
+  EXPECT_MSG(&f, 0, a.id, HORA_EPEERGONE, "allreduce 'a' cannot run",
+             ": rank 2 on h0 was killed by signal SIGKILL; horad starts it "
+             "again (restart 1 of 1)");
+  hd_restart_abandon(&f.job, 1, "rank 1 on h0 exited with code 3");
+  CHECK_EQ_INT(f.job.restart_gone, 0);
+  CHECK_EQ_INT(f.job.gone_rank, 1);
+  struct hp_sqe b = ar(&f, 0, "b", 0, 4, 1);
+  fx_submit(&f, 0, &b);
+  const char *msg =
+      EXPECT_MSG(&f, 0, b.id, HORA_EPEERGONE, "allreduce 'b' cannot run",
+                 ": rank 2 on h0 was killed by signal SIGKILL; not started "
+                 "again: rank 1 on h0 exited with code 3");
+  CHECK(!strstr(msg, HD_RESTART_SAYS));
+  /* a failure with no restart pending is said as it is */
+  hd_restart_gone_msg(&f.job, "host h1 is lost");
+  CHECK_EQ_STR(f.job.gone_msg, "host h1 is lost");
+  EXPECT_NONE(&f, 1);
+  fx_free(&f);
+}
+
 /* ---- groups and plans ---------------------------------------------------- */
 
 static struct hp_sqe in_group(struct hp_sqe e, uint64_t key, uint32_t n,
@@ -1022,6 +1055,7 @@ int main(void) {
   RUN(test_fail_all);
   RUN(test_shutdown_status);
   RUN(test_group_runs_whole);
+  RUN(test_restart_abandoned);
   RUN(test_group_mismatch);
   RUN(test_group_cancel);
   RUN(test_group_cancel_race);
