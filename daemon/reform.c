@@ -25,7 +25,11 @@
  * horad tells horarun of ranks and hosts by the numbers the job started
  * with (struct hd_rank's slot, struct hd_peer's orig), which never change.
  * A REFORM that does not come within the wait ends the wait: the ranks'
- * hora_init() fails, as without re-forming. */
+ * hora_init() fails, as without re-forming. A kept host lost before the
+ * new session starts makes the wait begin again (hd_session_cancel), and
+ * horarun sends the next REFORM (its number one higher): it is applied
+ * to the job as the last one left it, FENCEs of the earlier one counting
+ * for nothing. */
 #define HC_LOG_SUB HC_SUB_SESSION
 #include <stdlib.h>
 #include <string.h>

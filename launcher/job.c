@@ -353,7 +353,7 @@ static int failure_status(const struct hp_exit *m) {
 }
 
 static void drop_none(struct hr_job *j);
-static int can_reform(const struct hr_job *j);
+static int can_reform(const struct hr_job *j, int again);
 static int reform(struct hr_job *j, const char *why);
 
 /* The first failure: the one the job is remembered by. An elastic job in
@@ -363,7 +363,9 @@ static void first_failure(struct hr_job *j, int rank, const char *host,
   drop_none(j);
   for (size_t i = 0; rank >= 0 && rank < j->l->np && i < j->nd; i++)
     j->d[i].drop = j->d[i].host == j->l->ranks[rank].host;
-  if (can_reform(j)) {
+  /* (a rank that fails while the job re-forms fails its reset: the job
+   * ends as without re-forming) */
+  if (can_reform(j, 0)) {
     char why[1200];
     hr_say(j->out, "rank %d on host %s %s", rank, host, what);
     hr_out_print_tail(j->out, rank);
@@ -733,7 +735,7 @@ static void blame_verdict(struct hr_job *j) {
   drop_none(j);
   for (int i = 0; i < n; i++)
     if (who[i] < (int)j->nd) j->d[who[i]].drop = 1;
-  if (can_reform(j)) {
+  if (can_reform(j, 1)) {
     hr_say(j->out, "elastic: %s", msg);
     if (j->deferred && j->o->verbose)
       hr_say(j->out, "meanwhile rank %d on host %s %s", j->deferred_rank,
@@ -912,13 +914,15 @@ static void drop_none(struct hr_job *j) {
 }
 
 /* 1 when the job may go on without the daemons marked `drop` (at least
- * one): an elastic job in place (outcome->in_place), not stopping nor in
- * the middle of another re-forming, every other host's horad running the
- * job, at least --min-np ranks on them, and a reset left. */
-static int can_reform(const struct hr_job *j) {
+ * one): an elastic job in place (outcome->in_place), not stopping, every
+ * other host's horad running the job, at least --min-np ranks on them,
+ * and a reset left. With `again`, also in the middle of a re-forming (a
+ * host lost meanwhile: the daemons kept take the next REFORM instead,
+ * their ranks still waiting in hora_init()). */
+static int can_reform(const struct hr_job *j, int again) {
   const struct hr_job_outcome *oc = j->outcome;
   if (!oc || !oc->in_place || !j->multi || j->stopping || j->interrupted ||
-      j->reforming || oc->resets_left == 0)
+      (j->reforming && !again) || oc->resets_left == 0)
     return 0;
   int ranks = 0, hosts = 0, dropped = 0;
   for (size_t i = 0; i < j->nd; i++) {
@@ -942,7 +946,7 @@ static int can_reform(const struct hr_job *j) {
  * numbered anew from 0. Returns 1, or 0 when it cannot (can_reform(), or
  * out of memory): the caller ends the job. */
 static int reform(struct hr_job *j, const char *why) {
-  if (!can_reform(j)) return 0;
+  if (!can_reform(j, 1)) return 0;
   struct hr_job_outcome *oc = j->outcome;
   const struct hr_layout *l = j->l;
   uint32_t *old = calloc(j->nd, sizeof *old);
@@ -1419,7 +1423,7 @@ static void check_daemon(struct hr_daemon *d) {
     d->died = 1;
     for (size_t i = 0; i < j->nd; i++) /* (every horad gone so far) */
       j->d[i].drop = j->d[i].died && !j->d[i].left_out;
-    int may = can_reform(j);
+    int may = can_reform(j, 1);
     if (!may) {
       blame_host(j, d->host, HR_BLAME_HOST);
       set_exit(j, HR_EXIT_LAUNCHER);

@@ -28,6 +28,10 @@
 #             job goes on on h1 and h3 from the last commit, none blamed
 #   coordinator  host 0 (h1, rank 0, the coordinator) SIGKILLed: the job
 #             re-forms in place on h2 and h3 (h2 is host 0 from then on)
+#   twice     --min-np 1: h2's horad SIGKILLed, and h3's while that
+#             re-forming still waits for h3's rank (stopped): horarun
+#             re-forms again, on h1 alone; h1's rank (the same process)
+#             goes on from the last commit within 5 s of the second kill
 #   flap      --blacklist-cooldown-range 2 60: h3's horad killed, h3 left
 #             out for 2 s (the job re-forms in place); once back (a
 #             cooled-down host lets the job grow to --max-np again, a new
@@ -253,6 +257,36 @@ if started coordinator 1 3; then
   in_place coordinator 2 h1
 else
   not_started coordinator 3
+fi
+mh_assert_no_job_procs "$MARK" 10
+
+# ---- a second host lost while the job re-forms --------------------------------
+HRUN_NOMARK=1 hrun_start twice EPOCHS=2 STEP_SLEEP=0.1 -np 3 -H h1:1,h2:1,h3:1 \
+  --min-np 1 $PY "$W/elastic_train.py"
+if started twice 1 3; then
+  sleep 1
+  r3=$(pids twice 1 2)
+  # h3's rank cannot come back: the first re-forming waits for it
+  [ -n "$r3" ] && kill -STOP $r3
+  kill_horad twice h2
+  if wait_for twice err "\(re-forming 1\)" 1 20; then
+    sleep 0.5 # (the REFORM reaches h1 and h3)
+    T0=$(date +%s.%N)
+    # shellcheck disable=SC2046
+    kill -9 $(mh_host_pids h3 horad) $r3
+  else
+    fail "twice: horarun did not re-form the job without h2"
+  fi
+  hrun_wait twice 180
+  resumed twice 2 5 "the second kill"
+  expect_trained twice 1
+  expect_grep twice err "elastic: host h2 left out; the job goes on in place with 2 rank\(s\) on 2 host\(s\), numbered anew \(re-forming 1\)" \
+    "the first re-forming leaves h2 out"
+  expect_nogrep twice err "re-formed in place in [0-9.]+ s: 2 rank" \
+    "the first re-forming never ends"
+  in_place twice 1 h3
+else
+  not_started twice 3
 fi
 mh_assert_no_job_procs "$MARK" 10
 

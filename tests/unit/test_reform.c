@@ -129,6 +129,50 @@ static void test_applied(void) {
   teardown_fx(&f);
 }
 
+/* A host lost while the job re-forms: the wait begins again, and the next
+ * REFORM is applied to the job as the first left it. Host 1 left out,
+ * then host 0 (before the new session): this host is host 0 of 1. */
+static void test_again(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_job *job = &f.job;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  uv_timer_init(&loop, &job->reform_timer);
+  job->reform_timer.data = job;
+  job->reformable = 1;
+  const uint32_t keep02[] = {0, 2}, keep2[] = {2};
+  send_reform(&f, 1, keep02, 2, 1);
+  hd_reform_fence(job, 0, 1, 5);
+  CHECK(!hd_reform_pending(job));
+  /* host 0's link is lost (mesh.c's host_lost): the ranks wait again */
+  hd_session_cancel(job);
+  CHECK(job->reform_wait);
+  CHECK(hd_reform_pending(job));
+  send_reform(&f, 2, keep2, 1, 0);
+  CHECK_EQ_INT(ntorn, 0);
+  CHECK_EQ_INT(job->reforms, 2);
+  CHECK(!job->reform_wait);
+  CHECK(job->reform_quiet);
+  CHECK_EQ_INT(job->desc.nhosts, 1);
+  CHECK_EQ_INT(job->desc.host_index, 0);
+  CHECK_EQ_INT(job->desc.size, 2);
+  CHECK_EQ_STR(job->desc.hosts[0].name, "h2");
+  CHECK_EQ_INT(job->peers[0].orig, 2);
+  CHECK_EQ_INT(f.ranks[0].info.rank, 0);
+  CHECK_EQ_INT(f.ranks[1].info.rank, 1);
+  CHECK_EQ_INT(f.ranks[1].info.cross_size, 1);
+  struct hd_comm *c = hd_comm_get(job, 0);
+  CHECK(c && c->size == 2 && c->nhosts == 1 && c->me == 0);
+  /* no peer left to fence: the new session may be asked for at once */
+  CHECK(!hd_reform_pending(job));
+  CHECK_EQ_INT(job->reform_session, 5);
+  uv_close((uv_handle_t *)&job->reform_timer, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+  teardown_fx(&f);
+}
+
 static void test_refused(void) {
   struct fx f;
   const uint32_t keep02[] = {0, 2}, keep01[] = {0, 1}, keep27[] = {2, 7};
@@ -164,6 +208,7 @@ static void test_refused(void) {
 int main(void) {
   hc_log_init("test_reform", HC_FATAL);
   RUN(test_applied);
+  RUN(test_again);
   RUN(test_refused);
   TL_EXIT();
 }
