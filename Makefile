@@ -184,6 +184,7 @@ install: all
 	install -m 644 man/hora.yaml.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 644 man/horad.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	sed 's|@PREFIX@|$(PREFIX)|' configs/horad.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/horad.service
+	install -m 644 configs/horad.socket $(DESTDIR)$(PREFIX)/lib/systemd/system/horad.socket
 	install -d $(DESTDIR)$(PREFIX)/share/hora
 	install -m 644 configs/horad.yaml $(DESTDIR)$(PREFIX)/share/hora/horad.yaml
 	@if [ -n "$(PYVER)" ]; then \
@@ -201,6 +202,7 @@ uninstall:
 	  $(DESTDIR)$(PREFIX)/share/man/man8/horad.8 \
 	  $(DESTDIR)$(PREFIX)/share/man/man5/hora.yaml.5 \
 	  $(DESTDIR)$(PREFIX)/lib/systemd/system/horad.service \
+	  $(DESTDIR)$(PREFIX)/lib/systemd/system/horad.socket \
 	  $(DESTDIR)$(PREFIX)/share/hora/horad.yaml
 	rm -rf $(DESTDIR)$(PYDIR)/hora
 

@@ -4,7 +4,8 @@
  *
  * The service listens on a TCP port, and on a unix socket for this host's
  * clients (see serve_local: the kernel names them, no key or credential;
- * horarun's connection is passed along and the job's horad runs on it).
+ * horarun's connection is passed along and the job's horad runs on it),
+ * or on the ones systemd passes (from_systemd: horad.socket).
  * Each connection is served by a
  * process of its own (forked, as sshd does), so that one job's trouble
  * never touches the service or another job:
@@ -62,6 +63,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1105,6 +1107,74 @@ static int listen_unix(const char *path, ino_t *ino, char *why,
   return fd;
 }
 
+/* Socket activation (configs/horad.socket): the listening sockets systemd
+ * passes, LISTEN_FDS of them from descriptor 3 when LISTEN_PID is ours: at
+ * most one TCP socket (*lfd) and one unix socket (*ufd, its path in upath),
+ * each of the stream type and listening. They then replace port:, listen:
+ * and socket: (the socket unit says where), and the unix socket's file is
+ * systemd's to remove. Returns 1 when there are such sockets, 0 when none
+ * was passed, -1 with why. Children see no LISTEN_ variable. */
+static int from_systemd(int *lfd, int *ufd, char *upath, size_t ulen,
+                        int *port, char *why, size_t whylen) {
+  const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+  char *end;
+  long p = pid ? strtol(pid, &end, 10) : 0;
+  if (!pid || !fds || *end || p != (long)getpid()) {
+    unsetenv("LISTEN_PID");
+    unsetenv("LISTEN_FDS");
+    unsetenv("LISTEN_FDNAMES");
+    return 0;
+  }
+  long n = strtol(fds, &end, 10);
+  unsetenv("LISTEN_PID");
+  unsetenv("LISTEN_FDS");
+  unsetenv("LISTEN_FDNAMES");
+  if (*end || n < 1 || n > 2) {
+    hc_fmt(why, whylen, "systemd passed LISTEN_FDS=%s: horad takes one TCP "
+           "socket and one unix socket (ListenStream= twice at most)", fds);
+    return -1;
+  }
+  *lfd = *ufd = -1;
+  for (int fd = 3; fd < 3 + n; fd++) {
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    int type = 0, listening = 0;
+    socklen_t tl = sizeof type, ll = sizeof listening;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) < 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &ll) < 0 ||
+        type != SOCK_STREAM || !listening) {
+      hc_fmt(why, whylen, "descriptor %d from systemd is not a listening "
+             "stream socket (ListenStream= only)", fd);
+      return -1;
+    }
+    int unix_ = ss.ss_family == AF_UNIX;
+    int tcp = ss.ss_family == AF_INET || ss.ss_family == AF_INET6;
+    if ((!unix_ && !tcp) || (unix_ && *ufd >= 0) || (tcp && *lfd >= 0)) {
+      hc_fmt(why, whylen, "systemd passed %s: horad takes one TCP socket and "
+             "one unix socket", unix_ || tcp ? "two sockets of one kind"
+                                            : "a socket of another family");
+      return -1;
+    }
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    if (unix_) {
+      const struct sockaddr_un *su = (const struct sockaddr_un *)&ss;
+      size_t k = sl > offsetof(struct sockaddr_un, sun_path)
+                     ? sl - offsetof(struct sockaddr_un, sun_path) : 0;
+      if (k > sizeof su->sun_path) k = sizeof su->sun_path;
+      hc_fmt(upath, ulen, "%.*s", (int)k,
+             su->sun_path[0] ? su->sun_path : "(abstract)");
+      *ufd = fd;
+    } else {
+      *port = ntohs(ss.ss_family == AF_INET
+                        ? ((const struct sockaddr_in *)&ss)->sin_port
+                        : ((const struct sockaddr_in6 *)&ss)->sin6_port);
+      *lfd = fd;
+    }
+  }
+  return 1;
+}
+
 static void peer_name(int fd, char *buf, size_t len) {
   struct sockaddr_storage ss;
   socklen_t sl = sizeof ss;
@@ -1231,18 +1301,34 @@ int hd_service_main(const struct hd_service_cfg *cli) {
     return 1;
   }
   self[sl] = '\0';
-  int lfd = listen_on(cfg.listen_addr[0] ? cfg.listen_addr : NULL, cfg.port,
-                      why, sizeof why);
-  if (lfd < 0) {
+  int lfd = -1, ufd = -1, aport = 0;
+  char upath[sizeof ((struct sockaddr_un *)0)->sun_path + 1] = "";
+  int act = from_systemd(&lfd, &ufd, upath, sizeof upath, &aport, why,
+                         sizeof why);
+  if (act < 0) {
+    hc_error("service: %s", why);
+    return 1;
+  }
+  if (act) {
+    char tcp[32] = "no TCP port";
+    if (lfd >= 0) hc_fmt(tcp, sizeof tcp, "port %d", aport);
+    hc_info("service: sockets from systemd (socket activation): %s%s%s "
+            "(port:, listen: and socket: of the settings do not apply)",
+            tcp, ufd >= 0 ? " and " : "", upath);
+  }
+  if (!act)
+    lfd = listen_on(cfg.listen_addr[0] ? cfg.listen_addr : NULL, cfg.port,
+                    why, sizeof why);
+  if (!act && lfd < 0) {
     hc_error("service: %s", why);
     return 1;
   }
   /* the local socket: one given must be there; the default one may be
    * missing (a service not root, without RuntimeDirectory=) */
   ino_t uino = 0;
-  int ufd = cfg.socket[0] ? listen_unix(cfg.socket, &uino, why, sizeof why)
-                          : -1;
-  if (cfg.socket[0] && ufd < 0) {
+  if (!act && cfg.socket[0])
+    ufd = listen_unix(cfg.socket, &uino, why, sizeof why);
+  if (!act && cfg.socket[0] && ufd < 0) {
     if (cfg.set & HD_SVC_SOCKET) {
       hc_error("service: %s", why);
       close(lfd);
@@ -1259,10 +1345,16 @@ int hd_service_main(const struct hd_service_cfg *cli) {
   sa.sa_handler = on_hup;
   sigaction(SIGHUP, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
-  hc_info("service: listening on %s port %d%s%s (jobs started with %s; %s; "
-          "on stop: %s)%s%s",
-          cfg.listen_addr[0] ? cfg.listen_addr : "every address", cfg.port,
-          ufd >= 0 ? " and " : "", ufd >= 0 ? cfg.socket : "", self,
+  char where[400];
+  if (act)
+    hc_fmt(where, sizeof where, "systemd's sockets");
+  else
+    hc_fmt(where, sizeof where, "%s port %d%s%s",
+           cfg.listen_addr[0] ? cfg.listen_addr : "every address", cfg.port,
+           ufd >= 0 ? " and " : "", ufd >= 0 ? cfg.socket : "");
+  hc_info("service: listening on %s (jobs started with %s; %s; on stop: "
+          "%s)%s%s",
+          where, self,
           cfg.munge ? "users authenticated by MUNGE, each job run as its user"
                     : "the cluster key",
           cfg.drain ? "drain" : "end", cfg.file_found ? "; settings from " : "",
@@ -1323,7 +1415,7 @@ int hd_service_main(const struct hd_service_cfg *cli) {
       jobno++;
       pid_t pid = fork();
       if (pid == 0) {
-        close(lfd);
+        if (lfd >= 0) close(lfd);
         if (ufd >= 0) close(ufd);
         signal(SIGINT, SIG_DFL);
         signal(SIGHUP, SIG_IGN); /* the service's: horad gets it back */
@@ -1342,11 +1434,13 @@ int hd_service_main(const struct hd_service_cfg *cli) {
       }
     }
   }
-  close(lfd);
+  if (lfd >= 0) close(lfd);
   if (ufd >= 0) {
     struct stat st;
     close(ufd);
-    if (lstat(cfg.socket, &st) == 0 && st.st_ino == uino) unlink(cfg.socket);
+    /* (ours only: one from systemd is the socket unit's) */
+    if (uino && lstat(cfg.socket, &st) == 0 && st.st_ino == uino)
+      unlink(cfg.socket);
   }
   hc_info("service: stopping (%s)", got_term ? "SIGTERM" : "?");
   if (cfg.drain && njobs && got_term == 1) {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # make install puts binaries, library, header, pkg-config file, man pages
-# the systemd unit (which systemd-analyze verify accepts) and the example
+# the systemd units (which systemd-analyze verify accepts) and the example
 # settings file (which horad --service --check takes) in place, and
 # a program builds against it with pkg-config alone.
 set -e
@@ -11,7 +11,8 @@ make -s BUILD="$BUILD" install PREFIX="$tmp/prefix" >"$tmp/log" 2>&1 || { cat "$
 for f in bin/horarun bin/horad lib/libhora.so lib/libhora.a include/hora.h \
   lib/pkgconfig/hora.pc share/man/man1/horarun.1 share/man/man3/hora.3 \
   share/man/man5/hora.yaml.5 share/man/man8/horad.8 \
-  lib/systemd/system/horad.service share/hora/horad.yaml; do
+  lib/systemd/system/horad.service lib/systemd/system/horad.socket \
+  share/hora/horad.yaml; do
   [ -e "$tmp/prefix/$f" ] || { echo "not installed: $f"; exit 1; }
 done
 # the systemd unit names the installed horad, and systemd finds no fault
@@ -20,7 +21,8 @@ grep -q "^ExecStart=$tmp/prefix/bin/horad --service\( \|$\)" "$tmp/prefix/lib/sy
 command -v systemd-analyze >/dev/null 2>&1 ||
   { echo "no systemd-analyze to check horad.service (Debian: systemd man-db)"; exit 1; }
 MANPATH="$tmp/prefix/share/man" systemd-analyze verify \
-  "$tmp/prefix/lib/systemd/system/horad.service" || { echo "systemd-analyze verify failed"; exit 1; }
+  "$tmp/prefix/lib/systemd/system/horad.service" \
+  "$tmp/prefix/lib/systemd/system/horad.socket" || { echo "systemd-analyze verify failed"; exit 1; }
 # the example settings file is one the service takes (horad --check)
 openssl rand -hex 32 >"$tmp/key"
 chmod 600 "$tmp/key"

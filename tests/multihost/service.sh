@@ -21,6 +21,10 @@
 #   sock      a second service on a live socket, or on a file that is not
 #             a socket: refused, said; a stale socket replaced, and
 #             removed when the service stops
+#   activated socket activation (systemd-socket-activate, as horad.socket
+#             does it): the service takes the TCP port and the unix socket
+#             it is given, a job through each; the socket stays when the
+#             service stops (systemd's); two TCP sockets: refused, said
 #   twojobs   two jobs at once on the same hosts, both right
 #   killed    a job's horarun SIGKILLed: its horads end (they lose horarun)
 #             and the services go on: the next job runs
@@ -48,6 +52,10 @@
 #             (and its ranks), then the services; nothing is left
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD" "$T/mh_probe" "$T/mh_relay" "$T/it_coll" "$T/mh_loop"
+command -v systemd-socket-activate >/dev/null 2>&1 || {
+  echo "FAIL: no systemd-socket-activate (Debian: systemd)"
+  exit 1
+}
 mh_setup 3
 
 key=$MH_TMP/cluster.key
@@ -207,6 +215,47 @@ grep -q "port 17976 and $MH_TMP/stale.sock " "$MH_TMP/stale.log" ||
 kill -TERM "$stalepid"
 mh_wait_log "$MH_TMP/stale.log" "service: stopped" || fail "sock: the service did not stop"
 [ -e "$MH_TMP/stale.sock" ] && fail "sock: the service left its socket behind"
+
+# socket activation (horad.socket): systemd-socket-activate holds a TCP
+# port and a unix socket on h2 and starts the service at the first
+# connection with both; a job through each, the socket left to its owner
+# shellcheck disable=SC2086
+mh_exec h2 setsid systemd-socket-activate -l 17977 -l "$MH_TMP/act.sock" \
+  "$HORAD" --service --key-file "$key" $allow </dev/null >"$MH_TMP/act.log" 2>&1 &
+MH_BG="$MH_BG $!"
+mh_wait_log "$MH_TMP/act.log" "Listening on $MH_TMP/act.sock" 100 ||
+  fail "activated: systemd-socket-activate did not start: $(cat "$MH_TMP/act.log")"
+hrun activated 60 --launcher service --service-key-file "$key" --service-port 17977 \
+  -np 2 -H h2:2 "$T/it_coll" matrix -x 2 -q
+ok activated 2
+actpid=$(sed -n 's/^horad\[\([0-9]*\)\].*sockets from systemd.*/\1/p' "$MH_TMP/act.log" | head -n 1)
+[ -n "$actpid" ] && echo "$actpid" >>"$MH_TMP/infra.pids"
+grep -q "service: sockets from systemd (socket activation): port 17977 and $MH_TMP/act.sock " "$MH_TMP/act.log" ||
+  fail "activated: the service did not say it took systemd's sockets: $(cat "$MH_TMP/act.log")"
+grep -q "service: job [0-9]* from $(mh_addr client): horad [0-9]* started" "$MH_TMP/act.log" ||
+  fail "activated: the service did not log the job over TCP"
+HRUN_FROM=h2 hrun actlocal 60 --launcher service --service-socket "$MH_TMP/act.sock" \
+  -np 2 -H h2:2 "$T/it_coll" matrix -x 2 -q
+ok actlocal 2
+grep -q "service: job [0-9]* from local uid $(id -u) (pid [0-9]*): horad [0-9]* started" "$MH_TMP/act.log" ||
+  fail "actlocal: the service did not log the job from systemd's unix socket"
+mh_assert_no_job_procs "$MARK" 10
+if [ -n "$actpid" ]; then
+  kill -TERM "$actpid"
+  mh_wait_log "$MH_TMP/act.log" "service: stopped" || fail "activated: the service did not stop"
+fi
+[ -S "$MH_TMP/act.sock" ] || fail "activated: the service removed the socket systemd made"
+# two TCP sockets: not horad's; the service says so and ends
+mh_exec h2 setsid systemd-socket-activate -l 17978 -l 17979 \
+  "$HORAD" --service --key-file "$key" $allow </dev/null >"$MH_TMP/act2.log" 2>&1 &
+MH_BG="$MH_BG $!"
+mh_wait_log "$MH_TMP/act2.log" "Listening on .*17979" 100 &&
+  mh_exec h2 "${PYTHON:-/usr/bin/python3}" -c '
+import socket
+socket.create_connection(("127.0.0.1", 17978), 5).close()' 2>/dev/null
+mh_wait_log "$MH_TMP/act2.log" "systemd passed" 100
+grep -q "service: systemd passed two sockets of one kind: horad takes one TCP socket and one unix socket" "$MH_TMP/act2.log" ||
+  fail "activated: two TCP sockets from systemd were not refused: $(cat "$MH_TMP/act2.log")"
 
 # two jobs at once on the same hosts
 # shellcheck disable=SC2086
