@@ -1162,8 +1162,10 @@ static int from_systemd(int *lfd, int *ufd, char *upath, size_t ulen,
       size_t k = sl > offsetof(struct sockaddr_un, sun_path)
                      ? sl - offsetof(struct sockaddr_un, sun_path) : 0;
       if (k > sizeof su->sun_path) k = sizeof su->sun_path;
-      hc_fmt(upath, ulen, "%.*s", (int)k,
-             su->sun_path[0] ? su->sun_path : "(abstract)");
+      if (k && su->sun_path[0])
+        hc_fmt(upath, ulen, "%.*s", (int)k, su->sun_path);
+      else
+        hc_fmt(upath, ulen, "an abstract or unnamed unix socket");
       *ufd = fd;
     } else {
       *port = ntohs(ss.ss_family == AF_INET

@@ -261,7 +261,7 @@ fi
 mh_assert_no_job_procs "$MARK" 10
 
 # ---- a second host lost while the job re-forms --------------------------------
-HRUN_NOMARK=1 hrun_start twice EPOCHS=2 STEP_SLEEP=0.1 -np 3 -H h1:1,h2:1,h3:1 \
+HRUN_NOMARK=1 hrun_start twice EPOCHS=2 STEP_SLEEP=0.05 -np 3 -H h1:1,h2:1,h3:1 \
   --min-np 1 $PY "$W/elastic_train.py"
 if started twice 1 3; then
   sleep 1
