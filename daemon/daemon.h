@@ -566,6 +566,11 @@ void hd_restart_begin(struct hd_rank *r, const char *why);
 void hd_restart_abandon(struct hd_job *job, int rank, const char *why);
 /* what a rank being started again says after its cause */
 #define HD_RESTART_SAYS "; horad starts it again"
+/* why a rank whose connection closed while its process lived on ended
+ * (horad's SIGKILL, to start it again): the EXIT's message says so */
+#define HD_ENDED_BY_HORAD                                                      \
+  "closed its connection to horad without shutting down hora, and horad "     \
+  "ended its process, which lived on"
 /* why: the failure from now on; after the cause of a restart it ends */
 void hd_restart_gone_msg(struct hd_job *job, const char *why);
 /* tells horarun that r ended and is started again (report.c) */

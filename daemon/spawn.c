@@ -333,8 +333,18 @@ void hd_restart_begin(struct hd_rank *r, const char *why) {
   hd_mesh_announce_restart(job, r->info.rank, (int)job->desc.host_index, msg);
   hd_fail_all(job);
   /* its connection closed, but the process lives on: ended, to start
-   * anew (the reaper goes on from there) */
-  if (!r->reaped && r->pid > 0) kill(-r->pid, SIGKILL);
+   * anew (the reaper goes on from there); horarun hears that, not the
+   * SIGKILL horad sent it */
+  if (!r->reaped && r->pid > 0) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si); /* (a zombie not reaped yet did not live on) */
+    if (waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+        si.si_pid != r->pid) {
+      free(r->spawn_msg);
+      r->spawn_msg = strdup(HD_ENDED_BY_HORAD);
+    }
+    kill(-r->pid, SIGKILL);
+  }
 }
 
 void hd_restart_gone_msg(struct hd_job *job, const char *why) {
@@ -646,7 +656,10 @@ int hd_spawn_all(struct hd_job *job) {
 
 static void describe_exit(struct hd_rank *r, char *buf, size_t len) {
   const char *host = hd_here(r->job);
-  if (r->exit_how == HP_EXIT_SIGNAL)
+  if (r->exit_how == HP_EXIT_SIGNAL && r->spawn_msg)
+    hc_fmt(buf, len, "rank %d on host %s %s", r->info.rank, host,
+           r->spawn_msg); /* horad ended it (HD_ENDED_BY_HORAD) */
+  else if (r->exit_how == HP_EXIT_SIGNAL)
     hc_fmt(buf, len, "rank %d on host %s was killed by signal %s",
            r->info.rank, host, hc_signal_name(r->exit_code));
   else if (r->exit_how == HP_EXIT_SPAWN)

@@ -328,8 +328,9 @@ static void describe_exit(const struct hr_job *j, const struct hp_exit *m,
     if (m->msg && *m->msg) hc_fmt(buf, len, "%s", m->msg);
     else hc_fmt(buf, len, "exited with code %d", m->code);
     break;
-  case HP_EXIT_SIGNAL:
-    hc_fmt(buf, len, "was killed by signal %s", hc_signal_name(m->code));
+  case HP_EXIT_SIGNAL: /* ... or horad ended it, and says why */
+    if (m->msg && *m->msg) hc_fmt(buf, len, "%s", m->msg);
+    else hc_fmt(buf, len, "was killed by signal %s", hc_signal_name(m->code));
     break;
   default:
     why = m->msg && *m->msg ? m->msg : strerror(m->code);

@@ -18,7 +18,8 @@
  * and exits 4 when the pending allreduce failed with HORA_EPEERGONE and a
  * message that names rank VICTIM; it exits 5 (with a FAIL line) when the
  * allreduce returned anything else. Every rank prints "rank R: ready" once
- * it is in position. Arguments starting with --marker= are ignored.
+ * it is in position; with IT_FAIL_LINGER_MS set, a survivor waits that
+ * long before it exits 4. Arguments starting with --marker= are ignored.
  * Loops give up (exit 9) after 120 s so a broken teardown cannot hang. */
 #include <hora.h>
 
@@ -30,6 +31,13 @@
 #include <unistd.h>
 
 static int rank_, size_;
+
+/* IT_FAIL_LINGER_MS: a survivor waits that long before it exits (so that
+ * what horad does meanwhile comes first). */
+static void linger(void) {
+  const char *ms = getenv("IT_FAIL_LINGER_MS");
+  if (ms) usleep((useconds_t)atoi(ms) * 1000u);
+}
 
 static void survivor(int victim) {
   float x[1024];
@@ -51,6 +59,7 @@ static void survivor(int victim) {
       printf("rank %d: a later allreduce: %s: %s\n", rank_, hora_err_name(rc),
              hora_last_error());
     fflush(stdout);
+    linger();
     exit(4);
   }
   printf("rank %d: FAIL: the blocked allreduce returned %d (%s), expected "

@@ -21,5 +21,20 @@ expect_nogrep trunc err 'exited unexpectedly' "horad survives the attempt"
 # of it from the closed connection, long before the wrapper ends.
 hrun wrapper 60 -np 2 sh -c "'$T/it_fail' sigkill; sleep 3"
 expect_grep wrapper out 'HORA_EPEERGONE.*rank 1 on host .* closed its connection to horad' "a rank dead behind a wrapper is noticed"
+# The same with --restart-failed-ranks: rank 1's wrapper, which lives on
+# behind the closed connection, is ended and started again at once (not
+# after its sleep), and horarun says why, not the SIGKILL horad sent; rank
+# 0's operation names the restart, and its exit (4, 1.5 s later) then
+# ends the job.
+hrun wraprestart 60 IT_FAIL_LINGER_MS=1500 -np 2 --restart-failed-ranks 1 sh -c \
+  "if [ \$HORA_RANK = 1 ]; then '$T/it_fail' sigkill; sleep 30; else exec '$T/it_fail' sigkill; fi"
+expect_rc wraprestart 4
+expect_grep wraprestart err 'rank 1 on host .* closed its connection to horad without shutting down hora, and horad ended its process, which lived on: horad starts it again \(restart 1 of 1\)' \
+  "horarun says why rank 1 is started again"
+expect_grep wraprestart out '^\[0\]<stdout>:rank 0: got HORA_EPEERGONE as expected: .*rank 1 on host .* closed its connection to horad.*; horad starts it again' \
+  "rank 0's operation fails naming the restart"
+expect_grep wraprestart err 'rank 0 on host .* exited with code 4' "horarun names rank 0's exit"
+awk -v t="$(cat "$IT_TMP/wraprestart.time")" 'BEGIN { exit !(t < 20) }' ||
+  fail "wraprestart: the job took $(cat "$IT_TMP/wraprestart.time")s: a wrapper's sleep was waited for"
 assert_no_leftovers "$MARK"
 finish
