@@ -445,6 +445,9 @@ struct hd_job {
   uint32_t session;        /* sessions started after the first */
   int restart_gone; /* gone_rank is a rank being started again: a new
                        session may still start (spawn.c) */
+  int restart_ended; /* gone_rank crashed, and another failure ended its
+                        restart: it stays the cause, and its exit may
+                        reach horarun after its victims' (report.c) */
   unsigned char *sess_back; /* host 0: the hosts whose ranks are back */
   int sess_nback;
   /* re-forming in place (reform.c): an elastic job of horarun's goes on

@@ -354,7 +354,7 @@ void hd_new_session(struct hd_job *job) {
   if (!hd_local_all_back(job)) return;
   hd_comms_free(job);
   job->gone_rank = -1;
-  job->restart_gone = 0;
+  job->restart_gone = job->restart_ended = 0;
   job->reform_quiet = job->reform_wait = 0; /* a re-formed job goes on */
   if (job->reforms != job->reforms_said) {   /* horarun hears it took */
     job->reforms_said = job->reforms;

@@ -41,13 +41,15 @@ static void on_victim_timer(uv_timer_t *t) {
 /* A rank of this host that fails after a rank of another host was gone is
  * most likely its victim: its exit waits a little, so that horarun hears
  * of the culprit first and names it (the culprit's host may be slower to
- * report it than the news of it travelled here). */
+ * report it than the news of it travelled here). So does one that fails
+ * after a crashed rank's restart began, on its host too: the crash's exit
+ * goes to horarun only once the restart is ended or under way. */
 static int hold_exit(struct hd_job *job, struct hd_rank *r) {
   int failed = r->exit_how != HP_EXIT_CODE || r->exit_code != 0;
   if (!failed || r->exit_held || !job->multi || !job->victim_timer.loop ||
       job->gone_rank < 0 || job->gone_rank == r->info.rank)
     return 0;
-  for (int i = 0; i < job->nlocal; i++)
+  for (int i = 0; !job->restart_ended && i < job->nlocal; i++)
     if (job->ranks[i].info.rank == job->gone_rank) return 0; /* ours: known */
   r->exit_held = 1;
   if (!uv_is_active((uv_handle_t *)&job->victim_timer))

@@ -352,7 +352,9 @@ void hd_restart_gone_msg(struct hd_job *job, const char *why) {
     hc_fmt(job->gone_msg, sizeof job->gone_msg, "%s", why);
     return;
   }
-  /* the crash stays the cause, what ended its restart follows */
+  /* the crash stays the cause (gone_rank too), what ended its restart
+   * follows */
+  job->restart_ended = 1;
   char first[HP_MSG_MAX + 1];
   hc_fmt(first, sizeof first, "%s", job->gone_msg);
   char *says = strstr(first, HD_RESTART_SAYS);
@@ -363,8 +365,8 @@ void hd_restart_gone_msg(struct hd_job *job, const char *why) {
 
 void hd_restart_abandon(struct hd_job *job, int rank, const char *why) {
   hd_restart_gone_msg(job, why);
+  if (job->gone_rank == -1) job->gone_rank = rank; /* (the crash's stays) */
   job->restart_gone = 0;
-  job->gone_rank = rank;
   hd_local_drop_rejoins(job, why);
   job->up->session_cancel(job); /* and no rank is started again */
   hd_mesh_announce_gone(job, rank, (int)job->desc.host_index, why);

@@ -62,8 +62,8 @@ static void set_gone(struct hd_job *job, int rank, const char *msg) {
   /* a failure while the job waits for a rank started again ends it */
   if (job->gone_rank != -1 && !job->restart_gone) return;
   hd_restart_gone_msg(job, msg);
+  if (!job->restart_gone) job->gone_rank = rank; /* (else the crash's) */
   job->restart_gone = 0;
-  job->gone_rank = rank;
   hd_fail_all(job);
 }
 

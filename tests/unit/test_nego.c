@@ -766,8 +766,9 @@ static void test_shutdown_status(void) {
 }
 
 /* A rank being started again (--restart-failed-ranks): what runs meanwhile
- * fails naming its crash; once another failure ends that wait, later
- * operations still name the crash first, then what ended the restart. */
+ * fails naming its crash; once another failure ends that wait, the crash
+ * stays the job's cause, and later operations name it first, then what
+ * ended the restart. */
 static void test_restart_abandoned(void) {
   struct fx f;
   fx_init1(&f, 3);
@@ -783,7 +784,8 @@ static void test_restart_abandoned(void) {
              "again (restart 1 of 1)");
   hd_restart_abandon(&f.job, 1, "rank 1 on h0 exited with code 3");
   CHECK_EQ_INT(f.job.restart_gone, 0);
-  CHECK_EQ_INT(f.job.gone_rank, 1);
+  CHECK_EQ_INT(f.job.restart_ended, 1);
+  CHECK_EQ_INT(f.job.gone_rank, 2); /* the crash stays the cause */
   struct hp_sqe b = ar(&f, 0, "b", 0, 4, 1);
   fx_submit(&f, 0, &b);
   const char *msg =
