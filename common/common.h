@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "hora.h"
 
@@ -310,5 +311,13 @@ int hc_join_key_ok(const char *key);
  * "... is not a directory private to uid N (mode 0700)") when it is not a
  * directory of this user that no one else may use. */
 int hc_private_dir(const char *dir, char *why, size_t whylen);
+
+/* A connection to the unix stream socket at path (blocking, or not: then
+ * a listener with a full backlog answers -EAGAIN), close-on-exec; *owner
+ * (when not NULL): the uid of the process that listens there (the
+ * kernel's word, SO_PEERCRED), or (uid_t)-1 when it cannot be told.
+ * Returns the descriptor, or -errno (-ENAMETOOLONG for a path too long,
+ * -ECONNREFUSED where nothing listens). */
+int hc_unix_connect(const char *path, int nonblock, uid_t *owner);
 
 #endif

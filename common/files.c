@@ -1,8 +1,11 @@
 /* files.c -- the join directories' rules, the same for the ranks (libhora)
- * and horad. */
+ * and horad; a connection to a local service's unix socket (horarun and
+ * horad). */
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -30,4 +33,25 @@ int hc_private_dir(const char *dir, char *why, size_t whylen) {
     return -1;
   }
   return 0;
+}
+
+int hc_unix_connect(const char *path, int nonblock, uid_t *owner) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  size_t n = strlen(path);
+  if (owner) *owner = (uid_t)-1;
+  if (n >= sizeof sa.sun_path) return -ENAMETOOLONG;
+  memcpy(sa.sun_path, path, n + 1);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+                               (nonblock ? SOCK_NONBLOCK : 0), 0);
+  if (fd < 0) return -errno;
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  struct ucred cr;
+  socklen_t cl = sizeof cr;
+  if (owner && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0)
+    *owner = cr.uid;
+  return fd;
 }

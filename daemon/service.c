@@ -1064,10 +1064,8 @@ static int listen_unix(const char *path, ino_t *ino, char *why,
       return -1;
     }
     /* (non-blocking: a full backlog is a live service too) */
-    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int e = c < 0 ? errno
-            : connect(c, (struct sockaddr *)&sa, sizeof sa) == 0 ? 0
-                                                                  : errno;
+    int c = hc_unix_connect(path, 1, NULL);
+    int e = c < 0 ? -c : 0;
     if (c >= 0) close(c);
     if (e != ECONNREFUSED) {
       if (e == 0 || e == EAGAIN)
@@ -1117,21 +1115,18 @@ static int listen_unix(const char *path, ino_t *ino, char *why,
 static int from_systemd(int *lfd, int *ufd, char *upath, size_t ulen,
                         int *port, char *why, size_t whylen) {
   const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
-  char *end;
-  long p = pid ? strtol(pid, &end, 10) : 0;
-  if (!pid || !fds || *end || p != (long)getpid()) {
-    unsetenv("LISTEN_PID");
-    unsetenv("LISTEN_FDS");
-    unsetenv("LISTEN_FDNAMES");
-    return 0;
-  }
-  long n = strtol(fds, &end, 10);
+  char *pend = NULL, *fend = NULL, fdsv[32];
+  long p = pid ? strtol(pid, &pend, 10) : 0;
+  long n = fds ? strtol(fds, &fend, 10) : 0;
+  hc_fmt(fdsv, sizeof fdsv, "%s", fds ? fds : "");
+  int ours = pid && fds && !*pend && p == (long)getpid();
   unsetenv("LISTEN_PID");
   unsetenv("LISTEN_FDS");
   unsetenv("LISTEN_FDNAMES");
-  if (*end || n < 1 || n > 2) {
+  if (!ours) return 0;
+  if (*fend || n < 1 || n > 2) {
     hc_fmt(why, whylen, "systemd passed LISTEN_FDS=%s: horad takes one TCP "
-           "socket and one unix socket (ListenStream= twice at most)", fds);
+           "socket and one unix socket (ListenStream= twice at most)", fdsv);
     return -1;
   }
   *lfd = *ufd = -1;
@@ -1626,33 +1621,21 @@ static int client_local(const char *path, int nargs, char **args) {
   unsigned char plain[LAUNCH_MAX];
   size_t n = client_request(boot, nargs, args, LAUNCH_MAX, plain);
   if (!n) return 255;
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  int fd = -1, e = ENAMETOOLONG;
-  if (strlen(path) < sizeof sa.sun_path) {
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0) set_timeouts(fd, 30, 30);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-      e = errno;
-      close(fd);
-      fd = -1;
-    }
-  }
+  uid_t owner;
+  int fd = hc_unix_connect(path, 0, &owner);
   if (fd < 0) {
     OPENSSL_cleanse(plain, n);
     fprintf(stderr, "horad: cannot reach the service at %s: %s\n", path,
-            strerror(e));
+            strerror(-fd));
     return 255;
   }
+  set_timeouts(fd, 30, 30);
   /* the request holds the job's secret: only to a service of root's or
    * this user's (a socket path others could have bound) */
-  struct ucred cr;
-  socklen_t cl = sizeof cr;
-  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
-      (cr.uid != 0 && cr.uid != getuid())) {
+  if (owner != 0 && owner != getuid()) {
     OPENSSL_cleanse(plain, n);
     fprintf(stderr, "horad: %s is served by uid %u, neither root nor this "
-            "user: not taken for a hora service\n", path, (unsigned)cr.uid);
+            "user: not taken for a hora service\n", path, (unsigned)owner);
     close(fd);
     return 255;
   }

@@ -604,6 +604,19 @@ static void host_label(const struct hr_job *j, int i, char *buf, size_t len) {
            h->first_rank + h->nranks - 1);
 }
 
+/* The labels of hosts who[0..n) into buf, after `prefix`: "A, B and C". */
+static void host_list(const struct hr_job *j, const int *who, int n,
+                      const char *prefix, char *buf, size_t len) {
+  char name[300];
+  size_t k = (size_t)snprintf(buf, len, "%s", prefix);
+  for (int i = 0; i < n; i++) {
+    host_label(j, who[i], name, sizeof name);
+    k += (size_t)snprintf(buf + HC_MIN(k, len - 1), len - HC_MIN(k, len - 1),
+                          "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ",
+                          name);
+  }
+}
+
 /* A node's name in messages: a host, or horarun. */
 static const char *node_name(const struct hr_job *j, int node) {
   return node < (int)j->nd ? j->d[node].name : "horarun";
@@ -673,16 +686,9 @@ static void blame_verdict(struct hr_job *j) {
   int n = dead ? dead : hr_blame_decide(&j->blame, who, 8, &clear);
   char msg[1400], name[300], reason[400];
   if (dead > 1) {
-    size_t k = 0;
-    for (int i = 0; i < n; i++) {
-      host_label(j, who[i], name, sizeof name);
-      k += (size_t)snprintf(msg + k, sizeof msg - HC_MIN(k, sizeof msg),
-                            "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ",
-                            name);
-    }
-    hc_fmt(msg + HC_MIN(k, sizeof msg - 1),
-           sizeof msg - HC_MIN(k, sizeof msg - 1),
-           " are lost: their horads exited");
+    char list[1200];
+    host_list(j, who, n, "", list, sizeof list);
+    hc_fmt(msg, sizeof msg, "%s are lost: their horads exited", list);
   } else if (n == 1) {
     int c = who[0], nodes = j->blame.nodes;
     struct hr_daemon *d = &j->d[c];
@@ -716,19 +722,14 @@ static void blame_verdict(struct hr_job *j) {
                "fail (retransmissions, silences)", name);
     }
   } else if (n > 1) {
-    size_t k = 0;
+    char list[1200];
     const char *why = NULL;
-    for (int i = 0; i < n; i++) {
-      host_label(j, who[i], name, sizeof name);
-      k += (size_t)snprintf(msg + k, sizeof msg - HC_MIN(k, sizeof msg),
-                            "%s%s", i == 0 ? "the links between " :
-                            i == n - 1 ? " and " : ", ", name);
-      if (!why && j->d[who[i]].lost_seen) why = j->d[who[i]].lost_why;
-      if (!why && j->d[who[i]].own_why[0]) why = j->d[who[i]].own_why;
-    }
-    hc_fmt(msg + HC_MIN(k, sizeof msg - 1), sizeof msg - HC_MIN(k, sizeof msg - 1),
-           " failed: %s (which of them is the cause cannot be told)",
-           why ? why : "lost");
+    for (int i = 0; i < n && !why; i++)
+      why = j->d[who[i]].lost_seen ? j->d[who[i]].lost_why
+            : j->d[who[i]].own_why[0] ? j->d[who[i]].own_why : NULL;
+    host_list(j, who, n, "the links between ", list, sizeof list);
+    hc_fmt(msg, sizeof msg, "%s failed: %s (which of them is the cause "
+           "cannot be told)", list, why ? why : "lost");
   } else {
     hc_fmt(msg, sizeof msg, "a link between the hosts was lost");
   }

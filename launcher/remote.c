@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <netdb.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -335,20 +334,14 @@ static int dial_nb(const char *host, int port) {
 
 const char *hr_service_socket(const struct hr_opts *o) {
   const char *path = hr_opts_knob_str(o, "service_socket");
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  if (!path || path[0] != '/' || strlen(path) >= sizeof sa.sun_path)
-    return NULL;
-  memcpy(sa.sun_path, path, strlen(path) + 1);
+  if (!path || path[0] != '/') return NULL;
   /* (non-blocking: a service too busy to take it is passed over) */
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  int ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+  uid_t owner;
+  int fd = hc_unix_connect(path, 1, &owner);
+  if (fd < 0) return NULL;
+  close(fd);
   /* a service of root's or this user's: the client would refuse another */
-  struct ucred cr;
-  socklen_t cl = sizeof cr;
-  ok = ok && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 &&
-       (cr.uid == 0 || cr.uid == getuid());
-  if (fd >= 0) close(fd);
-  return ok ? path : NULL;
+  return owner == 0 || owner == getuid() ? path : NULL;
 }
 
 int hr_service_answers(const struct hr_opts *o, const struct hr_layout *l,

@@ -3,7 +3,9 @@
 # it is given is wrong: the bootstrap line on its standard input (from
 # horarun, over ssh or a pipe) malformed, truncated or absent; no way to
 # find horarun; horarun not listening; a --network-interface this host
-# lacks; the local service client without what it needs. Each ends at once with a one-line error and a non-zero status,
+# lacks; the local service client without what it needs; the service
+# given sockets by systemd that are not its. Each ends at once with a
+# one-line error and a non-zero status,
 # and the secret never shows in what horad prints.
 . "$(dirname "$0")/lib.sh"
 HORAD=$BUILD/bin/horad
@@ -75,6 +77,28 @@ run_hd "HORA1 0 0 $secret 3
 expect_rc 255 "local client, no service"
 expect_in err "cannot reach the service at $TMP/svc.sock: No such file or directory" "local, no service"
 note "--service-client /PATH: key options, no fd 3, no line, no service -> said, exit 2/255"
+
+# the service under socket activation given what is not horad's: three
+# sockets, or a descriptor that is not a listening stream socket
+openssl rand -hex 32 >"$TMP/skey" && chmod 600 "$TMP/skey"
+root=""
+[ "$(id -u)" = 0 ] && root=--allow-root
+# activated NAME LISTEN_FDS: horad --service as systemd starts it (LISTEN_PID
+# its own pid), with fd 3 a plain file
+activated() {
+  timeout -k 5 20 sh -c 'LISTEN_PID=$$ LISTEN_FDS=$1; export LISTEN_PID LISTEN_FDS; shift
+exec "$@"' sh "$2" "$HORAD" --service --key-file "$TMP/skey" $root \
+    3<"$TMP/skey" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  cat "$TMP/out" "$TMP/err" >>"$TMP/all"
+}
+activated three 3
+expect_rc 1 "three sockets from systemd"
+expect_in err "systemd passed LISTEN_FDS=3: horad takes one TCP socket and one unix socket" "LISTEN_FDS=3"
+activated file 1
+expect_rc 1 "a file from systemd"
+expect_in err "descriptor 3 from systemd is not a listening stream socket" "a file on fd 3"
+note "socket activation with LISTEN_FDS=3, or a file on fd 3 -> said, exit 1"
 
 # the secret never appears in anything horad printed above
 expect_not_in all "$secret" "the secret in horad's output"
