@@ -134,11 +134,17 @@ void hd_push_cqe(struct hd_rank *r, const struct hp_cqe *e) {
 }
 
 void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg) {
+  hd_complete_slot(r, id, status, msg, 0);
+}
+
+void hd_complete_slot(struct hd_rank *r, uint64_t id, int status,
+                      const char *msg, uint32_t slot) {
   struct hp_cqe e;
   e.id = id;
   e.kind = HP_CQ_DONE;
   e.status = status;
-  e.chunk = e.elem_off = e.elem_count = e.staging_off = 0;
+  e.elem_off = e.elem_count = e.staging_off = 0;
+  e.chunk = slot; /* DONE: the fast path's slot (hd_fast_slot) */
   size_t n = msg ? strlen(msg) : 0;
   if (n > HP_MSG_MAX) n = HP_MSG_MAX;
   if (n) memcpy(e.msg, msg, n);

@@ -394,6 +394,11 @@ struct hd_job {
   struct hp_fast_hdr *fast;
   uint64_t fast_size;
   uint32_t fast_off;
+  /* its slots given out by operation (hd_fast_slot): keys (0: free) and
+   * slot numbers, 2 * HP_FAST_SLOTS entries; fast_nslots given so far */
+  uint64_t *fast_keys;
+  uint16_t *fast_slots;
+  uint32_t fast_nslots;
   /* what earlier sessions' segments counted (metrics.c adds the rest) */
   uint64_t fast_prev_ops[HP_FAST_COLLS][16], fast_prev_bytes[HP_FAST_COLLS][16];
 
@@ -597,6 +602,10 @@ void hd_control_stop(struct hd_job *job, const char *why);
  * it (the job ends). */
 void hd_fast_sync(struct hd_job *job);
 void hd_fast_free(struct hd_job *job);
+/* The fast path's slot for the operation `name` of set `comm` (plus 1; 0:
+ * none, the ranks hash it), the same on every rank: sent with the
+ * operation's first completions, from which the ranks learn it. */
+uint32_t hd_fast_slot(struct hd_job *job, uint32_t comm, const char *name);
 
 /* session.c: a new session across hosts, agreed through host 0 */
 /* Every local rank is back: tells host 0 (or counts itself there). */
@@ -652,6 +661,10 @@ void hd_cq_flush(struct hd_rank *r);
 /* Drops what r's completions hold (r is gone: nobody reads them). */
 void hd_rings_forget(struct hd_rank *r);
 void hd_complete(struct hd_rank *r, uint64_t id, int status, const char *msg);
+/* The same, for an operation the fast path may take next time: slot (plus
+ * 1; 0: none) is where (hd_fast_slot). */
+void hd_complete_slot(struct hd_rank *r, uint64_t id, int status,
+                      const char *msg, uint32_t slot);
 void hd_flush_wakeups(struct hd_job *job);
 
 /* negotiate.c: submissions, readiness, decisions, the run queues */

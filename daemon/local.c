@@ -194,6 +194,11 @@ void hd_fast_free(struct hd_job *job) {
     }
   if (job->fast) munmap(job->fast, job->fast_size);
   if (job->fast_fd >= 0) close(job->fast_fd);
+  free(job->fast_keys);
+  free(job->fast_slots);
+  job->fast_keys = NULL;
+  job->fast_slots = NULL;
+  job->fast_nslots = 0;
   job->fast = NULL;
   job->fast_fd = -1;
   job->fast_size = 0;
@@ -217,11 +222,36 @@ static void make_fast(struct hd_job *job) {
     return;
   }
   memcpy(p, &layout, sizeof layout);
+  job->fast_keys = calloc(2 * HP_FAST_SLOTS, sizeof *job->fast_keys);
+  job->fast_slots = calloc(2 * HP_FAST_SLOTS, sizeof *job->fast_slots);
+  job->fast_nslots = 0; /* none without them: the ranks hash */
   job->fast = p;
   job->fast_fd = fd;
   job->fast_size = size;
   job->fast_off = 0;
   hd_fast_sync(job);
+}
+
+/* Left to a hash of the operation, two of a burst of asynchronous
+ * operations often meet in a slot (100 names in 512 slots almost always
+ * do); a rank whose lane there still holds the first (its round open)
+ * sends the second to horad, while a peer whose lane was free offers it
+ * and waits fast_path_wait for the first rank in vain. So horad gives
+ * each of a session's first HP_FAST_SLOTS operations (by set and name) a
+ * slot of its own, and every rank learns the same one. */
+uint32_t hd_fast_slot(struct hd_job *job, uint32_t comm, const char *name) {
+  if (!job->fast || !job->fast_keys || !job->fast_slots) return 0;
+  uint64_t key = (hd_name_hash(name) ^ (comm * 0x9e3779b97f4a7c15ull)) | 1;
+  uint32_t mask = 2 * HP_FAST_SLOTS - 1, i = (uint32_t)(key >> 20) & mask;
+  for (uint32_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
+    if (job->fast_keys[i] == key) return job->fast_slots[i] + 1u;
+    if (job->fast_keys[i]) continue;
+    if (job->fast_nslots >= HP_FAST_SLOTS) return 0; /* all given */
+    job->fast_keys[i] = key;
+    job->fast_slots[i] = (uint16_t)job->fast_nslots++;
+    return job->fast_slots[i] + 1u;
+  }
+  return 0;
 }
 
 void hd_fast_sync(struct hd_job *job) {

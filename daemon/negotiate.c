@@ -225,9 +225,16 @@ static void complete_all(struct hd_tensor *t, int status, const char *msg) {
   hd_metrics_done(t, status);
   HD_TL_HOOK(c->job, hd_tl_end_(t, status, msg));
   HD_AT_HOOK(c->job, hd_at_done_(c->job, t, status));
+  /* one the fast path may take next time: its slot, for the ranks to learn */
+  uint32_t slot = 0;
+  if (c->job->fast && status >= 0 &&
+      (t->meta.coll == HORA_COLL_ALLREDUCE ||
+       t->meta.coll == HORA_COLL_BROADCAST) &&
+      t->meta.count * hora_dtype_size(t->meta.dtype) <= HP_FAST_BYTES)
+    slot = hd_fast_slot(c->job, c->id, t->name);
   for (int i = 0; i < c->nlocal; i++)
     if (t->part[i].submitted)
-      hd_complete(hd_comm_local(c, i), t->part[i].id, status, msg);
+      hd_complete_slot(hd_comm_local(c, i), t->part[i].id, status, msg, slot);
 }
 
 void hd_tensor_finish(struct hd_job *job, struct hd_tensor *t) {

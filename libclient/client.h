@@ -122,7 +122,9 @@ uint64_t hl_fast_candidate(const struct hp_sqe *e, uint32_t flags,
  * horad. */
 int hl_fast_offer(struct hl_op *op, const struct hp_sqe *e,
                   const struct hp_fast_meta *m);
-void hl_fast_learn(uint64_t key); /* horad completed it: offer it next time */
+/* horad completed it: offer it next time, at horad's slot (plus 1; 0: a
+ * hash of the key chooses) */
+void hl_fast_learn(uint64_t key, uint64_t slot);
 int hl_fast_settle(struct hl_op *op, int leave); /* its HL_FS_* after */
 int hl_fast_should_leave(struct hl_op *op, uint64_t now);
 /* Waits on op's round until its outcome is taken (or, with id, until

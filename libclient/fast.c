@@ -105,6 +105,8 @@ int hl_fast_map(int fd, uint64_t size) {
   atomic_store(&fp.taken, 0);
   atomic_store(&fp.back, 0);
   for (uint32_t i = 0; i < HP_FAST_SLOTS; i++) lane_release(i);
+  /* horad gives slots anew each session: learnt anew */
+  for (uint32_t i = 0; i < LEARNT; i++) atomic_store(&fp.learnt[i], 0);
   return 0;
 }
 
@@ -173,9 +175,19 @@ static uint64_t meta_key(const struct hp_fast_meta *m) {
   return h | 1; /* never 0: 0 is "no key" */
 }
 
-void hl_fast_learn(uint64_t key) {
-  if (key) atomic_store_explicit(&fp.learnt[key % LEARNT], key,
-                                 memory_order_relaxed);
+/* learnt[key % LEARNT]: the key with its low bits (which its place in
+ * learnt[] already says) replaced by horad's slot for it plus 1 (0: none,
+ * a hash of the key chooses), so that key and slot are read at once */
+#define SLOT_BITS 10u
+#define SLOT_MASK ((1ull << SLOT_BITS) - 1)
+_Static_assert(HP_FAST_SLOTS < SLOT_MASK && LEARNT > SLOT_MASK,
+               "learnt[] packs the slot in the key's low bits");
+
+void hl_fast_learn(uint64_t key, uint64_t slot) {
+  if (!key) return;
+  if (slot > HP_FAST_SLOTS) slot = 0; /* not horad's: hash it */
+  atomic_store_explicit(&fp.learnt[key % LEARNT], (key & ~SLOT_MASK) | slot,
+                        memory_order_relaxed);
 }
 
 /* ---- closing a round ------------------------------------------------ */
@@ -301,11 +313,13 @@ static int offer_at(struct hl_op *op, const struct hp_sqe *e,
 int hl_fast_offer(struct hl_op *op, const struct hp_sqe *e,
                   const struct hp_fast_meta *m) {
   uint64_t key = op->fkey;
-  if (!key || atomic_load_explicit(&fp.learnt[key % LEARNT],
-                                   memory_order_relaxed) != key ||
-      must_leave())
+  uint64_t l = key ? atomic_load_explicit(&fp.learnt[key % LEARNT],
+                                          memory_order_relaxed) : 0;
+  if (!key || (l & ~SLOT_MASK) != (key & ~SLOT_MASK) || must_leave())
     return 0;
-  uint32_t s = (uint32_t)(key >> 40) & (HP_FAST_SLOTS - 1);
+  /* horad's slot for it, the same on every rank; or a hash of it */
+  uint32_t s = l & SLOT_MASK ? (uint32_t)(l & SLOT_MASK) - 1u
+                             : (uint32_t)(key >> 40) & (HP_FAST_SLOTS - 1);
   if (atomic_exchange(&fp.busy[s], 1)) {
     /* this rank's lane there is taken: by the very same operation, a
      * name still in flight, which horad would refuse too */

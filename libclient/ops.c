@@ -245,7 +245,7 @@ static void finish_op(const struct hp_cqe *c, struct hl_op *op) {
   if (op->copy_err && op->status >= 0) op->status = op->copy_err;
   if (op->aux_temp) hl_arena_free(op->aux_temp);
   op->aux_temp = NULL;
-  if (op->status >= 0 && op->fkey) hl_fast_learn(op->fkey);
+  if (op->status >= 0 && op->fkey) hl_fast_learn(op->fkey, c->chunk);
   atomic_store_explicit(&op->done, 1, memory_order_release);
 }
 

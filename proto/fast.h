@@ -6,7 +6,10 @@
  *
  * A small allreduce or broadcast that every rank of its process set has
  * already completed once through horad, with the same name and metadata,
- * meets its peers at a slot chosen by a hash of those: each rank writes its metadata and data
+ * meets its peers at a slot: the one horad gave that name (in the set) with
+ * its completions there (hp_cqe.chunk of a DONE: the slot plus 1; a slot
+ * of its own for each of a session's first HP_FAST_SLOTS names), or else
+ * one chosen by a hash of those. Each rank writes its metadata and data
  * into its own lane of the slot and adds itself to the slot's round; the
  * rank that completes the round (the closer) compares every lane's
  * metadata, reduces the lanes into each other with horad's kernels and

@@ -2,7 +2,8 @@
 # fast.sh -- the fast path for small operations on one host (it_fast.c):
 # results equal to horad's bit for bit, for every dtype x op, scale
 # factors and broadcast roots, in the global set and in process sets;
-# operations in different orders and more of them than slots; threads of
+# operations in different orders and more of them than slots; a burst in
+# the same order, none given back (each its own slot); threads of
 # a rank at once; a late rank, a mismatch, a name twice in flight, join, a
 # rank that keeps out, a rank that dies; off with --no-fast-path and while
 # the timeline records; counted in /metrics.
@@ -43,6 +44,17 @@ for np in 2 3; do
   ok diverge.np$np $np diverge &&
     expect_grep diverge.np$np err "^\[0\]<stderr>:libhora\[[0-9]+\] DEBUG: rank 0: 0 operations on the fast path, [1-9][0-9]* given back to horad" \
       "rank 0 gave its operations back to horad"
+done
+# a burst of asynchronous operations: none meets another at a slot, so
+# none is given back to horad (the wait limit of 2 s: no peer is ever that
+# late here, while a rank sent to horad by a taken lane would hold its
+# peers that long)
+for np in 2 3; do
+  hrun burst.np$np 120 HORA_LOG=client:debug HORA_FAST_PATH_WAIT_US=2000000 \
+    -np $np "$T/it_fast" burst 5
+  ok burst.np$np $np burst &&
+    expect_count burst.np$np err "^\[[0-9]+\]<stderr>:libhora\[[0-9]+\] DEBUG: rank [0-9]+: [1-9][0-9]* operations on the fast path, 0 given back to horad" $np \
+      "every rank took its learnt operations on the fast path, none given back"
 done
 for np in 2 3; do
   hrun threads.np$np 180 HORA_LOG=client:debug -np $np "$T/it_fast" threads 2000

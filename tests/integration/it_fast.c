@@ -10,6 +10,11 @@
  *            rank in the sets it is a member of
  *   order    learnt operations submitted asynchronously in a different
  *            order on each rank, and 700 at once (more than the slots)
+ *   burst    200 learnt operations submitted asynchronously at once, in
+ *            the same order on every rank, then waited for (a training
+ *            step's small gradients): each has a slot of its own (horad
+ *            gives them), so none meets another there and none is given
+ *            back to horad
  *   threads  4 threads of each rank, each with its own names, at once
  *   skew     rank 1 comes 5 ms late to each (longer than the wait limit)
  *   mismatch rank 1 gives a learnt name another count: horad's error on
@@ -206,13 +211,14 @@ static void mode_sets(int rounds) {
 }
 
 /* n learnt float64 sums, submitted in rank-dependent order */
-static void async_many(int n, int rounds, const char *tag) {
+static void async_many(int n, int rounds, const char *tag, int same) {
   double *v = malloc((size_t)n * 8);
   int64_t *h = malloc((size_t)n * sizeof *h);
   for (int i = 0; i < rounds; i++) {
     for (int k = 0; k < n; k++) {
-      /* rank 0 in order, rank 1 backwards, others from the middle */
-      int t = rank == 0 ? k : rank == 1 ? n - 1 - k : (k + n / 2) % n;
+      /* rank 0 in order, rank 1 backwards, others from the middle; or
+       * all in order (same) */
+      int t = same || rank == 0 ? k : rank == 1 ? n - 1 - k : (k + n / 2) % n;
       char name[64];
       snprintf(name, sizeof name, "%s.%d", tag, t);
       v[t] = rank + t + 1000.0 * i;
@@ -275,8 +281,10 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "sets")) {
     mode_sets(rounds);
   } else if (!strcmp(mode, "order")) {
-    async_many(8, rounds, "ord");
-    async_many(700, 2, "many");
+    async_many(8, rounds, "ord", 0);
+    async_many(700, 2, "many", 0);
+  } else if (!strcmp(mode, "burst")) {
+    async_many(200, rounds, "burst", 1);
   } else if (!strcmp(mode, "threads")) {
     pthread_t th[4];
     th_rounds = rounds;
