@@ -4,9 +4,10 @@
  * last line first, as backward produces a model's gradients; async, every
  * rank in the same order) and waits for all of them.
  * Prints the time per step (median of the timed steps, the slowest rank's)
- * and checks one more step's results. Run it with tensor fusion on (the
- * default) and off (HOROVOD_FUSION_THRESHOLD=0) to see what fusion buys;
- * benchmarks/fusion.sh does that across two hosts.
+ * and checks one more step's results (-c: every step's). -g B adds to each
+ * step an allgather of B bytes from each rank. Run it with tensor fusion
+ * on (the default) and off (HOROVOD_FUSION_THRESHOLD=0) to see what fusion
+ * buys; benchmarks/fusion.sh does that across two hosts.
  *
  *   horarun -np 2 -H h1:1,h2:1 fusion_perf -t 100 -b 4K -n 50 */
 #include <hora.h>
@@ -43,8 +44,21 @@ static long num(const char *s, const char *what) {
   return v;
 }
 
+/* the allgather of -g: each rank's block, and everyone's */
+static float *gin, *gout;
+static size_t gcount;
+
 static int step(int t, float *const *buf, const size_t *count, int64_t *h) {
   char name[32];
+  int64_t gh = -1;
+  hora_request_t g = {.coll = HORA_COLL_ALLGATHER, .name = "fusion.gather",
+                      .sendbuf = gin, .recvbuf = gout, .count = gcount,
+                      .recv_count = gcount * (size_t)hora_size(),
+                      .dtype = HORA_FLOAT32};
+  if (gcount && hora_submit(&g, &gh) < 0) {
+    fprintf(stderr, "fusion_perf: allgather: %s\n", hora_last_error());
+    return -1;
+  }
   for (int j = t - 1; j >= 0; j--) {
     snprintf(name, sizeof name, "fusion.%d", j);
     int rc = hora_allreduce_async(name, buf[j], buf[j], count[j], HORA_FLOAT32,
@@ -59,15 +73,49 @@ static int step(int t, float *const *buf, const size_t *count, int64_t *h) {
   for (int j = 0; j < t; j++)
     if (hora_wait(h[j]) < 0 && !bad++)
       fprintf(stderr, "fusion_perf: wait: %s\n", hora_last_error());
+  if (gh >= 0 && hora_wait(gh) < 0 && !bad++)
+    fprintf(stderr, "fusion_perf: wait: %s\n", hora_last_error());
   return bad ? -1 : 0;
+}
+
+/* Inputs whose results check() knows: tensor j of rank r holds r + j + k
+ * at k (the sum: n(n-1)/2 + n(j + k)); rank r's allgather block r*1000 +
+ * k % 11 + s (s: the step, so that a stale block shows). */
+static void fill(int t, float *const *buf, const size_t *count, int rank,
+                 long s) {
+  for (long j = 0; j < t; j++)
+    for (size_t k = 0; k < count[j]; k++)
+      buf[j][k] = (float)(rank + j + (long)(k % 7));
+  for (size_t k = 0; k < gcount; k++)
+    gin[k] = (float)(rank * 1000 + (long)(k % 11) + s % 5);
+  for (size_t k = 0; gcount && k < gcount * (size_t)hora_size(); k++)
+    gout[k] = -1;
+}
+
+static long long check(int t, float *const *buf, const size_t *count, int n,
+                       long s) {
+  long long wrong = 0;
+  for (long j = 0; j < t; j++)
+    for (size_t k = 0; k < count[j]; k++) {
+      double want = (double)n * (n - 1) / 2 + (double)n * (j + (long)(k % 7));
+      wrong += buf[j][k] != (float)want;
+    }
+  for (int r = 0; r < n; r++)
+    for (size_t k = 0; k < gcount; k++)
+      wrong += gout[(size_t)r * gcount + k] !=
+               (float)(r * 1000 + (long)(k % 11) + s % 5);
+  return wrong;
 }
 
 int main(int argc, char **argv) {
   long t = 100, bytes = 4096, iters = 50, warmup = 10;
   const char *sizes = NULL;
   int c;
-  while ((c = getopt(argc, argv, "t:b:n:w:S:h")) != -1) {
+  int every = 0;
+  while ((c = getopt(argc, argv, "t:b:n:w:S:g:ch")) != -1) {
     switch (c) {
+    case 'c': every = 1; break;
+    case 'g': gcount = ELEMS((size_t)num(optarg, "-g")); break;
     case 't': t = num(optarg, "-t"); break;
     case 'b': bytes = num(optarg, "-b"); break;
     case 'n': iters = num(optarg, "-n"); break;
@@ -76,9 +124,11 @@ int main(int argc, char **argv) {
     default:
       fprintf(c == 'h' ? stdout : stderr,
               "usage: fusion_perf [-t tensors] [-b bytes each] [-S sizes-file] "
-              "[-n steps] [-w warm-up steps]\n"
+              "[-n steps] [-w warm-up steps] [-g allgather bytes] [-c]\n"
               "  defaults: -t 100 -b 4K -n 50 -w 10; -S: one byte count per "
-              "line (instead of -t, -b)\n");
+              "line (instead of -t, -b); -g: an allgather of that many bytes "
+              "per rank in each step too; -c: every step's results checked, "
+              "not only the last one's\n");
       return c == 'h' ? 0 : 2;
     }
   }
@@ -124,29 +174,33 @@ int main(int argc, char **argv) {
       fprintf(stderr, "fusion_perf: hora_alloc: %s\n", hora_last_error());
       return 1;
     }
-  for (long i = 0; i < warmup; i++)
+  if (gcount && (!(gin = hora_alloc(gcount * sizeof(float))) ||
+                 !(gout = hora_alloc(gcount * sizeof(float) * (size_t)n)))) {
+    fprintf(stderr, "fusion_perf: hora_alloc: %s\n", hora_last_error());
+    return 1;
+  }
+  long long wrong = 0;
+  for (long i = 0; i < warmup; i++) {
+    if (every) fill((int)t, buf, count, rank, i);
     if (step((int)t, buf, count, h) < 0) return 1;
+    if (every) wrong += check((int)t, buf, count, n, i);
+  }
   for (long i = 0; i < iters; i++) {
+    if (every) fill((int)t, buf, count, rank, i);
     hora_barrier();
     double t0 = now_us();
     if (step((int)t, buf, count, h) < 0) return 1;
     us[i] = now_us() - t0;
+    if (every) wrong += check((int)t, buf, count, n, i);
     /* the slowest rank's time: one allreduce of the step times */
     float v = (float)us[i];
     hora_allreduce("fusion.time", &v, &v, 1, HORA_FLOAT32, HORA_MAX);
     us[i] = v;
   }
-  /* one more step, checked: tensor j of rank r holds r + j + k at k */
-  for (long j = 0; j < t; j++)
-    for (size_t k = 0; k < count[j]; k++)
-      buf[j][k] = (float)(rank + j + (long)(k % 7));
+  /* one more step, checked */
+  fill((int)t, buf, count, rank, iters);
   if (step((int)t, buf, count, h) < 0) return 1;
-  long long wrong = 0;
-  for (long j = 0; j < t; j++)
-    for (size_t k = 0; k < count[j]; k++) {
-      double want = (double)n * (n - 1) / 2 + (double)n * (j + (long)(k % 7));
-      wrong += buf[j][k] != (float)want;
-    }
+  wrong += check((int)t, buf, count, n, iters);
   qsort(us, (size_t)iters, sizeof *us, cmp);
   if (rank == 0)
     printf("fusion_perf: %d ranks, %ld tensors (%zu bytes in all) float32 "
@@ -157,6 +211,10 @@ int main(int argc, char **argv) {
   else if (wrong)
     printf("fusion_perf: rank %d: #wrong %lld\n", rank, wrong);
   for (long j = 0; j < t; j++) hora_free(buf[j]);
+  if (gcount) {
+    hora_free(gin);
+    hora_free(gout);
+  }
   free(buf);
   free(h);
   free(us);

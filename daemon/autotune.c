@@ -153,41 +153,71 @@ static void apply(struct hd_autotune *at, const double p[2]) {
   set_knobs(at, thr, cyc);
 }
 
+static const char *const choice_name[AT_NCHOICES] = {
+    "hierarchical allreduce", "hierarchical allgather", "cache"};
+
+/* ", cache off" and the like: the tuned choices as they are now. */
+static void choices_str(const struct hd_autotune *at, char *buf, size_t len) {
+  size_t o = 0;
+  buf[0] = '\0';
+  for (int k = 0; k < AT_NCHOICES && o < len; k++)
+    if (at->tuned[k])
+      o += (size_t)snprintf(buf + o, len - o, ", %s %s", choice_name[k],
+                            at->choice[k] ? "on" : "off");
+}
+
 static void log_row(struct hd_autotune *at, const char *trial, int sample,
                     double score) {
   if (!at->log) return;
   struct hc_knobs *kn = at->knobs;
-  if (sample >= 0)
-    fprintf(at->log, "%s,%d,%g,%lld,%.3f\n", trial, sample,
-            hk_double(kn, cycle_time), hk_int(kn, fusion_threshold), score);
-  else
-    fprintf(at->log, "%s,,%g,%lld,%.3f\n", trial, hk_double(kn, cycle_time),
-            hk_int(kn, fusion_threshold), score);
+  char s[16] = "";
+  if (sample >= 0) hc_fmt(s, sizeof s, "%d", sample);
+  fprintf(at->log, "%s,%s,%d,%d,%d,%g,%lld,%.3f\n", trial, s,
+          at->choice[AT_HIER_ALLREDUCE], at->choice[AT_HIER_ALLGATHER],
+          at->choice[AT_CACHE], hk_double(kn, cycle_time),
+          hk_int(kn, fusion_threshold), score);
   fflush(at->log);
 }
 
-struct hd_autotune *hd_at_new(struct hc_knobs *knobs, FILE *log) {
+struct hd_autotune *hd_at_new(struct hc_knobs *knobs,
+                              const int matter[AT_NCHOICES], FILE *log) {
   struct hd_autotune *at = calloc(1, sizeof *at);
   if (!at) return NULL;
   at->knobs = knobs;
   at->log = log;
   at->fixed[0] = hk_given(knobs, fusion_threshold);
   at->fixed[1] = hk_given(knobs, cycle_time);
+  /* the job's choices: hierarchical unless given as 0; the cache on
+   * unless its capacity is 0 */
+  int given[AT_NCHOICES] = {hk_given(knobs, hierarchical_allreduce),
+                            hk_given(knobs, hierarchical_allgather),
+                            hk_given(knobs, cache_capacity)};
+  at->choice[AT_HIER_ALLREDUCE] =
+      !given[AT_HIER_ALLREDUCE] || hk_int(knobs, hierarchical_allreduce) != 0;
+  at->choice[AT_HIER_ALLGATHER] =
+      !given[AT_HIER_ALLGATHER] || hk_int(knobs, hierarchical_allgather) != 0;
+  at->choice[AT_CACHE] = hk_int(knobs, cache_capacity) > 0;
+  int any = 0;
+  for (int k = 0; k < AT_NCHOICES; k++)
+    any |= at->tuned[k] = matter && matter[k] && !given[k];
+  at->chain = -1;
   at->warmup_left = (int)HC_MAX(0, hk_int(knobs, autotune_warmup_samples));
   at->steps_per_sample =
       (int)HC_MAX(1, hk_int(knobs, autotune_steps_per_sample));
   at->max_trials = (int)HC_MIN(AT_TRIALS_MAX,
                                HC_MAX(1, hk_int(knobs,
                                                 autotune_bayes_opt_max_samples)));
+  /* both numbers given: their one trial is the job's setting */
+  at->numeric_trials = at->fixed[0] && at->fixed[1] ? 1 : at->max_trials;
   at->noise = hk_double(knobs, autotune_gaussian_process_noise);
   if (!(at->noise > 0)) at->noise = 1e-3; /* 0 asks for none: a jitter */
   at->start_thr = (double)hk_int(knobs, fusion_threshold);
   at->start_cyc = hk_double(knobs, cycle_time);
   hd_at_knobs_point(at->start_thr, at->start_cyc, at->cur);
-  at->on = !(at->fixed[0] && at->fixed[1]);
+  at->on = !(at->fixed[0] && at->fixed[1]) || any;
   if (log)
-    fprintf(log, "trial,sample,cycle_time_ms,tensor_fusion_threshold,"
-                 "score\n");
+    fprintf(log, "trial,sample,hierarchical_allreduce,hierarchical_allgather,"
+                 "cache_enabled,cycle_time_ms,tensor_fusion_threshold,score\n");
   return at;
 }
 
@@ -208,23 +238,50 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static void freeze(struct hd_autotune *at) {
+static int best_trial(const struct hd_autotune *at) {
   int b = 0;
   for (int i = 1; i < at->ntrials; i++)
     if (at->y[i] > at->y[b]) b = i;
-  if (b == 0) { /* the job's own setting */
+  return b;
+}
+
+/* Sets the knobs and choices of trial b. */
+static void take_trial(struct hd_autotune *at, int b) {
+  if (b == 0) { /* the job's own setting, exactly */
     set_knobs(at, at->start_thr, at->start_cyc);
     at->cur[0] = at->x[0][0];
     at->cur[1] = at->x[0][1];
   } else {
     apply(at, at->x[b]);
   }
+  memcpy(at->choice, at->xc[b], sizeof at->choice);
+}
+
+static void freeze(struct hd_autotune *at) {
+  int b = best_trial(at);
+  take_trial(at, b);
   at->on = 0;
   log_row(at, "best", -1, at->y[b]);
+  char ch[128];
+  choices_str(at, ch, sizeof ch);
   hc_info("autotune: done after %d trials: fusion threshold %lld bytes, "
-          "cycle time %g ms (trial %d: %.1f bytes/us; the job's own setting "
-          "gave %.1f)", at->ntrials, hk_int(at->knobs, fusion_threshold),
-          hk_double(at->knobs, cycle_time), b, at->y[b], at->y[0]);
+          "cycle time %g ms%s (trial %d: %.1f bytes/us; the job's own "
+          "setting gave %.1f)", at->ntrials, hk_int(at->knobs, fusion_threshold),
+          hk_double(at->knobs, cycle_time), ch, b, at->y[b], at->y[0]);
+}
+
+/* The next trial of the chain: from the best setting so far, the next
+ * tuned choice after at->chain the other way; or the end. */
+static void next_choice(struct hd_autotune *at) {
+  int k = at->chain + 1;
+  while (k < AT_NCHOICES && !at->tuned[k]) k++;
+  if (k >= AT_NCHOICES || at->ntrials >= AT_TRIALS_MAX + AT_NCHOICES) {
+    freeze(at);
+    return;
+  }
+  take_trial(at, best_trial(at));
+  at->chain = k;
+  at->choice[k] = !at->choice[k];
 }
 
 void hd_at_sample(struct hd_autotune *at, double score) {
@@ -242,13 +299,16 @@ void hd_at_sample(struct hd_autotune *at, double score) {
   int t = at->ntrials++;
   at->x[t][0] = at->cur[0];
   at->x[t][1] = at->cur[1];
+  memcpy(at->xc[t], at->choice, sizeof at->choice);
   at->y[t] = median(at->samples, at->ntrial_samples);
   at->ntrial_samples = 0;
+  char ch[128];
+  choices_str(at, ch, sizeof ch);
   hc_info("autotune: trial %d: fusion threshold %lld bytes, cycle time %g "
-          "ms: %.1f bytes/us", t, hk_int(at->knobs, fusion_threshold),
-          hk_double(at->knobs, cycle_time), at->y[t]);
-  if (at->ntrials >= at->max_trials) {
-    freeze(at);
+          "ms%s: %.1f bytes/us", t, hk_int(at->knobs, fusion_threshold),
+          hk_double(at->knobs, cycle_time), ch, at->y[t]);
+  if (at->chain >= 0 || at->ntrials >= at->numeric_trials) {
+    next_choice(at);
     return;
   }
   double next[2] = {at->x[0][0], at->x[0][1]}; /* fixed ones stay */
@@ -280,7 +340,16 @@ void hd_at_init(struct hd_job *job) {
                "--autotune-log-file): %s; tuning goes on without it", path,
                strerror(errno));
   }
-  struct hd_autotune *at = hd_at_new(kn, log);
+  /* what the choices change: the cache and a flat allreduce (when a host
+   * has several ranks) need several hosts; a flat allgather differs from
+   * the direct exchange from three hosts on */
+  uint32_t nh = job->desc.nhosts, most = 0;
+  for (uint32_t h = 0; h < nh; h++)
+    most = HC_MAX(most, (uint32_t)job->desc.hosts[h].nranks);
+  int matter[AT_NCHOICES] = {[AT_HIER_ALLREDUCE] = nh > 1 && most > 1,
+                             [AT_HIER_ALLGATHER] = nh > 2,
+                             [AT_CACHE] = nh > 1};
+  struct hd_autotune *at = hd_at_new(kn, matter, log);
   if (!at) {
     if (log) fclose(log);
     hc_error("out of memory: the job runs without autotuning");
@@ -289,16 +358,35 @@ void hd_at_init(struct hd_job *job) {
   job->at = at;
   if (!at->on) {
     hc_warn("autotune: the fusion threshold and the cycle time were both "
-            "given explicitly, so there is nothing to tune; they are kept");
+            "given explicitly, and no other choice can change anything in "
+            "this job, so there is nothing to tune; they are kept");
     return;
   }
-  hc_info("autotune: tuning%s%s from %lld bytes and %g ms: %d warm-up "
-          "samples, then at most %d trials of %d samples of %d steps",
-          at->fixed[0] ? "" : " the fusion threshold",
-          at->fixed[1] ? "" : at->fixed[0] ? " the cycle time"
-                                           : " and the cycle time",
-          hk_int(kn, fusion_threshold), hk_double(kn, cycle_time),
-          at->warmup_left, at->max_trials, AT_SAMPLES_PER_TRIAL,
+  char what[256];
+  size_t o;
+  if (at->fixed[0] && at->fixed[1])
+    o = (size_t)snprintf(what, sizeof what, "keeping %lld bytes and %g ms",
+                         hk_int(kn, fusion_threshold),
+                         hk_double(kn, cycle_time));
+  else
+    o = (size_t)snprintf(what, sizeof what, "tuning %s from %lld bytes and "
+                         "%g ms", at->fixed[0] ? "the cycle time"
+                         : at->fixed[1] ? "the fusion threshold"
+                                        : "the fusion threshold and the "
+                                          "cycle time",
+                         hk_int(kn, fusion_threshold),
+                         hk_double(kn, cycle_time));
+  int nchoices = 0;
+  for (int k = 0; k < AT_NCHOICES; k++)
+    if (at->tuned[k] && o < sizeof what)
+      o += (size_t)snprintf(what + o, sizeof what - o, "%s%s",
+                            nchoices++ ? " and " : ", then trying ",
+                            choice_name[k]);
+  if (nchoices && o < sizeof what)
+    snprintf(what + o, sizeof what - o, " the other way");
+  hc_info("autotune: %s: %d warm-up samples, then at most %d trials of %d "
+          "samples of %d steps", what, at->warmup_left,
+          at->numeric_trials + nchoices, AT_SAMPLES_PER_TRIAL,
           at->steps_per_sample);
 }
 

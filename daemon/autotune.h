@@ -13,10 +13,16 @@
  * samples. The trials are: the job's own setting, fusion off, Horovod's
  * four seeds, then the points a Gaussian process (Matern 5/2, noise
  * gaussian_process_noise) gives the highest expected improvement, up to
- * bayes_opt_max_samples trials in all; then the best trial's setting is
- * kept for the rest of the job. A knob given explicitly (flag, variable,
- * YAML) is held constant, as Horovod does. Every sample is a row of
- * autotune_log_file (CSV), the best trial last. */
+ * bayes_opt_max_samples trials in all. Then, as Horovod's chain of
+ * categorical parameters, the choices (hierarchical allreduce,
+ * hierarchical allgather, the response cache) that can matter in this
+ * job are tried one at a time the other way, each from the best setting
+ * so far, one trial each; and the best trial's setting is kept for the
+ * rest of the job. A knob given explicitly (flag, variable, YAML) is held
+ * constant, as Horovod does. The choices take effect through host 0's
+ * decisions (hd_coord_algo): every host runs an operation as its
+ * coordinator says. Every sample is a row of autotune_log_file (CSV), the
+ * best trial last. */
 #ifndef HORA_DAEMON_AUTOTUNE_H
 #define HORA_DAEMON_AUTOTUNE_H
 
@@ -37,10 +43,22 @@ struct hc_knobs;
 #define AT_CYCLE_MIN_MS 1.0
 #define AT_CYCLE_MAX_MS 100.0
 
+/* The choices tuned after the two numbers (1: on, as hora's defaults). */
+enum {
+  AT_HIER_ALLREDUCE, /* hierarchical allreduce across hosts (0: flat) */
+  AT_HIER_ALLGATHER, /* hierarchical allgather across hosts (0: flat) */
+  AT_CACHE,          /* the response cache (0: off) */
+  AT_NCHOICES
+};
+
 struct hd_autotune {
   int on;   /* first: hd_at_on() reads it; 0 once tuning is done */
   struct hc_knobs *knobs;
   int fixed[2]; /* the knob was given: held */
+  int choice[AT_NCHOICES]; /* in effect (also once tuning is done) */
+  int tuned[AT_NCHOICES];  /* tuned: not given, and it matters here */
+  int chain; /* the choice on trial; -1: the numbers' trials */
+  int numeric_trials; /* the numbers' trials (max_trials, or 1 if fixed) */
   int warmup_left, steps_per_sample, max_trials;
   double noise;
   /* the step being measured, and the sample */
@@ -50,8 +68,9 @@ struct hd_autotune {
   int sample_steps, nsamples;
   double samples[AT_SAMPLES_PER_TRIAL]; /* the current trial's */
   int ntrial_samples;
-  /* the trials so far: the point (in [0,1]^2) and its score */
-  double x[AT_TRIALS_MAX][2], y[AT_TRIALS_MAX];
+  /* the trials so far: the point (in [0,1]^2), the choices and the score */
+  double x[AT_TRIALS_MAX + AT_NCHOICES][2], y[AT_TRIALS_MAX + AT_NCHOICES];
+  int xc[AT_TRIALS_MAX + AT_NCHOICES][AT_NCHOICES];
   int ntrials;
   double cur[2]; /* the point being tried */
   double start_thr, start_cyc; /* the job's own setting (trial 0) */
@@ -61,6 +80,13 @@ struct hd_autotune {
 
 static inline int hd_at_on(const struct hd_autotune *at) {
   return at && at->on;
+}
+
+/* Choice `which` (AT_*) as the tuner has it now, or dflt where it does
+ * not tune it (no tuner, given, or it cannot matter in this job). */
+static inline int hd_at_choice(const struct hd_autotune *at, int which,
+                               int dflt) {
+  return at && at->tuned[which] ? at->choice[which] : dflt;
 }
 
 #define HD_AT_HOOK(job, call)                                                 \
@@ -81,12 +107,15 @@ void hd_at_removed_(struct hd_job *job);
 /* ---- the tuner itself, without a job (unit tests) ------------------------ */
 
 /* A tuner over `knobs` (whose fusion_threshold and cycle_time it sets),
- * reading its settings from them; log: NULL or an open CSV file. */
-struct hd_autotune *hd_at_new(struct hc_knobs *knobs, FILE *log);
+ * reading its settings from them; matter[AT_*]: the choices that can
+ * change anything in this job (NULL: none), tuned unless given; log: NULL
+ * or an open CSV file. */
+struct hd_autotune *hd_at_new(struct hc_knobs *knobs,
+                              const int matter[AT_NCHOICES], FILE *log);
 void hd_at_delete(struct hd_autotune *at);
-/* One sample's score (bytes per microsecond) of the knobs now set; moves
- * to the next trial when this one has its samples, and freezes the best
- * after the last (at->on 0). */
+/* One sample's score (bytes per microsecond) of the knobs and choices
+ * now set; moves to the next trial when this one has its samples, and
+ * freezes the best after the last (at->on 0). */
 void hd_at_sample(struct hd_autotune *at, double score);
 /* The point of highest expected improvement over the n trials x, y (fixed
  * coordinates keep out[] as given). */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autotune.h"
 #include "daemon.h"
 #include "metrics.h"
 
@@ -104,6 +105,20 @@ static int mismatch(const struct hp_nego_ready *a,
   return hd_meta_mismatch(a->name, &ma, a->rank, &mb, b->rank, msg, len);
 }
 
+/* How the hosts run an operation of collective `coll` that this host
+ * decides (HP_DA_*): the job's hierarchical_allreduce/_allgather and
+ * cache settings, or the trial of host 0's autotuning (autotune.h). */
+uint32_t hd_coord_algo(const struct hd_job *job, int coll) {
+  uint32_t a = 0;
+  if ((coll == HORA_COLL_ALLREDUCE &&
+       !hd_at_choice(job->at, AT_HIER_ALLREDUCE, !hd_flat_allreduce(job))) ||
+      (coll == HORA_COLL_ALLGATHER &&
+       !hd_at_choice(job->at, AT_HIER_ALLGATHER, !hd_flat_allgather(job))))
+    a |= HP_DA_FLAT;
+  if (!hd_at_choice(job->at, AT_CACHE, 1)) a |= HP_DA_NOCACHE;
+  return a;
+}
+
 /* The decision on e (status 0: run it as decision number `seq`; seq
  * UINT64_MAX: it fails) as an entry of a NEGO_DECIDE or NEGO_PLAN. */
 static void fill_decide(struct hd_comm *c, struct hp_nego_decide *v,
@@ -117,7 +132,9 @@ static void fill_decide(struct hd_comm *c, struct hp_nego_decide *v,
   v->meta = e->first;
   memcpy(v->name, e->first.name, sizeof v->name);
   if (status) hc_fmt(v->msg, sizeof v->msg, "%s", msg);
-  if (!status && seq != UINT64_MAX && e->whole) {
+  v->algo = hd_coord_algo(c->job, e->first.coll);
+  /* a small allreduce's whole result, unless it goes round a flat ring */
+  if (!status && seq != UINT64_MAX && e->whole && !(v->algo & HP_DA_FLAT)) {
     v->data = e->whole;
     v->ndata = e->npart;
   }
@@ -128,7 +145,8 @@ static void fill_decide(struct hd_comm *c, struct hp_nego_decide *v,
  * carries no failure gets its cref and cid (the rest: HP_CREF_NONE). */
 static void number_decides(struct hd_comm *c, int i, struct hp_nego_decide *v,
                            uint32_t n) {
-  uint32_t cap = hd_nc_capacity(c->job);
+  uint32_t cap = hd_at_choice(c->job->at, AT_CACHE, 1)
+                     ? hd_nc_capacity(c->job) : 0;
   for (uint32_t k = 0; k < n; k++) {
     v[k].cref = HP_CREF_NONE;
     if (!cap || v[k].status || v[k].msg[0] || v[k].seq == UINT64_MAX)
@@ -225,8 +243,9 @@ static uint64_t entry_bytes(const struct hp_nego_ready *m) {
 }
 
 /* Marks which of the n decisions v[] run fused with the one before them:
- * allreduces alike in dtype, op, scaling and wire (HP_NR_WIRE16), resident
- * on every host, up to `threshold` (and FUSE_RUN_MAX) bytes together. */
+ * allreduces alike in dtype, op, scaling, wire (HP_NR_WIRE16) and algo
+ * (HP_DA_*), resident on every host, up to `threshold` (and FUSE_RUN_MAX)
+ * bytes together. */
 void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
                           uint64_t threshold) {
   uint64_t run = 0;
@@ -243,6 +262,7 @@ void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
                 p->dtype == m->dtype && p->op == m->op &&
                 p->prescale == m->prescale && p->postscale == m->postscale &&
                 !((p->flags ^ m->flags) & HP_NR_WIRE16) &&
+                v[i - 1].algo == v[i].algo &&
                 run + b <= threshold;
     if (v[i].fuse) run += b;
     else run = fusable ? b : 0;

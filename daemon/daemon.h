@@ -158,6 +158,8 @@ struct hd_tensor {
   uint64_t seq; /* multi-host: the coordinator's decision number */
   int fuse;     /* multi-host: fused with the tensor before it in its plan
                    (one collective over their concatenation) */
+  int flat;     /* multi-host: round a flat ring, not hierarchically (its
+                   decision's HP_DA_FLAT: an allreduce or an allgather) */
   int nsubmitted;
   int32_t priority; /* the highest its submitters gave (hora_request_t) */
   int queued;   /* in a plan of the ready queue: decided, running or to run */
@@ -247,6 +249,8 @@ struct hd_comm {
    * another host: the numbers this host gives its NEGO_READYs, and those
    * the coordinator gives its decisions */
   struct hd_ncache nc_ready, nc_decide;
+  int nc_off; /* the coordinator's last decision said HP_DA_NOCACHE: this
+                 host's NEGO_READYs go whole too */
   struct hd_coord *coord;  /* coord.c: when hosts[0] is this host */
   struct hd_xop *xop;      /* xhost/ring.c: its running cross-host operation */
   struct hd_xcoll *xc;     /* xhost/exchange.c: the same, for the others */
@@ -515,7 +519,10 @@ static inline int hd_gone_status(const struct hd_job *job) {
 /* Allreduce across hosts as one flat ring over every member (hosts'
  * members consecutive), not hierarchically (a ring of hosts, each host's
  * members reduced first): only when hierarchical_allreduce was given as 0.
- * Unset, hora's allreduce is hierarchical; Adasum reads the value alone. */
+ * Unset, hora's allreduce is hierarchical; Adasum reads the value alone.
+ * This is the job's setting; which one an operation takes, the
+ * coordinator decides (hd_coord_algo: the setting, or autotune's trial)
+ * and says so in its decision (hd_tensor.flat). */
 static inline int hd_flat_allreduce(const struct hd_job *job) {
   return hk_given(&job->knobs, hierarchical_allreduce) &&
          hk_int(&job->knobs, hierarchical_allreduce) == 0;
@@ -524,7 +531,8 @@ static inline int hd_flat_allreduce(const struct hd_job *job) {
 /* Allgather across hosts round a ring (each host sends to the next one
  * only: its members' blocks, then the others' as they come), not
  * hierarchically (each host's block straight to every other host): only
- * when hierarchical_allgather was given as 0. */
+ * when hierarchical_allgather was given as 0 (the job's setting, as
+ * above). */
 static inline int hd_flat_allgather(const struct hd_job *job) {
   return hk_given(&job->knobs, hierarchical_allgather) &&
          hk_int(&job->knobs, hierarchical_allgather) == 0;
@@ -768,8 +776,11 @@ void hd_coord_stall(struct hd_comm *c, const char *name);
 void hd_coord_flush(struct hd_comm *c);
 /* fusion_timer's callback: flushes the batches that waited cycle_time. */
 void hd_coord_on_fusion_timer(uv_timer_t *t);
+/* How the hosts run an operation of collective coll that this host
+ * decides: HP_DA_* (flat or hierarchical; the response cache off). */
+uint32_t hd_coord_algo(const struct hd_job *job, int coll);
 /* Sets v[i].fuse where decision i runs fused with decision i - 1:
- * allreduces alike in dtype, op and scaling, resident on every host
+ * allreduces alike in dtype, op, scaling and algo, resident on every host
  * (HP_NR_RESIDENT), up to `threshold` bytes together and at most 256
  * KiB (0: none fused). */
 void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,

@@ -632,7 +632,8 @@ static void tell_coordinator(struct hd_comm *c, struct hd_tensor *t,
     struct hd_meta key;
     memset(&key, 0, sizeof key);
     hd_meta_from_ready(&m, &key);
-    m.cref = (uint8_t)hd_nc_encode(&c->nc_ready, hd_nc_capacity(job), m.name,
+    m.cref = (uint8_t)hd_nc_encode(&c->nc_ready,
+                                   c->nc_off ? 0 : hd_nc_capacity(job), m.name,
                                    &key, &m.cid);
   }
   hp_enc_nego_ready(&c->ready_out, &m);
@@ -807,6 +808,8 @@ static struct hd_tensor *take_decision(struct hd_job *job, struct hd_comm *c,
   }
   t->seq = m->seq;
   t->fuse = (int)m->fuse;
+  t->flat = (m->algo & HP_DA_FLAT) != 0;
+  c->nc_off = (m->algo & HP_DA_NOCACHE) != 0; /* the coordinator's lead */
   if (t->meta.coll == HORA_COLL_JOIN) t->value = m->value;
   if (m->ndata) { /* the whole result of a small allreduce (ring.c) */
     /* written where each member's data lie: all must be in the arena */

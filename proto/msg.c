@@ -717,6 +717,7 @@ static void put_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
   if (m->cref == HP_CREF_USE) {
     hp_put_u32(w, (uint32_t)m->value);
     hp_put_u32(w, m->fuse);
+    hp_put_u32(w, m->algo);
     put_ref(w, &m->meta);
     put_data(w, m->data, m->ndata);
     return;
@@ -725,6 +726,7 @@ static void put_decide(struct hp_wbuf *w, const struct hp_nego_decide *m) {
   hp_put_u32(w, (uint32_t)m->status);
   hp_put_u32(w, (uint32_t)m->value);
   hp_put_u32(w, m->fuse);
+  hp_put_u32(w, m->algo);
   hp_put_str(w, m->msg);
   put_meta(w, &m->meta);
   put_data(w, m->data, m->ndata);
@@ -737,20 +739,23 @@ static int get_decide(struct hp_rbuf *r, struct hp_nego_decide *m) {
   if (m->cref == HP_CREF_USE) {
     m->value = (int32_t)hp_get_u32(r);
     m->fuse = hp_get_u32(r);
+    m->algo = hp_get_u32(r);
     get_ref(r, &m->meta);
     get_data(r, &m->data, &m->ndata);
-    return m->fuse > 1 || (m->fuse && m->ndata);
+    return m->fuse > 1 || (m->fuse && m->ndata) || (m->algo & ~HP_DA_ALL);
   }
   get_fixed_str(r, m->name, sizeof m->name);
   m->status = (int32_t)hp_get_u32(r);
   m->value = (int32_t)hp_get_u32(r);
   m->fuse = hp_get_u32(r);
+  m->algo = hp_get_u32(r);
   get_fixed_str(r, m->msg, sizeof m->msg);
   get_meta(r, &m->meta);
   get_data(r, &m->data, &m->ndata);
   if (m->cref > HP_CREF_USE || (m->ndata && (m->status || m->fuse)) ||
       (m->cref == HP_CREF_SET && (m->status || m->msg[0])) ||
       m->status > 0 || m->fuse > 1 || (m->fuse && m->status) ||
+      (m->algo & ~HP_DA_ALL) ||
       m->meta.ndims > 8 ||
       (m->meta.group_n && m->meta.group_idx >= m->meta.group_n))
     return HORA_EPROTO;

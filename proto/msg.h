@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define HP_FRAME_MAGIC 0x41524f48u /* "HORA" read as little-endian u32 */
-#define HP_PROTO_VERSION 13u
+#define HP_PROTO_VERSION 14u
 #define HP_FRAME_HDR 16u
 #define HP_FRAME_MAX (16u << 20) /* payload bytes */
 #define HP_MAX_ARGS 4096u          /* argv / envp entries in a JOB */
@@ -317,6 +317,8 @@ struct hp_nego_decide {
   int32_t value; /* join: the last rank to join */
   uint32_t fuse; /* 1: fused with the previous decision of its NEGO_PLAN
                     (one collective over their concatenation) */
+  uint32_t algo; /* HP_DA_*: how the hosts run it, the coordinator's
+                    choice (its knobs, or its autotuning) */
   char msg[460];
   /* the operation, for a host whose ranks have all joined (it runs it
    * with neutral contributions without having seen it): meta.name and
@@ -328,6 +330,13 @@ struct hp_nego_decide {
   uint32_t ndata;
   const unsigned char *data;
 };
+
+/* hp_nego_decide.algo */
+#define HP_DA_FLAT 1u    /* an allreduce or allgather round a flat ring
+                            (hierarchical_allreduce/_allgather off) */
+#define HP_DA_NOCACHE 2u /* the coordinator's cache is off: the host sends
+                            its NEGO_READYs whole too (cache_enabled) */
+#define HP_DA_ALL 3u
 
 struct hp_data_hdr {
   uint64_t seq;   /* the decision being executed */

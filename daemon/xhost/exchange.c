@@ -8,9 +8,10 @@
  *  - allgather: the local members' inputs are copied into every local
  *    output (W, the first local member's output, among them); this
  *    host's block of W goes to every other host; what they send is copied
- *    into W and every other local output as it arrives. Flat
- *    (hd_flat_allgather): this host's block goes to the next host only,
- *    and what comes from the previous one (each frame naming the host
+ *    into W and every other local output as it arrives. Flat (the
+ *    decision's HP_DA_FLAT: hd_flat_allgather, or autotune's trial): this
+ *    host's block goes to the next host only, and what comes from the
+ *    previous one (each frame naming the host
  *    whose block it carries, in its step's high bits) is sent on to the
  *    next from W, unless the next host is its origin; a host that keeps
  *    no W sends on a copy. The operation ends once every origin's last
@@ -118,7 +119,7 @@ struct hd_xcoll {
   unsigned char **shdr;    /* alltoall: the header sent to each host */
   unsigned char **rhdr;    /* alltoall: the header from each host */
   int sink;                /* allgather: every local member joined */
-  int flat;                /* allgather round a ring (hd_flat_allgather):
+  int flat;                /* allgather round a ring (HP_DA_FLAT):
                               frames from the previous host only, each
                               naming its origin, sent on to the next */
   int nlast;               /* flat: origins whose last frame came */
@@ -1123,7 +1124,7 @@ int hd_xcoll_step(struct hd_comm *c, struct hd_tensor *t) {
     x->es = hora_dtype_size(t->meta.dtype);
     x->wes = x->es;
     x->sink = 0;
-    x->flat = t->meta.coll == HORA_COLL_ALLGATHER && hd_flat_allgather(job);
+    x->flat = t->meta.coll == HORA_COLL_ALLGATHER && t->flat;
     x->nlast = 0;
     x->bad[0] = '\0';
     memset(x->got, 0, (size_t)c->nhosts * sizeof *x->got);

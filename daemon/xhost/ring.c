@@ -1,5 +1,5 @@
-/* ring.c -- allreduce and broadcast across hosts: hierarchical unless a
- * flat ring is asked for (hd_flat_allreduce; see below).
+/* ring.c -- allreduce and broadcast across hosts: hierarchical unless
+ * the decision says a flat ring (HP_DA_FLAT, hd_coord_algo; see below).
  *
  * A tensor is cut into pieces (at most XH_PIECE_MAX bytes, never across a
  * staging chunk) and up to XH_WINDOW pieces are in flight at once, so
@@ -634,7 +634,7 @@ static int start_op(struct hd_job *job, struct hd_xop *x,
   x->prev = (x->me + x->n - 1) % x->n;
   x->a = x->me;
   x->k = 1;
-  x->flat = t->meta.coll == HORA_COLL_ALLREDUCE && hd_flat_allreduce(job) &&
+  x->flat = t->meta.coll == HORA_COLL_ALLREDUCE && t->flat &&
             c->size > c->nhosts && c->host_n[c->me] == c->nlocal;
   if (x->flat) {
     x->n = c->size;
@@ -940,13 +940,13 @@ void hd_xhost_free(struct hd_comm *c) {
  * they came in) and puts the whole in its decision; each host writes it
  * into its members' outputs as finalize would. Two hops in all. Where a
  * host sent no part (a member joined, one not in the arena, another
- * horad setting), the decision carries none and the ring runs. */
+ * horad setting), or the coordinator chose a flat ring (HP_DA_FLAT), the
+ * decision carries none and the ring runs. */
 
 uint32_t hd_star_bytes(const struct hd_job *job, int coll, int dtype, int op,
                        uint64_t count, int wire16) {
   uint64_t most = (uint64_t)HC_MAX(0, hk_int(&job->knobs, small_allreduce));
   if (coll != HORA_COLL_ALLREDUCE || op == HORA_ADASUM || wire16 ||
-      hd_flat_allreduce(job) ||
       count == 0 || (unsigned)dtype >= HORA_DTYPE_COUNT ||
       count * hora_dtype_size(dtype) > most)
     return 0;

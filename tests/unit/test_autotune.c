@@ -7,7 +7,10 @@
  * setting kept and every sample in the CSV; a knob given is held; both
  * given leaves nothing to tune; warm-up samples are discarded; the next
  * point of the Gaussian process is one not tried, and keeps a fixed
- * coordinate. */
+ * coordinate. The choices (hierarchical allreduce and allgather, the
+ * cache) are tried the other way one at a time after the numbers, each
+ * kept only where it scored better; a choice given or one that cannot
+ * matter is not tried. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +70,7 @@ static void test_from_bad_to_better(void) {
   double start = workload(&k);
   FILE *log = tmpfile();
   CHECK(log != NULL);
-  struct hd_autotune *at = hd_at_new(&k, log);
+  struct hd_autotune *at = hd_at_new(&k, NULL, log);
   CHECK(at && at->on);
   if (!at) return;
   int n = drive(at, &k);
@@ -104,7 +107,7 @@ static void test_held_knobs(void) {
   CHECK(hk_set(&k, autotune_bayes_opt_max_samples, "9", why,
                sizeof why) == 0);
   CHECK(hk_set(&k, fusion_threshold, "2M", why, sizeof why) == 0);
-  struct hd_autotune *at = hd_at_new(&k, NULL);
+  struct hd_autotune *at = hd_at_new(&k, NULL, NULL);
   CHECK(at && at->on && at->fixed[0] && !at->fixed[1]);
   if (!at) return;
   double cycles[64];
@@ -126,11 +129,106 @@ static void test_held_knobs(void) {
   /* both given: nothing to tune, nothing changes */
   hc_knobs_init(&k);
   set(&k, "0", "3", 1);
-  at = hd_at_new(&k, NULL);
+  at = hd_at_new(&k, NULL, NULL);
   CHECK(at && !at->on);
   hd_at_sample(at, 100);
   CHECK_EQ_INT(hk_int(&k, fusion_threshold), 0);
   CHECK(hk_double(&k, cycle_time) == 3);
+  hd_at_delete(at);
+  hc_knobs_free(&k);
+}
+
+/* The workload above, where a flat allgather and the cache off pay and a
+ * flat allreduce costs (as the tuner sees them: hd_at_choice). */
+static double workload_choices(const struct hd_autotune *at,
+                               const struct hc_knobs *k) {
+  double f = 1;
+  if (!hd_at_choice(at, AT_HIER_ALLREDUCE, 1)) f *= 0.5;
+  if (!hd_at_choice(at, AT_HIER_ALLGATHER, 1)) f *= 1.3;
+  if (!hd_at_choice(at, AT_CACHE, 1)) f *= 1.2;
+  return workload(k) * f;
+}
+
+static void test_choices(void) {
+  struct hc_knobs k;
+  hc_knobs_init(&k);
+  char why[128];
+  CHECK(hk_set(&k, autotune_warmup_samples, "0", why, sizeof why) == 0);
+  CHECK(hk_set(&k, autotune_bayes_opt_max_samples, "6", why,
+               sizeof why) == 0);
+  FILE *log = tmpfile();
+  CHECK(log != NULL);
+  int all[AT_NCHOICES] = {1, 1, 1};
+  struct hd_autotune *at = hd_at_new(&k, all, log);
+  CHECK(at && at->on);
+  if (!at) return;
+  for (int c = 0; c < AT_NCHOICES; c++) CHECK_EQ_INT(hd_at_choice(at, c, 7), 1);
+  int n = 0, seen_off[AT_NCHOICES] = {0, 0, 0};
+  while (at->on && n < 1000) {
+    /* one choice off at a time, and only after the numbers' trials */
+    int off = 0;
+    for (int c = 0; c < AT_NCHOICES; c++) {
+      int v = hd_at_choice(at, c, 7);
+      CHECK(v == 0 || v == 1);
+      off += !v && at->chain == c;
+      if (!v && at->chain == c) seen_off[c] = 1;
+    }
+    CHECK(at->ntrials >= 6 || (hd_at_choice(at, 0, 7) &&
+                               hd_at_choice(at, 1, 7) &&
+                               hd_at_choice(at, 2, 7)));
+    CHECK(off <= 1);
+    hd_at_sample(at, workload_choices(at, &k));
+    n++;
+  }
+  CHECK_EQ_INT(at->ntrials, 6 + AT_NCHOICES);
+  CHECK_EQ_INT(n, (6 + AT_NCHOICES) * AT_SAMPLES_PER_TRIAL);
+  for (int c = 0; c < AT_NCHOICES; c++) CHECK(seen_off[c]);
+  /* kept: what paid, after the tuning too */
+  CHECK_EQ_INT(hd_at_choice(at, AT_HIER_ALLREDUCE, 7), 1);
+  CHECK_EQ_INT(hd_at_choice(at, AT_HIER_ALLGATHER, 7), 0);
+  CHECK_EQ_INT(hd_at_choice(at, AT_CACHE, 7), 0);
+  /* the CSV names them, the best last */
+  char line[256], last[256] = "";
+  rewind(log);
+  CHECK(fgets(line, sizeof line, log) != NULL);
+  CHECK(!strcmp(line, "trial,sample,hierarchical_allreduce,"
+                      "hierarchical_allgather,cache_enabled,cycle_time_ms,"
+                      "tensor_fusion_threshold,score\n"));
+  while (fgets(line, sizeof line, log)) snprintf(last, sizeof last, "%s", line);
+  CHECK(!strncmp(last, "best,,1,0,0,", 12));
+  hd_at_delete(at);
+  hc_knobs_free(&k);
+
+  /* given ones are held (and say the job's value), the others tuned; the
+   * numbers both given: one trial of them, then the choice */
+  hc_knobs_init(&k);
+  CHECK(hk_set(&k, autotune_warmup_samples, "0", why, sizeof why) == 0);
+  CHECK(hk_set(&k, hierarchical_allreduce, "0", why, sizeof why) == 0);
+  CHECK(hk_set(&k, cache_capacity, "64", why, sizeof why) == 0);
+  set(&k, "1M", "2", 1);
+  at = hd_at_new(&k, all, NULL);
+  CHECK(at && at->on);
+  if (!at) return;
+  CHECK(!at->tuned[AT_HIER_ALLREDUCE] && at->tuned[AT_HIER_ALLGATHER] &&
+        !at->tuned[AT_CACHE]);
+  CHECK_EQ_INT(hd_at_choice(at, AT_HIER_ALLREDUCE, 7), 7);
+  n = 0;
+  while (at->on && n < 1000) {
+    hd_at_sample(at, workload_choices(at, &k));
+    n++;
+  }
+  CHECK_EQ_INT(at->ntrials, 2);
+  CHECK_EQ_INT(hd_at_choice(at, AT_HIER_ALLGATHER, 7), 0);
+  CHECK_EQ_INT(hk_int(&k, fusion_threshold), 1 << 20);
+  hd_at_delete(at);
+  hc_knobs_free(&k);
+
+  /* none matters (one host): nothing but the numbers */
+  hc_knobs_init(&k);
+  int none[AT_NCHOICES] = {0, 0, 0};
+  set(&k, "1M", "2", 1);
+  at = hd_at_new(&k, none, NULL);
+  CHECK(at && !at->on);
   hd_at_delete(at);
   hc_knobs_free(&k);
 }
@@ -158,6 +256,7 @@ static void test_suggest(void) {
 
 int main(void) {
   RUN(test_from_bad_to_better);
+  RUN(test_choices);
   RUN(test_held_knobs);
   RUN(test_suggest);
   TL_EXIT();

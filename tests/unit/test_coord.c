@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "daemon_fixture.h"
+#include "autotune.h"
 
 static uint64_t next_id = 1;
 
@@ -1096,7 +1097,7 @@ static struct hp_nego_decide fdec(const char *name, int dtype, int op,
 }
 
 /* Which decisions fuse with the one before: allreduces alike in dtype,
- * op and scaling, resident everywhere, up to the threshold (and 256 KiB)
+ * op, scaling and algo, resident everywhere, up to the threshold (and 256 KiB)
  * together; a run that would pass it starts anew. */
 static void test_mark_fusion(void) {
   const uint32_t R = HP_NR_RESIDENT;
@@ -1150,6 +1151,14 @@ static void test_mark_fusion(void) {
   hd_coord_mark_fusion(w, 3, 1u << 20);
   CHECK_EQ_INT(w[1].fuse, 1);
   CHECK_EQ_INT(w[2].fuse, 0);
+  /* nor a flat ring with a hierarchical one (autotune's trials) */
+  for (int i = 0; i < 3; i++)
+    w[i] = fdec("r", HORA_FLOAT32, HORA_SUM, 256, R);
+  w[1].algo = HP_DA_FLAT;
+  w[2].algo = HP_DA_FLAT;
+  hd_coord_mark_fusion(w, 3, 1u << 20);
+  CHECK_EQ_INT(w[1].fuse, 0);
+  CHECK_EQ_INT(w[2].fuse, 1);
 }
 
 /* Both local ranks submit n float32 allreduces nm[0..n) (4 elements,
@@ -1385,6 +1394,73 @@ static void test_star_whole(void) {
   fx_free(&f);
 }
 
+/* How the hosts run what the coordinator decides (hd_coord_algo): the
+ * job's hierarchical settings, or autotune's choices; and a host follows
+ * the coordinator's lead on its cache (HP_DA_NOCACHE: its NEGO_READYs go
+ * whole). */
+static void test_algo(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_job *job = &f.job;
+  CHECK_EQ_INT(hd_coord_algo(job, HORA_COLL_ALLREDUCE), 0);
+  CHECK_EQ_INT(hd_coord_algo(job, HORA_COLL_ALLGATHER), 0);
+  char why[128];
+  CHECK(hk_set(&job->knobs, hierarchical_allreduce, "0", why, sizeof why) == 0);
+  CHECK_EQ_INT(hd_coord_algo(job, HORA_COLL_ALLREDUCE), HP_DA_FLAT);
+  CHECK_EQ_INT(hd_coord_algo(job, HORA_COLL_ALLGATHER), 0);
+  CHECK_EQ_INT(hd_coord_algo(job, HORA_COLL_BROADCAST), 0);
+  CHECK(hk_set(&job->knobs, hierarchical_allgather, "0", why, sizeof why) == 0);
+  CHECK_EQ_INT(hd_coord_algo(job, HORA_COLL_ALLGATHER), HP_DA_FLAT);
+  /* autotune's trial: a choice it tunes overrides the job's setting */
+  int all[AT_NCHOICES] = {1, 1, 1};
+  struct hc_knobs tk;
+  hc_knobs_init(&tk);
+  job->at = hd_at_new(&tk, all, NULL);
+  CHECK(job->at != NULL);
+  if (job->at) {
+    CHECK_EQ_INT(hd_coord_algo(job, HORA_COLL_ALLREDUCE), 0);
+    job->at->choice[AT_HIER_ALLGATHER] = 0;
+    job->at->choice[AT_CACHE] = 0;
+    CHECK_EQ_INT(hd_coord_algo(job, HORA_COLL_ALLGATHER),
+                 HP_DA_FLAT | HP_DA_NOCACHE);
+    CHECK_EQ_INT(hd_coord_algo(job, HORA_COLL_ALLREDUCE), HP_DA_NOCACHE);
+    hd_at_delete(job->at);
+    job->at = NULL;
+  }
+  hc_knobs_free(&tk);
+
+  /* a host takes the coordinator's word for its cache */
+  const char *nm[2] = {"ca", "cb"};
+  struct hp_sqe e[2][5];
+  struct hd_tensor *t[2];
+  submit_fz(&f, nm, 2, e, t);
+  float whole[4] = {1, 2, 3, 4};
+  struct hp_nego_decide v;
+  memset(&v, 0, sizeof v);
+  v.meta = rdy(0, "ca", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2);
+  v.meta.flags = HP_NR_RESIDENT;
+  snprintf(v.name, sizeof v.name, "ca");
+  v.seq = 60;
+  v.data = (const unsigned char *)whole;
+  v.ndata = sizeof whole;
+  v.algo = HP_DA_NOCACHE;
+  struct hd_comm *c = job->comms[0];
+  CHECK_EQ_INT(c->nc_off, 0);
+  hd_decide_plan(job, &v, 1);
+  for (int r = 0; r < 2; r++) EXPECT_DONE(&f, r, e[r][0].id, 0);
+  CHECK_EQ_INT(c->nc_off, 1);
+  v.meta = rdy(0, "cb", HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, 4, 2);
+  v.meta.flags = HP_NR_RESIDENT;
+  snprintf(v.name, sizeof v.name, "cb");
+  v.seq = 61;
+  v.algo = 0;
+  hd_decide_plan(job, &v, 1);
+  for (int r = 0; r < 2; r++) EXPECT_DONE(&f, r, e[r][1].id, 0);
+  CHECK_EQ_INT(c->nc_off, 0);
+  hd_fail_all(job);
+  fx_free(&f);
+}
+
 /* A batch that nothing drains goes out when it has waited cycle_time
  * (the job's fusion timer); cycle_time 0 batches nothing. */
 static void test_batch_timer(void) {
@@ -1449,6 +1525,7 @@ int main(void) {
   RUN(test_batch_timer);
   RUN(test_fused_with_missing);
   RUN(test_star_whole);
+  RUN(test_algo);
   RUN(test_group_mismatch_across_hosts);
   RUN(test_group_stall_across_hosts);
   RUN(test_stall_names_missing_ranks);

@@ -1090,15 +1090,16 @@ static void test_nego_plan(void) {
   hp_wbuf_free(&w);
 }
 
-/* Fusion marks: `fuse` and the readiness flags round-trip in a plan; a
- * fused first decision, a fused lone NEGO_DECIDE, a mark other than 0 or
- * 1 and a fused failure are refused. */
+/* Fusion marks: `fuse`, `algo` and the readiness flags round-trip in a
+ * plan; a fused first decision, a fused lone NEGO_DECIDE, a mark other
+ * than 0 or 1, a fused failure and an unknown algo bit are refused. */
 static void test_nego_plan_fuse(void) {
   struct hp_nego_decide v[3];
   plan_decides(v, 3, 0, 5);
   for (int i = 0; i < 3; i++) {
     v[i].meta.flags = HP_NR_RESIDENT;
     v[i].fuse = i > 0;
+    v[i].algo = (uint32_t)i; /* none, HP_DA_FLAT, HP_DA_NOCACHE */
   }
   struct hp_wbuf w;
   hp_wbuf_init(&w);
@@ -1111,16 +1112,19 @@ static void test_nego_plan_fuse(void) {
   CHECK_EQ_INT(k, 3);
   for (uint32_t i = 0; out && i < 3; i++) {
     CHECK_EQ_INT(out[i].fuse, i > 0);
+    CHECK_EQ_INT(out[i].algo, i);
     CHECK_EQ_INT(out[i].meta.flags, HP_NR_RESIDENT);
   }
   free(out);
-  struct { int at; uint32_t fuse; int32_t status; } bad[] = {
-      {0, 1, 0}, {1, 2, 0}, {2, 1, HORA_EMISMATCH}};
+  struct { int at; uint32_t fuse; int32_t status; uint32_t algo; } bad[] = {
+      {0, 1, 0, 0}, {1, 2, 0, 0}, {2, 1, HORA_EMISMATCH, 0},
+      {1, 1, 0, HP_DA_ALL + 1}};
   for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
     struct hp_nego_decide u[3];
     memcpy(u, v, sizeof u);
     u[bad[b].at].fuse = bad[b].fuse;
     u[bad[b].at].status = bad[b].status;
+    if (bad[b].algo) u[bad[b].at].algo = bad[b].algo;
     hp_wbuf_reset(&w);
     hp_enc_nego_plan(&w, u, 3);
     p = one_frame(&w, HP_MSG_NEGO_PLAN, &n);
