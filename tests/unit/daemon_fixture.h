@@ -116,6 +116,7 @@ static inline void fx_free(struct fx *f) {
     free(f->ranks[i].backlog);
   }
   free(job->peers);
+  hc_knobs_free(&job->knobs); /* what a test set in them */
 }
 
 static inline struct hd_rank *fx_rank(struct fx *f, int i) {
