@@ -9,9 +9,11 @@
 # microseconds per step with the ratio off / on. A case is TENSORS:BYTES
 # (that many tensors of that size), or the name of a torchvision model:
 # its gradients' sizes, submitted last layer first (resnet50: 161 tensors,
-# 256 B to 9 MiB, 97 MiB in all).
+# 256 B to 9 MiB, 97 MiB in all); ag:TENSORS:BYTES: allgathers of that
+# many bytes from each rank (fusion_perf -A) instead of allreduces.
 #
-#   sh benchmarks/fusion.sh            100 x 4K, 100 x 64K, 10 x 1M, resnet50
+#   sh benchmarks/fusion.sh            100 x 4K, 100 x 64K, 10 x 1M, resnet50,
+#                                      and 100 allgathers of 4K
 #   CASES="200:1K 50:16K resnet18" sh benchmarks/fusion.sh
 #
 # Environment: BUILD (default build), CASES, ROUNDS (default 3), STEPS
@@ -27,7 +29,7 @@ BUILD=$(cd "${BUILD:-build}" 2>/dev/null && pwd) || {
   exit 1
 }
 export BUILD HORA_TOP
-CASES=${CASES:-100:4K 100:64K 10:1M resnet50}
+CASES=${CASES:-100:4K 100:64K 10:1M resnet50 ag:100:4K}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-50}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -44,6 +46,7 @@ res=$MH_TMP/results
 # args CASE: fusion_perf's arguments for it (a model: a file of its sizes)
 args() {
   case $1 in
+  ag:*) echo "-A $(args "${1#ag:}")" ;;
   *:*) echo "-t ${1%%:*} -b ${1#*:}" ;;
   *)
     "$PYTHON" -c "import sys

@@ -1,8 +1,9 @@
 /* fusion_perf -- many small allreduces at once, as a training step sends
- * its gradients: each step submits T float32 SUM allreduces of B bytes
- * each (or of the sizes a file lists, one byte count per line, submitted
- * last line first, as backward produces a model's gradients; async, every
- * rank in the same order) and waits for all of them.
+ * its gradients: each step submits T float32 SUM allreduces (-A:
+ * allgathers) of B bytes each (or of the sizes a file lists, one byte
+ * count per line, submitted last line first, as backward produces a
+ * model's gradients; async, every rank in the same order) and waits for
+ * all of them.
  * Prints the time per step (median of the timed steps, the slowest rank's)
  * and checks one more step's results (-c: every step's). -g B adds to each
  * step an allgather of B bytes from each rank. Run it with tensor fusion
@@ -47,6 +48,9 @@ static long num(const char *s, const char *what) {
 /* the allgather of -g: each rank's block, and everyone's */
 static float *gin, *gout;
 static size_t gcount;
+/* -A: the T tensors are allgathers; gathered[j]: tensor j's output */
+static int gather_all;
+static float **gathered;
 
 static int step(int t, float *const *buf, const size_t *count, int64_t *h) {
   char name[32];
@@ -61,11 +65,21 @@ static int step(int t, float *const *buf, const size_t *count, int64_t *h) {
   }
   for (int j = t - 1; j >= 0; j--) {
     snprintf(name, sizeof name, "fusion.%d", j);
-    int rc = hora_allreduce_async(name, buf[j], buf[j], count[j], HORA_FLOAT32,
-                                  HORA_SUM, &h[j]);
+    int rc;
+    if (gather_all) {
+      hora_request_t q = {.coll = HORA_COLL_ALLGATHER, .name = name,
+                          .sendbuf = buf[j], .recvbuf = gathered[j],
+                          .count = count[j],
+                          .recv_count = count[j] * (size_t)hora_size(),
+                          .dtype = HORA_FLOAT32};
+      rc = hora_submit(&q, &h[j]);
+    } else {
+      rc = hora_allreduce_async(name, buf[j], buf[j], count[j], HORA_FLOAT32,
+                                HORA_SUM, &h[j]);
+    }
     if (rc < 0) {
-      fprintf(stderr, "fusion_perf: allreduce %s: %s\n", name,
-              hora_last_error());
+      fprintf(stderr, "fusion_perf: %s %s: %s\n",
+              gather_all ? "allgather" : "allreduce", name, hora_last_error());
       return -1;
     }
   }
@@ -86,6 +100,9 @@ static void fill(int t, float *const *buf, const size_t *count, int rank,
   for (long j = 0; j < t; j++)
     for (size_t k = 0; k < count[j]; k++)
       buf[j][k] = (float)(rank + j + (long)(k % 7));
+  for (long j = 0; gather_all && j < t; j++)
+    for (size_t k = 0; k < count[j] * (size_t)hora_size(); k++)
+      gathered[j][k] = -1;
   for (size_t k = 0; k < gcount; k++)
     gin[k] = (float)(rank * 1000 + (long)(k % 11) + s % 5);
   for (size_t k = 0; gcount && k < gcount * (size_t)hora_size(); k++)
@@ -97,6 +114,12 @@ static long long check(int t, float *const *buf, const size_t *count, int n,
   long long wrong = 0;
   for (long j = 0; j < t; j++)
     for (size_t k = 0; k < count[j]; k++) {
+      if (gather_all) { /* rank r's block holds r + j + k % 7 */
+        for (int r = 0; r < n; r++)
+          wrong += gathered[j][(size_t)r * count[j] + k] !=
+                   (float)(r + j + (long)(k % 7));
+        continue;
+      }
       double want = (double)n * (n - 1) / 2 + (double)n * (j + (long)(k % 7));
       wrong += buf[j][k] != (float)want;
     }
@@ -112,8 +135,9 @@ int main(int argc, char **argv) {
   const char *sizes = NULL;
   int c;
   int every = 0;
-  while ((c = getopt(argc, argv, "t:b:n:w:S:g:ch")) != -1) {
+  while ((c = getopt(argc, argv, "t:b:n:w:S:g:cAh")) != -1) {
     switch (c) {
+    case 'A': gather_all = 1; break;
     case 'c': every = 1; break;
     case 'g': gcount = ELEMS((size_t)num(optarg, "-g")); break;
     case 't': t = num(optarg, "-t"); break;
@@ -124,11 +148,12 @@ int main(int argc, char **argv) {
     default:
       fprintf(c == 'h' ? stdout : stderr,
               "usage: fusion_perf [-t tensors] [-b bytes each] [-S sizes-file] "
-              "[-n steps] [-w warm-up steps] [-g allgather bytes] [-c]\n"
+              "[-n steps] [-w warm-up steps] [-g allgather bytes] [-c] [-A]\n"
               "  defaults: -t 100 -b 4K -n 50 -w 10; -S: one byte count per "
               "line (instead of -t, -b); -g: an allgather of that many bytes "
               "per rank in each step too; -c: every step's results checked, "
-              "not only the last one's\n");
+              "not only the last one's; -A: the tensors are allgathers (each "
+              "rank sends the bytes given), not allreduces\n");
       return c == 'h' ? 0 : 2;
     }
   }
@@ -174,6 +199,13 @@ int main(int argc, char **argv) {
       fprintf(stderr, "fusion_perf: hora_alloc: %s\n", hora_last_error());
       return 1;
     }
+  if (gather_all && !(gathered = calloc((size_t)t, sizeof *gathered)))
+    return 1;
+  for (long j = 0; gather_all && j < t; j++)
+    if (!(gathered[j] = hora_alloc(count[j] * sizeof(float) * (size_t)n))) {
+      fprintf(stderr, "fusion_perf: hora_alloc: %s\n", hora_last_error());
+      return 1;
+    }
   if (gcount && (!(gin = hora_alloc(gcount * sizeof(float))) ||
                  !(gout = hora_alloc(gcount * sizeof(float) * (size_t)n)))) {
     fprintf(stderr, "fusion_perf: hora_alloc: %s\n", hora_last_error());
@@ -204,13 +236,17 @@ int main(int argc, char **argv) {
   qsort(us, (size_t)iters, sizeof *us, cmp);
   if (rank == 0)
     printf("fusion_perf: %d ranks, %ld tensors (%zu bytes in all) float32 "
-           "sum: %.1f us per step (median of %ld), %.2f us per tensor, "
+           "%s: %.1f us per step (median of %ld), %.2f us per tensor, "
            "#wrong %lld\n",
-           n, t, total, us[iters / 2], iters, us[iters / 2] / (double)t,
-           wrong);
+           n, t, total, gather_all ? "allgather" : "sum", us[iters / 2],
+           iters, us[iters / 2] / (double)t, wrong);
   else if (wrong)
     printf("fusion_perf: rank %d: #wrong %lld\n", rank, wrong);
-  for (long j = 0; j < t; j++) hora_free(buf[j]);
+  for (long j = 0; j < t; j++) {
+    hora_free(buf[j]);
+    if (gather_all) hora_free(gathered[j]);
+  }
+  free(gathered);
   if (gcount) {
     hora_free(gin);
     hora_free(gout);

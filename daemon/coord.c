@@ -244,8 +244,9 @@ static uint64_t entry_bytes(const struct hp_nego_ready *m) {
 
 /* Marks which of the n decisions v[] run fused with the one before them:
  * allreduces alike in dtype, op, scaling, wire (HP_NR_WIRE16) and algo
- * (HP_DA_*), resident on every host, up to `threshold` (and FUSE_RUN_MAX)
- * bytes together. */
+ * (HP_DA_*), or allgathers alike in algo (of any dtype: their bytes are
+ * packed), resident on every host (none joined), up to `threshold` (and
+ * FUSE_RUN_MAX) bytes together (an allgather's: what one rank sends). */
 void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
                           uint64_t threshold) {
   uint64_t run = 0;
@@ -253,19 +254,22 @@ void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
   for (uint32_t i = 0; i < n; i++) {
     const struct hp_nego_ready *m = &v[i].meta, *p = &v[i > 0 ? i - 1 : 0].meta;
     uint64_t b = entry_bytes(m);
+    int ag = m->coll == HORA_COLL_ALLGATHER;
+    /* an allgather's bytes are packed (any dtype, some ranks' empty) */
     int fusable = !v[i].status && !v[i].ndata && /* a whole: no ring */
-                  m->coll == HORA_COLL_ALLREDUCE &&
-                  m->op != HORA_ADASUM && /* norms are per tensor */
-                  (m->flags & HP_NR_RESIDENT) && m->count > 0 &&
+                  ((m->coll == HORA_COLL_ALLREDUCE &&
+                    m->op != HORA_ADASUM && /* norms are per tensor */
+                    m->count > 0) || ag) &&
+                  (m->flags & HP_NR_RESIDENT) &&
                   b < FUSE_RUN_MAX && threshold > 0;
-    v[i].fuse = i > 0 && fusable && run > 0 &&
-                p->dtype == m->dtype && p->op == m->op &&
-                p->prescale == m->prescale && p->postscale == m->postscale &&
-                !((p->flags ^ m->flags) & HP_NR_WIRE16) &&
-                v[i - 1].algo == v[i].algo &&
-                run + b <= threshold;
+    v[i].fuse = i > 0 && fusable && run > 0 && p->coll == m->coll &&
+                (ag || (p->dtype == m->dtype && p->op == m->op &&
+                        p->prescale == m->prescale &&
+                        p->postscale == m->postscale &&
+                        !((p->flags ^ m->flags) & HP_NR_WIRE16))) &&
+                v[i - 1].algo == v[i].algo && run + b <= threshold;
     if (v[i].fuse) run += b;
-    else run = fusable ? b : 0;
+    else run = fusable ? HC_MAX(b, 1) : 0; /* (an empty allgather too) */
   }
 }
 

@@ -160,6 +160,10 @@ struct hd_tensor {
                    (one collective over their concatenation) */
   int flat;     /* multi-host: round a flat ring, not hierarchically (its
                    decision's HP_DA_FLAT: an allreduce or an allgather) */
+  struct hd_xfused *run; /* a fused run's allgather of bytes (exchange.c):
+                            its run, which its result goes to */
+  unsigned char **own;   /* ... and its data, in this daemon's memory:
+                            local member i's input own[2i], output own[2i+1] */
   int nsubmitted;
   int32_t priority; /* the highest its submitters gave (hora_request_t) */
   int queued;   /* in a plan of the ready queue: decided, running or to run */
@@ -254,6 +258,7 @@ struct hd_comm {
   struct hd_coord *coord;  /* coord.c: when hosts[0] is this host */
   struct hd_xop *xop;      /* xhost/ring.c: its running cross-host operation */
   struct hd_xcoll *xc;     /* xhost/exchange.c: the same, for the others */
+  struct hd_xfused *xfused; /* xhost/exchange.c: the fused run under way */
 };
 
 /* The sender: how to name (name, key) in its next frame, cap the knob
@@ -338,6 +343,7 @@ struct hd_peer {
 };
 
 struct hd_xop; /* xhost/ring.c: the cross-host part of the running operation */
+struct hd_xfused; /* xhost/exchange.c: a run of allgathers fused into one */
 struct hd_xcoll; /* xhost/exchange.c: the same for allgather, alltoall,
                     reducescatter */
 struct hd_coord; /* coord.c: a communicator's coordinator table */
@@ -861,6 +867,15 @@ int hd_xcoll_data(struct hd_job *job, int from, unsigned char *payload,
  * go straight away, or NULL (see hp_conn_set_place). */
 void *hd_xcoll_place(struct hd_job *job, int from, const unsigned char *pre,
                      size_t len);
+/* A run of n allgathers the coordinator fused (ts[0] first): one
+ * allgather of their data packed together, then unpacked; 1 when every
+ * one has completed (or failed), 0 while it waits. */
+int hd_xcoll_fused(struct hd_comm *c, struct hd_tensor *const *ts, int n);
+/* The fused run's allgather of bytes ended (hd_tensor_finish/fail of it). */
+void hd_xcoll_fused_end(struct hd_tensor *f, int status, const char *msg);
+/* Frees the fused run under way (after hd_xcoll_abort: no frame lands in
+ * its memory any more). */
+void hd_xcoll_fused_free(struct hd_comm *c);
 void hd_xcoll_abort(struct hd_comm *c);
 void hd_xcoll_free(struct hd_comm *c);
 

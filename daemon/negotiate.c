@@ -238,12 +238,14 @@ static void complete_all(struct hd_tensor *t, int status, const char *msg) {
 }
 
 void hd_tensor_finish(struct hd_job *job, struct hd_tensor *t) {
-  complete_all(t, t->value, NULL);
+  if (t->run) hd_xcoll_fused_end(t, 0, NULL); /* its run completes them */
+  else complete_all(t, t->value, NULL);
 }
 
 void hd_tensor_fail(struct hd_job *job, struct hd_tensor *t, int status,
                     const char *msg) {
-  complete_all(t, status, msg);
+  if (t->run) hd_xcoll_fused_end(t, status, msg);
+  else complete_all(t, status, msg);
 }
 
 /* ---- checking a submission ---------------------------------------------- */
@@ -565,11 +567,14 @@ static int describe_problem(struct hd_comm *c, struct hd_tensor *t, char *msg,
   return 0;
 }
 
-/* Whether every local member submitted t with its data in the arena (an
- * allreduce the coordinator may fuse with others: the ring then reads and
- * writes those data in place, through no staging area). */
+/* Whether every local member submitted t with its data in the arena, none
+ * joined (an allreduce or allgather the coordinator may fuse with others:
+ * the ring then reads and writes those data in place, through no staging
+ * area; an allgather's are packed together, exchange.c). */
 static int resident_here(const struct hd_comm *c, const struct hd_tensor *t) {
-  if (t->meta.coll != HORA_COLL_ALLREDUCE) return 0;
+  if (t->meta.coll != HORA_COLL_ALLREDUCE &&
+      t->meta.coll != HORA_COLL_ALLGATHER)
+    return 0;
   for (int i = 0; i < c->nlocal; i++)
     if (!t->part[i].submitted || !t->part[i].resident || t->part[i].joined ||
         c->joined[i])

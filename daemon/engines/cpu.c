@@ -23,8 +23,9 @@
  * algorithms (xhost/ring.c; xhost/exchange.c, Adasum too) over the links
  * between the daemons; both use what parts.c says of an operation's
  * parts. There a run of allreduces the coordinator fused (hd_tensor.fuse)
- * goes round the ring as one; on one host each tensor is reduced as soon
- * as it is ready, and fusing would only make the first wait for the last. */
+ * goes round the ring as one, and a run of allgathers is exchanged as one
+ * (packed together); on one host each tensor is reduced as soon as it is
+ * ready, and fusing would only make the first wait for the last. */
 #define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdlib.h>
 #include <string.h>
@@ -628,13 +629,16 @@ static int cpu_progress(struct hd_job *job, struct hd_plan *p) {
     for (int k = 0; k < n; k++)
       HD_TL_HOOK(job, hd_tl_resume_(p->t[p->cur + k]));
     if (n > 1) {
-      if (!hd_xhost_run(p->comm, &p->t[p->cur], n)) {
+      int ag = p->t[p->cur]->meta.coll == HORA_COLL_ALLGATHER;
+      if (!(ag ? hd_xcoll_fused(p->comm, &p->t[p->cur], n)
+               : hd_xhost_run(p->comm, &p->t[p->cur], n))) {
         for (int k = 0; k < n; k++)
           HD_TL_HOOK(job, hd_tl_wait_(p->t[p->cur + k]));
         return 0;
       }
-      hc_debug("ran %d allreduces fused into one ('%s' to '%s')", n,
-               p->t[p->cur]->name, p->t[p->cur + n - 1]->name);
+      hc_debug("ran %d %ss fused into one ('%s' to '%s')", n,
+               ag ? "allgather" : "allreduce", p->t[p->cur]->name,
+               p->t[p->cur + n - 1]->name);
       hd_metrics_fused(job, n);
       for (int k = 0; k < n; k++) hd_plan_next(p);
       continue;
@@ -652,11 +656,13 @@ static void cpu_comm_fini(struct hd_job *job, struct hd_comm *c) {
   (void)job;
   hd_xhost_free(c);
   hd_xcoll_free(c);
+  hd_xcoll_fused_free(c);
 }
 
 static void cpu_abort(struct hd_job *job, struct hd_comm *c) {
   hd_xhost_abort(c);
   hd_xcoll_abort(c);
+  hd_xcoll_fused_free(c);
 }
 
 const struct hd_engine hd_engine_cpu = {

@@ -1292,3 +1292,177 @@ void hd_xcoll_free(struct hd_comm *c) {
   free(x);
   c->xc = NULL;
 }
+
+/* ---- fused allgathers --------------------------------------------------
+ *
+ * A run of allgathers the coordinator fused (hd_coord_mark_fusion: alike
+ * in dtype, every member's data in its arena, none joined) runs as one
+ * allgather of bytes over this daemon's own memory: each local member's
+ * inputs packed one after the other, so that every member's block is the
+ * concatenation of its parts of the run's tensors, in order; then each
+ * tensor's part of every member's block is copied into every local
+ * member's output of it. One exchange between the hosts (one message to
+ * each, or round the ring) instead of one per tensor, as Horovod's fusion
+ * buffer does it; every host packs the same way, since the counts it
+ * packs by are the operation's metadata. */
+
+struct hd_xfused {
+  struct hd_tensor *first; /* the run's first tensor (which run this is) */
+  int n;
+  struct hd_tensor *f; /* the allgather of bytes */
+  unsigned char *mem;  /* its inputs and outputs */
+  int ended, status;
+  char msg[HP_MSG_MAX + 1];
+};
+
+static void xfused_free(struct hd_comm *c) {
+  struct hd_xfused *fu = c->xfused;
+  if (!fu) return;
+  if (fu->f) {
+    free(fu->f->part[fu->f->first].aux);
+    free(fu->f->own);
+    free(fu->f);
+  }
+  free(fu->mem);
+  free(fu);
+  c->xfused = NULL;
+}
+
+void hd_xcoll_fused_end(struct hd_tensor *f, int status, const char *msg) {
+  struct hd_xfused *fu = f->run;
+  fu->ended = 1;
+  fu->status = status;
+  hc_fmt(fu->msg, sizeof fu->msg, "%s", msg ? msg : "");
+}
+
+/* Member m's elements of ts[k] (its receive counts, the metadata). */
+static uint64_t fcount(struct hd_tensor *const *ts, int k, int m) {
+  return (uint64_t)ts[k]->part[ts[k]->first].aux[m];
+}
+
+/* Builds the run's allgather of bytes and packs the inputs; -1: out of
+ * memory, -2: a tensor without its counts (none fused has a member
+ * joined, so none lacks them). */
+static int xfused_start(struct hd_comm *c, struct hd_tensor *const *ts,
+                        int n) {
+  struct hd_tensor *t = ts[0];
+  int nl = c->nlocal, size = c->size;
+  for (int k = 0; k < n; k++)
+    if (!ts[k]->part[ts[k]->first].aux ||
+        ts[k]->part[ts[k]->first].naux < (uint64_t)size)
+      return -2;
+  struct hd_xfused *fu = calloc(1, sizeof *fu);
+  struct hd_tensor *f =
+      calloc(1, sizeof *f + (size_t)nl * sizeof(struct hd_part));
+  int64_t *bytes = calloc((size_t)size, sizeof *bytes);
+  unsigned char **own = calloc((size_t)nl * 2, sizeof *own);
+  if (!fu || !f || !bytes || !own) {
+    free(fu);
+    free(f);
+    free(bytes);
+    free(own);
+    return -1;
+  }
+  c->xfused = fu;
+  fu->first = t;
+  fu->n = n;
+  fu->f = f;
+  uint64_t total = 0, in_total = 0;
+  for (int m = 0; m < size; m++) {
+    for (int k = 0; k < n; k++)
+      bytes[m] += (int64_t)(fcount(ts, k, m) *
+                            hora_dtype_size(ts[k]->meta.dtype));
+    total += (uint64_t)bytes[m];
+  }
+  for (int i = 0; i < nl; i++) in_total += (uint64_t)bytes[c->local_member[i]];
+  /* every local member's input, then every local member's output */
+  fu->mem = malloc(in_total + (size_t)nl * total + 1);
+  f->own = own;
+  f->part[t->first].aux = bytes;
+  if (!fu->mem) return -1;
+  f->comm = c;
+  hc_fmt(f->name, sizeof f->name, "%s", t->name);
+  f->meta = t->meta;
+  f->meta.dtype = HORA_UINT8;
+  f->meta.ndims = 0;
+  f->meta.count = (uint64_t)bytes[c->local_member[t->first]];
+  f->first = t->first;
+  f->seq = t->seq;
+  f->flat = t->flat;
+  f->run = fu;
+  unsigned char *p = fu->mem;
+  for (int i = 0; i < nl; i++) {
+    int m = c->local_member[i];
+    own[2 * i] = p;
+    for (int k = 0; k < n; k++) { /* packed */
+      uint64_t b = fcount(ts, k, m) * hora_dtype_size(ts[k]->meta.dtype);
+      if (b) memcpy(p, hd_in_ptr(ts[k], i), b);
+      p += b;
+    }
+    f->part[i].submitted = 1;
+    f->part[i].resident = 1;
+    f->part[i].count = (uint64_t)bytes[m];
+  }
+  for (int i = 0; i < nl; i++, p += total) own[2 * i + 1] = p;
+  return 0;
+}
+
+/* Copies each tensor's part of every member's block into every local
+ * member's output of it; -1: out of memory. */
+static int xfused_unpack(struct hd_comm *c, struct hd_tensor *const *ts,
+                         int n) {
+  struct hd_tensor *f = c->xfused->f;
+  const unsigned char *src = f->own[1]; /* local member 0's output */
+  uint64_t *at = calloc((size_t)n, sizeof *at); /* elements before member m */
+  if (!at) return -1;
+  for (int m = 0; m < c->size; m++)
+    for (int k = 0; k < n; k++) {
+      uint64_t es = hora_dtype_size(ts[k]->meta.dtype);
+      uint64_t b = fcount(ts, k, m) * es;
+      for (int i = 0; i < c->nlocal && b; i++)
+        memcpy(hd_out_ptr(ts[k], i) + at[k] * es, src, b);
+      at[k] += fcount(ts, k, m);
+      src += b;
+    }
+  free(at);
+  return 0;
+}
+
+int hd_xcoll_fused(struct hd_comm *c, struct hd_tensor *const *ts, int n) {
+  struct hd_job *job = c->job;
+  if (!c->xfused || c->xfused->first != ts[0]) {
+    xfused_free(c);
+    int rc = xfused_start(c, ts, n);
+    if (rc < 0) {
+      /* the other hosts wait for our data: the job cannot go on */
+      xfused_free(c);
+      char why[HP_MSG_MAX + 1];
+      hc_fmt(why, sizeof why, "allgather '%s' and %d fused with it: %s",
+             ts[0]->name, n - 1,
+             rc == -1 ? "horad is out of memory"
+                      : "a tensor without its receive counts");
+      hc_error("%s", why);
+      for (int k = 0; k < n; k++)
+        hd_tensor_fail(job, ts[k], rc == -1 ? HORA_ENOMEM : HORA_EPROTO, why);
+      hd_teardown(job, why, 0);
+      return 1;
+    }
+  }
+  struct hd_xfused *fu = c->xfused;
+  if (!hd_xcoll_step(c, fu->f)) return 0;
+  int status = fu->ended ? fu->status : HORA_EPROTO; /* step ends it */
+  char msg[HP_MSG_MAX + 1];
+  hc_fmt(msg, sizeof msg, "%s", fu->ended ? fu->msg : "allgather not ended");
+  if (status >= 0 && xfused_unpack(c, ts, n) < 0) {
+    status = HORA_ENOMEM;
+    hc_fmt(msg, sizeof msg, "horad is out of memory");
+  }
+  xfused_free(c);
+  for (int k = 0; k < n; k++) {
+    if (status >= 0) hd_tensor_finish(job, ts[k]);
+    else hd_tensor_fail(job, ts[k], status, msg);
+  }
+  return 1;
+}
+
+void hd_xcoll_fused_free(struct hd_comm *c) { xfused_free(c); }

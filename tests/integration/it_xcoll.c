@@ -19,6 +19,10 @@
  *                           neutral (receive counts that expect data
  *                           from a joined rank are refused), and join
  *                           returns the last rank to join
+ *   it_xcoll agburst [-x N] 5 rounds of 40 asynchronous allgathers at once
+ *                           (every dtype, counts per rank and tensor, some
+ *                           0), waited last first: across hosts runs of
+ *                           them are fused
  *   it_xcoll groups [-x N]  grouped operations (hora_submit_group): mixed
  *                           allreduce groups, two in flight, allgather and
  *                           reducescatter groups, a group on a set, a
@@ -903,6 +907,73 @@ static int run_groups(void) {
   return 0;
 }
 
+/* ---- agburst --------------------------------------------------------------
+ *
+ * Rounds of 40 asynchronous allgathers at once (every dtype in turn, counts
+ * that differ per rank and tensor, some 0), in the same order on every
+ * rank, waited for last first: the coordinator fuses runs of them, which
+ * every host packs into one exchange and unpacks; each tensor's values
+ * name it, so a part unpacked into the wrong tensor shows. */
+static int64_t agb_count(int j, int r) { return (j * 7 + r * 3) % 6; }
+static double agb_val(int j, int r, size_t i) {
+  return (double)((j * 3 + r * 5 + (int)i) % 9);
+}
+struct agbarg { int j; };
+static double agb_want(size_t i, void *a) {
+  int j = ((const struct agbarg *)a)->j;
+  size_t off = 0;
+  for (int r = 0; r < size; r++) {
+    size_t n = (size_t)agb_count(j, r);
+    if (i < off + n) return agb_val(j, r, i - off);
+    off += n;
+  }
+  return -1;
+}
+
+static int run_agburst(int rounds) {
+  enum { N = 40 };
+  void *in[N], *out[N];
+  int64_t h[N], *counts[N];
+  size_t total[N];
+  for (int round = 0; round < rounds; round++) {
+    for (int j = 0; j < N; j++) {
+      int dt = (j + round) % HORA_DTYPE_COUNT;
+      size_t es = hora_dtype_size(dt);
+      counts[j] = malloc((size_t)size * sizeof *counts[j]);
+      total[j] = 0;
+      for (int r = 0; r < size; r++)
+        total[j] += (size_t)(counts[j][r] = agb_count(j, r));
+      size_t mine = (size_t)counts[j][rank];
+      in[j] = malloc(mine * es + 1);
+      out[j] = malloc(total[j] * es + 1);
+      for (size_t i = 0; i < mine; i++) put(dt, in[j], i, agb_val(j, rank, i));
+      hora_request_t q = {.coll = HORA_COLL_ALLGATHER, .sendbuf = in[j],
+                          .recvbuf = out[j], .count = mine,
+                          .recv_count = total[j], .recv_counts = counts[j],
+                          .dtype = (hora_dtype_t)dt};
+      char name[64];
+      snprintf(name, sizeof name, "agb.%d", j);
+      q.name = name;
+      int rc = hora_submit(&q, &h[j]);
+      OK(rc, name);
+    }
+    for (int j = N - 1; j >= 0; j--) {
+      int rc = hora_wait(h[j]);
+      char name[64];
+      snprintf(name, sizeof name, "agb.%d round %d", j, round);
+      OK(rc, name);
+      struct agbarg a = {j};
+      if (rc >= 0)
+        check_vals(name, (j + round) % HORA_DTYPE_COUNT, out[j], total[j],
+                   agb_want, &a);
+      free(in[j]);
+      free(out[j]);
+      free(counts[j]);
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int want = -1;
   const char *mode = argc > 1 ? argv[1] : "colls";
@@ -923,8 +994,9 @@ int main(int argc, char **argv) {
   else if (!strcmp(mode, "sets")) run_sets();
   else if (!strcmp(mode, "join")) run_join();
   else if (!strcmp(mode, "groups")) run_groups();
+  else if (!strcmp(mode, "agburst")) run_agburst(5);
   else {
-    fprintf(stderr, "usage: it_xcoll colls|sets|join|groups [-x N]\n");
+    fprintf(stderr, "usage: it_xcoll colls|sets|join|groups|agburst [-x N]\n");
     return 2;
   }
   printf("rank %d of %d: %s: %d checks, %d failures\n", rank, size, mode, checks,

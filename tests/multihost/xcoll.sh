@@ -6,7 +6,10 @@
 #   3 hosts x 1 rank, 3 x 2, 2 x 2; process sets whose ranks lie on some
 #   of the hosts only (the odd ranks of 3 x 1 are on h2 alone; the last
 #   rank's set is one host's), two disjoint sets busy at once; 2 x 2
-#   again with --wire-integrity and with --wire-encrypt.
+#   again with --wire-integrity and with --wire-encrypt; bursts of
+#   asynchronous allgathers whose runs every host fuses into one exchange
+#   (3 x 2, and round a flat ring on 3 x 1), none fused with
+#   HOROVOD_FUSION_THRESHOLD=0 (2 x 1).
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD" "$T/it_xcoll"
 mh_setup 3
@@ -36,4 +39,21 @@ expect_grep integrity.2x2 err "the data frames' tags cover their data" "each lin
 hrun encrypt.2x2 240 HORA_LOG=mesh:debug --wire-encrypt -np 4 -H h1:2,h2:2 "$T/it_xcoll" colls -x 4
 ok encrypt.2x2 4 colls
 expect_grep encrypt.2x2 err "every frame encrypted" "each link encrypts"
+# allgathers fused across hosts: every horad packs each run into one
+# exchange (it says so at debug level), and every result is right
+hrun agburst.3x2 240 HORA_LOG=engine:debug -np 6 -H h1:2,h2:2,h3:2 "$T/it_xcoll" agburst -x 6
+ok agburst.3x2 6 agburst
+for h in h1 h2 h3; do
+  expect_grep agburst.3x2 err "^horarun: host $h: horad\[[0-9]+\] DEBUG: ran [0-9]+ allgathers fused into one" \
+    "$h's horad ran fused allgathers"
+done
+hrun agflat.3x1 240 HORA_LOG=engine:debug HOROVOD_HIERARCHICAL_ALLGATHER=0 -np 3 \
+  -H h1:1,h2:1,h3:1 "$T/it_xcoll" agburst -x 3
+ok agflat.3x1 3 agburst
+expect_grep agflat.3x1 err "DEBUG: ran [0-9]+ allgathers fused into one" "fused round the flat ring"
+expect_grep agflat.3x1 err "DEBUG: allgather 'agb\.[0-9]+': round a ring of 3 hosts" "the flat ring ran"
+hrun agnofuse.2x1 240 HORA_LOG=engine:debug HOROVOD_FUSION_THRESHOLD=0 -np 2 \
+  -H h1:1,h2:1 "$T/it_xcoll" agburst -x 2
+ok agnofuse.2x1 2 agburst
+expect_nogrep agnofuse.2x1 err "fused into one" "HOROVOD_FUSION_THRESHOLD=0: nothing fused"
 finish

@@ -1097,7 +1097,7 @@ static struct hp_nego_decide fdec(const char *name, int dtype, int op,
 }
 
 /* Which decisions fuse with the one before: allreduces alike in dtype,
- * op, scaling and algo, resident everywhere, up to the threshold (and 256 KiB)
+ * op, scaling and algo, or allgathers (any dtype), resident everywhere, up to the threshold (and 256 KiB)
  * together; a run that would pass it starts anew. */
 static void test_mark_fusion(void) {
   const uint32_t R = HP_NR_RESIDENT;
@@ -1151,6 +1151,33 @@ static void test_mark_fusion(void) {
   hd_coord_mark_fusion(w, 3, 1u << 20);
   CHECK_EQ_INT(w[1].fuse, 1);
   CHECK_EQ_INT(w[2].fuse, 0);
+  /* allgathers fuse with allgathers of any dtype, empty ones too (their
+   * bytes are packed), not with allreduces */
+  struct hp_nego_decide g[5];
+  for (int i = 0; i < 5; i++) {
+    g[i] = fdec("g", HORA_FLOAT32, HORA_SUM, 64, R);
+    g[i].meta.coll = HORA_COLL_ALLGATHER;
+  }
+  g[1].meta.dtype = HORA_INT8;
+  g[1].meta.count = 0;
+  g[3].meta.coll = HORA_COLL_ALLREDUCE;
+  hd_coord_mark_fusion(g, 5, 1u << 20);
+  CHECK_EQ_INT(g[1].fuse, 1);
+  CHECK_EQ_INT(g[2].fuse, 1);
+  CHECK_EQ_INT(g[3].fuse, 0);
+  CHECK_EQ_INT(g[4].fuse, 0);
+  g[3].meta.coll = HORA_COLL_ALLGATHER;
+  g[3].meta.flags = 0; /* a member joined, or not in the arena, somewhere */
+  hd_coord_mark_fusion(g, 5, 1u << 20);
+  CHECK_EQ_INT(g[3].fuse, 0);
+  CHECK_EQ_INT(g[4].fuse, 0);
+  /* the threshold counts what one rank sends: 64 floats each */
+  g[3].meta.flags = R;
+  hd_coord_mark_fusion(g, 5, 600);
+  CHECK_EQ_INT(g[1].fuse, 1);
+  CHECK_EQ_INT(g[2].fuse, 1);
+  CHECK_EQ_INT(g[3].fuse, 0);
+  CHECK_EQ_INT(g[4].fuse, 1);
   /* nor a flat ring with a hierarchical one (autotune's trials) */
   for (int i = 0; i < 3; i++)
     w[i] = fdec("r", HORA_FLOAT32, HORA_SUM, 256, R);
