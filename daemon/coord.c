@@ -244,9 +244,11 @@ static uint64_t entry_bytes(const struct hp_nego_ready *m) {
 
 /* Marks which of the n decisions v[] run fused with the one before them:
  * allreduces alike in dtype, op, scaling, wire (HP_NR_WIRE16) and algo
- * (HP_DA_*), or allgathers alike in algo (of any dtype: their bytes are
- * packed), resident on every host (none joined), up to `threshold` (and
- * FUSE_RUN_MAX) bytes together (an allgather's: what one rank sends). */
+ * (HP_DA_*), reducescatters alike in dtype, op, scaling and algo, or
+ * allgathers alike in algo (of any dtype: their bytes are packed),
+ * resident on every host (none joined), up to `threshold` (and
+ * FUSE_RUN_MAX) bytes together (an allgather's: what one rank sends; a
+ * reducescatter's: its whole input). */
 void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
                           uint64_t threshold) {
   uint64_t run = 0;
@@ -257,9 +259,9 @@ void hd_coord_mark_fusion(struct hp_nego_decide *v, uint32_t n,
     int ag = m->coll == HORA_COLL_ALLGATHER;
     /* an allgather's bytes are packed (any dtype, some ranks' empty) */
     int fusable = !v[i].status && !v[i].ndata && /* a whole: no ring */
-                  ((m->coll == HORA_COLL_ALLREDUCE &&
-                    m->op != HORA_ADASUM && /* norms are per tensor */
-                    m->count > 0) || ag) &&
+                  (((m->coll == HORA_COLL_ALLREDUCE &&
+                     m->op != HORA_ADASUM) || /* norms are per tensor */
+                    m->coll == HORA_COLL_REDUCESCATTER) ? m->count > 0 : ag) &&
                   (m->flags & HP_NR_RESIDENT) &&
                   b < FUSE_RUN_MAX && threshold > 0;
     v[i].fuse = i > 0 && fusable && run > 0 && p->coll == m->coll &&

@@ -160,8 +160,8 @@ struct hd_tensor {
                    (one collective over their concatenation) */
   int flat;     /* multi-host: round a flat ring, not hierarchically (its
                    decision's HP_DA_FLAT: an allreduce or an allgather) */
-  struct hd_xfused *run; /* a fused run's allgather of bytes (exchange.c):
-                            its run, which its result goes to */
+  struct hd_xfused *run; /* a fused run's own operation (exchange.c): its
+                            run, which its result goes to */
   unsigned char **own;   /* ... and its data, in this daemon's memory:
                             local member i's input own[2i], output own[2i+1] */
   int nsubmitted;
@@ -867,11 +867,11 @@ int hd_xcoll_data(struct hd_job *job, int from, unsigned char *payload,
  * go straight away, or NULL (see hp_conn_set_place). */
 void *hd_xcoll_place(struct hd_job *job, int from, const unsigned char *pre,
                      size_t len);
-/* A run of n allgathers the coordinator fused (ts[0] first): one
- * allgather of their data packed together, then unpacked; 1 when every
- * one has completed (or failed), 0 while it waits. */
+/* A run of n allgathers or reducescatters the coordinator fused (ts[0]
+ * first): one operation over their data packed together, then unpacked;
+ * 1 when every one has completed (or failed), 0 while it waits. */
 int hd_xcoll_fused(struct hd_comm *c, struct hd_tensor *const *ts, int n);
-/* The fused run's allgather of bytes ended (hd_tensor_finish/fail of it). */
+/* The fused run's own operation ended (hd_tensor_finish/fail of it). */
 void hd_xcoll_fused_end(struct hd_tensor *f, int status, const char *msg);
 /* Frees the fused run under way (after hd_xcoll_abort: no frame lands in
  * its memory any more). */

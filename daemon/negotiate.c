@@ -568,12 +568,13 @@ static int describe_problem(struct hd_comm *c, struct hd_tensor *t, char *msg,
 }
 
 /* Whether every local member submitted t with its data in the arena, none
- * joined (an allreduce or allgather the coordinator may fuse with others:
- * the ring then reads and writes those data in place, through no staging
- * area; an allgather's are packed together, exchange.c). */
+ * joined (an allreduce, allgather or reducescatter the coordinator may
+ * fuse with others: the ring then reads and writes those data in place,
+ * through no staging area; the others' are packed together, exchange.c). */
 static int resident_here(const struct hd_comm *c, const struct hd_tensor *t) {
   if (t->meta.coll != HORA_COLL_ALLREDUCE &&
-      t->meta.coll != HORA_COLL_ALLGATHER)
+      t->meta.coll != HORA_COLL_ALLGATHER &&
+      t->meta.coll != HORA_COLL_REDUCESCATTER)
     return 0;
   for (int i = 0; i < c->nlocal; i++)
     if (!t->part[i].submitted || !t->part[i].resident || t->part[i].joined ||

@@ -23,8 +23,8 @@
  * algorithms (xhost/ring.c; xhost/exchange.c, Adasum too) over the links
  * between the daemons; both use what parts.c says of an operation's
  * parts. There a run of allreduces the coordinator fused (hd_tensor.fuse)
- * goes round the ring as one, and a run of allgathers is exchanged as one
- * (packed together); on one host each tensor is reduced as soon as it is
+ * goes round the ring as one, and a run of allgathers or reducescatters is
+ * exchanged as one (packed together); on one host each tensor is reduced as soon as it is
  * ready, and fusing would only make the first wait for the last. */
 #define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdlib.h>
@@ -629,15 +629,16 @@ static int cpu_progress(struct hd_job *job, struct hd_plan *p) {
     for (int k = 0; k < n; k++)
       HD_TL_HOOK(job, hd_tl_resume_(p->t[p->cur + k]));
     if (n > 1) {
-      int ag = p->t[p->cur]->meta.coll == HORA_COLL_ALLGATHER;
-      if (!(ag ? hd_xcoll_fused(p->comm, &p->t[p->cur], n)
-               : hd_xhost_run(p->comm, &p->t[p->cur], n))) {
+      int coll = p->t[p->cur]->meta.coll;
+      if (!(coll != HORA_COLL_ALLREDUCE
+                ? hd_xcoll_fused(p->comm, &p->t[p->cur], n)
+                : hd_xhost_run(p->comm, &p->t[p->cur], n))) {
         for (int k = 0; k < n; k++)
           HD_TL_HOOK(job, hd_tl_wait_(p->t[p->cur + k]));
         return 0;
       }
       hc_debug("ran %d %ss fused into one ('%s' to '%s')", n,
-               ag ? "allgather" : "allreduce", p->t[p->cur]->name,
+               hd_coll_name(coll), p->t[p->cur]->name,
                p->t[p->cur + n - 1]->name);
       hd_metrics_fused(job, n);
       for (int k = 0; k < n; k++) hd_plan_next(p);

@@ -460,14 +460,16 @@ static int start_allgather(struct hd_xcoll *x) {
 }
 
 /* Elements [*lo, *hi) of the input that host position k's members get. */
+static void rs_block_of(const struct hd_comm *c, const struct hd_tensor *t,
+                        int m, uint64_t *first, uint64_t *n);
+
 static void rs_host_range(const struct hd_comm *c, const struct hd_tensor *t,
                           int k, uint64_t *lo, uint64_t *hi) {
-  uint64_t rows = t->meta.ndims ? (uint64_t)t->meta.shape[0] : t->meta.count;
-  uint64_t row = hd_row_elems(&t->meta), f0, n0, f1, n1;
-  hd_rs_block(rows, c->size, c->host_first[k], &f0, &n0);
-  hd_rs_block(rows, c->size, c->host_first[k] + c->host_n[k] - 1, &f1, &n1);
-  *lo = f0 * row;
-  *hi = (f1 + n1) * row;
+  uint64_t f0, n0, f1, n1;
+  rs_block_of(c, t, c->host_first[k], &f0, &n0);
+  rs_block_of(c, t, c->host_first[k] + c->host_n[k] - 1, &f1, &n1);
+  *lo = f0;
+  *hi = f1 + n1;
 }
 
 /* The local reduction into W, in slices on the reduction threads. */
@@ -1092,16 +1094,15 @@ static void finish(struct hd_xcoll *x) {
     finish_adasum(x);
     break;
   default: { /* reducescatter */
-    uint64_t rows = t->meta.ndims ? (uint64_t)t->meta.shape[0] : t->meta.count;
-    uint64_t row = hd_row_elems(&t->meta), lo, hi;
+    uint64_t lo, hi;
     rs_host_range(c, t, c->me, &lo, &hi);
     for (int i = 0; i < c->nlocal; i++) {
       if (t->part[i].joined) continue;
       uint64_t f, n;
-      hd_rs_block(rows, c->size, c->local_member[i], &f, &n);
-      narrow(t, hd_out_ptr(t, i), x->w + (f * row - lo) * x->wes, x->wdtype,
-             n * row, c->size);
-      hd_scale_buf(t, hd_out_ptr(t, i), n * row, 0);
+      rs_block_of(c, t, c->local_member[i], &f, &n);
+      narrow(t, hd_out_ptr(t, i), x->w + (f - lo) * x->wes, x->wdtype, n,
+             c->size);
+      hd_scale_buf(t, hd_out_ptr(t, i), n, 0);
     }
   }
   }
@@ -1293,27 +1294,51 @@ void hd_xcoll_free(struct hd_comm *c) {
   c->xc = NULL;
 }
 
-/* ---- fused allgathers --------------------------------------------------
+/* ---- fused allgathers and reducescatters ------------------------------
  *
- * A run of allgathers the coordinator fused (hd_coord_mark_fusion: alike
- * in dtype, every member's data in its arena, none joined) runs as one
- * allgather of bytes over this daemon's own memory: each local member's
- * inputs packed one after the other, so that every member's block is the
- * concatenation of its parts of the run's tensors, in order; then each
- * tensor's part of every member's block is copied into every local
- * member's output of it. One exchange between the hosts (one message to
- * each, or round the ring) instead of one per tensor, as Horovod's fusion
- * buffer does it; every host packs the same way, since the counts it
- * packs by are the operation's metadata. */
+ * A run of allgathers or of reducescatters the coordinator fused
+ * (hd_coord_mark_fusion: every member's data in its arena, none joined;
+ * reducescatters alike in dtype, op and scale factors) runs as one
+ * operation over this daemon's own memory, as Horovod's fusion buffer
+ * does it: one exchange between the hosts (one message to each, or round
+ * the ring) instead of one per tensor.
+ *  - allgathers: one allgather of bytes, each local member's inputs packed
+ *    one after the other, so that every member's block is the
+ *    concatenation of its parts of the run's tensors; then each tensor's
+ *    part of every member's block is copied into every local output;
+ *  - reducescatters: one reducescatter whose input is packed member-major
+ *    (for each member, its blocks of the run's tensors), so that each
+ *    member's block of it (rs_block_of) is its blocks of them all; then
+ *    each is copied into its tensor's output.
+ * Every host packs the same way: the counts it packs by are the
+ * operations' metadata. */
 
 struct hd_xfused {
   struct hd_tensor *first; /* the run's first tensor (which run this is) */
   int n;
-  struct hd_tensor *f; /* the allgather of bytes */
+  struct hd_tensor *f; /* the allgather of bytes, or the reducescatter */
   unsigned char *mem;  /* its inputs and outputs */
+  /* reducescatter: each member's block of f, elements (and the first) */
+  uint64_t *blk, *blk_first;
   int ended, status;
   char msg[HP_MSG_MAX + 1];
 };
+
+/* Member m's block of reducescatter t: its first element and its count
+ * (a fused run's: the blocks of its tensors, one after the other). */
+static void rs_block_of(const struct hd_comm *c, const struct hd_tensor *t,
+                        int m, uint64_t *first, uint64_t *n) {
+  if (t->run && t->run->blk) {
+    *first = t->run->blk_first[m];
+    *n = t->run->blk[m];
+    return;
+  }
+  uint64_t rows = t->meta.ndims ? (uint64_t)t->meta.shape[0] : t->meta.count;
+  uint64_t row = hd_row_elems(&t->meta), f, k;
+  hd_rs_block(rows, c->size, m, &f, &k);
+  *first = f * row;
+  *n = k * row;
+}
 
 static void xfused_free(struct hd_comm *c) {
   struct hd_xfused *fu = c->xfused;
@@ -1323,6 +1348,8 @@ static void xfused_free(struct hd_comm *c) {
     free(fu->f->own);
     free(fu->f);
   }
+  free(fu->blk);
+  free(fu->blk_first);
   free(fu->mem);
   free(fu);
   c->xfused = NULL;
@@ -1335,83 +1362,178 @@ void hd_xcoll_fused_end(struct hd_tensor *f, int status, const char *msg) {
   hc_fmt(fu->msg, sizeof fu->msg, "%s", msg ? msg : "");
 }
 
-/* Member m's elements of ts[k] (its receive counts, the metadata). */
+/* Member m's elements of allgather ts[k] (its receive counts, the
+ * metadata). */
 static uint64_t fcount(struct hd_tensor *const *ts, int k, int m) {
   return (uint64_t)ts[k]->part[ts[k]->first].aux[m];
 }
 
-/* Builds the run's allgather of bytes and packs the inputs; -1: out of
- * memory, -2: a tensor without its counts (none fused has a member
- * joined, so none lacks them). */
-static int xfused_start(struct hd_comm *c, struct hd_tensor *const *ts,
-                        int n) {
-  struct hd_tensor *t = ts[0];
-  int nl = c->nlocal, size = c->size;
-  for (int k = 0; k < n; k++)
-    if (!ts[k]->part[ts[k]->first].aux ||
-        ts[k]->part[ts[k]->first].naux < (uint64_t)size)
-      return -2;
-  struct hd_xfused *fu = calloc(1, sizeof *fu);
+/* The run's own operation, like t, its data in this daemon's memory
+ * (fu->mem: in_bytes[i] of input, then out_bytes[i] of output, for each
+ * local member i); -1: out of memory. */
+static int fused_op(struct hd_comm *c, struct hd_xfused *fu,
+                    const struct hd_tensor *t, const uint64_t *in_bytes,
+                    const uint64_t *out_bytes) {
+  int nl = c->nlocal;
   struct hd_tensor *f =
       calloc(1, sizeof *f + (size_t)nl * sizeof(struct hd_part));
-  int64_t *bytes = calloc((size_t)size, sizeof *bytes);
-  unsigned char **own = calloc((size_t)nl * 2, sizeof *own);
-  if (!fu || !f || !bytes || !own) {
-    free(fu);
-    free(f);
-    free(bytes);
-    free(own);
-    return -1;
-  }
-  c->xfused = fu;
-  fu->first = t;
-  fu->n = n;
+  if (!f) return -1;
   fu->f = f;
-  uint64_t total = 0, in_total = 0;
-  for (int m = 0; m < size; m++) {
-    for (int k = 0; k < n; k++)
-      bytes[m] += (int64_t)(fcount(ts, k, m) *
-                            hora_dtype_size(ts[k]->meta.dtype));
-    total += (uint64_t)bytes[m];
-  }
-  for (int i = 0; i < nl; i++) in_total += (uint64_t)bytes[c->local_member[i]];
-  /* every local member's input, then every local member's output */
-  fu->mem = malloc(in_total + (size_t)nl * total + 1);
-  f->own = own;
-  f->part[t->first].aux = bytes;
-  if (!fu->mem) return -1;
+  uint64_t all = 1;
+  for (int i = 0; i < nl; i++) all += in_bytes[i] + out_bytes[i];
+  if (!(f->own = calloc((size_t)nl * 2, sizeof *f->own)) ||
+      !(fu->mem = malloc(all)))
+    return -1;
   f->comm = c;
   hc_fmt(f->name, sizeof f->name, "%s", t->name);
   f->meta = t->meta;
-  f->meta.dtype = HORA_UINT8;
   f->meta.ndims = 0;
-  f->meta.count = (uint64_t)bytes[c->local_member[t->first]];
+  f->meta.group = 0;
+  f->meta.group_n = f->meta.group_idx = 0;
   f->first = t->first;
   f->seq = t->seq;
   f->flat = t->flat;
   f->run = fu;
   unsigned char *p = fu->mem;
   for (int i = 0; i < nl; i++) {
+    f->own[2 * i] = p;
+    f->own[2 * i + 1] = p + in_bytes[i];
+    p += in_bytes[i] + out_bytes[i];
+    f->part[i].submitted = 1;
+    f->part[i].resident = 1;
+  }
+  return 0;
+}
+
+/* An allgather of bytes: each member's block its parts of the run's
+ * tensors one after the other. */
+static int ag_start(struct hd_comm *c, struct hd_xfused *fu,
+                    struct hd_tensor *const *ts, int n) {
+  int nl = c->nlocal, size = c->size;
+  for (int k = 0; k < n; k++)
+    if (!ts[k]->part[ts[k]->first].aux ||
+        ts[k]->part[ts[k]->first].naux < (uint64_t)size)
+      return -2;
+  int64_t *bytes = calloc((size_t)size, sizeof *bytes);
+  uint64_t *inb = calloc((size_t)nl * 2, sizeof *inb), *outb = inb + nl;
+  if (!bytes || !inb) {
+    free(bytes);
+    free(inb);
+    return -1;
+  }
+  uint64_t total = 0;
+  for (int m = 0; m < size; m++) {
+    for (int k = 0; k < n; k++)
+      bytes[m] += (int64_t)(fcount(ts, k, m) *
+                            hora_dtype_size(ts[k]->meta.dtype));
+    total += (uint64_t)bytes[m];
+  }
+  for (int i = 0; i < nl; i++) {
+    inb[i] = (uint64_t)bytes[c->local_member[i]];
+    outb[i] = total;
+  }
+  int rc = fused_op(c, fu, ts[0], inb, outb);
+  free(inb);
+  if (rc < 0) {
+    free(bytes);
+    return -1;
+  }
+  struct hd_tensor *f = fu->f;
+  f->part[f->first].aux = bytes; /* the counts, in bytes */
+  f->part[f->first].naux = (uint64_t)size;
+  f->meta.dtype = HORA_UINT8;
+  f->meta.count = (uint64_t)bytes[c->local_member[f->first]];
+  for (int i = 0; i < nl; i++) {
     int m = c->local_member[i];
-    own[2 * i] = p;
+    unsigned char *p = f->own[2 * i];
     for (int k = 0; k < n; k++) { /* packed */
       uint64_t b = fcount(ts, k, m) * hora_dtype_size(ts[k]->meta.dtype);
       if (b) memcpy(p, hd_in_ptr(ts[k], i), b);
       p += b;
     }
-    f->part[i].submitted = 1;
-    f->part[i].resident = 1;
     f->part[i].count = (uint64_t)bytes[m];
   }
-  for (int i = 0; i < nl; i++, p += total) own[2 * i + 1] = p;
   return 0;
 }
 
-/* Copies each tensor's part of every member's block into every local
- * member's output of it; -1: out of memory. */
+/* A reducescatter of the run's dtype and op: the input member-major (for
+ * each member, its blocks of the run's tensors one after the other), so
+ * that each member's block of it is its blocks of them all. */
+static int rs_start(struct hd_comm *c, struct hd_xfused *fu,
+                    struct hd_tensor *const *ts, int n) {
+  int nl = c->nlocal, size = c->size;
+  uint64_t es = hora_dtype_size(ts[0]->meta.dtype), total = 0;
+  fu->blk = calloc((size_t)size, sizeof *fu->blk);
+  fu->blk_first = calloc((size_t)size, sizeof *fu->blk_first);
+  uint64_t *inb = calloc((size_t)nl * 2, sizeof *inb), *outb = inb + nl;
+  if (!fu->blk || !fu->blk_first || !inb) {
+    free(inb);
+    return -1;
+  }
+  for (int m = 0; m < size; m++) {
+    for (int k = 0; k < n; k++) {
+      uint64_t f0, k0;
+      rs_block_of(c, ts[k], m, &f0, &k0);
+      fu->blk[m] += k0;
+    }
+    fu->blk_first[m] = total;
+    total += fu->blk[m];
+  }
+  for (int i = 0; i < nl; i++) {
+    inb[i] = total * es;
+    outb[i] = fu->blk[c->local_member[i]] * es;
+  }
+  int rc = fused_op(c, fu, ts[0], inb, outb);
+  free(inb);
+  if (rc < 0) return -1;
+  struct hd_tensor *f = fu->f;
+  f->meta.count = total;
+  for (int i = 0; i < nl; i++) {
+    unsigned char *p = f->own[2 * i];
+    for (int m = 0; m < size; m++)
+      for (int k = 0; k < n; k++) {
+        uint64_t f0, k0;
+        rs_block_of(c, ts[k], m, &f0, &k0);
+        if (k0) memcpy(p, hd_in_ptr(ts[k], i) + f0 * es, k0 * es);
+        p += k0 * es;
+      }
+    f->part[i].count = total;
+  }
+  return 0;
+}
+
+/* Builds the run's operation and packs the inputs; -1: out of memory, -2:
+ * an allgather without its counts (none fused has a member joined, so
+ * none lacks them). */
+static int xfused_start(struct hd_comm *c, struct hd_tensor *const *ts,
+                        int n) {
+  struct hd_xfused *fu = calloc(1, sizeof *fu);
+  if (!fu) return -1;
+  c->xfused = fu;
+  fu->first = ts[0];
+  fu->n = n;
+  return ts[0]->meta.coll == HORA_COLL_ALLGATHER ? ag_start(c, fu, ts, n)
+                                                  : rs_start(c, fu, ts, n);
+}
+
+/* Copies each tensor's part of the result into every local member's
+ * output of it; -1: out of memory. */
 static int xfused_unpack(struct hd_comm *c, struct hd_tensor *const *ts,
                          int n) {
   struct hd_tensor *f = c->xfused->f;
+  if (ts[0]->meta.coll != HORA_COLL_ALLGATHER) { /* each its own block */
+    uint64_t es = hora_dtype_size(ts[0]->meta.dtype);
+    for (int i = 0; i < c->nlocal; i++) {
+      const unsigned char *src = f->own[2 * i + 1];
+      for (int k = 0; k < n; k++) {
+        uint64_t f0, k0;
+        rs_block_of(c, ts[k], c->local_member[i], &f0, &k0);
+        if (k0) memcpy(hd_out_ptr(ts[k], i), src, k0 * es);
+        src += k0 * es;
+      }
+    }
+    return 0;
+  }
   const unsigned char *src = f->own[1]; /* local member 0's output */
   uint64_t *at = calloc((size_t)n, sizeof *at); /* elements before member m */
   if (!at) return -1;
@@ -1437,8 +1559,8 @@ int hd_xcoll_fused(struct hd_comm *c, struct hd_tensor *const *ts, int n) {
       /* the other hosts wait for our data: the job cannot go on */
       xfused_free(c);
       char why[HP_MSG_MAX + 1];
-      hc_fmt(why, sizeof why, "allgather '%s' and %d fused with it: %s",
-             ts[0]->name, n - 1,
+      hc_fmt(why, sizeof why, "%s '%s' and %d fused with it: %s",
+             hd_coll_name(ts[0]->meta.coll), ts[0]->name, n - 1,
              rc == -1 ? "horad is out of memory"
                       : "a tensor without its receive counts");
       hc_error("%s", why);
@@ -1452,7 +1574,7 @@ int hd_xcoll_fused(struct hd_comm *c, struct hd_tensor *const *ts, int n) {
   if (!hd_xcoll_step(c, fu->f)) return 0;
   int status = fu->ended ? fu->status : HORA_EPROTO; /* step ends it */
   char msg[HP_MSG_MAX + 1];
-  hc_fmt(msg, sizeof msg, "%s", fu->ended ? fu->msg : "allgather not ended");
+  hc_fmt(msg, sizeof msg, "%s", fu->ended ? fu->msg : "the fused run did not end");
   if (status >= 0 && xfused_unpack(c, ts, n) < 0) {
     status = HORA_ENOMEM;
     hc_fmt(msg, sizeof msg, "horad is out of memory");

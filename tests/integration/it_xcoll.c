@@ -23,6 +23,10 @@
  *                           (every dtype, counts per rank and tensor, some
  *                           0), waited last first: across hosts runs of
  *                           them are fused
+ *   it_xcoll rsburst [-x N] 5 rounds of 30 asynchronous reducescatters at
+ *                           once (runs of 10 alike in dtype and op, uneven
+ *                           rows), waited last first: across hosts the
+ *                           runs are fused
  *   it_xcoll groups [-x N]  grouped operations (hora_submit_group): mixed
  *                           allreduce groups, two in flight, allgather and
  *                           reducescatter groups, a group on a set, a
@@ -974,6 +978,69 @@ static int run_agburst(int rounds) {
   return 0;
 }
 
+/* ---- rsburst --------------------------------------------------------------
+ *
+ * Rounds of 30 asynchronous reducescatters at once (runs of 10 alike in
+ * dtype and op: SUM, AVERAGE, MAX; rows that do not divide evenly, some
+ * fewer than the ranks), waited for last first: the coordinator fuses the
+ * runs, which every host packs member-major into one reducescatter. Each
+ * tensor's inputs are shifted by its index, so that a block unpacked into
+ * the wrong tensor shows. */
+struct rsbarg { int dt, op; size_t first, row, shift; int *all; };
+static double rsb_want(size_t i, void *a) {
+  const struct rsbarg *x = a;
+  return reduce_ref(x->dt, x->op, x->all, size,
+                    x->first * x->row + i + x->shift, size);
+}
+
+static int run_rsburst(int rounds) {
+  enum { N = 30 };
+  static const int dts[] = {HORA_FLOAT32, HORA_INT32, HORA_FLOAT64};
+  static const int ops[] = {HORA_SUM, HORA_AVERAGE, HORA_MAX};
+  void *in[N], *out[N];
+  int64_t h[N], shape[N][2];
+  int *all = malloc((size_t)size * sizeof *all);
+  for (int r = 0; r < size; r++) all[r] = r;
+  for (int round = 0; round < rounds; round++) {
+    for (int j = 0; j < N; j++) {
+      int dt = dts[(j / 10 + round) % 3], op = ops[(j / 10 + 2 * round) % 3];
+      size_t rows = (size_t)(j % 7) + 1, row = (size_t)(j % 3) + 1;
+      size_t es = hora_dtype_size(dt), n = rows * row;
+      size_t mine = hora_reducescatter_rows(rows, size, rank);
+      in[j] = malloc(n * es + 1);
+      out[j] = malloc(mine * row * es + 1);
+      for (size_t i = 0; i < n; i++)
+        put(dt, in[j], i, val(op, rank, i + 13 * (size_t)j));
+      shape[j][0] = (int64_t)rows;
+      shape[j][1] = (int64_t)row;
+      char name[64];
+      snprintf(name, sizeof name, "rsb.%d", j);
+      hora_request_t q = {.coll = HORA_COLL_REDUCESCATTER, .name = name,
+                          .sendbuf = in[j], .recvbuf = out[j], .count = n,
+                          .dtype = (hora_dtype_t)dt, .op = (hora_op_t)op,
+                          .ndims = 2, .shape = shape[j]};
+      OK(hora_submit(&q, &h[j]), name);
+    }
+    for (int j = N - 1; j >= 0; j--) {
+      int dt = dts[(j / 10 + round) % 3], op = ops[(j / 10 + 2 * round) % 3];
+      size_t rows = (size_t)(j % 7) + 1, row = (size_t)(j % 3) + 1;
+      size_t mine = hora_reducescatter_rows(rows, size, rank), first = 0;
+      for (int r = 0; r < rank; r++)
+        first += hora_reducescatter_rows(rows, size, r);
+      char name[64];
+      snprintf(name, sizeof name, "rsb.%d round %d", j, round);
+      int rc = hora_wait(h[j]);
+      OK(rc, name);
+      struct rsbarg a = {dt, op, first, row, 13 * (size_t)j, all};
+      if (rc >= 0) check_vals(name, dt, out[j], mine * row, rsb_want, &a);
+      free(in[j]);
+      free(out[j]);
+    }
+  }
+  free(all);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   int want = -1;
   const char *mode = argc > 1 ? argv[1] : "colls";
@@ -995,8 +1062,10 @@ int main(int argc, char **argv) {
   else if (!strcmp(mode, "join")) run_join();
   else if (!strcmp(mode, "groups")) run_groups();
   else if (!strcmp(mode, "agburst")) run_agburst(5);
+  else if (!strcmp(mode, "rsburst")) run_rsburst(5);
   else {
-    fprintf(stderr, "usage: it_xcoll colls|sets|join|groups|agburst [-x N]\n");
+    fprintf(stderr,
+            "usage: it_xcoll colls|sets|join|groups|agburst|rsburst [-x N]\n");
     return 2;
   }
   printf("rank %d of %d: %s: %d checks, %d failures\n", rank, size, mode, checks,

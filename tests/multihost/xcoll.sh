@@ -9,7 +9,8 @@
 #   again with --wire-integrity and with --wire-encrypt; bursts of
 #   asynchronous allgathers whose runs every host fuses into one exchange
 #   (3 x 2, and round a flat ring on 3 x 1), none fused with
-#   HOROVOD_FUSION_THRESHOLD=0 (2 x 1).
+#   HOROVOD_FUSION_THRESHOLD=0 (2 x 1); bursts of reducescatters fused
+#   likewise (3 x 2, 2 x 1).
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD" "$T/it_xcoll"
 mh_setup 3
@@ -56,4 +57,14 @@ hrun agnofuse.2x1 240 HORA_LOG=engine:debug HOROVOD_FUSION_THRESHOLD=0 -np 2 \
   -H h1:1,h2:1 "$T/it_xcoll" agburst -x 2
 ok agnofuse.2x1 2 agburst
 expect_nogrep agnofuse.2x1 err "fused into one" "HOROVOD_FUSION_THRESHOLD=0: nothing fused"
+# reducescatters fused likewise (packed member-major), 3 x 2 and 2 x 1
+hrun rsburst.3x2 240 HORA_LOG=engine:debug -np 6 -H h1:2,h2:2,h3:2 "$T/it_xcoll" rsburst -x 6
+ok rsburst.3x2 6 rsburst
+for h in h1 h2 h3; do
+  expect_grep rsburst.3x2 err "^horarun: host $h: horad\[[0-9]+\] DEBUG: ran [0-9]+ reducescatters fused into one" \
+    "$h's horad ran fused reducescatters"
+done
+hrun rsburst.2x1 240 HORA_LOG=engine:debug -np 2 -H h1:1,h2:1 "$T/it_xcoll" rsburst -x 2
+ok rsburst.2x1 2 rsburst
+expect_grep rsburst.2x1 err "DEBUG: ran [0-9]+ reducescatters fused into one" "fused with one rank a host"
 finish

@@ -1096,8 +1096,9 @@ static struct hp_nego_decide fdec(const char *name, int dtype, int op,
   return d;
 }
 
-/* Which decisions fuse with the one before: allreduces alike in dtype,
- * op, scaling and algo, or allgathers (any dtype), resident everywhere, up to the threshold (and 256 KiB)
+/* Which decisions fuse with the one before: allreduces (and
+ * reducescatters) alike in dtype, op, scaling and algo, or allgathers
+ * (any dtype), resident everywhere, up to the threshold (and 256 KiB)
  * together; a run that would pass it starts anew. */
 static void test_mark_fusion(void) {
   const uint32_t R = HP_NR_RESIDENT;
@@ -1176,6 +1177,21 @@ static void test_mark_fusion(void) {
   hd_coord_mark_fusion(g, 5, 600);
   CHECK_EQ_INT(g[1].fuse, 1);
   CHECK_EQ_INT(g[2].fuse, 1);
+  CHECK_EQ_INT(g[3].fuse, 0);
+  CHECK_EQ_INT(g[4].fuse, 1);
+  /* reducescatters fuse with reducescatters alike in dtype, op, scaling */
+  for (int i = 0; i < 5; i++) {
+    g[i] = fdec("s", HORA_FLOAT32, HORA_SUM, 64, R);
+    g[i].meta.coll = HORA_COLL_REDUCESCATTER;
+  }
+  g[2].meta.op = HORA_MAX;
+  g[3].meta.op = HORA_MAX;
+  g[3].meta.prescale = 2;
+  g[4].meta.op = HORA_MAX;
+  g[4].meta.prescale = 2;
+  hd_coord_mark_fusion(g, 5, 1u << 20);
+  CHECK_EQ_INT(g[1].fuse, 1);
+  CHECK_EQ_INT(g[2].fuse, 0);
   CHECK_EQ_INT(g[3].fuse, 0);
   CHECK_EQ_INT(g[4].fuse, 1);
   /* nor a flat ring with a hierarchical one (autotune's trials) */
