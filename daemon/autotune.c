@@ -187,15 +187,12 @@ struct hd_autotune *hd_at_new(struct hc_knobs *knobs,
   at->log = log;
   at->fixed[0] = hk_given(knobs, fusion_threshold);
   at->fixed[1] = hk_given(knobs, cycle_time);
-  /* the job's choices: hierarchical unless given as 0; the cache on
-   * unless its capacity is 0 */
+  /* the job's choices: the cache on unless its capacity is 0 */
   int given[AT_NCHOICES] = {hk_given(knobs, hierarchical_allreduce),
                             hk_given(knobs, hierarchical_allgather),
                             hk_given(knobs, cache_capacity)};
-  at->choice[AT_HIER_ALLREDUCE] =
-      !given[AT_HIER_ALLREDUCE] || hk_int(knobs, hierarchical_allreduce) != 0;
-  at->choice[AT_HIER_ALLGATHER] =
-      !given[AT_HIER_ALLGATHER] || hk_int(knobs, hierarchical_allgather) != 0;
+  at->choice[AT_HIER_ALLREDUCE] = !hd_flat_allreduce(knobs);
+  at->choice[AT_HIER_ALLGATHER] = !hd_flat_allgather(knobs);
   at->choice[AT_CACHE] = hk_int(knobs, cache_capacity) > 0;
   int any = 0;
   for (int k = 0; k < AT_NCHOICES; k++)

@@ -111,9 +111,9 @@ static int mismatch(const struct hp_nego_ready *a,
 uint32_t hd_coord_algo(const struct hd_job *job, int coll) {
   uint32_t a = 0;
   if ((coll == HORA_COLL_ALLREDUCE &&
-       !hd_at_choice(job->at, AT_HIER_ALLREDUCE, !hd_flat_allreduce(job))) ||
+       !hd_at_choice(job->at, AT_HIER_ALLREDUCE, !hd_flat_allreduce(&job->knobs))) ||
       (coll == HORA_COLL_ALLGATHER &&
-       !hd_at_choice(job->at, AT_HIER_ALLGATHER, !hd_flat_allgather(job))))
+       !hd_at_choice(job->at, AT_HIER_ALLGATHER, !hd_flat_allgather(&job->knobs))))
     a |= HP_DA_FLAT;
   if (!hd_at_choice(job->at, AT_CACHE, 1)) a |= HP_DA_NOCACHE;
   return a;

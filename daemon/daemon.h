@@ -529,9 +529,9 @@ static inline int hd_gone_status(const struct hd_job *job) {
  * This is the job's setting; which one an operation takes, the
  * coordinator decides (hd_coord_algo: the setting, or autotune's trial)
  * and says so in its decision (hd_tensor.flat). */
-static inline int hd_flat_allreduce(const struct hd_job *job) {
-  return hk_given(&job->knobs, hierarchical_allreduce) &&
-         hk_int(&job->knobs, hierarchical_allreduce) == 0;
+static inline int hd_flat_allreduce(const struct hc_knobs *k) {
+  return hk_given(k, hierarchical_allreduce) &&
+         hk_int(k, hierarchical_allreduce) == 0;
 }
 
 /* Allgather across hosts round a ring (each host sends to the next one
@@ -539,9 +539,9 @@ static inline int hd_flat_allreduce(const struct hd_job *job) {
  * hierarchically (each host's block straight to every other host): only
  * when hierarchical_allgather was given as 0 (the job's setting, as
  * above). */
-static inline int hd_flat_allgather(const struct hd_job *job) {
-  return hk_given(&job->knobs, hierarchical_allgather) &&
-         hk_int(&job->knobs, hierarchical_allgather) == 0;
+static inline int hd_flat_allgather(const struct hc_knobs *k) {
+  return hk_given(k, hierarchical_allgather) &&
+         hk_int(k, hierarchical_allgather) == 0;
 }
 
 /* The name of this host in the job's messages: as horarun calls it, or
@@ -616,10 +616,11 @@ void hd_control_stop(struct hd_job *job, const char *why);
  * it (the job ends). */
 void hd_fast_sync(struct hd_job *job);
 void hd_fast_free(struct hd_job *job);
-/* The fast path's slot for the operation `name` of set `comm` (plus 1; 0:
+/* The fast path's slot for the operation of set `comm` whose name hashes
+ * to name_hash (hd_name_hash, hd_tensor.hash) (plus 1; 0:
  * none, the ranks hash it), the same on every rank: sent with the
  * operation's first completions, from which the ranks learn it. */
-uint32_t hd_fast_slot(struct hd_job *job, uint32_t comm, const char *name);
+uint32_t hd_fast_slot(struct hd_job *job, uint32_t comm, uint64_t name_hash);
 
 /* session.c: a new session across hosts, agreed through host 0 */
 /* Every local rank is back: tells host 0 (or counts itself there). */

@@ -239,9 +239,9 @@ static void make_fast(struct hd_job *job) {
  * and waits fast_path_wait for the first rank in vain. So horad gives
  * each of a session's first HP_FAST_SLOTS operations (by set and name) a
  * slot of its own, and every rank learns the same one. */
-uint32_t hd_fast_slot(struct hd_job *job, uint32_t comm, const char *name) {
+uint32_t hd_fast_slot(struct hd_job *job, uint32_t comm, uint64_t name_hash) {
   if (!job->fast || !job->fast_keys || !job->fast_slots) return 0;
-  uint64_t key = (hd_name_hash(name) ^ (comm * 0x9e3779b97f4a7c15ull)) | 1;
+  uint64_t key = (name_hash ^ (comm * 0x9e3779b97f4a7c15ull)) | 1;
   uint32_t mask = 2 * HP_FAST_SLOTS - 1, i = (uint32_t)(key >> 20) & mask;
   for (uint32_t n = 0; n <= mask; n++, i = (i + 1) & mask) {
     if (job->fast_keys[i] == key) return job->fast_slots[i] + 1u;

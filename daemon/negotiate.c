@@ -231,7 +231,7 @@ static void complete_all(struct hd_tensor *t, int status, const char *msg) {
       (t->meta.coll == HORA_COLL_ALLREDUCE ||
        t->meta.coll == HORA_COLL_BROADCAST) &&
       t->meta.count * hora_dtype_size(t->meta.dtype) <= HP_FAST_BYTES)
-    slot = hd_fast_slot(c->job, c->id, t->name);
+    slot = hd_fast_slot(c->job, c->id, t->hash);
   for (int i = 0; i < c->nlocal; i++)
     if (t->part[i].submitted)
       hd_complete_slot(hd_comm_local(c, i), t->part[i].id, status, msg, slot);

@@ -24,8 +24,9 @@
  * between the daemons; both use what parts.c says of an operation's
  * parts. There a run of allreduces the coordinator fused (hd_tensor.fuse)
  * goes round the ring as one, and a run of allgathers or reducescatters is
- * exchanged as one (packed together); on one host each tensor is reduced as soon as it is
- * ready, and fusing would only make the first wait for the last. */
+ * exchanged as one (packed together); on one host each tensor is reduced
+ * as soon as it is ready, and fusing would only make the first wait for
+ * the last. */
 #define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdlib.h>
 #include <string.h>

@@ -1340,7 +1340,7 @@ static void rs_block_of(const struct hd_comm *c, const struct hd_tensor *t,
   *n = k * row;
 }
 
-static void xfused_free(struct hd_comm *c) {
+void hd_xcoll_fused_free(struct hd_comm *c) {
   struct hd_xfused *fu = c->xfused;
   if (!fu) return;
   if (fu->f) {
@@ -1553,11 +1553,11 @@ static int xfused_unpack(struct hd_comm *c, struct hd_tensor *const *ts,
 int hd_xcoll_fused(struct hd_comm *c, struct hd_tensor *const *ts, int n) {
   struct hd_job *job = c->job;
   if (!c->xfused || c->xfused->first != ts[0]) {
-    xfused_free(c);
+    hd_xcoll_fused_free(c);
     int rc = xfused_start(c, ts, n);
     if (rc < 0) {
       /* the other hosts wait for our data: the job cannot go on */
-      xfused_free(c);
+      hd_xcoll_fused_free(c);
       char why[HP_MSG_MAX + 1];
       hc_fmt(why, sizeof why, "%s '%s' and %d fused with it: %s",
              hd_coll_name(ts[0]->meta.coll), ts[0]->name, n - 1,
@@ -1579,12 +1579,10 @@ int hd_xcoll_fused(struct hd_comm *c, struct hd_tensor *const *ts, int n) {
     status = HORA_ENOMEM;
     hc_fmt(msg, sizeof msg, "horad is out of memory");
   }
-  xfused_free(c);
+  hd_xcoll_fused_free(c);
   for (int k = 0; k < n; k++) {
     if (status >= 0) hd_tensor_finish(job, ts[k]);
     else hd_tensor_fail(job, ts[k], status, msg);
   }
   return 1;
 }
-
-void hd_xcoll_fused_free(struct hd_comm *c) { xfused_free(c); }
