@@ -5,8 +5,10 @@ the maximum over ranks, busbw = size / time * 2 (n-1) / n.
 
     horarun -np 2 python3 benchmarks/torch_allreduce.py -b 1M -e 64M -f 4
 
-Two kinds of tensor per size: "ordinary" (torch.empty: libhora copies it
-into the shared arena and back, or streams it through the staging area in
+Two kinds of tensor per size: "ordinary" (torch.empty: libhora adopts it
+into the rank's shared segment at its first collective, then horad reduces
+it where it lies; with --adopt-size 0 libhora copies it into the shared
+arena and back each time, or streams it through the staging area in
 chunks when it does not fit), and "arena" (hora.torch.arena_empty: horad
 reduces it where it lies, as allreduce_perf's hora_alloc buffers). Rank 0
 prints one table:

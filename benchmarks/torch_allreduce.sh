@@ -2,8 +2,10 @@
 # torch_allreduce.sh -- hora.torch on large tensors beside the C path and
 # OpenMPI, on this host: each round runs, one after the other,
 #   1. allreduce_perf (hora_alloc buffers: the C path)
-#   2. torch_allreduce.py (hora.torch.allreduce_ of an ordinary tensor and
-#      of an arena tensor, hora.torch.arena_empty)
+#   2. torch_allreduce.py (hora.torch.allreduce_ of an ordinary tensor,
+#      which libhora adopts into the rank's segment, and of an arena
+#      tensor, hora.torch.arena_empty), then again with --adopt-size 0
+#      (the ordinary tensor copied into the arena and back each time)
 #   3. mpi_allreduce_perf under mpirun (when OpenMPI is there)
 # all float32 sum, in place, NP ranks, the same sizes, and prints for each
 # size the medians of the busbw (GB/s, for scale) and the median [min-max]
@@ -63,6 +65,10 @@ while [ "$r" -le "$ROUNDS" ]; do
   # size ordinary-us busbw arena-us busbw ratio -> size ordinary arena
   awk '$1 ~ /^[0-9]+$/ && NF >= 6 {print $1, $3, $5}' "$tmp/t.$r" > "$tmp/tb.$r"
   grep -q WRONG "$tmp/t.$r" && { echo "wrong results:"; cat "$tmp/t.$r"; failed=1; }
+  HORA_ADOPT_SIZE=0 "$horarun" -np "$NP" "$PYTHON" benchmarks/torch_allreduce.py "$@" 2>&1 |
+    rank0 > "$tmp/x.$r" || failed=1
+  awk '$1 ~ /^[0-9]+$/ && NF >= 6 {print $1, $3}' "$tmp/x.$r" > "$tmp/xb.$r"
+  grep -q WRONG "$tmp/x.$r" && { echo "wrong results:"; cat "$tmp/x.$r"; failed=1; }
   if [ -n "$mperf" ]; then
     # shellcheck disable=SC2086 # mflags is a list of flags
     mpirun $mflags -np "$NP" "$mperf" "$@" > "$tmp/m.$r" 2>&1 || failed=1
@@ -70,19 +76,20 @@ while [ "$r" -le "$ROUNDS" ]; do
   else
     : > "$tmp/mb.$r"
   fi
-  cat "$tmp/cb.$r" "$tmp/tb.$r" "$tmp/mb.$r" | sed 's/^/   /'
-  [ -s "$tmp/cb.$r" ] && [ -s "$tmp/tb.$r" ] || {
-    echo "a run printed no table:"; cat "$tmp/c.$r" "$tmp/t.$r"; failed=1; }
+  cat "$tmp/cb.$r" "$tmp/tb.$r" "$tmp/xb.$r" "$tmp/mb.$r" | sed 's/^/   /'
+  [ -s "$tmp/cb.$r" ] && [ -s "$tmp/tb.$r" ] && [ -s "$tmp/xb.$r" ] || {
+    echo "a run printed no table:"; cat "$tmp/c.$r" "$tmp/t.$r" "$tmp/x.$r"; failed=1; }
   r=$((r + 1))
 done
 
-# one line per round and size: size c ordinary arena mpi
+# one line per round and size: size c ordinary arena mpi copied
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
-  awk -v m="$tmp/mb.$r" -v t="$tmp/tb.$r" '
+  awk -v m="$tmp/mb.$r" -v t="$tmp/tb.$r" -v x="$tmp/xb.$r" '
     BEGIN { while ((getline l < m) > 0) { split(l, a, " "); mb[a[1]] = a[2] }
-            while ((getline l < t) > 0) { split(l, a, " "); to[a[1]] = a[2]; ta[a[1]] = a[3] } }
-    ($1 in to) { print $1, $2, to[$1], ta[$1], ($1 in mb) ? mb[$1] : "-" }' \
+            while ((getline l < t) > 0) { split(l, a, " "); to[a[1]] = a[2]; ta[a[1]] = a[3] }
+            while ((getline l < x) > 0) { split(l, a, " "); tx[a[1]] = a[2] } }
+    ($1 in to) && ($1 in tx) { print $1, $2, to[$1], ta[$1], ($1 in mb) ? mb[$1] : "-", tx[$1] }' \
     "$tmp/cb.$r"
   r=$((r + 1))
 done > "$tmp/all"
@@ -91,8 +98,10 @@ echo
 echo "hora.torch.allreduce_ beside the C path (allreduce_perf) and OpenMPI, $NP ranks, float32 sum, $ROUNDS rounds"
 echo "busbw in GB/s (medians); ratios: median [min-max] of the rounds' ratios"
 echo
-echo "| size | C path | torch ordinary | torch arena | OpenMPI | ordinary / C | arena / C | C / OpenMPI |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "ordinary: adopted into the segment; copied: the same with --adopt-size 0"
+echo
+echo "| size | C path | torch ordinary | torch copied | torch arena | OpenMPI | ordinary / C | copied / C | arena / C | C / OpenMPI |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 for size in $(cut -d' ' -f1 "$tmp/all" | sort -un); do
   awk -v s="$size" '
     function med(v, n,   i, j, x) {
@@ -102,12 +111,13 @@ for size in $(cut -d' ' -f1 "$tmp/all" | sort -un); do
       if (!n) return "-"
       lo = hi = v[1]; for (i = 2; i <= n; i++) { if (v[i] < lo) lo = v[i]; if (v[i] > hi) hi = v[i] }
       return sprintf("%.2f [%.2f-%.2f]", med(v, n), lo, hi) }
-    $1 == s { n++; c[n] = $2; o[n] = $3; a[n] = $4; ro[n] = $3 / $2; ra[n] = $4 / $2
+    $1 == s { n++; c[n] = $2; o[n] = $3; a[n] = $4; x[n] = $6; ro[n] = $3 / $2; ra[n] = $4 / $2; rx[n] = $6 / $2
               if ($5 != "-") { k++; m[k] = $5; rm[k] = $2 / $5 } }
     END {
       mm = k ? sprintf("%.2f", med(m, k)) : "-"
       sz = s >= 1048576 ? sprintf("%d MiB", s / 1048576) : sprintf("%d B", s)
-      printf "| %s | %.2f | %.2f | %.2f | %s | %s | %s | %s |\n", sz,
-             med(c, n), med(o, n), med(a, n), mm, stat(ro, n), stat(ra, n), stat(rm, k) }' "$tmp/all"
+      printf "| %s | %.2f | %.2f | %.2f | %.2f | %s | %s | %s | %s | %s |\n", sz,
+             med(c, n), med(o, n), med(x, n), med(a, n), mm, stat(ro, n), stat(rx, n),
+             stat(ra, n), stat(rm, k) }' "$tmp/all"
 done
 exit $failed

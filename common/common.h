@@ -195,6 +195,7 @@ const struct hc_param *hc_param_find(const char *name);
   X(metrics_port) \
   X(fast_path_disable) \
   X(fast_path_wait) \
+  X(adopt_size) \
   X(small_allreduce) \
   X(service_port) \
   X(service_key_file) \

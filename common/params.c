@@ -206,6 +206,16 @@ const struct hc_param hc_params[] = {
      "hands the operation to horad (which then waits as long as it takes, "
      "with stall and deadlock checks)",
      "microseconds", 10000000},
+    {"adopt_size", "HORA_ADOPT_SIZE", NULL, "--adopt-size", HC_P_SIZE, "1G",
+     "bytes of each rank's shared segment, after its arena, for adopted "
+     "memory: a buffer of 64 KiB or more outside the arena that malloc gave "
+     "a mapping of its own (glibc does for large allocations, PyTorch's "
+     "large CPU tensors among them) is mapped into the segment on first "
+     "use, and horad reads and writes it where it lies from then on, "
+     "instead of a copy into the arena and back at each operation; "
+     "address space only (the adopted pages replace the buffer's own); 0 "
+     "turns adoption off",
+     "bytes", 0},
     {"small_allreduce", "HORA_SMALL_ALLREDUCE", NULL, "--small-allreduce",
      HC_P_SIZE, "4K",
      "across hosts, an allreduce of at most this many bytes per rank travels "

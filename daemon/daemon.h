@@ -419,7 +419,7 @@ struct hd_job {
   int spinning;
   uint64_t last_activity;
   uint64_t spin_ns;
-  uint64_t chunk_size, arena_size;
+  uint64_t chunk_size, arena_size, adopt_size;
   uint64_t max_pending; /* per rank: what it can make the daemon hold */
   int corked; /* polling the rings: NEGO_READYs wait in comm->ready_out */
   int readies_held; /* some comm->ready_out holds some */

@@ -138,7 +138,8 @@ void hd_local_hosts_updated(struct hd_job *job) {
 static int make_segment(struct hd_job *job, struct hd_rank *r) {
   struct hp_shm_hdr layout;
   memset(&layout, 0, sizeof layout);
-  uint64_t size = hp_shm_layout(&layout, job->chunk_size, job->arena_size);
+  uint64_t size = hp_shm_layout(&layout, job->chunk_size, job->arena_size,
+                                job->adopt_size);
   char name[64];
   hc_fmt(name, sizeof name, "hora-rank-%d", r->info.rank);
   int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);

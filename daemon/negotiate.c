@@ -250,8 +250,9 @@ void hd_tensor_fail(struct hd_job *job, struct hd_tensor *t, int status,
 
 /* ---- checking a submission ---------------------------------------------- */
 
+/* The arena, and the adopted memory after it (libclient's adopt.c). */
 static int in_arena(const struct hp_shm_hdr *h, uint64_t off, uint64_t bytes) {
-  uint64_t lo = h->arena_off, hi = h->arena_off + h->arena_size;
+  uint64_t lo = h->arena_off, hi = h->adopt_off + h->adopt_size;
   return off >= lo && off <= hi && bytes <= hi - off;
 }
 

@@ -108,6 +108,7 @@ int hd_rings_init(struct hd_job *job) {
   job->spin_ns = (uint64_t)HC_MAX(0, hk_int(k, spin_us)) * 1000u;
   job->chunk_size = (uint64_t)HC_MAX(65536, hk_int(k, chunk_size));
   job->arena_size = (uint64_t)HC_MAX(65536, hk_int(k, arena_size));
+  job->adopt_size = (uint64_t)HC_MAX(0, hk_int(k, adopt_size));
   job->max_pending = (uint64_t)HC_MAX(1, hk_int(k, max_pending));
   job->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (job->efd < 0) return -errno;

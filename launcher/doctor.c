@@ -517,7 +517,7 @@ static void judge_host(struct doc *d, struct probe *p) {
   long long chunk = knob_size(d->o, "chunk_size");
   struct hp_shm_hdr lay;
   uint64_t seg = hp_shm_layout(&lay, (uint64_t)HC_MAX(65536, chunk),
-                               (uint64_t)HC_MAX(65536, arena));
+                               (uint64_t)HC_MAX(65536, arena), 0);
   long long need = (long long)seg * p->h->nranks;
   long long arenas = (long long)HC_MAX(65536, arena) * p->h->nranks;
   char a[32], b[32], c[32];

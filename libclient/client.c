@@ -107,12 +107,14 @@ static int map_segment(int memfd, uint64_t size) {
                     strerror(errno));
   struct hp_shm_hdr *h = p, want;
   memset(&want, 0, sizeof want);
-  uint64_t total = hp_shm_layout(&want, h->chunk_size, h->arena_size);
+  uint64_t total =
+      hp_shm_layout(&want, h->chunk_size, h->arena_size, h->adopt_size);
   if (h->magic != HP_SHM_MAGIC || h->version != HP_SHM_VERSION ||
       total != h->total_size || total > size ||
       h->sq_slots_off != want.sq_slots_off ||
       h->cq_slots_off != want.cq_slots_off ||
-      h->staging_off != want.staging_off || h->arena_off != want.arena_off) {
+      h->staging_off != want.staging_off || h->arena_off != want.arena_off ||
+      h->adopt_off != want.adopt_off) {
     uint64_t magic = h->magic;
     uint32_t version = h->version;
     munmap(p, size);
@@ -194,7 +196,8 @@ static int connect_daemon(const char *path, int rank, const char *token) {
   int fds[3];
   int rc = recv_welcome(s, &wm, fds);
   if (rc == 0) rc = map_segment(fds[0], wm.shm_size);
-  if (fds[0] >= 0) close(fds[0]);
+  if (rc == 0) hl_adopt_init(fds[0]); /* keeps the memfd */
+  else if (fds[0] >= 0) close(fds[0]);
   if (rc < 0) {
     if (fds[2] >= 0) close(fds[2]);
     if (fds[1] >= 0) close(fds[1]);
@@ -224,6 +227,7 @@ static int connect_daemon(const char *path, int rank, const char *token) {
  * exits, so that touching them never faults. */
 static void release_daemon(int keep) {
   hl_cuda_release_segment();
+  hl_adopt_fini();
   if (hl.shm && keep) hl_arena_retire(hl.shm, hl.shm_size);
   if (hl.shm && !keep) munmap(hl.shm, hl.shm_size);
   hl_fast_unmap();

@@ -109,6 +109,16 @@ size_t hl_arena_live(void); /* blocks hora_alloc gave and nobody freed */
 void hl_arena_retire(const void *base, uint64_t size); /* left mapped */
 int hl_in_arena(const void *p, uint64_t bytes);
 
+/* adopt.c: ordinary memory horad reaches in place (the segment's memfd
+ * is adopt.c's from init on) */
+#define HL_ADOPT_MIN (64u << 10) /* smaller buffers are copied */
+void hl_adopt_init(int memfd);
+void hl_adopt_fini(void);
+/* 1 with the segment offset of [p, p+bytes) in *off when horad can reach
+ * it where it lies: in the arena, or in pages adopted into it (now, if
+ * they can be); else 0 */
+int hl_reach(const void *p, uint64_t bytes, uint64_t *off);
+
 /* fast.c: the fast path for small operations (proto/fast.h) */
 int hl_fast_map(int fd, uint64_t size); /* 0, or -1: no fast path */
 void hl_fast_unmap(void);

@@ -616,11 +616,13 @@ static int place(struct hl_op *op, struct hp_sqe *e, const char *fn) {
   uint64_t bytes = op->count * es;
   void *recv = op->recv;
   int rc;
-  if (bytes && hl_in_arena(recv, bytes) && (uintptr_t)recv % es == 0) {
+  uint64_t off;
+  if (bytes && (uintptr_t)recv % es == 0 && !op->send_ctx && !op->recv_ctx &&
+      hl_reach(recv, bytes, &off)) {
     if (op->send != recv && (rc = copy_in(op, recv, op->send, bytes, 0)) < 0)
       return rc;
     e->flags = HP_F_RESIDENT | (e->flags & HP_F_AUX);
-    e->offset = (uint64_t)((unsigned char *)recv - hl.shm);
+    e->offset = off;
   } else if (bytes && fits_arena(bytes) && (op->temp = hl_arena_alloc(bytes))) {
     if ((op->coll == HORA_COLL_ALLREDUCE || op->froot) &&
         (rc = copy_in(op, op->temp, op->send, bytes, 0)) < 0)
@@ -941,9 +943,10 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
   if (traits & HORA_CF_OUT) {
     /* input and output lie in the arena, where horad reads and writes
      * them; prescaled inputs are horad's to scale: a copy */
-    int in_ok = bytes == 0 || (hl_in_arena(q->sendbuf, bytes) &&
-                               (uintptr_t)q->sendbuf % es == 0 &&
-                               (pre == 1.0 || coll != HORA_COLL_REDUCESCATTER));
+    uint64_t in_off = 0, out_off = 0;
+    int in_ok = bytes == 0 || ((uintptr_t)q->sendbuf % es == 0 &&
+                               (pre == 1.0 || coll != HORA_COLL_REDUCESCATTER) &&
+                               !send_ctx && hl_reach(q->sendbuf, bytes, &in_off));
     if (!in_ok) {
       if (!fits_arena(bytes) || !(op->temp = arena_copy(NULL, bytes))) {
         rc = hl_error(HORA_ELIMIT, "%s '%s': its %llu-byte input does not fit "
@@ -955,10 +958,9 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
       if ((rc = copy_in(op, op->temp, q->sendbuf, bytes, 0)) < 0) goto fail;
       op->copy_back = 0;
     }
-    void *in = op->temp ? op->temp : (void *)q->sendbuf;
+    if (op->temp) in_off = (uint64_t)((unsigned char *)op->temp - hl.shm);
     e.flags |= HP_F_RESIDENT;
-    e.offset = bytes ? (uint64_t)((unsigned char *)in - hl.shm) : hl.hdr->arena_off;
-    void *out = recv;
+    e.offset = bytes ? in_off : hl.hdr->arena_off;
     /* The input may lie inside the output only where this rank's own
      * block of the result goes (allgather, reducescatter in place, as
      * MPI's MPI_IN_PLACE): horad then leaves it where it is; an
@@ -974,7 +976,7 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
       for (int i = 0; i < prank; i++)
         own += hora_reducescatter_rows(rows, psize, i) * row;
     }
-    const unsigned char *ib = in, *ob = recv;
+    const unsigned char *ib = op->temp ? op->temp : q->sendbuf, *ob = recv;
     int overlap = bytes && rbytes && ib < ob + rbytes && ob < ib + bytes;
     int own_place = coll == HORA_COLL_ALLGATHER ? ib == ob + own * es
                                                 : ob == ib + own * es;
@@ -986,9 +988,9 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
       for (int i = 0; own_place && q->splits && i < psize; i++)
         own_place = q->splits[i] == q->recv_splits[i];
     }
-    if (!(rbytes == 0 || (hl_in_arena(recv, rbytes) &&
-                          (uintptr_t)recv % es == 0 &&
-                          (!overlap || own_place)))) {
+    if (!(rbytes == 0 || ((uintptr_t)recv % es == 0 &&
+                          (!overlap || own_place) && !recv_ctx &&
+                          hl_reach(recv, rbytes, &out_off)))) {
       if (!fits_arena(rbytes) || !(op->out_temp = arena_copy(NULL, rbytes))) {
         rc = hl_error(HORA_ELIMIT, "%s '%s': its %llu-byte output does not fit "
                       "in the free part of the arena (HORA_ARENA_SIZE, "
@@ -997,12 +999,11 @@ static int submit_req(const hora_request_t *q, int64_t *handle,
         goto fail;
       }
       op->out_bytes = rbytes;
-      out = op->out_temp;
+      out_off = (uint64_t)((unsigned char *)op->out_temp - hl.shm);
     }
     e.flags |= HP_F_RECV;
     e.recv_count = recv_count;
-    e.recv_offset = rbytes ? (uint64_t)((unsigned char *)out - hl.shm)
-                           : hl.hdr->arena_off;
+    e.recv_offset = rbytes ? out_off : hl.hdr->arena_off;
   } else {
     op->froot = is_root;
     if ((rc = place(op, &e, fn)) < 0) goto fail;

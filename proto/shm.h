@@ -19,7 +19,7 @@
 #include "ring.h"
 
 #define HP_SHM_MAGIC 0x4d454d5341524f48ull /* "HORASMEM" */
-#define HP_SHM_VERSION 5u
+#define HP_SHM_VERSION 6u
 #define HP_SQ_SLOTS 256u
 #define HP_CQ_SLOTS 256u
 #define HP_NAME_MAX 191u /* longer names are shortened with a hash suffix */
@@ -40,6 +40,9 @@ struct hp_shm_hdr {
   uint64_t staging_off, staging_size;
   uint64_t arena_off, arena_size;
   uint64_t chunk_size; /* bytes per streamed chunk; staging holds two */
+  /* the rank's ordinary memory mapped into the segment (libclient's
+   * adopt.c), right after the arena: horad reaches both alike */
+  uint64_t adopt_off, adopt_size;
 
   struct hp_ring sq;
   struct hp_ring cq;
@@ -158,7 +161,7 @@ _Static_assert(sizeof(struct hp_cqe) == 512, "cqe size");
 /* Computes the layout for the given sizes into *h (all fields but the
  * wake-up words) and returns the total segment size. */
 static inline uint64_t hp_shm_layout(struct hp_shm_hdr *h, uint64_t chunk_size,
-                                     uint64_t arena_size) {
+                                     uint64_t arena_size, uint64_t adopt_size) {
   const uint64_t page = 4096;
 #define HP_ALIGN_UP(x, a) (((x) + (a)-1) / (a) * (a))
   h->magic = HP_SHM_MAGIC;
@@ -176,7 +179,9 @@ static inline uint64_t hp_shm_layout(struct hp_shm_hdr *h, uint64_t chunk_size,
   h->staging_size = 2 * h->chunk_size;
   h->arena_off = h->staging_off + h->staging_size;
   h->arena_size = HP_ALIGN_UP(arena_size, page);
-  h->total_size = h->arena_off + h->arena_size;
+  h->adopt_off = h->arena_off + h->arena_size;
+  h->adopt_size = HP_ALIGN_UP(adopt_size, page);
+  h->total_size = h->adopt_off + h->adopt_size;
 #undef HP_ALIGN_UP
   return h->total_size;
 }

@@ -1,5 +1,6 @@
 #!/bin/sh
-# big.sh -- large tensors with 2 ranks, float32 sum:
+# big.sh -- large tensors with 2 ranks, float32 sum, malloc'd buffers not
+# adopted into the segment (--adopt-size 0) but copied or streamed:
 #   64 MiB + 20 bytes: larger than half of the default 128 MiB arena, so a
 #     malloc'd buffer is streamed in chunks; also in place in a hora_alloc
 #     block (zero copy), out of place from malloc / into the arena, and
@@ -8,7 +9,9 @@
 #     broadcast of it from each root.
 # With HORA_TEST_SCALE=small (ASan build) the arena is shrunk to 16 MiB and
 # the sizes to 8 MiB + 20 bytes and 32 MiB: the same paths (and a tensor
-# twice the arena's size) at an eighth of the memory traffic.
+# twice the arena's size) at an eighth of the memory traffic. half.adopt:
+# the first set again with adoption on (malloc'd buffers adopted; one
+# rank's in the arena, the other's adopted).
 . "$(dirname "$0")/lib.sh"
 
 if is_small; then
@@ -18,7 +21,7 @@ else
 fi
 say "arena $arena; float32 counts $half (over half the arena) and $whole (the arena's size in bytes x 2)"
 
-hrun half 120 HORA_ARENA_SIZE=$arena -np 2 "$T/it_coll" matrix -t float32 -o sum \
+hrun half 120 HORA_ARENA_SIZE=$arena HORA_ADOPT_SIZE=0 -np 2 "$T/it_coll" matrix -t float32 -o sum \
   -s "$half" -m ip_alloc,ip_malloc,oop_malloc,oop_sm_ra,oop_sa_rm,rankmix -x 2
 expect_rc half 0
 expect_nogrep half out "FAIL" "no check failed"
@@ -26,7 +29,13 @@ expect_quiet half
 expect_count half out "^\[[0-9]\]<stdout>:rank [01] of 2: 6 checks, 0 failures, 0 alloc fallbacks" 2 \
   "6 allreduces checked on each rank, every hora_alloc served by the arena"
 
-hrun whole 120 HORA_ARENA_SIZE=$arena -np 2 "$T/it_coll" matrix -t float32 -o sum \
+hrun half.adopt 120 HORA_ARENA_SIZE=$arena -np 2 "$T/it_coll" matrix -t float32 -o sum \
+  -s "$half" -m ip_alloc,ip_malloc,oop_malloc,oop_sm_ra,oop_sa_rm,rankmix -x 2
+expect_rc half.adopt 0
+expect_nogrep half.adopt out "FAIL" "no check failed"
+expect_quiet half.adopt
+
+hrun whole 120 HORA_ARENA_SIZE=$arena HORA_ADOPT_SIZE=0 -np 2 "$T/it_coll" matrix -t float32 -o sum \
   -s "$whole" -m ip_malloc,oop_malloc -b -x 2
 expect_rc whole 0
 expect_nogrep whole out "FAIL" "no check failed"

@@ -213,7 +213,7 @@ static void *fake_main(void *arg) {
   } else {
     struct hp_shm_hdr layout;
     memset(&layout, 0, sizeof layout);
-    uint64_t size = hp_shm_layout(&layout, 4096, 1 << 20);
+    uint64_t size = hp_shm_layout(&layout, 4096, 1 << 20, 0);
     struct hp_welcome m = {.rank = 0, .size = 1, .local_size = 1,
                            .cross_size = 1, .daemon_pid = (int32_t)getpid(),
                            .shm_size = size};

@@ -1,7 +1,9 @@
 #!/bin/sh
 # priority.sh -- hora_request_t.priority on one host (it_priority.c): each
 # rank queues 8 allreduces of 8 MiB streamed through a small arena, then
-# one more; given a higher priority, that one overtakes the queued ones
+# one more (--adopt-size 0: their malloc'd buffers are not adopted into
+# the segment, where they would run at once, without queueing); given a
+# higher priority, that one overtakes the queued ones
 # (at least one is still pending when it completes); given the same,
 # it completes after all of them. A small urgent one also runs between the
 # chunks of a large streamed one. Every result is checked either way.
@@ -14,11 +16,11 @@ ok() { # NAME NP
 }
 
 for np in 2 3; do
-  hrun prio.np$np 120 --arena-size 16M -np $np "$T/it_priority" prio
+  hrun prio.np$np 120 --arena-size 16M --adopt-size 0 -np $np "$T/it_priority" prio
   ok prio.np$np $np
   expect_count prio.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with [0-7] of 8 low done" $np \
     "the late operation of priority 10 overtook queued ones on every rank"
-  hrun fifo.np$np 120 --arena-size 16M -np $np "$T/it_priority" fifo
+  hrun fifo.np$np 120 --arena-size 16M --adopt-size 0 -np $np "$T/it_priority" fifo
   ok fifo.np$np $np
   expect_count fifo.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 8 of 8 low done" $np \
     "of the same priority, it ran after every queued one"
@@ -27,11 +29,11 @@ done
 # then a small one in the arena: of priority 10 it runs between the large
 # one's chunks and completes first; of priority 0, after it
 for np in 2 3; do
-  hrun split.np$np 120 --arena-size 16M -np $np "$T/it_priority" split 1 64
+  hrun split.np$np 120 --arena-size 16M --adopt-size 0 -np $np "$T/it_priority" split 1 64
   ok split.np$np $np
   expect_count split.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 0 of 1 low done" $np \
     "the small urgent one did not wait for the large one"
-  hrun nosplit.np$np 120 --arena-size 16M -np $np "$T/it_priority" nosplit 1 64
+  hrun nosplit.np$np 120 --arena-size 16M --adopt-size 0 -np $np "$T/it_priority" nosplit 1 64
   ok nosplit.np$np $np
   expect_count nosplit.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 1 of 1 low done" $np \
     "of the same priority, it waited for the large one"

@@ -6,10 +6,13 @@
 # boundaries), in place and out of place, hora_alloc / malloc and mixed
 # (some ranks' buffers in the arena, others streamed), broadcasts from
 # every root; then the async tests in the same small arena, where
-# hundreds of operations in flight compete for it.
+# hundreds of operations in flight compete for it. malloc'd buffers are
+# not adopted into the segment (HORA_ADOPT_SIZE=0), so that they stream;
+# chunks.adopt runs the same with adoption on (some ranks' buffers in the
+# arena, others adopted).
 . "$(dirname "$0")/lib.sh"
 
-small="HORA_ARENA_SIZE=1M HORA_CHUNK_SIZE=64K"
+small="HORA_ARENA_SIZE=1M HORA_CHUNK_SIZE=64K HORA_ADOPT_SIZE=0"
 
 # shellcheck disable=SC2086
 hrun fit 120 $small -np 3 "$T/it_coll" matrix -s 0,1,7,4099,b600K+1 -o sum,min -b -x 3
@@ -27,6 +30,12 @@ hrun chunks 120 $small -np 3 "$T/it_coll" matrix -s b2M+7 -o average,product \
 expect_rc chunks 0
 expect_nogrep chunks out "FAIL" "no check failed"
 expect_quiet chunks
+
+hrun chunks.adopt 120 HORA_ARENA_SIZE=1M HORA_CHUNK_SIZE=64K -np 3 \
+  "$T/it_coll" matrix -s b2M+7 -o average,product -m ip_malloc,oop_sm_ra,rankmix -b -x 3
+expect_rc chunks.adopt 0
+expect_nogrep chunks.adopt out "FAIL" "no check failed"
+expect_quiet chunks.adopt
 
 # shellcheck disable=SC2086
 hrun async 120 $small -np 3 "$T/it_coll" async -x 3

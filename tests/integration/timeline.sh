@@ -68,8 +68,8 @@ check dynamic "$D/dyn/two.json" --ranks 3 --no-cycles --partial \
 
 # tensors streamed through a small arena: the engine waits for the ranks'
 # chunks, WAIT_FOR_DATA within CPU_ALLREDUCE (it_priority's allreduces, of
-# 24 MiB: larger than the arena, so always streamed)
-hrun waits 60 --arena-size 16M -np 2 --timeline-filename "$D/waits.json" \
+# 24 MiB: larger than the arena, and not adopted, so always streamed)
+hrun waits 60 --arena-size 16M --adopt-size 0 -np 2 --timeline-filename "$D/waits.json" \
   "$T/it_priority" fifo 3 24
 expect_rc waits 0
 check waits "$D/waits.json" --ranks 2 --expect low.0=ALLREDUCE \

@@ -85,7 +85,7 @@ ok avg.2x1 2
 # tensors larger than a small arena: streamed through the staging chunks
 # of each rank while the pieces cross hosts (copy-in, ring, copy-out of
 # different chunks overlap); averages, products and broadcasts
-hrun chunks.3x2 240 HORA_ARENA_SIZE=1M HORA_CHUNK_SIZE=64K -np 6 \
+hrun chunks.3x2 240 HORA_ARENA_SIZE=1M HORA_CHUNK_SIZE=64K HORA_ADOPT_SIZE=0 -np 6 \
   -H h1:2,h2:2,h3:2 "$T/it_coll" matrix -s b2M+7 -o average,product \
   -m ip_malloc,oop_sm_ra,rankmix -b -x 6 -q
 ok chunks.3x2 6

@@ -54,7 +54,7 @@ ok uneven.3+1+2 6
 expect_grep uneven.3+1+2 err "^horarun: host h3: horad\[[0-9]+\] DEBUG: allreduce '.*': a flat ring of 6 members, positions 4-5 here" \
   "h3's horad ran the flat ring (positions 4-5)"
 
-hrun chunks.2x2 240 HORA_HIERARCHICAL_ALLREDUCE=0 HORA_ARENA_SIZE=1M \
+hrun chunks.2x2 240 HORA_HIERARCHICAL_ALLREDUCE=0 HORA_ADOPT_SIZE=0 HORA_ARENA_SIZE=1M \
   HORA_CHUNK_SIZE=64K -np 4 -H h1:2,h2:2 "$T/it_coll" matrix -s b2M+7 \
   -o average,product -m ip_malloc,oop_sm_ra,rankmix -x 4 -q
 ok chunks.2x2 4

@@ -1,8 +1,8 @@
 #!/bin/sh
 # priority.sh -- hora_request_t.priority across hosts (network namespaces,
 # see lib.sh), with it_priority (tests/integration/it_priority.c): each
-# rank queues 8 allreduces of 8 MiB streamed through a small arena, then
-# one more. The coordinator holds the decisions it makes while its host
+# rank queues 8 allreduces of 8 MiB streamed through a small arena (not
+# adopted into the segment: --adopt-size 0), then one more. The coordinator holds the decisions it makes while its host
 # has work queued and sends them highest priority first: given priority
 # 10, the late one overtakes queued ones on every rank of every host;
 # given the same priority, it runs after all of them. 2 x 1 and 3 x 1,
@@ -21,11 +21,11 @@ ok() { # NAME NP
 for n in 2 3; do
   hosts=h1:1,h2:1
   [ $n = 3 ] && hosts=h1:1,h2:1,h3:1
-  hrun prio.${n}x1 240 --arena-size 16M -np $n -H $hosts "$T/it_priority" prio
+  hrun prio.${n}x1 240 --arena-size 16M --adopt-size 0 -np $n -H $hosts "$T/it_priority" prio
   ok prio.${n}x1 $n
   expect_count prio.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with [0-7] of 8 low done" $n \
     "the late operation of priority 10 overtook queued ones on every rank"
-  hrun fifo.${n}x1 240 --arena-size 16M -np $n -H $hosts "$T/it_priority" fifo
+  hrun fifo.${n}x1 240 --arena-size 16M --adopt-size 0 -np $n -H $hosts "$T/it_priority" fifo
   ok fifo.${n}x1 $n
   expect_count fifo.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 8 of 8 low done" $n \
     "of the same priority, it ran after every queued one"

@@ -72,7 +72,7 @@ static inline void fx_init(struct fx *f, int nhosts, const int *per_host,
     struct hd_rank *r = &f->ranks[i];
     struct hp_shm_hdr layout;
     memset(&layout, 0, sizeof layout);
-    uint64_t sz = hp_shm_layout(&layout, job->chunk_size, job->arena_size);
+    uint64_t sz = hp_shm_layout(&layout, job->chunk_size, job->arena_size, 0);
     r->job = job;
     r->idx = i;
     r->info.rank = first + i;

@@ -2,7 +2,9 @@
 included) and reduction, against a reference each rank computes from every
 rank's deterministic input; async handles, in place vs out of place,
 non-contiguous tensors, prescale/postscale, fp16 compression, autograd,
-allgather and broadcast_object. Run by test_torch_ops.py under
+allgather and broadcast_object; large ordinary tensors that horad
+reduces where they lie (adopted into the rank's segment). Run by
+test_torch_ops.py under
 horarun -np 1/2/4 and alone.
 
 Inputs are small integers, or multiples of 1/4 for floats, so results are
@@ -320,6 +322,41 @@ def check_misc(c, r, n):
     hvd.barrier()
 
 
+def in_segment(t):
+    """Do t's pages belong to horad's segment (libhora adopted them)?"""
+    p = t.data_ptr()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            if lo <= p < hi:
+                return "memfd:hora-rank" in line
+    return False
+
+
+def check_adopt(c, r, n):
+    m = 2 << 20  # 8 MiB of float32: malloc maps it on its own
+    t = torch.full((m,), float(r + 1))
+    for k in range(3):
+        hvd.allreduce_(t, op=hvd.Sum, name="adopt")
+        c.ok(bool((t == n * (n + 1) / 2).all()), "large tensor, round %d" % k)
+        t.fill_(float(r + 1))  # the program's writes reach horad
+    # (under AddressSanitizer malloc is the sanitizer's: nothing adopted)
+    if n > 1 and "libasan" not in os.environ.get("LD_PRELOAD", ""):
+        c.ok(in_segment(t), "a large tensor lies in horad's segment")
+    t.fill_(-1.0)
+    part = t[1000:300000]
+    part.fill_(float(r))
+    hvd.allreduce_(part, op=hvd.Sum, name="adopt.part")
+    c.ok(bool((part == n * (n - 1) / 2).all()) and
+         bool((t[:1000] == -1).all()) and bool((t[300000:] == -1).all()),
+         "a view of a large tensor, the rest untouched")
+    del t, part
+    u = torch.arange(m, dtype=torch.float32) + r  # perhaps where t lay
+    hvd.allreduce_(u, op=hvd.Sum, name="adopt.new")
+    want = torch.arange(m, dtype=torch.float32) * n + n * (n - 1) / 2
+    c.ok(bool((u == want).all()), "a new tensor after the old one was freed")
+
+
 def main():
     hvd.init()
     r, n = hvd.rank(), hvd.size()
@@ -327,7 +364,7 @@ def main():
     c.ok(n == int(os.environ.get("HORA_SIZE", "1")), "size() is HORA_SIZE")
     for section in (check_ops, check_async, check_noncontiguous, check_scale,
                     check_broadcast, check_compression, check_autograd,
-                    check_functions, check_misc):
+                    check_functions, check_misc, check_adopt):
         section(c, r, n)
     c.done()
 
