@@ -210,9 +210,9 @@ const struct hc_param hc_params[] = {
      "bytes of each rank's shared segment, after its arena, for adopted "
      "memory: a buffer of 64 KiB or more outside the arena that malloc gave "
      "a mapping of its own (glibc does for large allocations, PyTorch's "
-     "large CPU tensors among them) is mapped into the segment on first "
-     "use, and horad reads and writes it where it lies from then on, "
-     "instead of a copy into the arena and back at each operation; "
+     "large CPU tensors among them) is mapped into the segment at its "
+     "second operation, and horad reads and writes it where it lies from "
+     "then on, instead of a copy into the arena and back at each one; "
      "address space only (the adopted pages replace the buffer's own); 0 "
      "turns adoption off",
      "bytes", 0},

@@ -14,13 +14,24 @@
  * on. Nothing but that one allocation lives on those pages, and free()
  * unmaps them as it would have its own.
  *
+ * A buffer is adopted at its second operation, not its first: adopting
+ * costs a few copies' time (mostly the kernel making the segment's fresh
+ * pages), so a buffer that sees one operation (a broadcast of the
+ * parameters at start) is cheaper copied. A buffer allocated where an
+ * adopted one was freed (a tensor allocated again at each step, glibc
+ * mapping it at the same place) is adopted at its first.
+ *
  * An adopted range is checked before each use: its first byte (malloc's
  * header, never the buffer's data), flipped through the segment's view,
  * must read flipped at the program's address (read with process_vm_readv(),
  * which fails instead of faulting on an unmapped page). A range that fails
- * the check was freed, its addresses perhaps reused: its block is freed
- * and its pages are given back to the system (a hole punched in the
- * memfd). When the region is full, buffers are copied as before. */
+ * the check was freed, its addresses perhaps reused: its block is freed.
+ * A freed block keeps its pages for the next adoption of the same size (a
+ * tensor freed and allocated again at each step then costs a copy, not
+ * the kernel's making of pages), up to the arena's size in all; beyond
+ * that, and when the segment goes, their pages are given back to the
+ * system (a hole punched in the memfd). When the region is full, buffers
+ * are copied as before. */
 #define HC_LOG_SUB HC_SUB_CLIENT
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +45,7 @@
 #include "client.h"
 
 #define ADOPT_MAX 64
+#define SEEN_MAX 64
 #define PAGE 4096u
 
 struct adopted {
@@ -46,6 +58,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct adopted tab[ADOPT_MAX];
 static int ntab;
 static int memfd = -1;
+static uintptr_t seen[SEEN_MAX]; /* mappings copied once (0: none) */
+static int seen_next;
 static int glibc = -1; /* is malloc glibc's (probe_glibc; -1: not yet) */
 
 /* Reads n bytes at address a of this process, or fails (-1) where they
@@ -79,8 +93,27 @@ static void punch(uint64_t at, uint64_t len) {
              (unsigned long long)len, strerror(errno));
 }
 
+/* Freed blocks whose pages are kept, oldest first. */
+static struct {
+  uint64_t at, len;
+} cold[ADOPT_MAX];
+static int ncold;
+static uint64_t cold_bytes;
+
+static void uncold(int k, int give_back) {
+  if (give_back) punch(cold[k].at, cold[k].len);
+  cold_bytes -= cold[k].len;
+  memmove(&cold[k], &cold[k + 1], (size_t)(ncold - k - 1) * sizeof cold[0]);
+  ncold--;
+}
+
 static void drop(int i) {
-  punch(tab[i].at, tab[i].len);
+  if (ncold == ADOPT_MAX) uncold(0, 1);
+  cold[ncold].at = tab[i].at;
+  cold[ncold].len = tab[i].len;
+  ncold++;
+  cold_bytes += tab[i].len;
+  while (ncold && cold_bytes > hl.arena_size) uncold(0, 1);
   tab[i] = tab[--ntab];
 }
 
@@ -95,16 +128,37 @@ static int sweep(void) {
   return any;
 }
 
-/* A free place of len bytes in the adoption region (first fit), or -1. */
+static int clear_of(uint64_t at, uint64_t len, uint64_t b, uint64_t n) {
+  return at + len <= b || b + n <= at;
+}
+
+/* A free place of len bytes in the adoption region, or -1: a kept block
+ * of that size, else the first place clear of live and kept blocks, else
+ * (the kept blocks' pages given back) the first clear of live ones. */
 static int64_t place_of(uint64_t len) {
   uint64_t size = hl.hdr->adopt_size;
-  for (int c = -1; c < ntab; c++) {
-    uint64_t at = c < 0 ? 0 : tab[c].at + tab[c].len;
-    if (at > size || len > size - at) continue;
-    int free = 1;
-    for (int i = 0; i < ntab && free; i++)
-      free = at + len <= tab[i].at || tab[i].at + tab[i].len <= at;
-    if (free) return (int64_t)at;
+  for (int k = ncold; k-- > 0;)
+    if (cold[k].len == len) {
+      uint64_t at = cold[k].at;
+      uncold(k, 0);
+      return (int64_t)at;
+    }
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass) {
+      if (!ncold) break;
+      while (ncold) uncold(0, 1);
+    }
+    for (int c = -1; c < ntab + ncold; c++) {
+      uint64_t at = c < 0 ? 0 : c < ntab ? tab[c].at + tab[c].len
+                                         : cold[c - ntab].at + cold[c - ntab].len;
+      if (at > size || len > size - at) continue;
+      int free = 1;
+      for (int i = 0; i < ntab && free; i++)
+        free = clear_of(at, len, tab[i].at, tab[i].len);
+      for (int k = 0; k < ncold && free; k++)
+        free = clear_of(at, len, cold[k].at, cold[k].len);
+      if (free) return (int64_t)at;
+    }
   }
   return -1;
 }
@@ -156,7 +210,9 @@ void hl_adopt_init(int fd) {
     hc_debug("malloc is not glibc's, or does not map large allocations on "
              "their own: buffers outside the arena are copied into it");
   memfd = fd;
-  ntab = 0;
+  ntab = ncold = 0;
+  cold_bytes = 0;
+  memset(seen, 0, sizeof seen);
   pthread_mutex_unlock(&lock);
 }
 
@@ -165,15 +221,33 @@ void hl_adopt_init(int fd) {
 void hl_adopt_fini(void) {
   pthread_mutex_lock(&lock);
   ntab = 0;
+  while (ncold) uncold(0, memfd >= 0);
   if (memfd >= 0) close(memfd);
   memfd = -1;
   pthread_mutex_unlock(&lock);
 }
 
+static void note_seen(uintptr_t base) {
+  seen[seen_next] = base;
+  seen_next = (seen_next + 1) % SEEN_MAX;
+}
+
+/* Is this the second time the mapping at base comes (then forgotten)?
+ * Else it is noted for the next time. */
+static int seen_before(uintptr_t base) {
+  for (int i = 0; i < SEEN_MAX; i++)
+    if (seen[i] == base) {
+      seen[i] = 0;
+      return 1;
+    }
+  note_seen(base);
+  return 0;
+}
+
 static int adopt(uintptr_t p, uint64_t bytes, uint64_t *off) {
   uintptr_t base;
   uint64_t len;
-  if (own_mapping(p, bytes, &base, &len) < 0) return 0;
+  if (own_mapping(p, bytes, &base, &len) < 0 || !seen_before(base)) return 0;
   for (int i = 0; i < ntab; i++) /* overlaps an older entry */
     if (base < tab[i].base + tab[i].len && tab[i].base < base + len) {
       if (still_adopted(&tab[i])) return 0;
@@ -228,7 +302,11 @@ int hl_reach(const void *ptr, uint64_t bytes, uint64_t *off) {
           *off = hl.hdr->adopt_off + e->at + (p - e->base);
           found = 1;
         } else {
+          /* freed, and perhaps allocated again: a buffer at the same
+           * place is adopted at once, into the block just freed */
+          uintptr_t b = e->base;
           drop(i);
+          note_seen(b);
         }
         break;
       }

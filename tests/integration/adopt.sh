@@ -3,8 +3,9 @@
 # results right in place, out of place, for a part of a buffer, for an
 # allgather and a broadcast, after the program wrote new values, for a
 # buffer freed and malloc'd again at the same address, for a pointer
-# inside an allocation; the buffers' pages are the segment's (adopted),
-# not with --adopt-size 0; a region too small for a second buffer copies
+# inside an allocation; the buffers' pages are the segment's (adopted)
+# from their second operation on, not after one, and not with
+# --adopt-size 0; a region too small for a second buffer copies
 # it, and takes a third once the first is freed.
 . "$(dirname "$0")/lib.sh"
 
@@ -29,6 +30,7 @@ for np in 2 3; do
   hrun on.np$np 120 -np $np "$T/it_adopt" check
   ok on.np$np $np
   for b in a b d a2; do seg on.np$np $np $b $yes; done
+  seg on.np$np $np "a after one operation" no
   [ $yes = yes ] &&
     expect_count on.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+: the new buffer is at the old one's address" $np \
       "the buffer malloc'd after a free lies where the freed one lay"
