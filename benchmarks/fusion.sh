@@ -10,10 +10,13 @@
 # (that many tensors of that size), or the name of a torchvision model:
 # its gradients' sizes, submitted last layer first (resnet50: 161 tensors,
 # 256 B to 9 MiB, 97 MiB in all); ag:TENSORS:BYTES: allgathers of that
-# many bytes from each rank (fusion_perf -A) instead of allreduces.
+# many bytes from each rank (fusion_perf -A) instead of allreduces;
+# rs:TENSORS:BYTES: reducescatters of tensors of that many bytes
+# (fusion_perf -R), each rank getting its block.
 #
 #   sh benchmarks/fusion.sh            100 x 4K, 100 x 64K, 10 x 1M, resnet50,
-#                                      and 100 allgathers of 4K
+#                                      100 allgathers of 4K, 100
+#                                      reducescatters of 4K
 #   CASES="200:1K 50:16K resnet18" sh benchmarks/fusion.sh
 #
 # Environment: BUILD (default build), CASES, ROUNDS (default 3), STEPS
@@ -29,7 +32,7 @@ BUILD=$(cd "${BUILD:-build}" 2>/dev/null && pwd) || {
   exit 1
 }
 export BUILD HORA_TOP
-CASES=${CASES:-100:4K 100:64K 10:1M resnet50 ag:100:4K}
+CASES=${CASES:-100:4K 100:64K 10:1M resnet50 ag:100:4K rs:100:4K}
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-50}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -47,6 +50,7 @@ res=$MH_TMP/results
 args() {
   case $1 in
   ag:*) echo "-A $(args "${1#ag:}")" ;;
+  rs:*) echo "-R $(args "${1#rs:}")" ;;
   *:*) echo "-t ${1%%:*} -b ${1#*:}" ;;
   *)
     "$PYTHON" -c "import sys

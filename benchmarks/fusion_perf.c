@@ -1,6 +1,6 @@
 /* fusion_perf -- many small allreduces at once, as a training step sends
  * its gradients: each step submits T float32 SUM allreduces (-A:
- * allgathers) of B bytes each (or of the sizes a file lists, one byte
+ * allgathers; -R: reducescatters) of B bytes each (or of the sizes a file lists, one byte
  * count per line, submitted last line first, as backward produces a
  * model's gradients; async, every rank in the same order) and waits for
  * all of them.
@@ -51,6 +51,11 @@ static size_t gcount;
 /* -A: the T tensors are allgathers; gathered[j]: tensor j's output */
 static int gather_all;
 static float **gathered;
+/* -R: the T tensors are reducescatters; scattered[j]: this rank's block of
+ * tensor j, elements [first[j], first[j] + rows[j]) of the sum */
+static int scatter_all;
+static float **scattered;
+static size_t *first, *rows;
 
 static int step(int t, float *const *buf, const size_t *count, int64_t *h) {
   char name[32];
@@ -73,13 +78,21 @@ static int step(int t, float *const *buf, const size_t *count, int64_t *h) {
                           .recv_count = count[j] * (size_t)hora_size(),
                           .dtype = HORA_FLOAT32};
       rc = hora_submit(&q, &h[j]);
+    } else if (scatter_all) {
+      hora_request_t q = {.coll = HORA_COLL_REDUCESCATTER, .name = name,
+                          .sendbuf = buf[j], .recvbuf = scattered[j],
+                          .count = count[j], .recv_count = rows[j],
+                          .dtype = HORA_FLOAT32, .op = HORA_SUM};
+      rc = hora_submit(&q, &h[j]);
     } else {
       rc = hora_allreduce_async(name, buf[j], buf[j], count[j], HORA_FLOAT32,
                                 HORA_SUM, &h[j]);
     }
     if (rc < 0) {
       fprintf(stderr, "fusion_perf: %s %s: %s\n",
-              gather_all ? "allgather" : "allreduce", name, hora_last_error());
+              gather_all ? "allgather" : scatter_all ? "reducescatter"
+                                                     : "allreduce",
+              name, hora_last_error());
       return -1;
     }
   }
@@ -103,6 +116,8 @@ static void fill(int t, float *const *buf, const size_t *count, int rank,
   for (long j = 0; gather_all && j < t; j++)
     for (size_t k = 0; k < count[j] * (size_t)hora_size(); k++)
       gathered[j][k] = -1;
+  for (long j = 0; scatter_all && j < t; j++)
+    for (size_t k = 0; k < rows[j]; k++) scattered[j][k] = -1;
   for (size_t k = 0; k < gcount; k++)
     gin[k] = (float)(rank * 1000 + (long)(k % 11) + s % 5);
   for (size_t k = 0; gcount && k < gcount * (size_t)hora_size(); k++)
@@ -112,7 +127,13 @@ static void fill(int t, float *const *buf, const size_t *count, int rank,
 static long long check(int t, float *const *buf, const size_t *count, int n,
                        long s) {
   long long wrong = 0;
-  for (long j = 0; j < t; j++)
+  for (long j = 0; scatter_all && j < t; j++)
+    for (size_t k = 0; k < rows[j]; k++) {
+      size_t g = first[j] + k; /* its place in the whole sum */
+      double want = (double)n * (n - 1) / 2 + (double)n * (j + (long)(g % 7));
+      wrong += scattered[j][k] != (float)want;
+    }
+  for (long j = 0; !scatter_all && j < t; j++)
     for (size_t k = 0; k < count[j]; k++) {
       if (gather_all) { /* rank r's block holds r + j + k % 7 */
         for (int r = 0; r < n; r++)
@@ -135,9 +156,10 @@ int main(int argc, char **argv) {
   const char *sizes = NULL;
   int c;
   int every = 0;
-  while ((c = getopt(argc, argv, "t:b:n:w:S:g:cAh")) != -1) {
+  while ((c = getopt(argc, argv, "t:b:n:w:S:g:cARh")) != -1) {
     switch (c) {
     case 'A': gather_all = 1; break;
+    case 'R': scatter_all = 1; break;
     case 'c': every = 1; break;
     case 'g': gcount = ELEMS((size_t)num(optarg, "-g")); break;
     case 't': t = num(optarg, "-t"); break;
@@ -148,12 +170,13 @@ int main(int argc, char **argv) {
     default:
       fprintf(c == 'h' ? stdout : stderr,
               "usage: fusion_perf [-t tensors] [-b bytes each] [-S sizes-file] "
-              "[-n steps] [-w warm-up steps] [-g allgather bytes] [-c] [-A]\n"
+              "[-n steps] [-w warm-up steps] [-g allgather bytes] [-c] [-A | -R]\n"
               "  defaults: -t 100 -b 4K -n 50 -w 10; -S: one byte count per "
               "line (instead of -t, -b); -g: an allgather of that many bytes "
               "per rank in each step too; -c: every step's results checked, "
               "not only the last one's; -A: the tensors are allgathers (each "
-              "rank sends the bytes given), not allreduces\n");
+              "rank sends the bytes given), not allreduces; -R: they are "
+              "reducescatters (each rank gets its block of the sum)\n");
       return c == 'h' ? 0 : 2;
     }
   }
@@ -206,6 +229,24 @@ int main(int argc, char **argv) {
       fprintf(stderr, "fusion_perf: hora_alloc: %s\n", hora_last_error());
       return 1;
     }
+  if (gather_all && scatter_all) {
+    fprintf(stderr, "fusion_perf: -A and -R together\n");
+    return 2;
+  }
+  if (scatter_all &&
+      (!(scattered = calloc((size_t)t, sizeof *scattered)) ||
+       !(first = calloc((size_t)t, sizeof *first)) ||
+       !(rows = calloc((size_t)t, sizeof *rows))))
+    return 1;
+  for (long j = 0; scatter_all && j < t; j++) {
+    for (int r = 0; r < rank; r++)
+      first[j] += hora_reducescatter_rows(count[j], n, r);
+    rows[j] = hora_reducescatter_rows(count[j], n, rank);
+    if (!(scattered[j] = hora_alloc(rows[j] ? rows[j] * sizeof(float) : 1))) {
+      fprintf(stderr, "fusion_perf: hora_alloc: %s\n", hora_last_error());
+      return 1;
+    }
+  }
   if (gcount && (!(gin = hora_alloc(gcount * sizeof(float))) ||
                  !(gout = hora_alloc(gcount * sizeof(float) * (size_t)n)))) {
     fprintf(stderr, "fusion_perf: hora_alloc: %s\n", hora_last_error());
@@ -238,15 +279,21 @@ int main(int argc, char **argv) {
     printf("fusion_perf: %d ranks, %ld tensors (%zu bytes in all) float32 "
            "%s: %.1f us per step (median of %ld), %.2f us per tensor, "
            "#wrong %lld\n",
-           n, t, total, gather_all ? "allgather" : "sum", us[iters / 2],
+           n, t, total,
+           gather_all ? "allgather" : scatter_all ? "reducescatter" : "sum",
+           us[iters / 2],
            iters, us[iters / 2] / (double)t, wrong);
   else if (wrong)
     printf("fusion_perf: rank %d: #wrong %lld\n", rank, wrong);
   for (long j = 0; j < t; j++) {
     hora_free(buf[j]);
     if (gather_all) hora_free(gathered[j]);
+    if (scatter_all) hora_free(scattered[j]);
   }
   free(gathered);
+  free(scattered);
+  free(first);
+  free(rows);
   if (gcount) {
     hora_free(gin);
     hora_free(gout);
