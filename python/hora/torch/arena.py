@@ -2,11 +2,13 @@
 arena.
 
 horad reads and writes a rank's arena directly, so a collective on an arena
-tensor moves its data once, where it lies; an ordinary tensor is first copied
-into the arena and its result copied back (or, when it does not fit, streamed
-through the staging area in chunks), which takes four to seven times as
-long at 16 and 64 MiB on two ranks of one host
-(benchmarks/torch_allreduce.sh).
+tensor moves its data once, where it lies. An ordinary tensor of 64 KiB or
+more is adopted by libhora at its second collective (its pages mapped into
+the rank's shared segment, --adopt-size) and is then reduced where it lies
+too; a smaller one, or one adoption cannot take, is copied into the arena
+and its result copied back (or, when it does not fit, streamed through the
+staging area in chunks), which takes four to eight times as long at 16 and
+64 MiB on two ranks of one host (benchmarks/torch_allreduce.sh).
 
     buf = hvd.arena_empty(4 << 20)        # 4M float32 in the arena
     buf.normal_()
