@@ -44,8 +44,8 @@
 
 #include "client.h"
 
-#define ADOPT_MAX 64
-#define SEEN_MAX 64
+#define ADOPT_MAX 256 /* adopted buffers at once (a large model's gradients) */
+#define SEEN_MAX 256
 #define PAGE 4096u
 
 struct adopted {
