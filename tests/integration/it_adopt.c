@@ -87,7 +87,7 @@ static float mine_first(size_t i) { return (float)(rank + 1) + (float)(i % 7); }
 static float mine_second(size_t i) { return (float)(2 * rank) + (float)(i % 5) / (float)size; }
 static float mine_fresh(size_t i) { return 3.0f + (float)(i % 3) / (float)size; }
 
-static int full_mode(void) {
+static void full_mode(void) {
   float *x = malloc(N * 4), *y = malloc(N * 4);
   first_use("x0", x, N);
   first_use("y0", y, N);
@@ -108,7 +108,6 @@ static int full_mode(void) {
   say("z", z);
   free(y);
   free(z);
-  return 0;
 }
 
 int main(int argc, char **argv) {
