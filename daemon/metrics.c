@@ -84,6 +84,7 @@ struct hd_metrics {
   uint64_t measured;
   uint64_t stall_warn, stall_fail, deadlocks;
   uint64_t fused_ops, fused_tensors;
+  uint64_t adopted_ops, adopted_bytes; /* ranks' parts in adopted memory */
   uint64_t nego_bytes; /* negotiation sent to other hosts */
   uint64_t star_bytes; /* small allreduces' data sent with it */
   struct mpend *pend[NPEND];
@@ -348,6 +349,20 @@ void hd_metrics_stall(struct hd_job *job, int fail) {
   else job->metrics->stall_warn++;
 }
 
+void hd_metrics_adopted(struct hd_job *job, const struct hp_shm_hdr *layout,
+                        const struct hp_sqe *e) {
+  if (!job->metrics || !layout->adopt_size) return;
+  uint64_t es = hora_dtype_size(e->dtype), n = 0;
+  if ((e->flags & HP_F_RESIDENT) && e->count && e->offset >= layout->adopt_off)
+    n += e->count * es;
+  if ((e->flags & HP_F_RECV) && e->recv_count &&
+      e->recv_offset >= layout->adopt_off)
+    n += e->recv_count * es;
+  if (!n) return;
+  job->metrics->adopted_ops++;
+  job->metrics->adopted_bytes += n;
+}
+
 void hd_metrics_fused(struct hd_job *job, int n) {
   if (!job->metrics) return;
   job->metrics->fused_ops++;
@@ -593,6 +608,13 @@ static void render_job(struct sbuf *b, struct hd_job *job) {
   host_counter(b, host, "hora_fused_tensors_total",
                "Tensors that ran in those fused collectives.",
                mx->fused_tensors);
+  host_counter(b, host, "hora_adopted_operations_total",
+               "Ranks' operations whose input or output lay in memory libhora "
+               "adopted into the rank's segment (a large malloc'd buffer "
+               "reduced where it lies, not copied; --adopt-size).",
+               mx->adopted_ops);
+  host_counter(b, host, "hora_adopted_bytes_total",
+               "Bytes of those inputs and outputs.", mx->adopted_bytes);
   host_counter(b, host, "hora_negotiation_sent_bytes_total",
                "Bytes of negotiation (readiness, decisions) sent to other "
                "hosts; the response cache (--cache-capacity) shrinks them.",

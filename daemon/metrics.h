@@ -24,6 +24,11 @@ void hd_metrics_close(struct hd_daemon *dm);
  * member has it); t goes to its engine (decided); t completed with
  * status (< 0: failed) */
 void hd_metrics_submit(struct hd_tensor *t, int i);
+/* a submission whose input or output lies in the rank's adopted memory */
+struct hp_shm_hdr;
+struct hp_sqe;
+void hd_metrics_adopted(struct hd_job *job, const struct hp_shm_hdr *layout,
+                        const struct hp_sqe *e);
 void hd_metrics_ready(struct hd_comm *c, struct hd_tensor *t);
 void hd_metrics_queued(struct hd_comm *c, struct hd_tensor *t);
 void hd_metrics_done(struct hd_tensor *t, int status);

@@ -1099,6 +1099,7 @@ void hd_submit(struct hd_rank *r, const struct hp_sqe *e) {
   p->recv_count = e->recv_count;
   p->aux = aux;
   p->naux = naux;
+  hd_metrics_adopted(job, &r->layout, e);
   if (fresh) t->metas[idx] = t->meta; /* what fill_meta gave it above */
   else fill_meta(&t->metas[idx], e, aux, naux);
   t->nsubmitted++;

@@ -6,7 +6,8 @@
 # inside an allocation; the buffers' pages are the segment's (adopted)
 # from their second operation on, not after one, and not with
 # --adopt-size 0; a region too small for a second buffer copies
-# it, and takes a third once the first is freed.
+# it, and takes a third once the first is freed; /metrics counts the
+# operations on adopted memory.
 . "$(dirname "$0")/lib.sh"
 
 # Under AddressSanitizer malloc is the sanitizer's: nothing is adopted
@@ -44,5 +45,36 @@ ok full 2
 seg full 2 x $yes
 seg full 2 y no
 seg full 2 z $yes
+
+# /metrics: hora_adopted_operations_total and _bytes_total
+PY=${PYTHON:-/usr/bin/python3}
+if ! command -v curl >/dev/null; then
+  say "metrics: no curl here; not checked"
+  assert_no_leftovers "$MARK"
+  finish
+fi
+PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("", 0))
+print(s.getsockname()[1])')
+HOLD=$IT_TMP/hold
+(hrun metrics 120 IT_ADOPT_HOLD="$HOLD" --metrics-port "$PORT" -np 2 \
+  "$T/it_adopt" check) &
+job=$!
+i=0
+while [ ! -e "$HOLD.done" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+curl -s -m 5 "http://127.0.0.1:$PORT/metrics" >"$IT_TMP/metrics.txt"
+: >"$HOLD.go"
+wait $job
+ok metrics 2
+ops=$(sed -n 's/^hora_adopted_operations_total{[^}]*} \([0-9]*\)$/\1/p' "$IT_TMP/metrics.txt")
+bytes=$(sed -n 's/^hora_adopted_bytes_total{[^}]*} \([0-9]*\)$/\1/p' "$IT_TMP/metrics.txt")
+if [ $yes = yes ] && [ -n "$ops" ] && [ "$ops" -gt 0 ] && [ -n "$bytes" ] &&
+  [ "$bytes" -ge $((ops * 65536)) ]; then
+  say "metrics: $ops operations on adopted memory, $bytes bytes"
+elif [ $yes = no ] && [ "$ops" = 0 ] && [ "$bytes" = 0 ]; then
+  say "metrics: no operation on adopted memory (nothing adopted)"
+else
+  fail "metrics: adopted operations '$ops', bytes '$bytes'"
+  grep -i 'adopted' "$IT_TMP/metrics.txt" | sed 's/^/    | /'
+fi
 assert_no_leftovers "$MARK"
 finish
