@@ -13,6 +13,9 @@
 #           with --wire-integrity (the data frames' tags cover the data)
 #           and with --wire-encrypt (every frame encrypted);
 #   avg     float averages of 8M elements (several windows of pieces), 2 x 1;
+#   adopt   it_adopt (tests/integration/it_adopt.c): large malloc'd buffers
+#           adopted into the ranks' segments, reduced, gathered and
+#           broadcast across hosts where they lie, 2 x 2;
 #   chunks  tensors streamed through 64 KiB staging chunks (1 MiB arena),
 #           averages, products, broadcasts, 3 x 2;
 #   async   names submitted in rank-dependent orders, hundreds in flight,
@@ -22,7 +25,7 @@
 #   threads several threads per rank submitting at once, 2 x 2;
 # and allreduce_perf's checked sweep up to 16 MiB over 2 x 1.
 . "$(dirname "$0")/lib.sh"
-need "$HORARUN" "$HORAD" "$T/it_coll"
+need "$HORARUN" "$HORAD" "$T/it_coll" "$T/it_adopt"
 mh_setup 3
 
 # ok NAME NP: exit 0, each of the NP ranks reports its checks, none failed
@@ -81,6 +84,21 @@ ok encrypt.3x1 3
 hrun avg.2x1 240 -np 2 -H h1:1,h2:1 "$T/it_coll" matrix -t float32,float64 \
   -o average -s 8M+1 -m ip_alloc,oop_malloc -x 2 -q
 ok avg.2x1 2
+
+# malloc'd buffers adopted into the segments (not under AddressSanitizer,
+# whose malloc is its own): the ring reads and writes them where they lie
+adopted=yes
+case "$BUILD" in *build-asan | *build-asan/) adopted=no ;; esac
+hrun adopt.2x2 240 -np 4 -H h1:2,h2:2 "$T/it_adopt" check
+expect_rc adopt.2x2 0 &&
+  expect_count adopt.2x2 out "^\[[0-9]+\]<stdout>:rank [0-9]+: adopt: [0-9]+ checks, 0 failures" 4 \
+    "every rank reports its checks, none failed"
+expect_nogrep adopt.2x2 out "FAIL" "no check failed"
+for b in a b d a2; do
+  expect_count adopt.2x2 out "^\[[0-9]+\]<stdout>:rank [0-9]+: $b in the segment: $adopted\$" 4 \
+    "every rank's $b is in its segment: $adopted"
+done
+mh_assert_no_job_procs "$MARK"
 
 # tensors larger than a small arena: streamed through the staging chunks
 # of each rank while the pieces cross hosts (copy-in, ring, copy-out of
