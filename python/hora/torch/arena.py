@@ -7,7 +7,7 @@ more is adopted by libhora at its second collective (its pages mapped into
 the rank's shared segment, --adopt-size) and is then reduced where it lies
 too; a smaller one, or one adoption cannot take, is copied into the arena
 and its result copied back (or, when it does not fit, streamed through the
-staging area in chunks), which takes four to eight times as long at 16 and
+staging area in chunks), which takes five to six times as long at 16 and
 64 MiB on two ranks of one host (benchmarks/torch_allreduce.sh).
 
     buf = hvd.arena_empty(4 << 20)        # 4M float32 in the arena
