@@ -7,6 +7,12 @@
 # failed one with what was expected and what happened. QUIET_RE is what
 # expect_quiet refuses on stderr (each lib sets its own).
 
+# asan_build: the build under test is make asan's (build-asan)
+asan_build() {
+  case "$BUILD" in *build-asan | *build-asan/) return 0 ;; esac
+  return 1
+}
+
 fail() {
   IT_FAILURES=$((IT_FAILURES + 1))
   echo "FAIL: $*"

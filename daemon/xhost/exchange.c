@@ -459,10 +459,10 @@ static int start_allgather(struct hd_xcoll *x) {
   return 0;
 }
 
-/* Elements [*lo, *hi) of the input that host position k's members get. */
 static void rs_block_of(const struct hd_comm *c, const struct hd_tensor *t,
                         int m, uint64_t *first, uint64_t *n);
 
+/* Elements [*lo, *hi) of the input that host position k's members get. */
 static void rs_host_range(const struct hd_comm *c, const struct hd_tensor *t,
                           int k, uint64_t *lo, uint64_t *hi) {
   uint64_t f0, n0, f1, n1;

@@ -14,7 +14,7 @@
 # (libhora finds that glibc's malloc does not serve the program), every
 # buffer is copied, and the results must be as right.
 yes=yes
-case "$BUILD" in *build-asan | *build-asan/) yes=no ;; esac
+asan_build && yes=no
 
 ok() { # NAME NP
   expect_rc "$1" 0 &&
@@ -47,23 +47,11 @@ seg full 2 y no
 seg full 2 z $yes
 
 # /metrics: hora_adopted_operations_total and _bytes_total
-PY=${PYTHON:-/usr/bin/python3}
-if ! command -v curl >/dev/null; then
+if ! metrics_of metrics 120 "$IT_TMP/metrics.txt" -np 2 "$T/it_adopt" check; then
   say "metrics: no curl here; not checked"
   assert_no_leftovers "$MARK"
   finish
 fi
-PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("", 0))
-print(s.getsockname()[1])')
-HOLD=$IT_TMP/hold
-(hrun metrics 120 IT_ADOPT_HOLD="$HOLD" --metrics-port "$PORT" -np 2 \
-  "$T/it_adopt" check) &
-job=$!
-i=0
-while [ ! -e "$HOLD.done" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-curl -s -m 5 "http://127.0.0.1:$PORT/metrics" >"$IT_TMP/metrics.txt"
-: >"$HOLD.go"
-wait $job
 ok metrics 2
 ops=$(sed -n 's/^hora_adopted_operations_total{[^}]*} \([0-9]*\)$/\1/p' "$IT_TMP/metrics.txt")
 bytes=$(sed -n 's/^hora_adopted_bytes_total{[^}]*} \([0-9]*\)$/\1/p' "$IT_TMP/metrics.txt")

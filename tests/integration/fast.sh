@@ -80,23 +80,11 @@ ok tl 2 order &&
     fail "tl: the timeline has no row for ord.3"; }
 
 # /metrics counts them
-PY=${PYTHON:-/usr/bin/python3}
-if ! command -v curl >/dev/null; then
+if ! metrics_of metrics 120 "$IT_TMP/metrics.txt" -np 2 "$T/it_fast" order 2; then
   say "metrics: no curl here; not checked"
   assert_no_leftovers "$MARK"
   finish
 fi
-PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("", 0))
-print(s.getsockname()[1])')
-HOLD=$IT_TMP/hold
-(hrun metrics 120 IT_FAST_HOLD="$HOLD" --metrics-port "$PORT" -np 2 \
-  "$T/it_fast" order 2) &
-job=$!
-i=0
-while [ ! -e "$HOLD.done" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-curl -s -m 5 "http://127.0.0.1:$PORT/metrics" >"$IT_TMP/metrics.txt"
-: >"$HOLD.go"
-wait $job
 ok metrics 2 order
 fastn=$(sed -n 's/^hora_fast_path_operations_total{.*collective="allreduce",dtype="float64"} \([0-9]*\)$/\1/p' "$IT_TMP/metrics.txt")
 alln=$(sed -n 's/^hora_operations_total{.*collective="allreduce",dtype="float64",comm="0"} \([0-9]*\)$/\1/p' "$IT_TMP/metrics.txt")

@@ -13,9 +13,8 @@
  * "rank R: adopt: N checks, F failures"; exits 1 on a failure.
  * Mode "full" (run with a small HORA_ADOPT_SIZE): two buffers, the second
  * does not fit; the first freed, a third takes its place. With
- * IT_ADOPT_HOLD=PATH, rank 0 writes PATH.done before hora_shutdown() and
- * every rank waits (up to 30 s) for PATH.go, while the test reads
- * /metrics. */
+ * IT_HOLD=PATH the job stays alive before hora_shutdown() while the test
+ * reads /metrics (it_hold.h). */
 #include <hora.h>
 
 #include <malloc.h>
@@ -23,8 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "it_hold.h"
 
 static int rank, size, checks, failures;
 
@@ -197,17 +196,7 @@ int main(int argc, char **argv) {
                                            HORA_SUM));
   check("inside", e + 4, N, w_first);
   free(e);
-  const char *hold = getenv("IT_ADOPT_HOLD");
-  if (hold) { /* the job stays alive while the test scrapes /metrics */
-    char path[4096];
-    snprintf(path, sizeof path, "%s.done", hold);
-    FILE *f = rank == 0 ? fopen(path, "w") : NULL;
-    if (f) fclose(f);
-    snprintf(path, sizeof path, "%s.go", hold);
-    struct timespec ts = {0, 10000000};
-    for (int t = 0; t < 3000 && access(path, F_OK) != 0; t++)
-      nanosleep(&ts, NULL);
-  }
+  it_hold(rank);
   if (hora_shutdown() < 0) rc_ok("shutdown", -1);
   /* the adopted buffers are the program's after the session */
   check("b after shutdown", b, N, w_first);

@@ -31,11 +31,12 @@
  *            not wait for while it waits on another, which rank 1
  *            submits only after the first
  *   kill     rank 1 exits (code 3) while rank 0 waits on the fast path
- * With IT_FAST_HOLD=PATH, rank 0 then writes PATH.done and every rank
- * waits (30 s at most) for PATH.go, so that a test can scrape horad's
- * metrics while the job is alive.
+ * With IT_HOLD=PATH the job then stays alive while a test reads horad's
+ * metrics (it_hold.h).
  * Usage: it_fast MODE [ROUNDS] */
 #include <hora.h>
+
+#include "it_hold.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -374,15 +375,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "it_fast: unknown mode %s\n", mode);
     return 2;
   }
-  const char *hold = getenv("IT_FAST_HOLD");
-  if (hold) { /* the job stays alive while the test scrapes /metrics */
-    char path[4096];
-    snprintf(path, sizeof path, "%s.done", hold);
-    FILE *f = rank == 0 ? fopen(path, "w") : NULL;
-    if (f) fclose(f);
-    snprintf(path, sizeof path, "%s.go", hold);
-    for (int t = 0; t < 3000 && access(path, F_OK) != 0; t++) sleep_us(10000);
-  }
+  it_hold(rank);
   printf("rank %d: fast %s: %d checks, %d failures\n", rank, mode, checks,
          failures);
   fflush(stdout);

@@ -37,9 +37,7 @@ MARK="hora-it-$IT_NAME-$$-$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
 IT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/hora-it-$IT_NAME.XXXXXX") || exit 1
 T_JOBS=$IT_TMP # where each job's files go (tests/expect.sh)
 . "$HORA_TOP/tests/expect.sh"
-case "$BUILD" in
-*build-asan | *build-asan/) HORA_TEST_SCALE=${HORA_TEST_SCALE:-small} ;;
-esac
+asan_build && HORA_TEST_SCALE=${HORA_TEST_SCALE:-small}
 HORA_TEST_SCALE=${HORA_TEST_SCALE:-full}
 # A sanitized build's ranks ask for absurd allocations on purpose (tests of
 # hora_alloc); let malloc say NULL instead of aborting.
@@ -113,6 +111,29 @@ it_sanitized() {
     grep -Eh -A12 'ERROR: (Address|Leak|Thread|Memory)Sanitizer|runtime error:' \
       "$IT_TMP/$1.out" "$IT_TMP/$1.err" | head -n 40 | sed 's/^/    | /'
   fi
+}
+
+# metrics_of NAME TIMEOUT FILE ARGS...: job NAME (hrun NAME TIMEOUT with
+# --metrics-port and ARGS) held alive (IT_HOLD, it_hold.h) while horad's
+# /metrics is read into FILE; status 1, nothing run, without curl.
+metrics_of() {
+  command -v curl >/dev/null || return 1
+  _mn=$1 _mt=$2 _mf=$3
+  shift 3
+  _mport=$(${PYTHON:-/usr/bin/python3} -c 'import socket
+s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+  _mhold=$IT_TMP/$_mn.hold
+  (hrun "$_mn" "$_mt" IT_HOLD="$_mhold" --metrics-port "$_mport" "$@") &
+  _mjob=$!
+  _mi=0
+  while [ ! -e "$_mhold.done" ] && [ $_mi -lt 600 ]; do
+    sleep 0.1
+    _mi=$((_mi + 1))
+  done
+  curl -s -m 5 "http://127.0.0.1:$_mport/metrics" >"$_mf"
+  : >"$_mhold.go"
+  wait $_mjob
+  return 0
 }
 
 # solo NAME TIMEOUT PROGRAM ARGS...: a program run without horarun (and

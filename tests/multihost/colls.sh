@@ -88,7 +88,7 @@ ok avg.2x1 2
 # malloc'd buffers adopted into the segments (not under AddressSanitizer,
 # whose malloc is its own): the ring reads and writes them where they lie
 adopted=yes
-case "$BUILD" in *build-asan | *build-asan/) adopted=no ;; esac
+asan_build && adopted=no
 hrun adopt.2x2 240 -np 4 -H h1:2,h2:2 "$T/it_adopt" check
 expect_rc adopt.2x2 0 &&
   expect_count adopt.2x2 out "^\[[0-9]+\]<stdout>:rank [0-9]+: adopt: [0-9]+ checks, 0 failures" 4 \

@@ -40,13 +40,17 @@ expect_grep integrity.2x2 err "the data frames' tags cover their data" "each lin
 hrun encrypt.2x2 240 HORA_LOG=mesh:debug --wire-encrypt -np 4 -H h1:2,h2:2 "$T/it_xcoll" colls -x 4
 ok encrypt.2x2 4 colls
 expect_grep encrypt.2x2 err "every frame encrypted" "each link encrypts"
-# allgathers fused across hosts: every horad packs each run into one
-# exchange (it says so at debug level), and every result is right
-hrun agburst.3x2 240 HORA_LOG=engine:debug -np 6 -H h1:2,h2:2,h3:2 "$T/it_xcoll" agburst -x 6
-ok agburst.3x2 6 agburst
-for h in h1 h2 h3; do
-  expect_grep agburst.3x2 err "^horarun: host $h: horad\[[0-9]+\] DEBUG: ran [0-9]+ allgathers fused into one" \
-    "$h's horad ran fused allgathers"
+# allgathers and reducescatters (packed member-major) fused across hosts:
+# every horad packs each run into one exchange (it says so at debug
+# level), and every result is right
+for burst in agburst:allgathers rsburst:reducescatters; do
+  mode=${burst%%:*} what=${burst#*:}
+  hrun $mode.3x2 240 HORA_LOG=engine:debug -np 6 -H h1:2,h2:2,h3:2 "$T/it_xcoll" $mode -x 6
+  ok $mode.3x2 6 $mode
+  for h in h1 h2 h3; do
+    expect_grep $mode.3x2 err "^horarun: host $h: horad\[[0-9]+\] DEBUG: ran [0-9]+ $what fused into one" \
+      "$h's horad ran fused $what"
+  done
 done
 hrun agflat.3x1 240 HORA_LOG=engine:debug HOROVOD_HIERARCHICAL_ALLGATHER=0 -np 3 \
   -H h1:1,h2:1,h3:1 "$T/it_xcoll" agburst -x 3
@@ -57,13 +61,7 @@ hrun agnofuse.2x1 240 HORA_LOG=engine:debug HOROVOD_FUSION_THRESHOLD=0 -np 2 \
   -H h1:1,h2:1 "$T/it_xcoll" agburst -x 2
 ok agnofuse.2x1 2 agburst
 expect_nogrep agnofuse.2x1 err "fused into one" "HOROVOD_FUSION_THRESHOLD=0: nothing fused"
-# reducescatters fused likewise (packed member-major), 3 x 2 and 2 x 1
-hrun rsburst.3x2 240 HORA_LOG=engine:debug -np 6 -H h1:2,h2:2,h3:2 "$T/it_xcoll" rsburst -x 6
-ok rsburst.3x2 6 rsburst
-for h in h1 h2 h3; do
-  expect_grep rsburst.3x2 err "^horarun: host $h: horad\[[0-9]+\] DEBUG: ran [0-9]+ reducescatters fused into one" \
-    "$h's horad ran fused reducescatters"
-done
+# reducescatters fused with one rank a host
 hrun rsburst.2x1 240 HORA_LOG=engine:debug -np 2 -H h1:1,h2:1 "$T/it_xcoll" rsburst -x 2
 ok rsburst.2x1 2 rsburst
 expect_grep rsburst.2x1 err "DEBUG: ran [0-9]+ reducescatters fused into one" "fused with one rank a host"
