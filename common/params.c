@@ -289,7 +289,8 @@ const struct hc_param hc_params[] = {
     {"elastic_timeout", "HORA_ELASTIC_TIMEOUT", "HOROVOD_ELASTIC_TIMEOUT",
      "--elastic-timeout", HC_P_INT, "600",
      "elastic: seconds to wait for enough usable hosts (--min-np) before "
-     "the job ends",
+     "the job ends; when under 30, also the ranks' wait for the job to "
+     "re-form in place",
      "seconds", 0},
     {"reset_limit", "HORA_RESET_LIMIT", NULL, "--reset-limit", HC_P_INT, "0",
      "elastic: the most times the job re-forms in place or starts again "

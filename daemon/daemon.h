@@ -635,6 +635,10 @@ void hd_reform_fence(struct hd_job *job, int from, uint32_t number,
 /* a rank or host is lost in a reformable job: the ranks that come back
  * wait for horarun's REFORM */
 void hd_reform_hold(struct hd_job *job);
+/* how long they wait for it: 30 s, or --elastic-timeout when shorter (at
+ * least 1 s), but never less than 4 heartbeat timeouts; then their
+ * hora_init() fails */
+uint64_t hd_reform_wait_ms(const struct hd_job *job);
 /* 1 while a new session must not be asked for: the REFORM, or a peer's
  * FENCE, has not come yet */
 int hd_reform_pending(const struct hd_job *job);

@@ -24,7 +24,7 @@
  *
  * horad tells horarun of ranks and hosts by the numbers the job started
  * with (struct hd_rank's slot, struct hd_peer's orig), which never change.
- * A REFORM that does not come within the wait ends the wait: the ranks'
+ * A REFORM that does not come within the wait (hd_reform_wait_ms) ends it: the ranks'
  * hora_init() fails, as without re-forming. A kept host lost before the
  * new session starts makes the wait begin again (hd_session_cancel), and
  * horarun sends the next REFORM (its number one higher): it is applied
@@ -36,7 +36,16 @@
 
 #include "daemon.h"
 
-#define REFORM_WAIT_MIN_MS 30000 /* at least; else 4 heartbeat timeouts */
+#define REFORM_WAIT_MS 30000 /* see hd_reform_wait_ms */
+
+uint64_t hd_reform_wait_ms(const struct hd_job *job) {
+  /* 30 s, or --elastic-timeout when shorter (at least 1 s)... */
+  long et = HC_MAX(1L, (long)hk_int(&job->knobs, elastic_timeout));
+  uint64_t ms = HC_MIN((uint64_t)REFORM_WAIT_MS, (uint64_t)et * 1000u);
+  /* ...but never so short that horarun, which may learn of a lost host
+   * only when its heartbeats stop, could not have answered */
+  return HC_MAX(ms, 4 * job->hb_timeout_ns / 1000000u);
+}
 
 static void on_reform_timer(uv_timer_t *t) {
   struct hd_job *job = t->data;
@@ -50,9 +59,8 @@ static void on_reform_timer(uv_timer_t *t) {
 void hd_reform_hold(struct hd_job *job) {
   if (job->reform_wait || !job->reform_timer.loop) return;
   job->reform_wait = 1;
-  uint64_t ms = HC_MAX((uint64_t)REFORM_WAIT_MIN_MS,
-                       4 * job->hb_timeout_ns / 1000000u);
-  uv_timer_start(&job->reform_timer, on_reform_timer, ms, 0);
+  uv_timer_start(&job->reform_timer, on_reform_timer, hd_reform_wait_ms(job),
+                 0);
   hc_debug("a rank or host is lost: the ranks wait for horarun to re-form "
            "the job");
 }

@@ -173,6 +173,49 @@ static void test_again(void) {
   teardown_fx(&f);
 }
 
+/* The ranks' wait for the REFORM: 30 s, or --elastic-timeout when shorter
+ * (at least 1 s), never less than 4 heartbeat timeouts; when it passes,
+ * the wait ends (its ranks' hora_init() fails) and a new session may be
+ * asked for. */
+static void test_wait(void) {
+  struct fx f;
+  setup(&f);
+  struct hd_job *job = &f.job;
+  char why[200];
+  job->hb_timeout_ns = 5000000000ull; /* 5 s */
+  CHECK_EQ_INT(hd_reform_wait_ms(job), 30000);
+  job->hb_timeout_ns = 20000000000ull; /* 20 s: 4 of them */
+  CHECK_EQ_INT(hd_reform_wait_ms(job), 80000);
+  CHECK_EQ_INT(hk_set(&job->knobs, elastic_timeout, "3", why, sizeof why), 0);
+  CHECK_EQ_INT(hd_reform_wait_ms(job), 80000);
+  job->hb_timeout_ns = 500000000ull; /* 0.5 s */
+  CHECK_EQ_INT(hd_reform_wait_ms(job), 3000);
+  job->hb_timeout_ns = 200000000ull; /* 0.2 s */
+  CHECK_EQ_INT(hk_set(&job->knobs, elastic_timeout, "0", why, sizeof why), 0);
+  CHECK_EQ_INT(hd_reform_wait_ms(job), 1000);
+  /* the wait, on a loop: it ends after its time, not before */
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  uv_timer_init(&loop, &job->reform_timer);
+  job->reform_timer.data = job;
+  job->reformable = 1;
+  hd_reform_hold(job);
+  CHECK(job->reform_wait);
+  CHECK(hd_reform_pending(job));
+  uint64_t t0 = hc_now_ns();
+  uv_run(&loop, UV_RUN_DEFAULT); /* until the timer has fired */
+  uint64_t ms = (hc_now_ns() - t0) / 1000000u;
+  if (ms < 900 || ms > 10000)
+    TL_FAIL("the wait of 1000 ms ended after %llu ms", (unsigned long long)ms);
+  CHECK(!job->reform_wait);
+  CHECK(!hd_reform_pending(job));
+  CHECK_EQ_INT(ntorn, 0); /* the job itself goes on to its end */
+  uv_close((uv_handle_t *)&job->reform_timer, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+  teardown_fx(&f);
+}
+
 static void test_refused(void) {
   struct fx f;
   const uint32_t keep02[] = {0, 2}, keep01[] = {0, 1}, keep27[] = {2, 7};
@@ -209,6 +252,7 @@ int main(void) {
   hc_log_init("test_reform", HC_FATAL);
   RUN(test_applied);
   RUN(test_again);
+  RUN(test_wait);
   RUN(test_refused);
   TL_EXIT();
 }
