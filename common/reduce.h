@@ -39,6 +39,18 @@ void hc_copy_nt(void *dst, const void *src, size_t n);
 /* Exchanges n bytes at a and b (which do not overlap). */
 void hc_swap_bytes(void *a, void *b, size_t n);
 
+/* float16 (bf 0) or bfloat16 (bf 1) to and from float32, for the
+ * float32 sums of a 16-bit allreduce across hosts (daemon/xhost/ring.c):
+ *   hc_widen16   w[i] = h[i], exactly
+ *   hc_fold16    w[i] = w[i] + h[i] (product: w[i] * h[i])
+ *   hc_narrow16  o[i] = w[i] / div (div 1: w[i]), rounded to nearest even;
+ *                a NaN becomes the standard quiet NaN, as in hc_reduce
+ * Vector kernels where hc_reduce has them (hc_reduce_fast), the same bits
+ * as the portable ones. Buffers must not overlap. Thread-safe. */
+void hc_widen16(float *w, const uint16_t *h, size_t n, int bf);
+void hc_fold16(float *w, const uint16_t *h, size_t n, int bf, int product);
+void hc_narrow16(uint16_t *o, const float *w, size_t n, int bf, float div);
+
 /* Selects the float16/bfloat16 kernels: 0 portable, 1 vector (x86-64 with
  * AVX2 and F16C, when the CPU has them), -1 only asks. Returns the one in
  * use. HORA_REDUCE_PORTABLE=1 in the environment forces the portable one.

@@ -61,7 +61,6 @@
 #include "../daemon.h"
 #include "reduce.h"
 #include "../adasum.h"
-#include "half.h"
 
 #define XC_FRAME (4u << 20)
 #define XC_EARLY_MAX (256ull << 20)
@@ -333,11 +332,7 @@ static void widen(void *dst, int wdt, const void *src, int dt, uint64_t n) {
     return;
   }
   if (wdt == HORA_FLOAT32) {
-    float *o = dst;
-    const uint16_t *s = src;
-    for (uint64_t i = 0; i < n; i++)
-      o[i] =
-          dt == HORA_FLOAT16 ? hc_h2f(s[i]) : hc_b2f(s[i]);
+    hc_widen16(dst, src, n, dt == HORA_BFLOAT16);
     return;
   }
   int64_t *o = dst;
@@ -363,14 +358,8 @@ static void narrow(const struct hd_tensor *t, void *out, const void *w,
     return;
   }
   if (wdt == HORA_FLOAT32) {
-    const float *s = w;
-    uint16_t *o = out;
-    for (uint64_t i = 0; i < n; i++) {
-      float f = op == HORA_AVERAGE ? s[i] / (float)size : s[i];
-      o[i] = f != f ? (dt == HORA_FLOAT16 ? 0x7e00 : 0x7fc0)
-                    : dt == HORA_FLOAT16 ? hc_f2h(f)
-                                         : hc_f2b(f);
-    }
+    hc_narrow16(out, w, n, dt == HORA_BFLOAT16,
+                op == HORA_AVERAGE ? (float)size : 1.0f);
     return;
   }
   const int64_t *s = w; /* integer AVERAGE: 64-bit sums */

@@ -44,7 +44,6 @@
 #include "../daemon.h"
 #include "reduce.h"
 #include "../timeline.h"
-#include "half.h"
 
 #define XH_WINDOW 8
 #define XH_PIECE_MAX (1u << 20)
@@ -234,56 +233,41 @@ static void narrow_avg(void *const *dst, int nd, const uint64_t *w,
 
 enum { WIDE_NONE, WIDE_INT, WIDE_FLOAT };
 
-static float load_f(const void *p, uint64_t i, int dtype) {
-  uint16_t h = ((const uint16_t *)p)[i];
-  return dtype == HORA_FLOAT16 ? hc_h2f(h) : hc_b2f(h);
-}
+/* W of a float16/bfloat16 SUM, AVERAGE or PRODUCT: float32, filled and
+ * emptied by common/reduce.c's conversions (vector kernels where the CPU
+ * has them) */
+static int is_bf(int dtype) { return dtype == HORA_BFLOAT16; }
 
 static void widen_float(float *w, const void *const *src, int ns,
                         uint64_t cnt, int dtype, int op) {
-  for (uint64_t i = 0; i < cnt; i++) {
-    float acc = load_f(src[0], i, dtype);
-    for (int k = 1; k < ns; k++) {
-      float v = load_f(src[k], i, dtype);
-      acc = op == HORA_PRODUCT ? acc * v : acc + v;
-    }
-    w[i] = acc;
-  }
+  hc_widen16(w, src[0], cnt, is_bf(dtype));
+  for (int k = 1; k < ns; k++)
+    hc_fold16(w, src[k], cnt, is_bf(dtype), op == HORA_PRODUCT);
 }
 
 static void narrow_float(void *const *dst, int nd, const float *w,
                          uint64_t cnt, int dtype, int op, int size) {
-  for (uint64_t i = 0; i < cnt; i++) {
-    float f = op == HORA_AVERAGE ? w[i] / (float)size : w[i];
-    uint16_t h;
-    if (f != f)
-      h = dtype == HORA_FLOAT16 ? 0x7e00 : 0x7fc0;
-    else
-      h = dtype == HORA_FLOAT16 ? hc_f2h(f) : hc_f2b(f);
-    for (int k = 0; k < nd; k++) ((uint16_t *)dst[k])[i] = h;
-  }
+  if (nd <= 0) return;
+  hc_narrow16(dst[0], w, cnt, is_bf(dtype),
+              op == HORA_AVERAGE ? (float)size : 1.0f);
+  for (int k = 1; k < nd; k++)
+    if (dst[k] != dst[0]) memcpy(dst[k], dst[0], cnt * sizeof(uint16_t));
 }
 
 /* A 16-bit wire (HORA_REQ_WIRE16): W's float32 rounded to the dtype for
  * sending, and what arrives widened into W or folded into it. */
 static void wire_narrow(uint16_t *o, const float *w, uint64_t cnt,
                         int dtype) {
-  for (uint64_t i = 0; i < cnt; i++)
-    o[i] = w[i] != w[i] ? (dtype == HORA_FLOAT16 ? 0x7e00 : 0x7fc0)
-           : dtype == HORA_FLOAT16 ? hc_f2h(w[i])
-                                   : hc_f2b(w[i]);
+  hc_narrow16(o, w, cnt, is_bf(dtype), 1.0f);
 }
 
 static void wire_widen(float *w, const void *h, uint64_t cnt, int dtype) {
-  for (uint64_t i = 0; i < cnt; i++) w[i] = load_f(h, i, dtype);
+  hc_widen16(w, h, cnt, is_bf(dtype));
 }
 
 static void wire_fold(float *w, const void *h, uint64_t cnt, int dtype,
                       int op) {
-  for (uint64_t i = 0; i < cnt; i++) {
-    float v = load_f(h, i, dtype);
-    w[i] = op == HORA_PRODUCT ? w[i] * v : w[i] + v;
-  }
+  hc_fold16(w, h, cnt, is_bf(dtype), op == HORA_PRODUCT);
 }
 
 /* What W holds for a collective of that dtype and op (WIDE_*). */

@@ -1131,6 +1131,98 @@ static int bench(size_t mib) {
   return 0;
 }
 
+/* hc_widen16, hc_fold16 and hc_narrow16 (the 16-bit wire between hosts),
+ * on each path, against hc_h2f/hc_b2f and hc_f2h/hc_f2b: every 16-bit
+ * pattern widened and folded into random floats (sums and products), and
+ * random float32 patterns (NaNs, infinities, subnormals, halfway values)
+ * narrowed, divided or not, at lengths around the vectors' 8. A NaN must
+ * stay a NaN; a narrowed one is the standard quiet NaN. */
+static int same_float(float a, float b) {
+  if (a != a || b != b) return a != a && b != b;
+  uint32_t x, y;
+  memcpy(&x, &a, 4);
+  memcpy(&y, &b, 4);
+  return x == y;
+}
+
+static float rand_f32(int bf) {
+  uint64_t r = rnd();
+  uint16_t h = rand16(bf);
+  float f = bf ? hc_b2f(h) : hc_h2f(h);
+  switch (r % 4) {
+  case 0: { /* any pattern */
+    uint32_t u = (uint32_t)(r >> 32);
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  case 1: /* halfway between two 16-bit values, or near it */
+    return f * (1.0f + (float)((r >> 8) % 3) / (bf ? 256.0f : 2048.0f));
+  default:
+    return f;
+  }
+}
+
+static void test_convert16(void) {
+  int was = hc_reduce_fast(-1);
+  int have_fast = hc_reduce_fast(1);
+  const size_t n = 65536;
+  float *w = malloc(n * 4), *w0 = malloc(n * 4);
+  uint16_t *h = malloc(n * 2), *o = malloc(n * 2);
+  static const size_t lens[] = {1, 7, 8, 9, 17, 1029, 65536};
+  int fails = 0;
+  for (int path = 0; path < 1 + have_fast; path++) {
+    hc_reduce_fast(path);
+    for (int bf = 0; bf < 2; bf++) {
+      for (size_t i = 0; i < n; i++) h[i] = (uint16_t)i;
+      for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        size_t len = lens[l];
+        const uint16_t *hh = h + (n - len) / 2; /* odd offsets too */
+        hc_widen16(w, hh, len, bf);
+        for (size_t i = 0; i < len && fails < 10; i++) {
+          float want = bf ? hc_b2f(hh[i]) : hc_h2f(hh[i]);
+          if (!same_float(w[i], want) && ++fails)
+            TL_FAIL("path %d bf %d widen 0x%04x: %a, not %a", path, bf,
+                    hh[i], (double)w[i], (double)want);
+        }
+        for (int prod = 0; prod < 2; prod++) {
+          for (size_t i = 0; i < len; i++) w0[i] = w[i] = rand_f32(bf);
+          hc_fold16(w, hh, len, bf, prod);
+          for (size_t i = 0; i < len && fails < 10; i++) {
+            float v = bf ? hc_b2f(hh[i]) : hc_h2f(hh[i]);
+            float want = prod ? w0[i] * v : w0[i] + v;
+            if (!same_float(w[i], want) && ++fails)
+              TL_FAIL("path %d bf %d fold%s %a, 0x%04x: %a, not %a", path, bf,
+                      prod ? " (product)" : "", (double)w0[i], hh[i],
+                      (double)w[i], (double)want);
+          }
+        }
+        for (int d = 0; d < 2; d++) {
+          float div = d ? 3.0f : 1.0f;
+          for (size_t i = 0; i < len; i++) w[i] = rand_f32(bf);
+          hc_narrow16(o, w, len, bf, div);
+          for (size_t i = 0; i < len && fails < 10; i++) {
+            float f = d ? w[i] / div : w[i];
+            uint16_t want = f != f ? (bf ? 0x7fc0 : 0x7e00)
+                            : bf   ? hc_f2b(f)
+                                   : hc_f2h(f);
+            if (o[i] != want && ++fails)
+              TL_FAIL("path %d bf %d narrow %a / %g: 0x%04x, not 0x%04x",
+                      path, bf, (double)w[i], (double)div, o[i], want);
+          }
+        }
+      }
+    }
+  }
+  CHECK_EQ_INT(fails, 0);
+  if (!have_fast)
+    printf("   (no AVX2/F16C kernels on this CPU or build: portable only)\n");
+  hc_reduce_fast(was);
+  free(w);
+  free(w0);
+  free(h);
+  free(o);
+}
+
 int main(int argc, char **argv) {
   make_tables();
   if (argc > 1 && !strcmp(argv[1], "bench"))
@@ -1150,5 +1242,6 @@ int main(int argc, char **argv) {
   RUN(test_large);
   RUN(test_threads);
   RUN(test_fast_vs_portable);
+  RUN(test_convert16);
   TL_EXIT();
 }
