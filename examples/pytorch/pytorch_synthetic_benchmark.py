@@ -18,8 +18,8 @@ optimizer; backward() returns with the gradients averaged, and the wait is
 the time backward() spends waiting for the buckets' allreduces). --torch-ddp
 runs torch.nn.parallel.DistributedDataParallel over gloo on the same ranks,
 for comparison: the gloo process group is made from hora's rank and size,
-at 127.0.0.1 (all ranks on one host) on a free port that rank 0 picks and
-broadcasts; its wait is not measured.
+on a free port of rank 0's address (127.0.0.1 when all ranks are on one
+host) that rank 0 picks and broadcasts; its wait is not measured.
 """
 import argparse
 import os
@@ -97,8 +97,7 @@ parser.add_argument('--ddp', action='store_true', default=False,
                          'instead of using hvd.DistributedOptimizer')
 parser.add_argument('--torch-ddp', action='store_true', default=False,
                     help='use torch.nn.parallel.DistributedDataParallel '
-                         'over gloo on the same ranks (one host), for '
-                         'comparison')
+                         'over gloo on the same ranks, for comparison')
 
 args = parser.parse_args()
 args.cuda = not args.no_cuda and torch.cuda.is_available()
@@ -150,15 +149,23 @@ if args.cuda:
 
 def init_gloo():
     """torch.distributed over gloo on hora's ranks: rank 0 picks a free
-    port on 127.0.0.1 and broadcasts it."""
+    port on its own address (127.0.0.1 when every rank is on one host;
+    else the address its host name resolves to, or $MASTER_ADDR when set)
+    and broadcasts both."""
     import torch.distributed as dist
-    port = None
+    where = None
     if hvd.rank() == 0:
+        addr = os.environ.get('MASTER_ADDR')
+        if not addr:
+            addr = ('127.0.0.1' if hvd.local_size() == hvd.size() else
+                    socket.gethostbyname(os.environ.get('HORA_HOSTNAME') or
+                                         socket.gethostname()))
         with socket.socket() as s:
-            s.bind(('127.0.0.1', 0))
-            port = s.getsockname()[1]
-    port = hvd.broadcast_object(port, root_rank=0, name='benchmark.port')
-    os.environ['MASTER_ADDR'] = '127.0.0.1'
+            s.bind((addr, 0))
+            where = (addr, s.getsockname()[1])
+    addr, port = hvd.broadcast_object(where, root_rank=0,
+                                      name='benchmark.port')
+    os.environ['MASTER_ADDR'] = addr
     os.environ['MASTER_PORT'] = str(port)
     dist.init_process_group('gloo', rank=hvd.rank(), world_size=hvd.size())
 
