@@ -99,7 +99,7 @@ in_place() {
 }
 
 # ---- a host lost: the job goes on without it, in place -----------------------
-HRUN_NOMARK=1 hrun_start lost EPOCHS=3 STEP_SLEEP=0.1 -np 3 -H h1:1,h2:1,h3:1 \
+HRUN_NOMARK=1 hrun_start lost EPOCHS=2 STEP_SLEEP=0.1 -np 3 -H h1:1,h2:1,h3:1 \
   --min-np 2 $PY "$W/elastic_train.py"
 if started lost 1 3; then
   sleep 2
@@ -118,7 +118,7 @@ fi
 mh_assert_no_job_procs "$MARK" 10
 
 # ---- the same, starting the job again (--elastic-in-place 0) -----------------
-HRUN_NOMARK=1 hrun_start restart EPOCHS=3 STEP_SLEEP=0.1 -np 3 -H h1:1,h2:1,h3:1 \
+HRUN_NOMARK=1 hrun_start restart EPOCHS=2 STEP_SLEEP=0.1 -np 3 -H h1:1,h2:1,h3:1 \
   --min-np 2 --elastic-in-place 0 $PY "$W/elastic_train.py"
 if started restart 1 3; then
   sleep 2
@@ -183,7 +183,7 @@ cat >"$MH_TMP/discover.sh" <<EOF
 cat "$list"
 EOF
 chmod +x "$MH_TMP/discover.sh"
-HRUN_NOMARK=1 hrun_start discover EPOCHS=3 STEP_SLEEP=0.1 --min-np 2 \
+HRUN_NOMARK=1 hrun_start discover EPOCHS=2 STEP_SLEEP=0.1 --min-np 2 \
   --host-discovery-script "$MH_TMP/discover.sh" --slots-per-host 1 \
   --elastic-timeout 60 $PY "$W/elastic_train.py"
 if started discover 1 2; then
@@ -205,7 +205,7 @@ mh_assert_no_job_procs "$MARK" 10
 
 # ---- a host added while the job runs -----------------------------------------
 printf 'h1:1\nh2:1\n' >"$list"
-HRUN_NOMARK=1 hrun_start grow EPOCHS=3 STEP_SLEEP=0.1 --min-np 2 --max-np 3 \
+HRUN_NOMARK=1 hrun_start grow EPOCHS=2 STEP_SLEEP=0.1 --min-np 2 --max-np 3 \
   --host-discovery-script "$MH_TMP/discover.sh" $PY "$W/elastic_train.py"
 if started grow 1 2; then
   sleep 1
@@ -244,7 +244,7 @@ fi
 mh_assert_no_job_procs "$MARK" 10
 
 # ---- the coordinator's host (host 0, rank 0) lost -----------------------------
-HRUN_NOMARK=1 hrun_start coordinator EPOCHS=3 STEP_SLEEP=0.1 -np 3 \
+HRUN_NOMARK=1 hrun_start coordinator EPOCHS=2 STEP_SLEEP=0.1 -np 3 \
   -H h1:1,h2:1,h3:1 --min-np 2 $PY "$W/elastic_train.py"
 if started coordinator 1 3; then
   sleep 2

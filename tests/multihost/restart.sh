@@ -85,7 +85,7 @@ survivors() {
 crash() {
   local _name _o _others
   _name=$1
-  HRUN_NOMARK=1 hrun_start "$_name" EPOCHS=3 STEP_SLEEP=0.1 -np 4 -H "$2" \
+  HRUN_NOMARK=1 hrun_start "$_name" EPOCHS=2 STEP_SLEEP=0.1 -np 4 -H "$2" \
     --restart-failed-ranks "$5" $PY "$W/elastic_train.py"
   if started "$_name" 4; then
     sleep 1.5
