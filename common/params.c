@@ -16,7 +16,9 @@ const struct hc_param hc_params[] = {
      "K, M, G",
      "bytes", 0},
     {"chunk_size", "HORA_CHUNK_SIZE", NULL, "--chunk-size", HC_P_SIZE, "8M",
-     "bytes per chunk when a tensor is streamed through the staging area",
+     "bytes per chunk when a tensor is streamed through the staging area; "
+     "on one host, also the piece of a larger one in the arena run at a "
+     "time (higher priorities go between pieces)",
      "bytes", 0},
     {"spin_us", "HORA_SPIN_US", NULL, "--spin-us", HC_P_INT, "200",
      "microseconds a waiting side polls shared memory before it sleeps",

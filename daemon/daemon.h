@@ -176,6 +176,9 @@ struct hd_tensor {
   uint64_t tl_wait; /* timeline.c: when the engine began to wait for it */
   /* execution of a streamed operation */
   uint64_t nchunks, chunk_elems, reduced;
+  /* execution of a large resident allreduce or broadcast on one host, in
+   * pieces (engines/cpu.c): the elements done */
+  uint64_t piece_done;
   void *neutral; /* a joined member's input */
   unsigned char *star; /* the coordinator's whole result (hd_star_*), */
   uint32_t nstar;      /* its bytes; NULL: none, the ring runs */
@@ -450,6 +453,7 @@ struct hd_job {
   size_t nheld, capheld;
   int staging_freed; /* a streamed operation let go of a rank's staging */
   int in_run_ready;
+  int resume; /* an operation ran a piece and goes on at the next poll */
   uint64_t hosts_updated; /* host updates horarun announced (local.c) */
 
   /* first rank that left the job, and why: later operations fail with it
@@ -655,6 +659,8 @@ void hd_session_free(struct hd_job *job);
 /* rings.c: polling the submissions, the loop's wake-ups */
 int hd_rings_init(struct hd_job *job);
 void hd_rings_close(struct hd_job *job);
+/* Takes the ranks' submissions and runs what is ready; returns how many
+ * it took, plus 1 when an operation ran its next piece (job->resume). */
 int hd_poll_rings(struct hd_job *job);
 void hd_kick(struct hd_job *job);
 

@@ -1274,6 +1274,7 @@ wait:
 void hd_run_ready(struct hd_job *job) {
   if (job->in_run_ready) return; /* the loop below goes round again */
   job->in_run_ready = 1;
+  job->resume = 0; /* set again by what still has pieces to run */
   do {
     job->staging_freed = 0;
     /* a communicator may be added while this runs: index, not pointer */

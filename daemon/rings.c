@@ -233,7 +233,10 @@ int hd_poll_rings(struct hd_job *job) {
   job->corked = 0;
   if (n && job->fast) hd_fast_sync(job); /* a timeline may have started */
   hd_send_readies(job);
-  if (n) hd_run_ready(job);
+  /* an operation that ran a piece and came back to the loop (cpu.c) goes
+   * on: work, as a submission is */
+  int resume = job->resume;
+  if (n || resume) hd_run_ready(job);
   hd_flush_wakeups(job);
-  return n;
+  return n + resume;
 }

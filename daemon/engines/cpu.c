@@ -230,7 +230,28 @@ static int run_reduce_bcast(struct hd_job *job, struct hd_tensor *t) {
     hd_tensor_fail(job, t, HORA_ENOMEM, "horad is out of memory");
     return 1;
   }
-  run_job(&j);
+  /* Larger than a chunk: a piece of a chunk at a time, back to the loop
+   * after each (job->resume), so that what the ranks submit meanwhile is
+   * seen, and queued operations of higher priority run between the
+   * pieces (negotiate.c's overtake) instead of waiting for the whole. The
+   * pieces are disjoint runs of elements, each reduced or copied whole. */
+  uint64_t es = hora_dtype_size(t->meta.dtype);
+  uint64_t piece = HC_MAX((uint64_t)1, job->chunk_size / es);
+  if (t->meta.count > piece) {
+    uint64_t lo = t->piece_done;
+    uint64_t n = HC_MIN(piece, t->meta.count - lo);
+    for (int k = 0; k < j.n; k++) j.ptrs[k] = (char *)j.ptrs[k] + lo * es;
+    j.count = n;
+    run_job(&j);
+    t->piece_done = lo + n;
+    if (t->piece_done < t->meta.count) {
+      job->resume = 1;
+      hd_kick(job); /* the loop spins, and polls again */
+      return 0;
+    }
+  } else {
+    run_job(&j);
+  }
   hd_tensor_finish(job, t);
   return 1;
 }

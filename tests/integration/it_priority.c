@@ -1,6 +1,6 @@
 /* it_priority.c -- hora_request_t.priority: a late operation of higher
  * priority overtakes queued ones of lower priority.
- *   it_priority prio|fifo|split|nosplit [N [MIB]]
+ *   it_priority prio|fifo|split|nosplit|inarena|fifoarena [N [MIB]]
  * After a barrier, every rank submits N allreduces 'low.K' of MIB MiB
  * (default 8 of 8)
  * from its own memory (streamed through the staging areas, so that they
@@ -9,12 +9,16 @@
  * had completed by then; then it waits for the rest and checks every
  * result. split and nosplit: the same, but 'high' is small (1 KiB, in
  * the arena), of priority 10 (split: on one host it runs between the
- * chunks of a streamed 'low' one) or 0. It prints "rank R: high done with
- * K of N low done" and "rank R: priority: C checks, F failures". */
+ * chunks of a streamed 'low' one) or 0. inarena and fifoarena: as split
+ * and nosplit, every buffer from hora_alloc (reduced where it lies, a
+ * chunk at a time), and 'high' submitted 1 ms after the 'low' ones, while
+ * they run. It prints "rank R: high done with K of N low done" and
+ * "rank R: priority: C checks, F failures". */
 #include <hora.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int main(int argc, char **argv) {
   const char *arg[3] = {"prio", "8", "8"};
@@ -23,11 +27,14 @@ int main(int argc, char **argv) {
   const char *mode = arg[0];
   int n = atoi(arg[1]);
   size_t mib = (size_t)atoi(arg[2]);
-  int small = !strcmp(mode, "split") || !strcmp(mode, "nosplit");
-  int urgent = !strcmp(mode, "prio") || !strcmp(mode, "split");
+  int arena = !strcmp(mode, "inarena") || !strcmp(mode, "fifoarena");
+  int small = arena || !strcmp(mode, "split") || !strcmp(mode, "nosplit");
+  int urgent = !strcmp(mode, "prio") || !strcmp(mode, "split") ||
+               !strcmp(mode, "inarena");
   if (n < 1 || n > 64 || mib < 1 ||
       (!small && strcmp(mode, "prio") && strcmp(mode, "fifo"))) {
-    fprintf(stderr, "usage: it_priority prio|fifo|split|nosplit [N [MIB]]\n");
+    fprintf(stderr, "usage: it_priority prio|fifo|split|nosplit|inarena|"
+                    "fifoarena [N [MIB]]\n");
     return 2;
   }
   if (hora_init() != 0) return 1;
@@ -39,7 +46,9 @@ int main(int argc, char **argv) {
   size_t cnt[65];
   for (int k = 0; k <= n; k++) {
     cnt[k] = k == n && small ? 256 : count;
-    if (!(buf[k] = malloc(cnt[k] * sizeof(float)))) return 1;
+    buf[k] = arena ? hora_alloc(cnt[k] * sizeof(float))
+                   : malloc(cnt[k] * sizeof(float));
+    if (!buf[k]) return 1;
     for (size_t i = 0; i < cnt[k]; i++) buf[k][i] = (float)(k + 1);
   }
   hora_barrier(); /* the ranks submit together */
@@ -47,6 +56,10 @@ int main(int argc, char **argv) {
     char name[32];
     if (k < n) snprintf(name, sizeof name, "low.%d", k);
     else snprintf(name, sizeof name, "high");
+    if (k == n && arena) { /* the 'low' ones run by now */
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
     hora_request_t q = {.coll = HORA_COLL_ALLREDUCE, .name = name,
                         .sendbuf = buf[k], .recvbuf = buf[k],
                         .count = cnt[k], .dtype = HORA_FLOAT32,
@@ -90,7 +103,8 @@ int main(int argc, char **argv) {
       printf("rank %d: FAIL %s %d: %zu elements differ from %g\n", rank,
              k < n ? "low" : "high", k, bad, want);
     }
-    free(buf[k]);
+    if (arena) hora_free(buf[k]);
+    else free(buf[k]);
   }
   printf("rank %d: priority: %d checks, %d failures\n", rank, checks,
          failures);

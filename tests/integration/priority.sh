@@ -6,7 +6,8 @@
 # higher priority, that one overtakes the queued ones
 # (at least one is still pending when it completes); given the same,
 # it completes after all of them. A small urgent one also runs between the
-# chunks of a large streamed one. Every result is checked either way.
+# chunks of a large streamed one, and between the chunk-sized pieces of a
+# large one in the arena. Every result is checked either way.
 . "$(dirname "$0")/lib.sh"
 
 ok() { # NAME NP
@@ -36,6 +37,20 @@ for np in 2 3; do
   hrun nosplit.np$np 120 --arena-size 16M --adopt-size 0 -np $np "$T/it_priority" nosplit 1 64
   ok nosplit.np$np $np
   expect_count nosplit.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 1 of 1 low done" $np \
+    "of the same priority, it waited for the large one"
+done
+# a large allreduce of priority 0 in the arena (128 MiB, hora_alloc), run
+# where it lies a chunk at a time, then 1 ms later a small one: of
+# priority 10 it runs between two pieces and completes first; of
+# priority 0, after it
+for np in 2 3; do
+  hrun inarena.np$np 120 --arena-size 256M -np $np "$T/it_priority" inarena 1 128
+  ok inarena.np$np $np
+  expect_count inarena.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 0 of 1 low done" $np \
+    "the small urgent one ran between the pieces of the large one in the arena"
+  hrun fifoarena.np$np 120 --arena-size 256M -np $np "$T/it_priority" fifoarena 1 128
+  ok fifoarena.np$np $np
+  expect_count fifoarena.np$np out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 1 of 1 low done" $np \
     "of the same priority, it waited for the large one"
 done
 assert_no_leftovers "$MARK"
