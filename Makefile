@@ -119,7 +119,7 @@ UNIT_OBJS := $(call obj,$(COMMON_SRC) $(NET_SRC) $(filter-out daemon/main.c,$(DA
                $(filter-out launcher/main.c,$(LAUNCHER_SRC)))
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(UNIT_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Idaemon -Ilauncher -Ilibclient -Itests/unit $^ -o $@ $(LDFLAGS) $(PKG_LIBS) -lm
+	$(CC) $(ALL_CFLAGS) -MMD -MP -Idaemon -Ilauncher -Ilibclient -Itests/unit $^ -o $@ $(LDFLAGS) $(PKG_LIBS) -lm
 
 $(BUILD)/tests/%: tests/integration/%.c $(LIBSO)
 	@mkdir -p $(dir $@)
@@ -213,3 +213,4 @@ clean:
 	rm -rf build build-asan
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(wildcard $(BUILD)/tests/test_*.d)

@@ -177,10 +177,18 @@ static inline void fx_shape(struct hp_sqe *e, int ndims, const int64_t *shape) {
     e->shape[k] = shape[k];
 }
 
+/* Runs what is ready, again while an operation has pieces left
+ * (job->resume: the loop's next polls of the rings would). */
+static inline void fx_run(struct fx *f) {
+  do
+    hd_run_ready(&f->job);
+  while (f->job.resume);
+}
+
 /* What rings.c does with one entry: hd_submit, then run what is ready. */
 static inline void fx_submit(struct fx *f, int i, const struct hp_sqe *e) {
   hd_submit(&f->ranks[i], e);
-  hd_run_ready(&f->job);
+  fx_run(f);
   hd_flush_wakeups(&f->job);
 }
 
