@@ -1226,17 +1226,32 @@ static int plan_resident(const struct hd_plan *p) {
   return 1;
 }
 
-/* One host, its head waiting (a streamed operation between chunks): the
- * queued plans of higher priority that run at once in the arenas go now,
- * so that a large operation of low priority is in effect split around
- * them. After the head and up to an operation of control, insert_plan
- * keeps the queue in order of priority, so those come first; the first
- * that cannot run now (streamed too) stops the others behind it. */
+/* Whether every operation of p has its result from the coordinator
+ * (hd_tensor.star: a small allreduce across hosts): it completes here
+ * with no traffic, wherever it stands in the queue. */
+static int plan_star(const struct hd_plan *p) {
+  for (int k = p->cur; k < p->n; k++)
+    if (!p->t[k]->star) return 0;
+  return 1;
+}
+
+/* Its head waiting (one host: a streamed operation between chunks, or a
+ * large one in the arenas between pieces; several hosts: for the other
+ * hosts' data): the queued plans of higher priority that run at once
+ * go now, so that a large operation of low priority is in effect split
+ * around them. On one host those are the ones in the arenas; across
+ * hosts, those whose result came with the decision, which every host
+ * can write out of turn. After the head and up to an operation of
+ * control, insert_plan keeps the queue in order of priority (across
+ * hosts, the coordinator's order), so those come first; the first that
+ * cannot run now stops the others behind it. */
 static void overtake(struct hd_comm *c) {
   struct hd_plan *head = c->plan_head, *q;
   int32_t pr = plan_priority(head);
   while ((q = head->next) && !plan_ctrl(q) && plan_priority(q) > pr &&
-         q->engine && plan_resident(q) && q->engine->progress(c->job, q)) {
+         q->engine && plan_resident(q) &&
+         (c->nhosts == 1 || plan_star(q)) &&
+         q->engine->progress(c->job, q)) {
     head->next = q->next;
     if (c->plan_tail == q) c->plan_tail = head;
     plan_release(c, q);
@@ -1254,7 +1269,7 @@ void hd_comm_progress(struct hd_comm *c) {
         complete_all(t, HORA_ENOTSUP, "no engine can run this operation");
       } else {
         if (!p->engine->progress(c->job, p)) {
-          if (c->nhosts == 1) overtake(c);
+          overtake(c);
           goto wait;
         }
         break; /* the engine went through the whole plan */

@@ -11,8 +11,8 @@
  * the arena), of priority 10 (split: on one host it runs between the
  * chunks of a streamed 'low' one) or 0. inarena and fifoarena: as split
  * and nosplit, every buffer from hora_alloc (reduced where it lies, a
- * chunk at a time), and 'high' submitted 1 ms after the 'low' ones, while
- * they run. It prints "rank R: high done with K of N low done" and
+ * chunk at a time on one host), and 'high' submitted 1 ms after the 'low'
+ * ones, while they run. It prints "rank R: high done with K of N low done" and
  * "rank R: priority: C checks, F failures". */
 #include <hora.h>
 #include <stdio.h>

@@ -5,8 +5,11 @@
 # adopted into the segment: --adopt-size 0), then one more. The coordinator holds the decisions it makes while its host
 # has work queued and sends them highest priority first: given priority
 # 10, the late one overtakes queued ones on every rank of every host;
-# given the same priority, it runs after all of them. 2 x 1 and 3 x 1,
-# every result checked.
+# given the same priority, it runs after all of them. Then a large one in
+# the arena (32 MiB) and, 1 ms later, a small one (1 KiB: its result comes
+# with the coordinator's decision): of priority 10 it completes on every
+# host while the large one still runs; of priority 0, after it. 2 x 1 and
+# 3 x 1, every result checked.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD" "$T/it_priority"
 mh_setup 3
@@ -29,6 +32,15 @@ for n in 2 3; do
   ok fifo.${n}x1 $n
   expect_count fifo.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 8 of 8 low done" $n \
     "of the same priority, it ran after every queued one"
+  hrun inarena.${n}x1 240 --arena-size 64M -np $n -H $hosts "$T/it_priority" inarena 1 32
+  ok inarena.${n}x1 $n
+  expect_count inarena.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 0 of 1 low done" $n \
+    "the small urgent one completed while the large one ran, on every host"
+  hrun fifoarena.${n}x1 240 --arena-size 64M -np $n -H $hosts "$T/it_priority" fifoarena 1 32
+  ok fifoarena.${n}x1 $n
+  expect_count fifoarena.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 1 of 1 low done" $n \
+    "of the same priority, it waited for the large one"
 done
-grep -h "high done" "$MH_TMP"/prio.*.out "$MH_TMP"/fifo.*.out | sed 's/^/    /'
+grep -h "high done" "$MH_TMP"/prio.*.out "$MH_TMP"/fifo.*.out \
+  "$MH_TMP"/inarena.*.out "$MH_TMP"/fifoarena.*.out | sed 's/^/    /'
 finish
