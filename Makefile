@@ -119,7 +119,7 @@ UNIT_OBJS := $(call obj,$(COMMON_SRC) $(NET_SRC) $(filter-out daemon/main.c,$(DA
                $(filter-out launcher/main.c,$(LAUNCHER_SRC)))
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(UNIT_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -Idaemon -Ilauncher -Ilibclient -Itests/unit $^ -o $@ $(LDFLAGS) $(PKG_LIBS) -lm
+	$(CC) $(ALL_CFLAGS) -MMD -MP -Idaemon -Ilauncher -Ilibclient -Itests/unit $(filter %.c %.o,$^) -o $@ $(LDFLAGS) $(PKG_LIBS) -lm
 
 $(BUILD)/tests/%: tests/integration/%.c $(LIBSO)
 	@mkdir -p $(dir $@)
