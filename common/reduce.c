@@ -740,7 +740,8 @@ FAST_INLINE void fnarrow16(uint16_t *o, const float *w, size_t n, int bf,
   hora_op_t op = divide ? HORA_AVERAGE : HORA_SUM;
   __m256 d = _mm256_set1_ps(div);
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) stn(bf, op, o, i, i + 8, _mm256_loadu_ps(w + i), d);
+  for (; i + 8 <= n; i += 8)
+    stn(bf, op, o, i, i + 8, _mm256_loadu_ps(w + i), d);
   if (i < n) {
     float pad[8] = {0};
     memcpy(pad, w + i, (n - i) * sizeof *w);

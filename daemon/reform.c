@@ -24,8 +24,8 @@
  *
  * horad tells horarun of ranks and hosts by the numbers the job started
  * with (struct hd_rank's slot, struct hd_peer's orig), which never change.
- * A REFORM that does not come within the wait (hd_reform_wait_ms) ends it: the ranks'
- * hora_init() fails, as without re-forming. A kept host lost before the
+ * A REFORM that does not come within the wait (hd_reform_wait_ms) ends
+ * it: the ranks' hora_init() fails, as without re-forming. A kept host lost before the
  * new session starts makes the wait begin again (hd_session_cancel), and
  * horarun sends the next REFORM (its number one higher): it is applied
  * to the job as the last one left it, FENCEs of the earlier one counting
