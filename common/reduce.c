@@ -686,14 +686,21 @@ void hc_reduce(void *const *dsts, int ndst, const void *const *srcs, int nsrc,
 
 /* ---- 16-bit floats to and from float32 (the wire of xhost/ring.c) ------- *
  *
- * Each in a portable loop (bf constant, so that nothing but the conversion
- * is left in it) and, where hc_reduce uses them, through the fast paths'
- * ld8/stn: the same bits either way (hc_h2f/hc_b2f are exact, stn rounds
- * as f2h_c/f2b_c do; a NaN in W may differ in payload, but every store to
- * 16 bits makes it the standard quiet NaN). */
+ * Each in a portable loop and, where hc_reduce uses them, through the fast
+ * paths' ld8/stn: the same bits either way (hc_h2f/hc_b2f are exact, stn
+ * rounds as f2h_c/f2b_c do; a NaN in W may differ in payload, but every
+ * store to 16 bits makes it the standard quiet NaN). The flags (bf,
+ * product, divide) come last and CONST2 calls with them constant, so
+ * that nothing but the conversion is left in each loop. */
+
+/* F(args..., a, b) with a and b as the constants 0 or 1 */
+#define CONST2(F, a, b, ...)                                                   \
+  ((a) ? ((b) ? F(__VA_ARGS__, 1, 1) : F(__VA_ARGS__, 1, 0))                   \
+       : ((b) ? F(__VA_ARGS__, 0, 1) : F(__VA_ARGS__, 0, 0)))
 
 static inline void widen16(float *restrict w, const uint16_t *restrict h,
-                           size_t n, int bf) {
+                           size_t n, int bf, int unused) {
+  (void)unused;
   for (size_t i = 0; i < n; i++) w[i] = bf ? hc_b2f(h[i]) : hc_h2f(h[i]);
 }
 
@@ -706,7 +713,7 @@ static inline void fold16(float *restrict w, const uint16_t *restrict h,
 }
 
 static inline void narrow16(uint16_t *restrict o, const float *restrict w,
-                            size_t n, int bf, float div, int divide) {
+                            size_t n, float div, int bf, int divide) {
   for (size_t i = 0; i < n; i++) {
     float f = divide ? w[i] / div : w[i];
     o[i] = bf ? f2b_c(f) : f2h_c(f);
@@ -714,7 +721,9 @@ static inline void narrow16(uint16_t *restrict o, const float *restrict w,
 }
 
 #ifdef HC_FAST
-FAST_INLINE void fwiden16(float *w, const uint16_t *h, size_t n, int bf) {
+FAST_INLINE void fwiden16(float *w, const uint16_t *h, size_t n, int bf,
+                          int unused) {
+  (void)unused;
   size_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(w + i, ld8(bf, h + i));
   if (i < n) {
@@ -735,8 +744,8 @@ FAST_INLINE void ffold16(float *w, const uint16_t *h, size_t n, int bf,
   fold16(w + i, h + i, n - i, bf, product);
 }
 
-FAST_INLINE void fnarrow16(uint16_t *o, const float *w, size_t n, int bf,
-                           float div, int divide) {
+FAST_INLINE void fnarrow16(uint16_t *o, const float *w, size_t n, float div,
+                           int bf, int divide) {
   hora_op_t op = divide ? HORA_AVERAGE : HORA_SUM;
   __m256 d = _mm256_set1_ps(div);
   size_t i = 0;
@@ -751,73 +760,36 @@ FAST_INLINE void fnarrow16(uint16_t *o, const float *w, size_t n, int bf,
 
 static FAST_TARGET void fast_widen16(float *w, const uint16_t *h, size_t n,
                                      int bf) {
-  if (bf) fwiden16(w, h, n, 1);
-  else fwiden16(w, h, n, 0);
+  CONST2(fwiden16, bf, 0, w, h, n);
 }
 
 static FAST_TARGET void fast_fold16(float *w, const uint16_t *h, size_t n,
                                     int bf, int product) {
-  if (bf) {
-    if (product) ffold16(w, h, n, 1, 1);
-    else ffold16(w, h, n, 1, 0);
-  } else {
-    if (product) ffold16(w, h, n, 0, 1);
-    else ffold16(w, h, n, 0, 0);
-  }
+  CONST2(ffold16, bf, product, w, h, n);
 }
 
 static FAST_TARGET void fast_narrow16(uint16_t *o, const float *w, size_t n,
-                                      int bf, float div, int divide) {
-  if (bf) {
-    if (divide) fnarrow16(o, w, n, 1, div, 1);
-    else fnarrow16(o, w, n, 1, div, 0);
-  } else {
-    if (divide) fnarrow16(o, w, n, 0, div, 1);
-    else fnarrow16(o, w, n, 0, div, 0);
-  }
+                                      float div, int bf, int divide) {
+  CONST2(fnarrow16, bf, divide, o, w, n, div);
 }
+#else /* never called: fast_enabled() is 0 */
+#define fast_widen16(...) (void)0
+#define fast_fold16(...) (void)0
+#define fast_narrow16(...) (void)0
 #endif
 
 void hc_widen16(float *w, const uint16_t *h, size_t n, int bf) {
-#ifdef HC_FAST
-  if (fast_enabled()) {
-    fast_widen16(w, h, n, bf);
-    return;
-  }
-#endif
-  if (bf) widen16(w, h, n, 1);
-  else widen16(w, h, n, 0);
+  if (fast_enabled()) fast_widen16(w, h, n, bf);
+  else CONST2(widen16, bf, 0, w, h, n);
 }
 
 void hc_fold16(float *w, const uint16_t *h, size_t n, int bf, int product) {
-#ifdef HC_FAST
-  if (fast_enabled()) {
-    fast_fold16(w, h, n, bf, product);
-    return;
-  }
-#endif
-  if (bf) {
-    if (product) fold16(w, h, n, 1, 1);
-    else fold16(w, h, n, 1, 0);
-  } else {
-    if (product) fold16(w, h, n, 0, 1);
-    else fold16(w, h, n, 0, 0);
-  }
+  if (fast_enabled()) fast_fold16(w, h, n, bf, product);
+  else CONST2(fold16, bf, product, w, h, n);
 }
 
 void hc_narrow16(uint16_t *o, const float *w, size_t n, int bf, float div) {
   int divide = div != 1.0f;
-#ifdef HC_FAST
-  if (fast_enabled()) {
-    fast_narrow16(o, w, n, bf, div, divide);
-    return;
-  }
-#endif
-  if (bf) {
-    if (divide) narrow16(o, w, n, 1, div, 1);
-    else narrow16(o, w, n, 1, div, 0);
-  } else {
-    if (divide) narrow16(o, w, n, 0, div, 1);
-    else narrow16(o, w, n, 0, div, 0);
-  }
+  if (fast_enabled()) fast_narrow16(o, w, n, div, bf, divide);
+  else CONST2(narrow16, bf, divide, o, w, n, div);
 }

@@ -227,9 +227,11 @@ int hora_thread_helper(void);
  *   priority     any int (0 by default): among operations that wait
  *                together, higher first -- a late one overtakes queued
  *                ones of lower priority (never a barrier, join or
- *                process-set change; one that has started only when it
- *                is streamed on one host: one in the arenas runs between
- *                its chunks); the highest any rank gave counts
+ *                process-set change; one that has started only between
+ *                the chunks of a large allreduce or broadcast on one
+ *                host, or, across hosts, by a small allreduce whose
+ *                result comes with the decision); the highest any rank
+ *                gave counts
  *   flags        HORA_REQ_* bits; others are refused
  *   stream       for device (CUDA) buffers: the stream (a cudaStream_t or
  *                CUstream; NULL: the default stream) that orders the work

@@ -2213,9 +2213,10 @@ class priority:
     """A block whose operations get this priority (hora_request_t.priority,
     hora(3); 0 outside any): among operations that wait together, higher
     first, so a late one overtakes queued ones of lower priority (never a
-    barrier, join or process-set change; one that has started only on one
-    host, where a tensor in the arena runs between the chunks of a large
-    one streamed); the highest any rank gives counts. Per thread; blocks
+    barrier, join or process-set change; one that has started only between
+    the chunks of a large allreduce or broadcast on one host, or, across
+    hosts, by a small allreduce whose result comes with the decision); the
+    highest any rank gives counts. Per thread; blocks
     nest. Every
     collective also takes `priority=` (None: the block's)::
 

@@ -1,5 +1,5 @@
 /* it_hold.h -- a job kept alive while its test reads horad's /metrics
- * (tests/integration/lib.sh, metrics_of): with IT_HOLD=PATH in the
+ * (tests/integration/lib.sh: metrics_of, held): with IT_HOLD=PATH in the
  * environment, rank 0 writes PATH.done and every rank waits (30 s at
  * most) for PATH.go. Without it, nothing. */
 #ifndef IT_HOLD_H

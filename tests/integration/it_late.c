@@ -1,14 +1,15 @@
 /* it_late.c -- a job with a straggler: OPS allreduces of COUNT float32s
  * (checked) and one broadcast of 10 int32s, rank SLOW sleeping DELAY_MS
- * before each allreduce. With IT_LATE_HOLD=PATH, rank 0 then writes
- * PATH.done and every rank waits (30 s at most) for PATH.go, so that a
- * test can scrape every horad's metrics while the job is alive.
+ * before each allreduce, then held alive with IT_HOLD=PATH (it_hold.h),
+ * so that a test can scrape every horad's metrics while the job lives.
  * Usage: it_late OPS SLOW DELAY_MS COUNT [ignored...] */
 #include <hora.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "it_hold.h"
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -45,15 +46,7 @@ int main(int argc, char **argv) {
     printf("rank %d: broadcast failed\n", r);
     bad = 1;
   }
-  const char *hold = getenv("IT_LATE_HOLD");
-  if (hold) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s.done", hold);
-    FILE *f = r == 0 ? fopen(path, "w") : NULL;
-    if (f) fclose(f);
-    snprintf(path, sizeof path, "%s.go", hold);
-    for (int t = 0; t < 3000 && access(path, F_OK) != 0; t++) sleep_ms(10);
-  }
+  it_hold(r);
   printf("rank %d: %s\n", r, bad ? "FAILED" : "ok");
   free(x);
   hora_shutdown();

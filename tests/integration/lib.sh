@@ -113,6 +113,23 @@ it_sanitized() {
   fi
 }
 
+# free_port: a free TCP port of this machine
+free_port() {
+  ${PYTHON:-/usr/bin/python3} -c 'import socket
+s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
+}
+
+# held HOLD: waits (60 s at most) until a job run with IT_HOLD=HOLD
+# (it_hold.h) holds; status 1 if it never did
+held() {
+  _hi=0
+  while [ ! -e "$1.done" ] && [ $_hi -lt 600 ]; do
+    sleep 0.1
+    _hi=$((_hi + 1))
+  done
+  [ -e "$1.done" ]
+}
+
 # metrics_of NAME TIMEOUT FILE ARGS...: job NAME (hrun NAME TIMEOUT with
 # --metrics-port and ARGS) held alive (IT_HOLD, it_hold.h) while horad's
 # /metrics is read into FILE; status 1, nothing run, without curl.
@@ -120,16 +137,11 @@ metrics_of() {
   command -v curl >/dev/null || return 1
   _mn=$1 _mt=$2 _mf=$3
   shift 3
-  _mport=$(${PYTHON:-/usr/bin/python3} -c 'import socket
-s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')
+  _mport=$(free_port)
   _mhold=$IT_TMP/$_mn.hold
   (hrun "$_mn" "$_mt" IT_HOLD="$_mhold" --metrics-port "$_mport" "$@") &
   _mjob=$!
-  _mi=0
-  while [ ! -e "$_mhold.done" ] && [ $_mi -lt 600 ]; do
-    sleep 0.1
-    _mi=$((_mi + 1))
-  done
+  held "$_mhold"
   curl -s -m 5 "http://127.0.0.1:$_mport/metrics" >"$_mf"
   : >"$_mhold.go"
   wait $_mjob

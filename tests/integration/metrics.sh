@@ -11,21 +11,13 @@ $PY -c 'import prometheus_client' 2>/dev/null ||
   skip "no python3-prometheus-client (tests/deps.sh test installs it)"
 command -v curl >/dev/null || skip "no curl"
 
-# a free TCP port of this machine
-free_port() {
-  $PY -c 'import socket; s = socket.socket(); s.bind(("", 0))
-print(s.getsockname()[1])'
-}
-
 OPS=30 COUNT=1000
 PORT=$(free_port)
 HOLD=$IT_TMP/hold
-(hrun live 120 IT_LATE_HOLD="$HOLD" --metrics-port "$PORT" -np 3 \
+(hrun live 120 IT_HOLD="$HOLD" --metrics-port "$PORT" -np 3 \
   "$T/it_late" $OPS 2 20 $COUNT) &
 job=$!
-i=0
-while [ ! -e "$HOLD.done" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-if [ -e "$HOLD.done" ]; then
+if held "$HOLD"; then
   if ! $PY "$(dirname "$0")/metrics_check.py" 127.0.0.1 "$PORT" $OPS $COUNT \
     2 3 --edges >"$IT_TMP/check.out" 2>&1; then
     fail "live: /metrics does not hold what the job did:"
@@ -89,11 +81,10 @@ exec "$BUILD/bin/horad" --metrics-port $FPORT "\$@"
 EOT
 chmod +x "$IT_TMP/horad-mp"
 rm -f "$HOLD.done" "$HOLD.go"
-(hrun flag 120 HORA_HORAD="$IT_TMP/horad-mp" IT_LATE_HOLD="$HOLD" -np 2 \
+(hrun flag 120 HORA_HORAD="$IT_TMP/horad-mp" IT_HOLD="$HOLD" -np 2 \
   "$T/it_late" 25 1 20 100) &
 job=$!
-i=0
-while [ ! -e "$HOLD.done" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+held "$HOLD"
 if ! $PY "$(dirname "$0")/metrics_check.py" 127.0.0.1 "$FPORT" 25 100 1 2 \
   >"$IT_TMP/check.flag" 2>&1; then
   fail "flag: /metrics of horad --metrics-port is not right:"

@@ -17,7 +17,7 @@ mh_setup 3
 
 OPS=30 COUNT=1000 PORT=9464
 HOLD=$MH_TMP/hold
-hrun_start live IT_LATE_HOLD="$HOLD" --metrics-port $PORT -np 6 \
+hrun_start live IT_HOLD="$HOLD" --metrics-port $PORT -np 6 \
   -H h1:2,h2:2,h3:2 "$T/it_late" $OPS 3 20 $COUNT
 i=0
 while [ ! -e "$HOLD.done" ] && [ $i -lt 600 ] && hrun_running live; do

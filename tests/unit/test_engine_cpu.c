@@ -161,6 +161,61 @@ static void test_allreduce_parallel(void) {
   fx_free(&f);
 }
 
+/* An allreduce larger than a chunk runs a chunk at a time, back to the loop
+ * after each (job->resume): a small one of higher priority submitted
+ * meanwhile runs between two chunks; a rank lost in the middle fails the
+ * large one on every rank, and nothing is left to resume. */
+static void test_allreduce_pieces(void) {
+  struct fx f;
+  fx_init1(&f, 3);
+  const uint64_t n = 4 * FX_CHUNK; /* float32: 16 chunks */
+  struct hp_sqe e[3], u[3];
+  for (int round = 0; round < 2; round++) {
+    for (int r = 0; r < 3; r++) {
+      e[r] = op_sqe(HORA_COLL_ALLREDUCE, HORA_FLOAT32, HORA_SUM, n, "big");
+      fx_in(&f, r, &e[r], 0);
+      for (uint64_t k = 0; k < n; k++)
+        AT(&f, r, float, 0)[k] = (float)(r + 1);
+      hd_submit(&f.ranks[r], &e[r]);
+    }
+    hd_run_ready(&f.job); /* the first chunk */
+    CHECK(f.job.resume);
+    for (int r = 0; r < 3; r++)
+      EXPECT_NONE(&f, r);
+    for (int r = 0; r < 3; r++) {
+      u[r] = op_sqe(HORA_COLL_ALLREDUCE, HORA_INT32, HORA_SUM, 4, "urgent");
+      u[r].priority = 10;
+      fx_in(&f, r, &u[r], 4 * n + 64);
+      hd_submit(&f.ranks[r], &u[r]);
+    }
+    hd_run_ready(&f.job); /* the second chunk, then the urgent one */
+    for (int r = 0; r < 3; r++)
+      EXPECT_DONE(&f, r, u[r].id, 0);
+    CHECK(f.job.resume);
+    if (round == 0) { /* the rest, right */
+      fx_run(&f);
+      uint64_t bad = 0;
+      for (int r = 0; r < 3; r++) {
+        EXPECT_DONE(&f, r, e[r].id, 0);
+        for (uint64_t k = 0; k < n; k++) bad += AT(&f, r, float, 0)[k] != 6.0f;
+      }
+      CHECK_EQ_INT(bad, 0);
+      CHECK(!f.job.resume);
+    } else { /* rank 1 lost between two chunks */
+      f.job.gone_rank = 1;
+      hc_fmt(f.job.gone_msg, sizeof f.job.gone_msg, "rank 1 was killed");
+      hd_fail_all(&f.job);
+      for (int r = 0; r < 3; r++)
+        EXPECT_MSG(&f, r, e[r].id, HORA_EPEERGONE, "rank 1 was killed");
+      fx_run(&f);
+      CHECK(!f.job.resume);
+      for (int r = 0; r < 3; r++)
+        EXPECT_NONE(&f, r);
+    }
+  }
+  fx_free(&f);
+}
+
 static void test_broadcast(void) {
   struct fx f;
   fx_init1(&f, 3);
@@ -919,6 +974,7 @@ int main(void) {
   hd_pool_init(2);
   RUN(test_allreduce_types);
   RUN(test_allreduce_parallel);
+  RUN(test_allreduce_pieces);
   RUN(test_broadcast);
   RUN(test_allreduce_streamed);
   RUN(test_allgather);
