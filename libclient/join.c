@@ -13,7 +13,8 @@
  * directory, $TMPDIR/hora-UID/join-KEY (private to the user, 0700). The
  * ranks wait for their file, then connect as horad's own ranks do. KEY
  * names the launcher's job (Slurm's job and step ids, Open MPI's job id,
- * torchrun's run id, master and attempt), the same on every rank of it. */
+ * hydra's mpiexec's address, torchrun's run id, master and attempt), the
+ * same on every rank of it. */
 #define HC_LOG_SUB HC_SUB_CLIENT
 #include <dlfcn.h>
 #include <errno.h>
@@ -163,6 +164,49 @@ static int by_srun(struct hl_foreign *f) {
   return 1;
 }
 
+/* The value of option `opt` in the command line of this process's
+ * nearest ancestor named `comm` (a few generations up: a shell between),
+ * in out; 0 when found, -1 when not. */
+static int ancestor_arg(const char *comm, const char *opt, char *out,
+                        size_t len) {
+  pid_t pid = getppid();
+  for (int gen = 0; gen < 4 && pid > 1; gen++) {
+    char path[64], buf[4096], name[64] = "";
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
+    FILE *fp = fopen(path, "re");
+    if (!fp) return -1;
+    int ok = fgets(name, sizeof name, fp) != NULL;
+    fclose(fp);
+    name[strcspn(name, "\n")] = '\0';
+    if (ok && !strcmp(name, comm)) {
+      snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+      int fd = open(path, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return -1;
+      ssize_t n = read(fd, buf, sizeof buf - 1);
+      close(fd);
+      if (n <= 0) return -1;
+      buf[n] = '\0';
+      for (char *a = buf; a < buf + n; a += strlen(a) + 1)
+        if (!strcmp(a, opt) && a + strlen(a) + 1 < buf + n) {
+          snprintf(out, len, "%s", a + strlen(a) + 1);
+          return 0;
+        }
+      return -1;
+    }
+    /* the parent's parent: field 4 of /proc/PID/stat, after the name */
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    fp = fopen(path, "re");
+    if (!fp) return -1;
+    ok = fgets(buf, sizeof buf, fp) != NULL;
+    fclose(fp);
+    char *e = ok ? strrchr(buf, ')') : NULL;
+    int ppid;
+    if (!e || sscanf(e + 1, " %*c %d", &ppid) != 1) return -1;
+    pid = ppid;
+  }
+  return -1;
+}
+
 static int by_pmi(struct hl_foreign *f) {
   if ((f->size = env_num("PMI_SIZE")) < 0) return 0;
   f->kind = HL_PMI;
@@ -170,8 +214,22 @@ static int by_pmi(struct hl_foreign *f) {
   f->rank = env_num("PMI_RANK");
   f->local_rank = env_num("MPI_LOCALRANKID"); /* MPICH's hydra */
   f->local_size = env_num("MPI_LOCALNRANKS");
-  /* hydra's proxy on this node starts its ranks */
-  snprintf(f->key, sizeof f->key, "pmi-%ld", (long)getppid());
+  /* hydra's proxies, one per node, are told where their mpiexec listens
+   * ("--control-port HOST:PORT"): the same on every node of one mpiexec,
+   * and no two live ones share it; "--pgid" tells apart the processes it
+   * spawned later (MPI_Comm_spawn) */
+  char port[256], pgid[32] = "0";
+  if (ancestor_arg("hydra_pmi_proxy", "--control-port", port,
+                   sizeof port) == 0) {
+    ancestor_arg("hydra_pmi_proxy", "--pgid", pgid, sizeof pgid);
+    snprintf(f->key, sizeof f->key, "hydra-");
+    key_add(f->key, sizeof f->key, port);
+    key_add(f->key, sizeof f->key, "-");
+    key_add(f->key, sizeof f->key, pgid);
+  } else {
+    /* some launcher's process on this node starts its ranks */
+    snprintf(f->key, sizeof f->key, "pmi-%ld", (long)getppid());
+  }
   return 1;
 }
 
@@ -317,10 +375,11 @@ static int join_reason(const struct hl_foreign *f, char *buf, size_t len) {
   else if (f->cyclic)
     why = "it did not give each node consecutive ranks (hora's ranks on "
           "one node are consecutive: srun -m block, or torchrun's default)";
-  else if (f->nodes > 1 && f->kind == HL_PMI)
-    why = "its ranks run on several hosts, and hora learns their hosts "
-          "from srun's step, from Open MPI or from torch's store (hora's "
-          "Python module under torchrun), not from this launcher";
+  else if (f->nodes > 1 && f->kind == HL_PMI && !strncmp(f->key, "pmi-", 4))
+    why = "its ranks run on several hosts, and only MPICH's mpiexec "
+          "(hydra) among PMI launchers names its job the same on every "
+          "host (srun's step, Open MPI, MPICH and torchrun's ranks can "
+          "join across hosts)";
   if (!why) return 0;
   snprintf(buf, len, "this process is rank %ld of %ld started by %s, not by "
            "horarun, and hora cannot join them into one job: %s. Start the "

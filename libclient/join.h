@@ -25,8 +25,8 @@ int hl_join(const struct hl_foreign *f, char *sock, size_t socklen,
             char *token, size_t toklen);
 
 /* join_hosts.c: the "HOST:N,..." of f's ranks on several hosts, for
- * horarun -H (HORA_JOIN_HOSTS, or Open MPI's MPI_Allgather: collective,
- * every rank calls it); 0, or a HORA_E* error. */
+ * horarun -H (HORA_JOIN_HOSTS, or MPI_Allgather of Open MPI or MPICH:
+ * collective, every rank calls it); 0, or a HORA_E* error. */
 int hl_join_hosts(const struct hl_foreign *f, char *out, size_t len);
 
 #endif

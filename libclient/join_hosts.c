@@ -5,9 +5,11 @@
  *   HORA_JOIN_HOSTS   "HOST:N,..." in rank order, from whoever gathered
  *                     them (hora's Python module does under torchrun, through
  *                     torch's store)
- *   Open MPI          MPI itself: each rank's node, gathered with
- *                     MPI_Allgather (libmpi.so.40, loaded at run time;
- *                     hora initialises MPI when the program has not, and
+ *   Open MPI, MPICH   MPI itself: each rank's node, gathered with
+ *                     MPI_Allgather (Open MPI's libmpi.so.40 under its
+ *                     mpirun, MPICH's libmpi.so.12 or libmpich.so.12
+ *                     under hydra's mpiexec, loaded at run time; hora
+ *                     initialises MPI when the program has not, and
  *                     finalises it at exit)
  *
  * Every rank learns the whole table and checks that each node holds
@@ -72,57 +74,100 @@ static int hosts_of(const struct jh_rec *v, long size, char *out, size_t len,
   return 0;
 }
 
-/* ---- Open MPI ----------------------------------------------------------- */
+/* ---- MPI: Open MPI's or MPICH's ------------------------------------------ */
 
+/* The two ABIs differ in their handles: Open MPI's are the addresses of
+ * objects in its library, MPICH's (and Intel MPI's, built on it) are ints
+ * with fixed values. */
+#define MPICH_COMM_WORLD 0x44000000
+#define MPICH_BYTE 0x4c00010d
 struct mpi_api {
+  int mpich;
   int (*initialized)(int *);
   int (*finalized)(int *);
   int (*init)(int *, char ***);
   int (*finalize)(void);
-  int (*allgather)(const void *, int, void *, void *, int, void *, void *);
-  int (*comm_size)(void *, int *);
-  void *comm_world, *byte;
+  void *allgather, *comm_size; /* typed by the ABI: see below */
+  void *comm_world, *byte;     /* Open MPI's */
 };
 static struct mpi_api mpi;
+typedef int (*ompi_allgather_fn)(const void *, int, void *, void *, int,
+                                 void *, void *);
+typedef int (*ompi_size_fn)(void *, int *);
+typedef int (*mpich_allgather_fn)(const void *, int, int, void *, int, int,
+                                  int);
+typedef int (*mpich_size_fn)(int, int *);
 
 static void finalize_mpi(void) {
   int done = 1;
   if (mpi.finalized && mpi.finalized(&done) == 0 && !done) mpi.finalize();
 }
 
-static int load_mpi(char *why, size_t whylen) {
+/* Open MPI's library for its mpirun's ranks, MPICH's for hydra's. */
+static int load_mpi(int mpich, char *why, size_t whylen) {
   if (mpi.allgather) return 0;
-  void *so = dlopen("libmpi.so.40", RTLD_NOW | RTLD_GLOBAL);
-  if (!so) so = dlopen("libmpi.so", RTLD_NOW | RTLD_GLOBAL);
+  static const char *const ompi_libs[] = {"libmpi.so.40", "libmpi.so", NULL};
+  /* libmpi.so.12: MPICH as built upstream, and Intel MPI; Debian's MPICH
+   * is libmpich.so.12 */
+  static const char *const mpich_libs[] = {"libmpi.so.12", "libmpich.so.12",
+                                           NULL};
+  const char *const *libs = mpich ? mpich_libs : ompi_libs;
+  void *so = NULL;
+  for (int i = 0; !so && libs[i]; i++)
+    so = dlopen(libs[i], RTLD_NOW | RTLD_GLOBAL);
   if (!so) {
-    snprintf(why, whylen, "cannot load Open MPI's library libmpi.so.40 to "
-             "learn the ranks' hosts: %s", dlerror());
+    snprintf(why, whylen, "cannot load %s's library %s to learn the ranks' "
+             "hosts: %s", mpich ? "MPICH" : "Open MPI", libs[0], dlerror());
     return -1;
   }
-  struct mpi_api m;
+  struct mpi_api m = {.mpich = mpich};
   *(void **)&m.initialized = dlsym(so, "MPI_Initialized");
   *(void **)&m.finalized = dlsym(so, "MPI_Finalized");
   *(void **)&m.init = dlsym(so, "MPI_Init");
   *(void **)&m.finalize = dlsym(so, "MPI_Finalize");
-  *(void **)&m.allgather = dlsym(so, "MPI_Allgather");
-  *(void **)&m.comm_size = dlsym(so, "MPI_Comm_size");
-  /* Open MPI's handles are the addresses of these objects */
-  m.comm_world = dlsym(so, "ompi_mpi_comm_world");
-  m.byte = dlsym(so, "ompi_mpi_byte");
+  m.allgather = dlsym(so, "MPI_Allgather");
+  m.comm_size = dlsym(so, "MPI_Comm_size");
+  if (!mpich) {
+    m.comm_world = dlsym(so, "ompi_mpi_comm_world");
+    m.byte = dlsym(so, "ompi_mpi_byte");
+  }
   if (!m.initialized || !m.finalized || !m.init || !m.finalize ||
-      !m.allgather || !m.comm_size || !m.comm_world || !m.byte) {
-    snprintf(why, whylen, "the MPI library found is not Open MPI's (no "
-             "ompi_mpi_comm_world)");
+      !m.allgather || !m.comm_size || (!mpich && (!m.comm_world || !m.byte))) {
+    snprintf(why, whylen, "the MPI library found is not %s", mpich ?
+             "MPICH's (no MPI_Allgather)" :
+             "Open MPI's (no ompi_mpi_comm_world)");
     return -1;
   }
   mpi = m;
   return 0;
 }
 
-/* This rank's node as Open MPI knows it. */
-static void my_node(struct jh_rec *me) {
+static int mpi_world_size(int *n) {
+  return mpi.mpich ? ((mpich_size_fn)mpi.comm_size)(MPICH_COMM_WORLD, n)
+                   : ((ompi_size_fn)mpi.comm_size)(mpi.comm_world, n);
+}
+
+static int mpi_allgather_bytes(const void *mine, void *all, int n) {
+  return mpi.mpich ? ((mpich_allgather_fn)mpi.allgather)(
+                         mine, n, MPICH_BYTE, all, n, MPICH_BYTE,
+                         MPICH_COMM_WORLD)
+                   : ((ompi_allgather_fn)mpi.allgather)(
+                         mine, n, mpi.byte, all, n, mpi.byte, mpi.comm_world);
+}
+
+/* This rank's node as its launcher knows it. */
+static void my_node(const struct hl_foreign *f, struct jh_rec *me) {
   char host[JH_FIELD] = ""; /* host names: 64 bytes at most */
   if (gethostname(host, sizeof host - 1) < 0) strcpy(host, "localhost");
+  if (f->kind == HL_PMI) {
+    /* hydra: the name its mpiexec reached the node by, and the node's
+     * proxy (one per node, all under one job's key) */
+    const char *name = getenv("MPIR_CVAR_CH3_INTERFACE_HOSTNAME");
+    snprintf(me->name, sizeof me->name, "%.*s", JH_FIELD - 1,
+             name && *name ? name : host);
+    snprintf(me->id, sizeof me->id, "%.*s", JH_FIELD - 1, me->name);
+    return;
+  }
   const char *name = getenv("PMIX_HOSTNAME");
   snprintf(me->name, sizeof me->name, "%.*s", JH_FIELD - 1,
            name && *name ? name : host);
@@ -141,7 +186,7 @@ static void my_node(struct jh_rec *me) {
 
 static int hosts_by_mpi(const struct hl_foreign *f, char *out, size_t len,
                         char *why, size_t whylen) {
-  if (load_mpi(why, whylen) < 0) return -1;
+  if (load_mpi(f->kind == HL_PMI, why, whylen) < 0) return -1;
   int on = 0;
   if (mpi.initialized(&on) != 0) on = 0;
   if (!on) {
@@ -149,24 +194,24 @@ static int hosts_by_mpi(const struct hl_foreign *f, char *out, size_t len,
       snprintf(why, whylen, "MPI_Init failed");
       return -1;
     }
-    atexit(finalize_mpi); /* Open MPI's mpirun wants every rank to */
+    atexit(finalize_mpi); /* mpirun and mpiexec want every rank to */
   }
   int world = 0;
-  if (mpi.comm_size(mpi.comm_world, &world) != 0 || world != f->size) {
+  if (mpi_world_size(&world) != 0 || world != f->size) {
     snprintf(why, whylen, "MPI's world has %d ranks, not the %ld that "
-             "OMPI_COMM_WORLD_SIZE says", world, f->size);
+             "%s says", world, f->size, f->kind == HL_PMI ? "PMI_SIZE" :
+             "OMPI_COMM_WORLD_SIZE");
     return -1;
   }
   struct jh_rec me;
   memset(&me, 0, sizeof me);
-  my_node(&me);
+  my_node(f, &me);
   struct jh_rec *all = calloc((size_t)f->size, sizeof *all);
   if (!all) {
     snprintf(why, whylen, "out of memory");
     return -1;
   }
-  int rc = mpi.allgather(&me, (int)sizeof me, mpi.byte, all, (int)sizeof me,
-                         mpi.byte, mpi.comm_world);
+  int rc = mpi_allgather_bytes(&me, all, (int)sizeof me);
   if (rc != 0) {
     free(all);
     snprintf(why, whylen, "MPI_Allgather of the ranks' hosts failed (%d)",
@@ -185,7 +230,7 @@ int hl_join_hosts(const struct hl_foreign *f, char *out, size_t len) {
     snprintf(out, len, "%s", given);
     return 0;
   }
-  if (f->kind == HL_OMPI) {
+  if (f->kind == HL_OMPI || f->kind == HL_PMI) {
     if (hosts_by_mpi(f, out, len, why, sizeof why) == 0) return 0;
   } else {
     snprintf(why, sizeof why, "nothing names them (HORA_JOIN_HOSTS; "

@@ -3,7 +3,7 @@
 # to run its tests ("test"), or names them when not run as root.
 want="make gcc libc6-dev pkg-config libuv1-dev libyaml-dev libssl-dev"
 if [ "${1:-demo}" = test ]; then
-  want="$want procps psmisc openmpi-bin libopenmpi-dev python3 python3-torch python3-numpy python3-pytest python3-mpi4py python3-prometheus-client curl iproute2 openssh-client openssh-server iptables iperf3 slurmctld slurmd slurm-client munge systemd man-db"
+  want="$want procps psmisc openmpi-bin libopenmpi-dev python3 python3-torch python3-numpy python3-pytest python3-mpi4py mpich python3-prometheus-client curl iproute2 openssh-client openssh-server iptables iperf3 slurmctld slurmd slurm-client munge systemd man-db"
 fi
 missing=""
 for p in $want; do

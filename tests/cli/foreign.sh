@@ -6,7 +6,7 @@
 #   - each launcher's variables, set here for processes this test starts
 #     (one node): the job trains on all ranks, the weights agree, and the
 #     join directory is gone afterwards;
-#   - a real mpirun (and torchrun, where torch is installed), with
+#   - a real mpirun (and MPICH's mpiexec, and torchrun, where installed), with
 #     hora_init() again after hora_shutdown(), and a rank that dies: the
 #     others' collectives fail naming it;
 #   - a rank the launcher never started is named after the start timeout;
@@ -189,7 +189,9 @@ refused() { # LAUNCHER-WORDS REASON VAR=VALUE...
 }
 refused "an MPI launcher (PMI)" "its variables do not say how many" \
   PMI_RANK=0 PMI_SIZE=3
-refused "an MPI launcher (PMI)" "its ranks run on several hosts, and hora learns their hosts" \
+# a PMI launcher other than hydra's mpiexec on several hosts (the parent
+# of this rank is this shell): nothing names its job on every host
+refused "an MPI launcher (PMI)" "its ranks run on several hosts, and only MPICH's mpiexec (hydra) among PMI launchers" \
   PMI_RANK=0 PMI_SIZE=4 MPI_LOCALRANKID=0 MPI_LOCALNRANKS=2
 # a C program of torchrun's on several hosts: only hora.torch asks torch's
 # store where the ranks are (or HORA_JOIN_HOSTS says)
@@ -277,6 +279,29 @@ if command -v mpirun >/dev/null 2>&1; then
   fi
 else
   note "no mpirun here: the real launcher is not tried (Debian: openmpi-bin)"
+fi
+# MPICH's mpiexec (hydra): its ranks' job is named by where mpiexec
+# listens, which a rank finds in its node's proxy's command line, also
+# with a shell between them
+if command -v mpiexec.mpich >/dev/null 2>&1; then
+  timeout 60 mpiexec.mpich -n 3 sh -c 'exec "$0" --epochs 3' "$prog" \
+    >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  [ $rc = 0 ] && grep -q "weights identical on all 3 ranks" "$TMP/out" ||
+    { show; fail "mpiexec.mpich -n 3: exit $rc, not one job"; }
+  # a second one at the same time: two jobs, two keys
+  timeout 60 mpiexec.mpich -n 2 "$prog" --epochs 3 >"$TMP/out.a" 2>"$TMP/err.a" &
+  _a=$!
+  timeout 60 mpiexec.mpich -n 2 "$prog" --epochs 3 >"$TMP/out.b" 2>"$TMP/err.b"
+  rc=$?
+  wait $_a
+  rca=$?
+  [ $rc = 0 ] && [ $rca = 0 ] && grep -q "weights identical on all 2 ranks" "$TMP/out.a" &&
+    grep -q "weights identical on all 2 ranks" "$TMP/out.b" ||
+    fail "two mpiexec.mpich -n 2 at once: exit $rca and $rc"
+  note "MPICH's mpiexec -n 3 (through a shell), and two of -n 2 at once: one job each"
+else
+  note "no MPICH here: its mpiexec is not tried (Debian: mpich)"
 fi
 if command -v torchrun >/dev/null 2>&1 && [ $have_numpy = yes ] &&
   "$(head -n 1 "$(command -v torchrun)" | sed 's/^#!//')" -c "import torch" 2>/dev/null; then

@@ -6,6 +6,8 @@
 #             time), rank 0 (on h1) starts horarun --join -H h1:2,h2:2,
 #             whose horad on h2 starts over ssh; every collective of
 #             it_coll's matrix right; nothing left on any host
+#   mpich     the same through MPICH's mpiexec (hydra): MPICH's MPI
+#             gathers the hosts
 #   cyclic    mpirun --map-by node: the ranks of a node are not consecutive,
 #             so every rank refuses, saying which ranks and what to use
 #   torchrun  one torchrun per host (--nnodes 2, static rendezvous at h1):
@@ -21,10 +23,11 @@ root=""
 # Under AddressSanitizer: Open MPI's MPI_Init (which libhora calls for
 # the hosts) leaves allocations LeakSanitizer reports, not hora's; Python
 # needs the sanitizer's runtimes preloaded
-san_mpi="" san_env=""
+san_mpi="" san_env="" san_preload=""
 if ldd "$BUILD/lib/libhora.so" | grep -q libasan; then
   san_mpi="-x ASAN_OPTIONS=detect_leaks=0"
-  san_env="LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=0"
+  san_preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+  san_env="LD_PRELOAD=$san_preload ASAN_OPTIONS=detect_leaks=0"
 fi
 
 # run NAME SECONDS COMMAND...: from the client, its output in NAME.out/.err
@@ -64,6 +67,37 @@ expect_rc cyclic nonzero &&
     "--map-by node: refused, naming the ranks"
 mh_assert_no_job_procs "$MARK"
 say "cyclic: $(grep -c "not next to each other" "$MH_TMP/cyclic.out") ranks refused"
+
+# MPICH's mpiexec (hydra), which reaches h1 and h2 over ssh itself: the
+# ranks' job is named by where mpiexec listens (its proxies' command
+# line), their hosts gathered through MPICH's own MPI_Allgather
+if command -v mpiexec.mpich >/dev/null 2>&1; then
+  # shellcheck disable=SC2086
+  run mpich 120 mpiexec.mpich -hosts h1:2,h2:2 -n 4 -genv HORA_HORARUN "$HORARUN" \
+    ${san_env:+-genv ASAN_OPTIONS detect_leaks=0} "$T/it_coll" matrix -x 4 --marker=$MARK
+  expect_rc mpich 0 &&
+    expect_count mpich out "^rank [0-3] of 4: [0-9]+ checks, 0 failures" 4 \
+      "MPICH's 4 ranks on h1 and h2 joined one job; every rank's results right"
+  mh_assert_no_job_procs "$MARK"
+  sleep 0.5
+  [ -z "$(hora_left)" ] || fail "mpich: hora's processes left: $(hora_left)"
+  say "mpich: $(grep -c "0 failures" "$MH_TMP/mpich.out") of 4 ranks right across h1 and h2"
+  # Python ranks (hora's module), init and shutdown twice
+  # shellcheck disable=SC2086
+  run mpichpy 120 mpiexec.mpich -hosts h1:2,h2:2 -n 4 -genv HORA_HORARUN "$HORARUN" \
+    -genv PYTHONPATH "$HORA_TOP/python" -genv HORA_LIBRARY "$BUILD/lib/libhora.so" \
+    ${san_preload:+-genv LD_PRELOAD "$san_preload" -genv ASAN_OPTIONS detect_leaks=0} /usr/bin/python3 \
+    "$HORA_TOP/tests/python/workers/joined.py"
+  sed -i 's/\([^ ]\)rank /\1\nrank /g' "$MH_TMP/mpichpy.out" # glued lines
+  expect_rc mpichpy 0 &&
+    expect_count mpichpy out "rank [01] of 4 joined on h1, local [01] of 2" 2 "MPICH: Python ranks 0 and 1 on h1" &&
+    expect_count mpichpy out "rank [23] of 4 joined on h2, local [01] of 2" 2 \
+      "MPICH: Python ranks 2 and 3 on h2, one job of 4"
+  sleep 0.5
+  [ -z "$(hora_left)" ] || fail "mpich python: hora's processes left: $(hora_left)"
+else
+  say "mpich: skipped: no MPICH (Debian: mpich; tests/deps.sh test installs it)"
+fi
 
 PY=/usr/bin/python3
 TR=$(command -v torchrun || true)
