@@ -1293,8 +1293,10 @@ void hd_xcoll_free(struct hd_comm *c) {
  * the ring) instead of one per tensor.
  *  - allgathers: one allgather of bytes, each local member's inputs packed
  *    one after the other, so that every member's block is the
- *    concatenation of its parts of the run's tensors; then each tensor's
- *    part of every member's block is copied into every local output;
+ *    concatenation of its parts of the run's tensors (read where they lie
+ *    when they lie so in the member's arena already: no packing copy);
+ *    then each tensor's part of every member's block is copied into every
+ *    local output;
  *  - reducescatters: one reducescatter whose input is packed member-major
  *    (for each member, its blocks of the run's tensors), so that each
  *    member's block of it (rs_block_of) is its blocks of them all; then
@@ -1394,8 +1396,24 @@ static int fused_op(struct hd_comm *c, struct hd_xfused *fu,
   return 0;
 }
 
+/* Whether local member i's inputs of the run lie one after the other in
+ * its arena, as the run's block of it is laid out (a rank that carved
+ * them from one hora_alloc, or whose copies were staged so): the fused
+ * allgather then reads them there, and only reads them. */
+static int ag_in_place(struct hd_comm *c, struct hd_tensor *const *ts, int n,
+                       int i) {
+  int m = c->local_member[i];
+  const unsigned char *at = hd_in_ptr(ts[0], i);
+  for (int k = 0; k < n; k++) {
+    uint64_t b = fcount(ts, k, m) * hora_dtype_size(ts[k]->meta.dtype);
+    if (b && hd_in_ptr(ts[k], i) != at) return 0;
+    at += b;
+  }
+  return 1;
+}
+
 /* An allgather of bytes: each member's block its parts of the run's
- * tensors one after the other. */
+ * tensors one after the other (packed, unless they lie so already). */
 static int ag_start(struct hd_comm *c, struct hd_xfused *fu,
                     struct hd_tensor *const *ts, int n) {
   int nl = c->nlocal, size = c->size;
@@ -1417,8 +1435,11 @@ static int ag_start(struct hd_comm *c, struct hd_xfused *fu,
                             hora_dtype_size(ts[k]->meta.dtype));
     total += (uint64_t)bytes[m];
   }
+  int inplace = 0;
   for (int i = 0; i < nl; i++) {
-    inb[i] = (uint64_t)bytes[c->local_member[i]];
+    int ip = ag_in_place(c, ts, n, i);
+    inplace += ip;
+    inb[i] = ip ? 0 : (uint64_t)bytes[c->local_member[i]];
     outb[i] = total;
   }
   int rc = fused_op(c, fu, ts[0], inb, outb);
@@ -1434,14 +1455,21 @@ static int ag_start(struct hd_comm *c, struct hd_xfused *fu,
   f->meta.count = (uint64_t)bytes[c->local_member[f->first]];
   for (int i = 0; i < nl; i++) {
     int m = c->local_member[i];
+    f->part[i].count = (uint64_t)bytes[m];
+    if (ag_in_place(c, ts, n, i)) { /* read where they lie */
+      f->own[2 * i] = hd_in_ptr(ts[0], i);
+      continue;
+    }
     unsigned char *p = f->own[2 * i];
     for (int k = 0; k < n; k++) { /* packed */
       uint64_t b = fcount(ts, k, m) * hora_dtype_size(ts[k]->meta.dtype);
       if (b) memcpy(p, hd_in_ptr(ts[k], i), b);
       p += b;
     }
-    f->part[i].count = (uint64_t)bytes[m];
   }
+  hc_debug("allgathers '%s' to '%s' fused: the inputs of %d of %d local "
+           "ranks read in place, the rest packed", ts[0]->name,
+           ts[n - 1]->name, inplace, nl);
   return 0;
 }
 

@@ -23,6 +23,10 @@
  *                           (every dtype, counts per rank and tensor, some
  *                           0), waited last first: across hosts runs of
  *                           them are fused
+ *   it_xcoll agarena [-x N] the same, one dtype a round, each round's
+ *                           inputs carved one after the other from one
+ *                           hora_alloc block: the fused runs read them
+ *                           there
  *   it_xcoll rsburst [-x N] 5 rounds of 30 asynchronous reducescatters at
  *                           once (runs of 10 alike in dtype and op, uneven
  *                           rows), waited last first: across hosts the
@@ -934,21 +938,43 @@ static double agb_want(size_t i, void *a) {
   return -1;
 }
 
-static int run_agburst(int rounds) {
+/* The data type of allgather j in round `round`: every type in turn; in
+ * the arena, one type a round, so that each tensor carved after another
+ * stays aligned. */
+static int agb_dtype(int j, int round, int arena) {
+  return (arena ? round : j + round) % HORA_DTYPE_COUNT;
+}
+
+/* arena: each round's inputs carved one after the other from one
+ * hora_alloc block, as the fused run's block lays them out */
+static int run_agburst(int rounds, int arena) {
   enum { N = 40 };
   void *in[N], *out[N];
   int64_t h[N], *counts[N];
   size_t total[N];
   for (int round = 0; round < rounds; round++) {
+    unsigned char *block = NULL;
+    if (arena) {
+      size_t all = 1;
+      for (int j = 0; j < N; j++)
+        all += (size_t)agb_count(j, rank) *
+               hora_dtype_size(agb_dtype(j, round, arena));
+      if (!(block = hora_alloc(all))) {
+        FAIL("agarena: hora_alloc of %zu bytes", all);
+        return 1;
+      }
+    }
+    unsigned char *at = block;
     for (int j = 0; j < N; j++) {
-      int dt = (j + round) % HORA_DTYPE_COUNT;
+      int dt = agb_dtype(j, round, arena);
       size_t es = hora_dtype_size(dt);
       counts[j] = malloc((size_t)size * sizeof *counts[j]);
       total[j] = 0;
       for (int r = 0; r < size; r++)
         total[j] += (size_t)(counts[j][r] = agb_count(j, r));
       size_t mine = (size_t)counts[j][rank];
-      in[j] = malloc(mine * es + 1);
+      in[j] = arena ? at : malloc(mine * es + 1);
+      at += mine * es;
       out[j] = malloc(total[j] * es + 1);
       for (size_t i = 0; i < mine; i++) put(dt, in[j], i, agb_val(j, rank, i));
       hora_request_t q = {.coll = HORA_COLL_ALLGATHER, .sendbuf = in[j],
@@ -968,12 +994,13 @@ static int run_agburst(int rounds) {
       OK(rc, name);
       struct agbarg a = {j};
       if (rc >= 0)
-        check_vals(name, (j + round) % HORA_DTYPE_COUNT, out[j], total[j],
+        check_vals(name, agb_dtype(j, round, arena), out[j], total[j],
                    agb_want, &a);
-      free(in[j]);
+      if (!arena) free(in[j]);
       free(out[j]);
       free(counts[j]);
     }
+    hora_free(block);
   }
   return 0;
 }
@@ -1061,11 +1088,13 @@ int main(int argc, char **argv) {
   else if (!strcmp(mode, "sets")) run_sets();
   else if (!strcmp(mode, "join")) run_join();
   else if (!strcmp(mode, "groups")) run_groups();
-  else if (!strcmp(mode, "agburst")) run_agburst(5);
+  else if (!strcmp(mode, "agburst")) run_agburst(5, 0);
+  else if (!strcmp(mode, "agarena")) run_agburst(5, 1);
   else if (!strcmp(mode, "rsburst")) run_rsburst(5);
   else {
     fprintf(stderr,
-            "usage: it_xcoll colls|sets|join|groups|agburst|rsburst [-x N]\n");
+            "usage: it_xcoll colls|sets|join|groups|agburst|agarena|rsburst "
+            "[-x N]\n");
     return 2;
   }
   printf("rank %d of %d: %s: %d checks, %d failures\n", rank, size, mode, checks,

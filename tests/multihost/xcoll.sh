@@ -8,7 +8,8 @@
 #   rank's set is one host's), two disjoint sets busy at once; 2 x 2
 #   again with --wire-integrity and with --wire-encrypt; bursts of
 #   asynchronous allgathers whose runs every host fuses into one exchange
-#   (3 x 2, and round a flat ring on 3 x 1), none fused with
+#   (3 x 2, and round a flat ring on 3 x 1; inputs carved one after the
+#   other from the arena read in place, 3 x 2), none fused with
 #   HOROVOD_FUSION_THRESHOLD=0 (2 x 1); bursts of reducescatters fused
 #   likewise (3 x 2, 2 x 1).
 . "$(dirname "$0")/lib.sh"
@@ -52,6 +53,15 @@ for burst in agburst:allgathers rsburst:reducescatters; do
       "$h's horad ran fused $what"
   done
 done
+# inputs that lie one after the other in the arena, as the fused run's
+# block lays them out, are read there: no packing copy
+hrun agarena.3x2 240 HORA_LOG=engine:debug -np 6 -H h1:2,h2:2,h3:2 "$T/it_xcoll" agarena -x 6
+ok agarena.3x2 6 agarena
+for h in h1 h2 h3; do
+  expect_grep agarena.3x2 err "^horarun: host $h: horad\[[0-9]+\] DEBUG: allgathers .* fused: the inputs of 2 of 2 local ranks read in place" \
+    "$h's horad read its ranks' contiguous arena inputs in place"
+done
+expect_nogrep agarena.3x2 err "fused: the inputs of [01] of 2" "no run of them packed"
 hrun agflat.3x1 240 HORA_LOG=engine:debug HOROVOD_HIERARCHICAL_ALLGATHER=0 -np 3 \
   -H h1:1,h2:1,h3:1 "$T/it_xcoll" agburst -x 3
 ok agflat.3x1 3 agburst
