@@ -97,6 +97,7 @@ static void start_job(struct hd_job *job) {
       close_everything(job);
       return;
     }
+    job->mesh_start_ns = hc_now_ns();
     if (hd_mesh_start(job) < 0) {
       hc_error("cannot connect to the other daemons; stopping");
       /* spawn nothing: report the ranks as not started */

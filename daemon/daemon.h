@@ -500,6 +500,7 @@ struct hd_job {
   struct hd_peer *peers; /* job.nhosts entries */
   struct hp_conn *mesh_conns; /* every mesh connection, also unproven */
   int peers_needed, peers_up, mesh_up;
+  uint64_t mesh_start_ns; /* when the links began (debug: how long) */
   struct hp_conn **early; /* authenticated peers that spoke before the JOB */
   uint64_t *early_hello;  /* what each said: host index << 32 | nhosts */
   size_t nearly;

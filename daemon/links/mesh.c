@@ -284,7 +284,8 @@ static void check_up(struct hd_job *job) {
   if (job->mesh_up || !job->have_job || job->peers_up < job->peers_needed)
     return;
   job->mesh_up = 1;
-  hc_debug("mesh up: %d links", job->peers_up);
+  hc_debug("mesh up: %d links in %.2f ms", job->peers_up,
+           (double)(hc_now_ns() - job->mesh_start_ns) / 1e6);
   job->up->job_go(job);
 }
 
