@@ -260,6 +260,8 @@ struct hd_comm {
                  host's NEGO_READYs go whole too */
   struct hd_coord *coord;  /* coord.c: when hosts[0] is this host */
   struct hd_xop *xop;      /* xhost/ring.c: its running cross-host operation */
+  struct hd_xop *xop2;     /* ring.c's urgent lane: one of higher priority
+                              that overtook xop's (hd_xhost_lane) */
   struct hd_xcoll *xc;     /* xhost/exchange.c: the same, for the others */
   struct hd_xfused *xfused; /* xhost/exchange.c: the fused run under way */
 };
@@ -904,6 +906,10 @@ int hd_xhost_data(struct hd_job *job, int from, unsigned char *payload,
  * straight away, or NULL (see hp_conn_set_place). */
 void *hd_xhost_place(struct hd_job *job, int from, const unsigned char *pre,
                      size_t len);
+/* Whether t (a resident allreduce or broadcast of at most 8 MiB) may run
+ * now beside the one c's ring runs, in the urgent lane: a queued operation
+ * of higher priority overtaking a large one (negotiate.c's overtake). */
+int hd_xhost_lane(struct hd_comm *c, const struct hd_tensor *t);
 void hd_xhost_abort(struct hd_comm *c);
 void hd_xhost_free(struct hd_comm *c);
 /* A small allreduce through the coordinator (ring.c): the bytes of a

@@ -1235,16 +1235,45 @@ static int plan_star(const struct hd_plan *p) {
   return 1;
 }
 
+/* Whether p is one operation that may run in the ring's urgent lane
+ * beside the one the ring runs (xhost/ring.c). */
+static int plan_lane(const struct hd_plan *p) {
+  return p->n - p->cur == 1 && hd_xhost_lane(p->comm, p->t[p->cur]);
+}
+
+/* Across hosts, the head waiting on the ring: the first queued plan of
+ * higher priority than the head's (up to an operation of control) that
+ * fits the ring's urgent lane runs there, or runs on there. Each host's
+ * queue keeps the coordinator's order, whatever runs in the lane: a host
+ * where it does not overtake (its large one ended already) runs it in
+ * turn, and the data meet all the same. */
+static void overtake_lane(struct hd_comm *c, int32_t pr) {
+  struct hd_plan *prev = c->plan_head, *q;
+  while ((q = prev->next) && !plan_ctrl(q)) {
+    if (plan_priority(q) > pr && q->engine && plan_resident(q) &&
+        plan_lane(q)) {
+      if (!q->engine->progress(c->job, q)) return; /* it runs on */
+      prev->next = q->next;
+      if (c->plan_tail == q) c->plan_tail = prev;
+      plan_release(c, q);
+      continue;
+    }
+    prev = q;
+  }
+}
+
 /* Its head waiting (one host: a streamed operation between chunks, or a
  * large one in the arenas between pieces; several hosts: for the other
  * hosts' data): the queued plans of higher priority that run at once
  * go now, so that a large operation of low priority is in effect split
  * around them. On one host those are the ones in the arenas; across
  * hosts, those whose result came with the decision, which every host
- * can write out of turn. After the head and up to an operation of
- * control, insert_plan keeps the queue in order of priority (across
- * hosts, the coordinator's order), so those come first; the first that
- * cannot run now stops the others behind it. */
+ * can write out of turn, and (overtake_lane) one allreduce or broadcast
+ * in the arenas (up to 8 MiB) beside the ring's, in its urgent lane.
+ * After the head and up to an operation of control, insert_plan keeps
+ * the queue in order of priority (across hosts, the coordinator's
+ * order), so those come first; the first that cannot run now stops the
+ * others behind it. */
 static void overtake(struct hd_comm *c) {
   struct hd_plan *head = c->plan_head, *q;
   int32_t pr = plan_priority(head);
@@ -1256,6 +1285,7 @@ static void overtake(struct hd_comm *c) {
     if (c->plan_tail == q) c->plan_tail = head;
     plan_release(c, q);
   }
+  if (c->nhosts > 1) overtake_lane(c, pr);
 }
 
 void hd_comm_progress(struct hd_comm *c) {

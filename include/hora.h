@@ -230,8 +230,9 @@ int hora_thread_helper(void);
  *                process-set change; one that has started only between
  *                the chunks of a large allreduce or broadcast on one
  *                host, or, across hosts, by a small allreduce whose
- *                result comes with the decision); the highest any rank
- *                gave counts
+ *                result comes with the decision, or by one of up to 8
+ *                MiB in the arena that runs round the ring beside it);
+ *                the highest any rank gave counts
  *   flags        HORA_REQ_* bits; others are refused
  *   stream       for device (CUDA) buffers: the stream (a cudaStream_t or
  *                CUstream; NULL: the default stream) that orders the work

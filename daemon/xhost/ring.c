@@ -36,7 +36,16 @@
  * step s + k. Its first k sends are segments that start here (a + i: the
  * sum of members i..k-1); a segment that ends here (at a + j, arriving in
  * step n - 2 - j) takes the sum of members 0..j alone, read from their
- * inputs again. With k = 1 this is the ring of hosts above. */
+ * inputs again. With k = 1 this is the ring of hosts above.
+ *
+ * Urgent lane: while the ring runs a large operation, a queued one of
+ * higher priority (at most XH_LANE_MAX bytes, in the arenas) runs beside
+ * it in a second hd_xop (c->xop2) instead of waiting for the whole
+ * (negotiate.c's overtake asks hd_xhost_lane). DATA names its operation
+ * (seq), so each frame finds its lane; what came for the urgent one
+ * before it started here waits among the main lane's early data and moves
+ * over when it starts. A host whose large one already ended runs it in
+ * the main lane instead: the data meet all the same. */
 #define HC_LOG_SUB HC_SUB_ENGINE
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +58,10 @@
 #define XH_PIECE_MAX (1u << 20)
 #define XH_EARLY_PAUSE (64ull << 20) /* early bytes: stop reading the link */
 #define XH_EARLY_MAX (256ull << 20)  /* a peer that ignores that: drop it */
+/* The urgent lane's largest operation: what a host still in the large
+ * one holds for it early stays well under XH_EARLY_PAUSE, so the link
+ * that also brings the large one's data is never paused for it. */
+#define XH_LANE_MAX (8ull << 20)
 
 struct xh_slot {
   struct hd_job *job;
@@ -316,8 +329,24 @@ static void local_sum(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl,
 /* ---- sending --------------------------------------------------------------
  */
 
+static int in_step(const struct hd_comm *c) {
+  return (c->xop && c->xop->in_step) || (c->xop2 && c->xop2->in_step);
+}
+
+/* What the communicator's lanes hold of data that came early. */
+static uint64_t early_of(const struct hd_comm *c) {
+  return (c->xop ? c->xop->early_bytes : 0) +
+         (c->xop2 ? c->xop2->early_bytes : 0);
+}
+
+/* The lane whose operation `seq` is: the urgent one's, else the main. */
+static struct hd_xop *lane_of(struct hd_comm *c, uint64_t seq) {
+  if (c->xop2 && c->xop2->active && c->xop2->seq == seq) return c->xop2;
+  return c->xop;
+}
+
 static void run_ready_later(struct hd_comm *c) {
-  if (c->xop && !c->xop->in_step) {
+  if ((c->xop || c->xop2) && !in_step(c)) {
     hd_comm_progress(c);
     hd_flush_wakeups(c->job);
   }
@@ -555,9 +584,10 @@ static void start_piece(struct hd_job *job, struct hd_xop *x, uint64_t p) {
 
 /* ---- the operation ----------------------------------------------------- */
 
-static struct hd_xop *xop(struct hd_comm *c) {
+/* The lane *pp, made when it does not exist yet. */
+static struct hd_xop *lane(struct hd_comm *c, struct hd_xop **pp) {
   struct hd_job *job = c->job;
-  if (c->xop) return c->xop;
+  if (*pp) return *pp;
   struct hd_xop *x = calloc(1, sizeof *x);
   if (!x) return NULL;
   if (!(x->scratch = malloc(XH_PIECE_MAX))) {
@@ -580,7 +610,33 @@ static struct hd_xop *xop(struct hd_comm *c) {
       return NULL;
     }
   }
-  return c->xop = x;
+  return *pp = x;
+}
+
+static struct hd_xop *xop(struct hd_comm *c) { return lane(c, &c->xop); }
+
+/* The urgent lane starts x's operation: what came for it before, among
+ * the main lane's early data, is x's now. */
+static void adopt_early(struct hd_xop *main, struct hd_xop *x) {
+  struct early **pp = &main->early;
+  while (*pp) {
+    struct early *e = *pp;
+    if (e->h.seq != x->seq) {
+      pp = &e->next;
+      continue;
+    }
+    *pp = e->next;
+    if (main->early_tail == e) {
+      main->early_tail = NULL;
+      for (struct early *i = main->early; i; i = i->next) main->early_tail = i;
+    }
+    main->early_bytes -= e->len;
+    e->next = NULL;
+    if (x->early_tail) x->early_tail->next = e;
+    else x->early = e;
+    x->early_tail = e;
+    x->early_bytes += e->len;
+  }
 }
 
 static int start_op(struct hd_job *job, struct hd_xop *x,
@@ -733,8 +789,19 @@ static int advance(struct hd_job *job, struct hd_xop *x) {
 /* Reads the previous host's link again once the early data drained. */
 static void maybe_resume(struct hd_job *job, struct hd_xop *x) {
   if (job->link->paused(job, x->prev_host) &&
-      x->early_bytes < XH_EARLY_PAUSE / 2)
+      early_of(x->c) < XH_EARLY_PAUSE / 2)
     job->link->resume(job, x->prev_host);
+}
+
+int hd_xhost_lane(struct hd_comm *c, const struct hd_tensor *t) {
+  int coll = t->meta.coll;
+  if (c->nhosts < 2 || c->me < 0 || t->star || t->fuse ||
+      (coll != HORA_COLL_ALLREDUCE && coll != HORA_COLL_BROADCAST) ||
+      (coll == HORA_COLL_ALLREDUCE && t->meta.op == HORA_ADASUM) ||
+      t->meta.count * hora_dtype_size(t->meta.dtype) > XH_LANE_MAX)
+    return 0;
+  if (!c->xop || !c->xop->active || c->xop->t == t) return 0;
+  return !c->xop2 || !c->xop2->active || c->xop2->t == t;
 }
 
 static int fail_all(struct hd_job *job, struct hd_tensor *const *ts, int n,
@@ -749,12 +816,26 @@ int hd_xhost_step(struct hd_comm *cm, struct hd_tensor *t) {
 
 int hd_xhost_run(struct hd_comm *cm, struct hd_tensor *const *ts, int nt) {
   struct hd_job *job = cm->job;
-  struct hd_xop *x = xop(cm);
   struct hd_tensor *t = ts[0];
+  struct hd_xop *x;
+  if (cm->xop2 && cm->xop2->active && cm->xop2->t == t) {
+    x = cm->xop2;
+  } else if (cm->xop && cm->xop->active && cm->xop->t != t) {
+    /* the main lane is busy: t overtakes its operation (overtake) */
+    if (nt != 1 || !hd_xhost_lane(cm, t)) return 0;
+    x = lane(cm, &cm->xop2);
+  } else {
+    x = xop(cm);
+  }
   if (!x) return fail_all(job, ts, nt, "horad is out of memory");
   if (x->t != t) {
     if (cm->nlocal > 256 || start_op(job, x, ts, nt) < 0)
       return fail_all(job, ts, nt, "horad cannot run this operation");
+    if (x == cm->xop2) {
+      hc_debug("%s '%s' overtakes '%s' in the urgent lane",
+               hd_coll_name(t->meta.coll), t->name, cm->xop->t->name);
+      adopt_early(cm->xop, x);
+    }
   }
   x->in_step = 1;
   int rc;
@@ -790,7 +871,7 @@ void *hd_xhost_place(struct hd_job *job, int from, const unsigned char *pre,
   if (job->gone_rank != -1 || hp_dec_data_hdr(pre, HP_DATA_HDR_LEN, &h) < 0)
     return NULL;
   struct hd_comm *c = comm_of(job, from, &h);
-  struct hd_xop *x = c ? c->xop : NULL;
+  struct hd_xop *x = c ? lane_of(c, h.seq) : NULL;
   if (!x || !x->active || h.seq != x->seq || h.piece >= x->next_piece)
     return NULL;
   struct xh_slot *sl = &x->slot[h.piece % XH_WINDOW];
@@ -823,7 +904,7 @@ int hd_xhost_data(struct hd_job *job, int from, unsigned char *payload,
   struct hd_comm *cm = hd_comm_get(job, h.comm);
   if (cm && cm->removed) return 0; /* it went while the data came */
   cm = comm_of(job, from, &h);
-  struct hd_xop *x = cm ? xop(cm) : NULL;
+  struct hd_xop *x = cm && xop(cm) ? lane_of(cm, h.seq) : NULL;
   if (!x) {
     hc_fmt(why, whylen, "DATA of process set %u from host %d, which is not "
            "the previous one there", h.comm, from);
@@ -858,7 +939,7 @@ int hd_xhost_data(struct hd_job *job, int from, unsigned char *payload,
            (unsigned long long)h.seq);
     return -1;
   }
-  if (x->early_bytes + n > XH_EARLY_MAX) {
+  if (early_of(cm) + n > XH_EARLY_MAX) {
     hc_fmt(why, whylen, "the previous host ran too far ahead");
     return -1;
   }
@@ -877,14 +958,20 @@ int hd_xhost_data(struct hd_job *job, int from, unsigned char *payload,
   x->early_bytes += n;
   /* Backpressure: the previous host waits (in TCP) until we catch up. A
    * broadcast chain needs it when a host downstream is slow. */
-  if (x->early_bytes >= XH_EARLY_PAUSE) job->link->pause(job, from);
+  if (early_of(cm) >= XH_EARLY_PAUSE) job->link->pause(job, from);
   return 0;
 }
 
-void hd_xhost_abort(struct hd_comm *cm) {
-  struct hd_xop *x = cm->xop;
-  struct hd_job *job = cm->job;
+static void lane_abort(struct hd_xop *x) {
   if (!x) return;
+  if (x->active) end_op(x);
+  for (int i = 0; i < XH_WINDOW; i++) x->slot[i].busy = 0;
+  while (x->early) drop_early(x, &x->early);
+}
+
+void hd_xhost_abort(struct hd_comm *cm) {
+  struct hd_job *job = cm->job;
+  if (!cm->xop && !cm->xop2) return;
   /* A frame being read into a rank's memory must not land there once
    * the rank has its buffer back (with an error); a link paused for
    * backpressure must be read again (to hear of the end). */
@@ -893,15 +980,12 @@ void hd_xhost_abort(struct hd_comm *cm) {
     job->link->unplace(job, prev);
     job->link->resume(job, prev);
   }
-  if (x->active) end_op(x);
-  for (int i = 0; i < XH_WINDOW; i++) x->slot[i].busy = 0;
-  while (x->early) drop_early(x, &x->early);
+  lane_abort(cm->xop);
+  lane_abort(cm->xop2);
 }
 
-void hd_xhost_free(struct hd_comm *c) {
-  struct hd_xop *x = c->xop;
+static void xop_free(struct hd_xop *x) {
   if (!x) return;
-  hd_xhost_abort(c);
   for (int i = 0; i < XH_WINDOW; i++) {
     free(x->slot[i].w);
     free(x->slot[i].nb);
@@ -910,7 +994,13 @@ void hd_xhost_free(struct hd_comm *c) {
   free(x->tv);
   free(x->base);
   free(x);
-  c->xop = NULL;
+}
+
+void hd_xhost_free(struct hd_comm *c) {
+  hd_xhost_abort(c);
+  xop_free(c->xop);
+  xop_free(c->xop2);
+  c->xop = c->xop2 = NULL;
 }
 
 /* ---- small allreduces through the coordinator ------------------------------

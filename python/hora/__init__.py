@@ -2215,9 +2215,9 @@ class priority:
     first, so a late one overtakes queued ones of lower priority (never a
     barrier, join or process-set change; one that has started only between
     the chunks of a large allreduce or broadcast on one host, or, across
-    hosts, by a small allreduce whose result comes with the decision); the
-    highest any rank gives counts. Per thread; blocks
-    nest. Every
+    hosts, by a small allreduce whose result comes with the decision, or
+    by one of up to 8 MiB in the arena that runs round the ring beside
+    it); the highest any rank gives counts. Per thread; blocks nest. Every
     collective also takes `priority=` (None: the block's)::
 
         with hora.priority(10):

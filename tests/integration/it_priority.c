@@ -1,6 +1,6 @@
 /* it_priority.c -- hora_request_t.priority: a late operation of higher
  * priority overtakes queued ones of lower priority.
- *   it_priority prio|fifo|split|nosplit|inarena|fifoarena [N [MIB]]
+ *   it_priority prio|fifo|split|nosplit|inarena|fifoarena [N [MIB [KIB]]]
  * After a barrier, every rank submits N allreduces 'low.K' of MIB MiB
  * (default 8 of 8)
  * from its own memory (streamed through the staging areas, so that they
@@ -12,7 +12,9 @@
  * chunks of a streamed 'low' one) or 0. inarena and fifoarena: as split
  * and nosplit, every buffer from hora_alloc (reduced where it lies, a
  * chunk at a time on one host), and 'high' submitted 1 ms after the 'low'
- * ones, while they run. It prints "rank R: high done with K of N low done" and
+ * ones, while they run; KIB sets the size of 'high' there (default 1: across
+ * hosts its result comes with the decision; larger, it runs round the
+ * ring beside the large one). It prints "rank R: high done with K of N low done" and
  * "rank R: priority: C checks, F failures". */
 #include <hora.h>
 #include <stdio.h>
@@ -21,20 +23,20 @@
 #include <time.h>
 
 int main(int argc, char **argv) {
-  const char *arg[3] = {"prio", "8", "8"};
+  const char *arg[4] = {"prio", "8", "8", "1"};
   for (int i = 1, k = 0; i < argc; i++) /* the tests' --marker=... aside */
-    if (strncmp(argv[i], "--", 2) && k < 3) arg[k++] = argv[i];
+    if (strncmp(argv[i], "--", 2) && k < 4) arg[k++] = argv[i];
   const char *mode = arg[0];
   int n = atoi(arg[1]);
-  size_t mib = (size_t)atoi(arg[2]);
+  size_t mib = (size_t)atoi(arg[2]), kib = (size_t)atoi(arg[3]);
   int arena = !strcmp(mode, "inarena") || !strcmp(mode, "fifoarena");
   int small = arena || !strcmp(mode, "split") || !strcmp(mode, "nosplit");
   int urgent = !strcmp(mode, "prio") || !strcmp(mode, "split") ||
                !strcmp(mode, "inarena");
-  if (n < 1 || n > 64 || mib < 1 ||
+  if (n < 1 || n > 64 || mib < 1 || kib < 1 || kib > 65536 ||
       (!small && strcmp(mode, "prio") && strcmp(mode, "fifo"))) {
     fprintf(stderr, "usage: it_priority prio|fifo|split|nosplit|inarena|"
-                    "fifoarena [N [MIB]]\n");
+                    "fifoarena [N [MIB [KIB]]]\n");
     return 2;
   }
   if (hora_init() != 0) return 1;
@@ -45,7 +47,7 @@ int main(int argc, char **argv) {
   int checks = 0, failures = 0;
   size_t cnt[65];
   for (int k = 0; k <= n; k++) {
-    cnt[k] = k == n && small ? 256 : count;
+    cnt[k] = k == n && small ? kib * 256 : count;
     buf[k] = arena ? hora_alloc(cnt[k] * sizeof(float))
                    : malloc(cnt[k] * sizeof(float));
     if (!buf[k]) return 1;

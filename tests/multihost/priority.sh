@@ -8,8 +8,10 @@
 # given the same priority, it runs after all of them. Then a large one in
 # the arena (32 MiB) and, 1 ms later, a small one (1 KiB: its result comes
 # with the coordinator's decision): of priority 10 it completes on every
-# host while the large one still runs; of priority 0, after it. 2 x 1 and
-# 3 x 1, every result checked.
+# host while the large one still runs; of priority 0, after it. The same
+# with 1 MiB (round the ring, in its urgent lane beside the large one),
+# and with 2 MiB after four large ones already queued on every host. 2 x 1
+# and 3 x 1, every result checked.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD" "$T/it_priority"
 mh_setup 3
@@ -40,7 +42,25 @@ for n in 2 3; do
   ok fifoarena.${n}x1 $n
   expect_count fifoarena.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 1 of 1 low done" $n \
     "of the same priority, it waited for the large one"
+  # 1 MiB goes round the ring: in its urgent lane, beside the large one
+  hrun lane.${n}x1 240 HORA_LOG=engine:debug --arena-size 64M -np $n -H $hosts "$T/it_priority" inarena 1 32 1024
+  ok lane.${n}x1 $n
+  expect_count lane.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 0 of 1 low done" $n \
+    "1 MiB of priority 10 completed while the large one ran, on every host"
+  expect_grep lane.${n}x1 err "DEBUG: allreduce 'high' overtakes 'low.0' in the urgent lane" \
+    "it ran in the ring's urgent lane"
+  hrun fifolane.${n}x1 240 --arena-size 64M -np $n -H $hosts "$T/it_priority" fifoarena 1 32 1024
+  ok fifolane.${n}x1 $n
+  expect_count fifolane.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with 1 of 1 low done" $n \
+    "1 MiB of the same priority waited for the large one"
+  # 4 large ones decided and queued on every host before it: it runs
+  # beside one of them, not after the last
+  hrun lanequeued.${n}x1 240 --arena-size 64M -np $n -H $hosts "$T/it_priority" inarena 4 8 2048
+  ok lanequeued.${n}x1 $n
+  expect_count lanequeued.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with [0-3] of 4 low done" $n \
+    "2 MiB of priority 10 overtook large ones already queued, on every host"
 done
 grep -h "high done" "$MH_TMP"/prio.*.out "$MH_TMP"/fifo.*.out \
-  "$MH_TMP"/inarena.*.out "$MH_TMP"/fifoarena.*.out | sed 's/^/    /'
+  "$MH_TMP"/inarena.*.out "$MH_TMP"/fifoarena.*.out "$MH_TMP"/lane.*.out \
+  "$MH_TMP"/fifolane.*.out "$MH_TMP"/lanequeued.*.out | sed 's/^/    /'
 finish
