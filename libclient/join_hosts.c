@@ -5,6 +5,11 @@
  *   HORA_JOIN_HOSTS   "HOST:N,..." in rank order, from whoever gathered
  *                     them (hora's Python module does under torchrun, through
  *                     torch's store)
+ *   torchrun          torch's store at MASTER_ADDR:MASTER_PORT, through the
+ *                     Python that runs torchrun (a program of any language:
+ *                     torchrun is torch's, so its Python has torch): each
+ *                     node's first rank writes its host there, rank 0 reads
+ *                     them all, as hora's Python module does in-process
  *   Open MPI, MPICH   MPI itself: each rank's node, gathered with
  *                     MPI_Allgather (Open MPI's libmpi.so.40 under its
  *                     mpirun, MPICH's libmpi.so.12 or libmpich.so.12
@@ -16,9 +21,13 @@
  * consecutive ranks, as horad's do. */
 #define HC_LOG_SUB HC_SUB_CLIENT
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -223,6 +232,117 @@ static int hosts_by_mpi(const struct hl_foreign *f, char *out, size_t len,
   return rc;
 }
 
+/* ---- torchrun ------------------------------------------------------------ */
+
+extern char **environ;
+
+/* What the Python runs: the same keys and values as hora's Python module
+ * (python/hora/__init__.py), so both kinds of rank meet in one store. */
+static const char torch_hosts_py[] =
+    "import datetime, os, socket, sys\n"
+    "from torch.distributed import TCPStore\n"
+    "e = os.environ\n"
+    "rank, size = int(e['RANK']), int(e['WORLD_SIZE'])\n"
+    "local, lsize = int(e['LOCAL_RANK']), int(e['LOCAL_WORLD_SIZE'])\n"
+    "port = int(e['MASTER_PORT'])\n"
+    "wait = int(e.get('HORA_START_TIMEOUT') or\n"
+    "           e.get('HOROVOD_START_TIMEOUT') or 30) + 5\n"
+    "store = TCPStore(e['MASTER_ADDR'], port, None, False,\n"
+    "                 datetime.timedelta(seconds=wait))\n"
+    "prefix = 'hora/%s/%s/host/' % (e.get('TORCHELASTIC_RUN_ID', ''),\n"
+    "                              e.get('TORCHELASTIC_RESTART_COUNT', '0'))\n"
+    "if local == 0:\n"
+    "    addr = ''\n"
+    "    try:\n"
+    "        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:\n"
+    "            u.connect((e['MASTER_ADDR'], port))\n"
+    "            addr = u.getsockname()[0]\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "    store.set(prefix + str(rank // lsize),\n"
+    "              '%s %s' % (socket.gethostname(), addr))\n"
+    "if rank == 0:\n"
+    "    keys = [prefix + str(g) for g in range(size // lsize)]\n"
+    "    store.wait(keys)\n"
+    "    nodes = [store.get(k).decode().split(' ') for k in keys]\n"
+    "    names = [n[0] for n in nodes]\n"
+    "    print(','.join('%s:%d' % (n[1] if names.count(n[0]) > 1 and n[1]\n"
+    "                              else n[0], lsize) for n in nodes))\n";
+
+/* The Python that runs torchrun (this rank's parent, its agent), else
+ * python3 from PATH. */
+static void torchrun_python(char *out, size_t len) {
+  char link[64];
+  snprintf(link, sizeof link, "/proc/%d/exe", (int)getppid());
+  ssize_t n = readlink(link, out, len - 1);
+  if (n > 0) {
+    out[n] = '\0';
+    const char *base = strrchr(out, '/');
+    if (!strncmp(base ? base + 1 : out, "python", 6)) return;
+  }
+  snprintf(out, len, "python3");
+}
+
+/* Rank 0: the hosts, in out; the first rank of another node: its host
+ * written to the store, out empty (only rank 0 starts horarun). */
+static int hosts_by_torch(const struct hl_foreign *f, char *out, size_t len,
+                          char *why, size_t whylen) {
+  out[0] = '\0';
+  if (!getenv("MASTER_ADDR") || !getenv("MASTER_PORT")) {
+    snprintf(why, whylen, "nothing names them (HORA_JOIN_HOSTS, or "
+             "torchrun's store: MASTER_ADDR and MASTER_PORT are not set)");
+    return -1;
+  }
+  /* once per job: hora_init() again finds the job started */
+  static char asked[sizeof f->key];
+  if ((f->rank != 0 && f->local_rank != 0) || !strcmp(asked, f->key))
+    return 0;
+  char py[4096];
+  torchrun_python(py, sizeof py);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) < 0) {
+    snprintf(why, whylen, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  char *argv[] = {py, "-c", (char *)torch_hosts_py, NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  pid_t pid;
+  int rc = strchr(py, '/') ? posix_spawn(&pid, py, &fa, NULL, argv, environ)
+                           : posix_spawnp(&pid, py, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    snprintf(why, whylen, "cannot start %.200s to ask torch's store: %s", py,
+             strerror(rc));
+    return -1;
+  }
+  size_t got = 0;
+  for (ssize_t n; got + 1 < len &&
+                  ((n = read(fds[0], out + got, len - 1 - got)) > 0 ||
+                   (n < 0 && errno == EINTR));)
+    if (n > 0) got += (size_t)n;
+  out[got] = '\0';
+  close(fds[0]);
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  out[strcspn(out, "\n")] = '\0';
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || (f->rank == 0 && !out[0])) {
+    snprintf(why, whylen, "asking torch's store at %.100s:%.20s through %.200s "
+             "failed (%s %d; its message is above)", getenv("MASTER_ADDR"),
+             getenv("MASTER_PORT"), py,
+             WIFEXITED(st) ? "exit status" : "signal",
+             WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    out[0] = '\0';
+    return -1;
+  }
+  snprintf(asked, sizeof asked, "%s", f->key);
+  return 0;
+}
+
 int hl_join_hosts(const struct hl_foreign *f, char *out, size_t len) {
   char why[600];
   const char *given = getenv("HORA_JOIN_HOSTS");
@@ -232,9 +352,10 @@ int hl_join_hosts(const struct hl_foreign *f, char *out, size_t len) {
   }
   if (f->kind == HL_OMPI || f->kind == HL_PMI) {
     if (hosts_by_mpi(f, out, len, why, sizeof why) == 0) return 0;
+  } else if (f->kind == HL_TORCHRUN) {
+    if (hosts_by_torch(f, out, len, why, sizeof why) == 0) return 0;
   } else {
-    snprintf(why, sizeof why, "nothing names them (HORA_JOIN_HOSTS; "
-             "hora.torch sets it under torchrun)");
+    snprintf(why, sizeof why, "nothing names them (HORA_JOIN_HOSTS)");
   }
   return hl_error(HORA_EINVAL, "rank %ld of %ld started by %s on several "
                   "hosts: hora cannot learn the ranks' hosts: %s", f->rank,

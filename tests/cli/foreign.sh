@@ -193,13 +193,25 @@ refused "an MPI launcher (PMI)" "its variables do not say how many" \
 # of this rank is this shell): nothing names its job on every host
 refused "an MPI launcher (PMI)" "its ranks run on several hosts, and only MPICH's mpiexec (hydra) among PMI launchers" \
   PMI_RANK=0 PMI_SIZE=4 MPI_LOCALRANKID=0 MPI_LOCALNRANKS=2
-# a C program of torchrun's on several hosts: only hora.torch asks torch's
-# store where the ranks are (or HORA_JOIN_HOSTS says)
+# a C program of torchrun's on several hosts asks torch's store where the
+# ranks are (through torchrun's Python): without MASTER_ADDR and
+# MASTER_PORT nothing names them
 env RANK=5 WORLD_SIZE=8 LOCAL_RANK=1 LOCAL_WORLD_SIZE=4 GROUP_RANK=1 "$prog" >"$TMP/out" 2>"$TMP/err"
 rc=$?
-[ $rc = 1 ] && grep -q "rank 5 of 8 started by torchrun on several hosts: hora cannot learn the ranks' hosts: nothing names them (HORA_JOIN_HOSTS; hora.torch sets it under torchrun)" "$TMP/err" ||
+[ $rc = 1 ] && grep -q "rank 5 of 8 started by torchrun on several hosts: hora cannot learn the ranks' hosts: nothing names them (HORA_JOIN_HOSTS, or torchrun's store: MASTER_ADDR and MASTER_PORT are not set)" "$TMP/err" ||
   fail "torchrun's C program on several hosts: exit $rc, $(cat "$TMP/err")"
-note "a C program that torchrun started on several hosts: told that nothing names the hosts"
+note "a C program that torchrun started on several hosts, without MASTER_ADDR: told that nothing names the hosts"
+# and where no store answers, a node's first rank says so
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  _port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  env PATH="/usr/bin:$PATH" RANK=4 WORLD_SIZE=8 LOCAL_RANK=0 LOCAL_WORLD_SIZE=4 GROUP_RANK=1 \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT="$_port" HORA_START_TIMEOUT=1 \
+    "$prog" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  [ $rc = 1 ] && grep -q "rank 4 of 8 started by torchrun on several hosts: hora cannot learn the ranks' hosts: asking torch's store at 127.0.0.1:$_port through .*python.* failed (exit status 1" "$TMP/err" ||
+    fail "torchrun's C program, no store: exit $rc, $(tail -n 3 "$TMP/err")"
+  note "a C program that torchrun started on several hosts, with no store at MASTER_ADDR: told so"
+fi
 refused "srun" "it did not give each node consecutive ranks" \
   SLURM_JOB_ID=1 SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 \
   SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_STEP_NUM_NODES=2 SLURM_STEP_TASKS_PER_NODE='1(x2)'

@@ -12,7 +12,9 @@
 #             so every rank refuses, saying which ranks and what to use
 #   torchrun  one torchrun per host (--nnodes 2, static rendezvous at h1):
 #             hora learns the hosts through torch's store; a Python job of
-#             4 ranks (init, allreduce, shutdown, init again)
+#             4 ranks (init, allreduce, shutdown, init again), then a C
+#             one (--no_python: libhora asks the store through torchrun's
+#             Python), every collective of it_coll's matrix right
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD" "$T/it_coll"
 command -v mpirun >/dev/null 2>&1 ||
@@ -128,6 +130,30 @@ if [ -n "$TR" ] && "$(head -n 1 "$TR" | sed 's/^#!//')" -c "import torch, numpy"
   sleep 0.5
   [ -z "$(hora_left)" ] || fail "torchrun: hora's processes left: $(hora_left)"
   say "torchrun: $(cat "$MH_TMP"/tr?.out | grep -c "of 4 joined") ranks joined across h1 and h2"
+  # a C program (--no_python): libhora asks torch's store through
+  # torchrun's own Python
+  port=29578
+  for k in 0 1; do
+    # shellcheck disable=SC2086
+    mh_exec h$((k + 1)) env $san_env HORA_HORARUN="$HORARUN" \
+      timeout 120 "$TR" --nnodes 2 --node_rank $k --nproc_per_node 2 \
+      --master_addr h1 --master_port $port --redirects 1 --tee 1 --no_python \
+      "$T/it_coll" matrix -x 4 --marker=$MARK >"$MH_TMP/trc$k.out" 2>"$MH_TMP/trc$k.err" &
+    eval "trpid$k=\$!"
+  done
+  wait "$trpid0"
+  echo $? >"$MH_TMP/trc0.rc"
+  wait "$trpid1"
+  echo $? >"$MH_TMP/trc1.rc"
+  echo "torchrun --no_python it_coll on h1 and h2" >"$MH_TMP/trc0.cmd"
+  cp "$MH_TMP/trc0.cmd" "$MH_TMP/trc1.cmd"
+  expect_rc trc0 0 && expect_rc trc1 0 &&
+    expect_count trc0 out "rank [01] of 4: [0-9]+ checks, 0 failures" 2 "C ranks 0 and 1 right on h1" &&
+    expect_count trc1 out "rank [23] of 4: [0-9]+ checks, 0 failures" 2 \
+      "C ranks 2 and 3 right on h2: one job of 4 across the hosts, learnt from torch's store"
+  mh_assert_no_job_procs "$MARK"
+  sleep 0.5
+  [ -z "$(hora_left)" ] || fail "torchrun C: hora's processes left: $(hora_left)"
 else
   say "torchrun: skipped: no torchrun with torch and numpy (Debian: python3-torch)"
 fi
