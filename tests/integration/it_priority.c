@@ -14,7 +14,8 @@
  * chunk at a time on one host), and 'high' submitted 1 ms after the 'low'
  * ones, while they run; KIB sets the size of 'high' there (default 1: across
  * hosts its result comes with the decision; larger, it runs round the
- * ring beside the large one). It prints "rank R: high done with K of N low done" and
+ * ring beside the large one). It prints "rank R: high done with K of N low
+ * done, T ms after it was submitted" and
  * "rank R: priority: C checks, F failures". */
 #include <hora.h>
 #include <stdio.h>
@@ -54,6 +55,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < cnt[k]; i++) buf[k][i] = (float)(k + 1);
   }
   hora_barrier(); /* the ranks submit together */
+  struct timespec t0 = {0, 0};
   for (int k = 0; k <= n; k++) {
     char name[32];
     if (k < n) snprintf(name, sizeof name, "low.%d", k);
@@ -62,6 +64,7 @@ int main(int argc, char **argv) {
       struct timespec ms = {0, 1000000};
       nanosleep(&ms, NULL);
     }
+    if (k == n) clock_gettime(CLOCK_MONOTONIC, &t0);
     hora_request_t q = {.coll = HORA_COLL_ALLREDUCE, .name = name,
                         .sendbuf = buf[k], .recvbuf = buf[k],
                         .count = cnt[k], .dtype = HORA_FLOAT32,
@@ -73,6 +76,10 @@ int main(int argc, char **argv) {
     }
   }
   int rc = hora_wait(h[n]), done_before = 0;
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double high_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+                   (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
   checks++;
   if (rc < 0) {
     failures++;
@@ -87,7 +94,8 @@ int main(int argc, char **argv) {
     }
     done_before += done[k] != 0;
   }
-  printf("rank %d: high done with %d of %d low done\n", rank, done_before, n);
+  printf("rank %d: high done with %d of %d low done, %.1f ms after it was "
+         "submitted\n", rank, done_before, n, high_ms);
   for (int k = 0; k < n; k++) {
     checks++;
     if (!done[k] && hora_wait(h[k]) < 0) {
