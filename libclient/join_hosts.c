@@ -17,8 +17,9 @@
  *                     initialises MPI when the program has not, and
  *                     finalises it at exit)
  *
- * Every rank learns the whole table and checks that each node holds
- * consecutive ranks, as horad's do. */
+ * Through MPI every rank learns the whole table and checks that each node
+ * holds consecutive ranks, as horad's do; through torch's store only rank
+ * 0 needs it (torchrun numbers each node's ranks consecutively). */
 #define HC_LOG_SUB HC_SUB_CLIENT
 #include <dlfcn.h>
 #include <errno.h>
