@@ -16,12 +16,14 @@
  * hosts its result comes with the decision; larger, it runs round the
  * ring beside the large one). It prints "rank R: high done with K of N low
  * done, T ms after it was submitted" and
- * "rank R: priority: C checks, F failures". */
+ * "rank R: priority: C checks, F failures". With IT_PRIORITY_DIE set, the
+ * last rank exits 8 ms after submitting 'high' (while it runs). */
 #include <hora.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
   const char *arg[4] = {"prio", "8", "8", "1"};
@@ -74,6 +76,12 @@ int main(int argc, char **argv) {
       printf("rank %d: submit %s: %s\n", rank, name, hora_last_error());
       return 1;
     }
+  }
+  if (getenv("IT_PRIORITY_DIE") && rank == size - 1) {
+    /* lost while 'high' and the 'low' ones run: the others' fail */
+    struct timespec ms = {0, 8000000};
+    nanosleep(&ms, NULL);
+    _exit(9);
   }
   int rc = hora_wait(h[n]), done_before = 0;
   struct timespec t1;

@@ -11,7 +11,7 @@
 # host while the large one still runs; of priority 0, after it. The same
 # with 1 MiB (round the ring, in its urgent lane beside the large one),
 # and with 2 MiB after four large ones already queued on every host. 2 x 1
-# and 3 x 1, every result checked.
+# and 3 x 1, every result checked. Last, a rank lost while the lane runs.
 . "$(dirname "$0")/lib.sh"
 need "$HORARUN" "$HORAD" "$T/it_priority"
 mh_setup 3
@@ -60,6 +60,23 @@ for n in 2 3; do
   expect_count lanequeued.${n}x1 out "^\[[0-9]+\]<stdout>:rank [0-9]+: high done with [0-3] of 4 low done" $n \
     "2 MiB of priority 10 overtook large ones already queued, on every host"
 done
+# a rank lost while the urgent lane runs (8 MiB of priority 10 beside 64
+# MiB; the last rank exits 8 ms after submitting it): what had not
+# completed fails at once on the other host, naming the rank (as its
+# host's loss, or as the job's stop, whichever news comes first), and the
+# job ends with nothing left behind
+hrun lanedie.2x1 240 HORA_LOG=engine:debug IT_PRIORITY_DIE=1 --arena-size 96M -np 2 \
+  -H h1:1,h2:1 "$T/it_priority" inarena 1 64 8192
+expect_rc lanedie.2x1 9 &&
+  expect_grep lanedie.2x1 err "host h1: .*DEBUG: allreduce 'high' overtakes 'low.0' in the urgent lane" \
+    "the urgent one ran in the lane" &&
+  expect_grep lanedie.2x1 out "rank 0: FAIL (test )?low.0: allreduce 'low.0' cannot complete: .*rank 1 .*exited with code 9" \
+    "the large one failed on the other host, naming the rank"
+if grep "FAIL high:" "$MH_TMP/lanedie.2x1.out" | grep -vq "rank 1 .*exited with code 9"; then
+  fail "lanedie.2x1: the urgent one failed without naming the rank lost"
+  show lanedie.2x1
+fi
+mh_assert_no_job_procs "$MARK"
 grep -h "high done" "$MH_TMP"/prio.*.out "$MH_TMP"/fifo.*.out \
   "$MH_TMP"/inarena.*.out "$MH_TMP"/fifoarena.*.out "$MH_TMP"/lane.*.out \
   "$MH_TMP"/fifolane.*.out "$MH_TMP"/lanequeued.*.out | sed 's/^/    /'
