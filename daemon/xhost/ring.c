@@ -488,14 +488,21 @@ static int take_step(struct hd_job *job, struct hd_xop *x, struct xh_slot *sl,
   return 0;
 }
 
-static void drop_early(struct hd_xop *x, struct early **pp) {
+/* Takes *pp out of x's early data, and returns it. */
+static struct early *unlink_early(struct hd_xop *x, struct early **pp) {
   struct early *e = *pp;
   *pp = e->next;
+  e->next = NULL;
   if (x->early_tail == e) {
     x->early_tail = NULL;
     for (struct early *i = x->early; i; i = i->next) x->early_tail = i;
   }
   x->early_bytes -= e->len;
+  return e;
+}
+
+static void drop_early(struct hd_xop *x, struct early **pp) {
+  struct early *e = unlink_early(x, pp);
   free(e->buf);
   free(e);
 }
@@ -625,13 +632,7 @@ static void adopt_early(struct hd_xop *main, struct hd_xop *x) {
       pp = &e->next;
       continue;
     }
-    *pp = e->next;
-    if (main->early_tail == e) {
-      main->early_tail = NULL;
-      for (struct early *i = main->early; i; i = i->next) main->early_tail = i;
-    }
-    main->early_bytes -= e->len;
-    e->next = NULL;
+    unlink_early(main, pp);
     if (x->early_tail) x->early_tail->next = e;
     else x->early = e;
     x->early_tail = e;

@@ -104,25 +104,34 @@ fi
 PY=/usr/bin/python3
 TR=$(command -v torchrun || true)
 if [ -n "$TR" ] && "$(head -n 1 "$TR" | sed 's/^#!//')" -c "import torch, numpy" 2>/dev/null; then
-  port=29577
-  for k in 0 1; do
-    # --redirects/--tee 1: torch 1.13's torchrun fails on Python 3.11 with
-    # its default of 0
-    # shellcheck disable=SC2086
-    mh_exec h$((k + 1)) env $san_env PYTHONPATH="$HORA_TOP/python" \
-      HORA_LIBRARY="$BUILD/lib/libhora.so" HORA_HORARUN="$HORARUN" \
-      timeout 120 "$TR" --nnodes 2 --node_rank $k --nproc_per_node 2 \
-      --master_addr h1 --master_port $port --redirects 1 --tee 1 \
-      "$HORA_TOP/tests/python/workers/joined.py" >"$MH_TMP/tr$k.out" 2>"$MH_TMP/tr$k.err" &
-    eval "trpid$k=\$!"
-  done
-  # shellcheck disable=SC2154
-  wait "$trpid0"
-  echo $? >"$MH_TMP/tr0.rc"
-  wait "$trpid1"
-  echo $? >"$MH_TMP/tr1.rc"
-  echo "torchrun --nnodes 2 on h1 and h2" >"$MH_TMP/tr0.cmd"
-  cp "$MH_TMP/tr0.cmd" "$MH_TMP/tr1.cmd"
+  # torchrun2 NAME PORT WHAT ARGS...: one torchrun per host (--nnodes 2,
+  # static rendezvous at h1:PORT), 2 ranks each, with hora's Python module
+  # and library of this build; NAME0 and NAME1 hold each host's output and
+  # status.
+  # --redirects/--tee 1: torch 1.13's torchrun fails on Python 3.11 with
+  # its default of 0
+  torchrun2() {
+    _n=$1 _p=$2 _w=$3
+    shift 3
+    for k in 0 1; do
+      # shellcheck disable=SC2086
+      mh_exec h$((k + 1)) env $san_env PYTHONPATH="$HORA_TOP/python" \
+        HORA_LIBRARY="$BUILD/lib/libhora.so" HORA_HORARUN="$HORARUN" \
+        timeout 120 "$TR" --nnodes 2 --node_rank $k --nproc_per_node 2 \
+        --master_addr h1 --master_port "$_p" --redirects 1 --tee 1 "$@" \
+        >"$MH_TMP/$_n$k.out" 2>"$MH_TMP/$_n$k.err" &
+      eval "trpid$k=\$!"
+    done
+    # shellcheck disable=SC2154
+    wait "$trpid0"
+    echo $? >"$MH_TMP/${_n}0.rc"
+    wait "$trpid1"
+    echo $? >"$MH_TMP/${_n}1.rc"
+    echo "$_w" >"$MH_TMP/${_n}0.cmd"
+    cp "$MH_TMP/${_n}0.cmd" "$MH_TMP/${_n}1.cmd"
+  }
+  torchrun2 tr 29577 "torchrun --nnodes 2 on h1 and h2" \
+    "$HORA_TOP/tests/python/workers/joined.py"
   expect_rc tr0 0 && expect_rc tr1 0 &&
     expect_count tr0 out "rank [01] of 4 joined on h1, local [01] of 2" 2 "ranks 0 and 1 on h1" &&
     expect_count tr1 out "rank [23] of 4 joined on h2, local [01] of 2" 2 \
@@ -132,21 +141,8 @@ if [ -n "$TR" ] && "$(head -n 1 "$TR" | sed 's/^#!//')" -c "import torch, numpy"
   say "torchrun: $(cat "$MH_TMP"/tr?.out | grep -c "of 4 joined") ranks joined across h1 and h2"
   # a C program (--no_python): libhora asks torch's store through
   # torchrun's own Python
-  port=29578
-  for k in 0 1; do
-    # shellcheck disable=SC2086
-    mh_exec h$((k + 1)) env $san_env HORA_HORARUN="$HORARUN" \
-      timeout 120 "$TR" --nnodes 2 --node_rank $k --nproc_per_node 2 \
-      --master_addr h1 --master_port $port --redirects 1 --tee 1 --no_python \
-      "$T/it_coll" matrix -x 4 --marker=$MARK >"$MH_TMP/trc$k.out" 2>"$MH_TMP/trc$k.err" &
-    eval "trpid$k=\$!"
-  done
-  wait "$trpid0"
-  echo $? >"$MH_TMP/trc0.rc"
-  wait "$trpid1"
-  echo $? >"$MH_TMP/trc1.rc"
-  echo "torchrun --no_python it_coll on h1 and h2" >"$MH_TMP/trc0.cmd"
-  cp "$MH_TMP/trc0.cmd" "$MH_TMP/trc1.cmd"
+  torchrun2 trc 29578 "torchrun --no_python it_coll on h1 and h2" \
+    --no_python "$T/it_coll" matrix -x 4 --marker=$MARK
   expect_rc trc0 0 && expect_rc trc1 0 &&
     expect_count trc0 out "rank [01] of 4: [0-9]+ checks, 0 failures" 2 "C ranks 0 and 1 right on h1" &&
     expect_count trc1 out "rank [23] of 4: [0-9]+ checks, 0 failures" 2 \
